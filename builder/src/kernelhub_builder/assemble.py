@@ -1,0 +1,158 @@
+"""Assemble a built variant in a staging dir, then swap it into place.
+
+Everything is written to ``<out>/<kernel>/.staging-<variant>-<random>/`` first — package
+files, the generated ``_ops.py``, the shared library, and last ``metadata.json`` with the
+digests of all of them — and only then renamed over the previous build. A failure at
+any point before the rename leaves the previous build as it was.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from kernelhub.errors import VariantNameError
+from kernelhub.metadata import (
+    METADATA_FILE,
+    BackendInfo,
+    Metadata,
+    compute_digests,
+    write_metadata,
+)
+from kernelhub.variants import Variant, VariantKind, parse_variant
+
+from . import BUILDER_VERSION
+from .manifest_model import KernelManifest
+
+
+@dataclass(frozen=True)
+class Artifacts:
+    """What the compile step produced for one variant."""
+
+    ops_py_text: str
+    so_path: Path | None = None
+
+
+def stage_variant(
+    kernel: KernelManifest,
+    variant: Variant,
+    vid: str,
+    artifacts: Artifacts,
+    out_dir: Path,
+    torch_version: str | None,
+) -> Path:
+    """Write a complete variant into a new staging dir under out_dir/<kernel>/."""
+    kernel_out = out_dir / kernel.name
+    kernel_out.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".staging-{variant.name}-", dir=kernel_out))
+    try:
+        staging.chmod(0o755)  # mkdtemp makes it private; a build dir is not a secret
+        copy_package(kernel, staging)
+        (staging / "_ops.py").write_text(artifacts.ops_py_text)
+        if artifacts.so_path is not None:
+            shutil.copy2(artifacts.so_path, staging / artifacts.so_path.name)
+        metadata = Metadata(
+            name=kernel.name,
+            id=vid,
+            version=kernel.version,
+            release=kernel.release,
+            backend=backend_info(kernel, variant),
+            digest_files=compute_digests(staging),
+            license=kernel.license,
+            python_depends=python_depends(kernel, variant),
+            provenance=provenance(kernel.root),
+            torch=torch_version,
+        )
+        write_metadata(staging, metadata)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return staging
+
+
+def copy_package(kernel: KernelManifest, dest: Path) -> None:
+    """Copy torch-ext/<name>/ files whose suffix [torch] pyext lists (default: py)."""
+    source = kernel.package_dir
+    if not source.is_dir():
+        return
+    suffixes = {f".{ext.lstrip('.')}" for ext in kernel.torch.pyext}
+    for path in sorted(source.rglob("*")):
+        rel = path.relative_to(source)
+        if not path.is_file() or "__pycache__" in rel.parts or path.suffix not in suffixes:
+            continue
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, target)
+
+
+def python_depends(kernel: KernelManifest, variant: Variant) -> list[str]:
+    """general.python-depends plus the variant backend's own (general.<backend>)."""
+    extra = kernel.backend_python_depends.get(variant.backend or "", ())
+    return list(dict.fromkeys((*kernel.python_depends, *extra)))
+
+
+def backend_info(kernel: KernelManifest, variant: Variant) -> BackendInfo:
+    if variant.kind is VariantKind.UNIVERSAL or variant.backend is None:
+        return BackendInfo("universal")
+    parts = kernel.parts_for(variant.backend)
+    if variant.backend == "cuda":
+        archs = [*kernel.torch.cuda_capabilities, *(c for p in parts for c in p.cuda_capabilities)]
+    elif variant.backend == "rocm":
+        archs = [*kernel.torch.rocm_archs, *(a for p in parts for a in p.rocm_archs)]
+    else:
+        archs = []
+    return BackendInfo(variant.backend, sorted(dict.fromkeys(archs)))
+
+
+def provenance(kernel_root: Path) -> dict:
+    """The ecosystem's provenance shape; the kernel's commit only when it is in git."""
+    result: dict = {"kernel-builder": {"version": BUILDER_VERSION}}
+    commit = _git(kernel_root, "rev-parse", "HEAD")
+    if commit:
+        status = _git(kernel_root, "status", "--porcelain", "--", ".")
+        result["kernel"] = {"commit": commit, "dirty": bool(status)}
+    return result
+
+
+def _git(cwd: Path, *args: str) -> str | None:
+    try:
+        done = subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True,
+                              check=False)
+    except FileNotFoundError:
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def install_staged(staging: Path, dest: Path) -> None:
+    """Replace ``dest`` with ``staging``: old aside, new in, old removed."""
+    aside = None
+    if dest.exists():
+        aside = Path(tempfile.mkdtemp(prefix=f".old-{dest.name}-", dir=dest.parent))
+        aside.rmdir()
+        dest.rename(aside)
+    try:
+        staging.rename(dest)
+    except BaseException:
+        if aside is not None:
+            aside.rename(dest)
+        raise
+    if aside is not None:
+        shutil.rmtree(aside, ignore_errors=True)
+
+
+def built_variants(out_dir: Path, kernel: KernelManifest) -> list[tuple[Variant, Path]]:
+    """Variant dirs under ``out_dir/<kernel>/`` that hold a build (staging dirs skipped)."""
+    kernel_out = Path(out_dir) / kernel.name
+    found = []
+    if kernel_out.is_dir():
+        for path in sorted(kernel_out.iterdir()):
+            if not (path / METADATA_FILE).is_file():
+                continue
+            try:
+                found.append((parse_variant(path.name), path))
+            except VariantNameError:
+                continue
+    return found

@@ -1,0 +1,228 @@
+"""The ``builder`` command: a thin shell over the library modules.
+
+Parses arguments, finds the project, calls :mod:`build`, :mod:`kernel_tests` and
+:mod:`publish`, and prints. Errors the user can fix (bad manifest, compile error,
+publish refused) become one message on stderr and exit status 1, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from kernelhub.errors import KernelHubError
+
+from . import __version__
+from .build import build_kernel, default_out_dir
+from .kernel_tests import run_kernel_tests
+from .manifest import PROJECT_FILE, load_kernels, load_project
+from .manifest_model import KernelManifest, Project
+from .matrix import PlannedVariant, filter_variants, format_plan, plan_to_json, plan_variants
+from .progress import console
+from .publish import describe_result, publish_kernel
+
+
+class UsageError(KernelHubError):
+    """The command line names something the project does not have."""
+
+
+def find_project(start: Path) -> Path:
+    """The nearest kernels.toml at or above ``start``."""
+    start = start.resolve()
+    for directory in (start, *start.parents):
+        if (directory / PROJECT_FILE).is_file():
+            return directory / PROJECT_FILE
+    raise UsageError(
+        f"no {PROJECT_FILE} in {start} or any parent directory; run builder inside a "
+        "kernel project or pass --project PATH"
+    )
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="builder",
+        description="Build, test and publish PyTorch compute kernels for every build variant.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--project", type=Path, metavar="PATH",
+                        help=f"the project's {PROJECT_FILE} or its directory "
+                             "(default: the nearest one upward from the current directory)")
+    parser.add_argument("--out", type=Path, metavar="DIR",
+                        help="where built variants go (default: build-dir of kernels.toml, "
+                             "else <project>/build)")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    listing = commands.add_parser("list-variants", help="show the variant matrix of a kernel")
+    listing.add_argument("kernel", nargs="?", help="one kernel (default: all)")
+    listing.add_argument("--json", action="store_true", help="machine-readable output")
+
+    build = commands.add_parser("build", help="build the variants this host can build")
+    build.add_argument("kernels", nargs="*", metavar="KERNEL", help="default: all")
+    build.add_argument("--variant", action="append", default=[], metavar="V",
+                       help="only these variants (name or glob; repeatable)")
+
+    test = commands.add_parser("test", help="run each kernel's tests against its built variants")
+    test.add_argument("kernels", nargs="*", metavar="KERNEL", help="default: all")
+
+    publish = commands.add_parser("publish", help="publish built variants to a hub")
+    publish.add_argument("kernels", nargs="*", metavar="KERNEL", help="default: all")
+    publish.add_argument("--hub", metavar="PATH",
+                         help="hub target: a LocalHub directory, \"hf\" or an http(s):// Hub-API endpoint "
+                              "(default: [hub] target of kernels.toml, else the default hub)")
+    publish.add_argument("--dry-run", action="store_true",
+                         help="check and report what would change; publish nothing")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        project = load_project(args.project if args.project else find_project(Path.cwd()))
+        out_dir = (args.out or default_out_dir(project)).resolve()
+        return _COMMANDS[args.command](args, project, out_dir)
+    except KernelHubError as e:
+        console.print(f"[bold red]error:[/] {_escape(str(e))}")
+        return 1
+    except KeyboardInterrupt:
+        console.print("interrupted")
+        return 130
+
+
+def _escape(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
+
+
+def _select(project: Project, names: Sequence[str]) -> list[KernelManifest]:
+    """The named kernels (by build.toml name or kernels.toml entry), or all of them."""
+    kernels = load_kernels(project)
+    if not names:
+        return kernels
+    by_name = {k.name: k for k in kernels}
+    by_name.update({entry: k for entry, k in zip(project.kernels, kernels, strict=True)})
+    unknown = [n for n in names if n not in by_name]
+    if unknown:
+        raise UsageError(
+            f"unknown kernel {', '.join(map(repr, unknown))}; this project has: "
+            f"{', '.join(k.name for k in kernels) or 'none'}"
+        )
+    chosen: dict[str, KernelManifest] = {}
+    for n in names:
+        chosen.setdefault(by_name[n].name, by_name[n])
+    return list(chosen.values())
+
+
+def _list_variants(args: argparse.Namespace, project: Project, out_dir: Path) -> int:
+    kernels = _select(project, [args.kernel] if args.kernel else [])
+    if args.json:
+        data = {k.name: plan_to_json(plan_variants(project, k)) for k in kernels}
+        print(json.dumps(data, indent=2))
+        return 0
+    for kernel in kernels:
+        print(f"{kernel.name} (v{kernel.version}, release {kernel.release})")
+        print(format_plan(plan_variants(project, kernel)))
+        print()
+    return 0
+
+
+def _chosen_plans(
+    project: Project, kernels: list[KernelManifest], patterns: list[str]
+) -> dict[str, list[PlannedVariant]]:
+    """Per kernel, the planned variants ``--variant`` selects (all when none given).
+
+    A pattern only has to match in some kernel: ``--variant 'torch213-*'`` over a
+    project that also holds pure-Python kernels is not a typo.
+    """
+    plans = {k.name: plan_variants(project, k) for k in kernels}
+    if not patterns:
+        return plans
+    chosen: dict[str, list[PlannedVariant]] = {}
+    for pattern in patterns:
+        hits = {}
+        for name, planned in plans.items():
+            try:
+                hits[name] = filter_variants(planned, [pattern])
+            except KernelHubError:
+                continue
+        if not hits:
+            if len(plans) == 1:
+                filter_variants(next(iter(plans.values())), [pattern])  # its message lists names
+            raise UsageError(f"--variant {pattern!r} matches no variant of "
+                             f"{', '.join(plans) or 'any kernel'}")
+        for name, selected in hits.items():
+            have = chosen.setdefault(name, [])
+            have += [p for p in selected if p not in have]
+    return chosen
+
+
+def _build(args: argparse.Namespace, project: Project, out_dir: Path) -> int:
+    kernels = {k.name: k for k in _select(project, args.kernels)}
+    plans = _chosen_plans(project, list(kernels.values()), args.variant)
+    status = 0
+    for name, planned in plans.items():
+        blocked = [p for p in planned if not p.buildable]
+        named = set(args.variant)  # exact names; a glob may match what this host can't build
+        for p in blocked:
+            if p.name in named:  # asked for by name: not building it is a failure
+                console.print(f"{name} {p.name}: cannot build here: {_escape(p.reason or '')}")
+                status = 1
+        if blocked and not named & {p.name for p in blocked}:
+            console.print(f"{name}: {len(blocked)} variant(s) of the matrix cannot be built on "
+                          "this host (builder list-variants says why)")
+        results = build_kernel(project, kernels[name], planned, out_dir)
+        for r in results:
+            state = "up to date" if r.up_to_date else ("compiled" if r.compiled else "assembled")
+            print(f"{r.kernel}  {r.variant}  {r.variant_id}  {state}")
+        if not results and not blocked:
+            console.print(f"{name}: nothing to build")
+    return status
+
+
+def _test(args: argparse.Namespace, project: Project, out_dir: Path) -> int:
+    failed = 0
+    ran = 0
+    for kernel in _select(project, args.kernels):
+        runs, skipped = run_kernel_tests(project, kernel, out_dir)
+        for s in skipped:
+            print(f"SKIP  {kernel.name}  {s.variant}: {s.reason}")
+        for run in runs:
+            ran += 1
+            verdict = "PASS" if run.passed else "FAIL"
+            print(f"{verdict}  {kernel.name}  {run.variant}  (torch {run.torch})")
+            if not run.passed:
+                failed += 1
+                sys.stdout.write(_indent(run.output))
+    if failed:
+        console.print(f"[bold red]{failed} of {ran} test run(s) failed[/]")
+        return 1
+    if not ran:
+        console.print("no variant could be tested on this host")
+        return 1
+    console.print(f"all {ran} test run(s) passed")
+    return 0
+
+
+def _indent(text: str) -> str:
+    return "".join(f"    {line}\n" for line in text.rstrip().splitlines())
+
+
+def _publish(args: argparse.Namespace, project: Project, out_dir: Path) -> int:
+    from kernelhub.hub.select import open_hub
+
+    hub = open_hub(args.hub or project.hub)
+    for kernel in _select(project, args.kernels):
+        result = publish_kernel(project, kernel, out_dir, hub, dry_run=args.dry_run)
+        print(describe_result(result))
+    return 0
+
+
+_COMMANDS = {
+    "list-variants": _list_variants,
+    "build": _build,
+    "test": _test,
+    "publish": _publish,
+}

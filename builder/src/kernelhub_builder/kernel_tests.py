@@ -1,0 +1,129 @@
+"""``builder test``: run a kernel's own tests against each built variant this host can run.
+
+Each run is ``<torch env python> -m pytest -p kernelhub.testing <kernel>/tests`` with
+``KERNELHUB_TEST_VARIANT`` naming the variant dir: the loader verifies and imports the
+built artefact, so the tests exercise exactly what would be published, never the
+sources on sys.path. A stable-ABI variant runs under every torch of the matrix at or
+above its ABI minimum — that it loads on all of them is the point of the stable ABI.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from kernelhub.errors import KernelHubError
+from kernelhub.variants import Variant, VariantKind
+
+from .assemble import built_variants
+from .manifest_model import KernelManifest, Project
+from .progress import console
+from .toolchains import detect_host
+from .torch_env import ensure_torch_env, minor_str
+
+_NO_TESTS_COLLECTED = 5  # pytest's exit status
+
+
+@dataclass(frozen=True)
+class TestRun:
+    """One pytest run of one variant under one torch."""
+
+    variant: str
+    torch: str
+    """The torch minor the tests ran under."""
+    passed: bool
+    returncode: int
+    output: str
+
+    # Not a test class, whatever pytest's collector thinks of the name.
+    __test__ = False
+
+
+@dataclass(frozen=True)
+class Skipped:
+    variant: str
+    reason: str
+
+
+def torch_minors_for(project: Project, kernel: KernelManifest, variant: Variant) -> list[str]:
+    """The torch envs a variant is tested under."""
+
+    def key(minor: str) -> tuple[int, int]:
+        major, rest = minor.split(".")[:2]
+        return int(major), int(rest)
+
+    matrix = sorted(project.matrix.torch, key=key)
+    if kernel.torch.minver:
+        matrix = [m for m in matrix if key(m) >= key(kernel.torch.minver)]
+    if kernel.torch.maxver:
+        matrix = [m for m in matrix if key(m) <= key(kernel.torch.maxver)]
+    if variant.kind is VariantKind.COMPILED:
+        assert variant.torch is not None
+        return [minor_str(variant.torch)]
+    if variant.kind is VariantKind.STABLE_ABI:
+        assert variant.torch is not None
+        return [m for m in matrix if key(m) >= variant.torch]
+    return matrix[-1:]  # pure Python: the newest torch of the matrix
+
+
+def why_not_runnable(variant: Variant) -> str | None:
+    """None when this host can run the variant; else the reason it cannot."""
+    host = detect_host().system
+    if variant.kind in (VariantKind.COMPILED, VariantKind.STABLE_ABI) and variant.system != host:
+        return f"built for {variant.system}, this host is {host}"
+    if variant.kind is not VariantKind.UNIVERSAL and variant.backend != "cpu":
+        return f"needs a {variant.backend} device; only cpu variants are tested on this host"
+    return None
+
+
+def run_kernel_tests(
+    project: Project, kernel: KernelManifest, out_dir: Path
+) -> tuple[list[TestRun], list[Skipped]]:
+    """Run the kernel's tests against each built, runnable variant."""
+    tests_dir = kernel.root / "tests"
+    if not tests_dir.is_dir():
+        raise KernelHubError(
+            f"{kernel.name} has no tests directory ({tests_dir}); add tests for builder test "
+            "to run"
+        )
+    variants = built_variants(out_dir, kernel)
+    if not variants:
+        raise KernelHubError(
+            f"no built variants of {kernel.name} under {Path(out_dir) / kernel.name}; "
+            f"run builder build {kernel.name} first"
+        )
+    runs: list[TestRun] = []
+    skipped: list[Skipped] = []
+    for variant, path in variants:
+        reason = why_not_runnable(variant)
+        if reason:
+            skipped.append(Skipped(variant.name, reason))
+            continue
+        for minor in torch_minors_for(project, kernel, variant):
+            runs.append(_run_pytest(project, kernel, variant, path, minor, tests_dir))
+    return runs, skipped
+
+
+def _run_pytest(
+    project: Project, kernel: KernelManifest, variant: Variant, path: Path, minor: str,
+    tests_dir: Path,
+) -> TestRun:
+    env = ensure_torch_env(minor, project.torch_pins.get(minor))
+    child_env = dict(os.environ)
+    child_env["KERNELHUB_TEST_VARIANT"] = str(path.resolve())
+    # Keep __pycache__ out of the variant dir the tests import from.
+    child_env["PYTHONDONTWRITEBYTECODE"] = "1"
+    child_env.pop("PYTHONPATH", None)
+    # --confcutdir: conftest files above the kernel (a workspace's, which may well
+    # ignore kernels-src/ for its own suite) must not decide what the kernel tests are.
+    cmd = [str(env.python), "-m", "pytest", "-p", "kernelhub.testing", "-p",
+           "no:cacheprovider", "--confcutdir", str(kernel.root), str(tests_dir), "-q"]
+    with console.status(f"testing {kernel.name} {variant.name} under torch {minor}"):
+        done = subprocess.run(cmd, cwd=kernel.root, env=child_env, capture_output=True,
+                              text=True, check=False)
+    output = done.stdout + done.stderr
+    if done.returncode == _NO_TESTS_COLLECTED:
+        output += f"\npytest found no tests in {tests_dir}; a kernel without tests cannot pass\n"
+    return TestRun(variant.name, minor, done.returncode == 0, done.returncode, output)

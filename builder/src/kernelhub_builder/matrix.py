@@ -1,0 +1,247 @@
+"""Every build variant of a kernel, and whether this host can build it (and if not, why).
+
+The full matrix is: torch versions (the project's, narrowed by ``[torch] minver/maxver``)
+x backends (the kernel's, within the project's) x systems (CUDA, ROCm and XPU build on
+Linux only, Metal on aarch64-darwin only, CPU everywhere) x toolkit versions (the
+project's CUDA/ROCm/XPU lists, CUDA narrowed by ``general.cuda``). A stable-ABI backend
+gets one variant per compute and system instead of one per torch; pure-Python kernels
+get ``torch-<backend>`` per backend, or one ``torch-universal``.
+
+Names come from :mod:`kernelhub.variants` (never formatted here), so the builder, the
+loader and the Nix flake agree on them. A variant this host cannot build stays in the
+plan with a reason saying what to change, so ``builder list-variants`` shows the whole
+matrix and CI on other machines knows what is left for them.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from kernelhub.errors import KernelHubError
+from kernelhub.variants import Compute, Variant, VariantKind
+
+from .manifest import version_key
+from .manifest_model import KernelManifest, Project
+from .toolchains import HostInfo, Toolchain, Toolchains, detect_host, detect_toolchains
+
+_LINUX_ONLY = ("cuda", "rocm", "xpu")
+_OS_NAMES = {"linux": "Linux", "darwin": "macOS"}
+
+
+class VariantSelectionError(KernelHubError, ValueError):
+    """A ``--variant`` pattern matched none of the kernel's variants."""
+
+
+@dataclass(frozen=True)
+class PlannedVariant:
+    """One cell of the matrix."""
+
+    variant: Variant
+    buildable: bool
+    reason: str | None
+    """Why this host cannot build it (None when buildable)."""
+    torch_version: str | None
+    """The torch major.minor whose toolchain env builds it (for stable ABI: the ABI's
+    minimum); None for pure-Python variants."""
+
+    @property
+    def name(self) -> str:
+        return self.variant.name
+
+
+def plan_variants(
+    project: Project,
+    kernel: KernelManifest,
+    host: HostInfo | None = None,
+    toolchains: Toolchains | None = None,
+) -> list[PlannedVariant]:
+    """The kernel's full variant matrix, sorted by name, each marked buildable or not."""
+    if kernel.universal:
+        return [PlannedVariant(Variant(VariantKind.UNIVERSAL), True, None, None)]
+    backends = [b for b in kernel.backends if b in project.matrix.backends]
+    if kernel.torch.noarch:
+        planned = [
+            PlannedVariant(Variant(VariantKind.NOARCH, compute=Compute(b)), True, None, None)
+            for b in backends
+        ]
+        return sorted(planned, key=lambda p: p.name)
+
+    host = host or detect_host()
+    toolchains = toolchains or detect_toolchains()
+    planned = []
+    for variant, torch_version in _compiled_variants(project, kernel, backends):
+        reason = _why_not_buildable(variant, host, toolchains)
+        planned.append(PlannedVariant(variant, reason is None, reason, torch_version))
+    return sorted(planned, key=lambda p: p.name)
+
+
+def _compiled_variants(
+    project: Project, kernel: KernelManifest, backends: Iterable[str]
+) -> Iterable[tuple[Variant, str]]:
+    matrix = project.matrix
+    torch_versions = [
+        v
+        for v in matrix.torch
+        if (kernel.torch.minver is None or version_key(v) >= version_key(kernel.torch.minver))
+        and (kernel.torch.maxver is None or version_key(v) <= version_key(kernel.torch.maxver))
+    ]
+    for backend in backends:
+        stable_abi = kernel.torch.stable_abi_for(backend)
+        for compute in _computes(backend, project, kernel):
+            for system in matrix.systems:
+                arch, os_name = system.split("-", 1)
+                if not _system_has_backend(backend, arch, os_name):
+                    continue
+                if stable_abi is not None:
+                    variant = Variant(
+                        VariantKind.STABLE_ABI, version_key(stable_abi), compute, arch, os_name
+                    )
+                    yield variant, stable_abi
+                    continue
+                for torch_version in torch_versions:
+                    variant = Variant(
+                        VariantKind.COMPILED, version_key(torch_version), compute, arch, os_name
+                    )
+                    yield variant, torch_version
+
+
+def _computes(backend: str, project: Project, kernel: KernelManifest) -> list[Compute]:
+    matrix = project.matrix
+    if backend == "cuda":
+        return [
+            Compute.from_version_string("cuda", v)
+            for v in matrix.cuda
+            if (kernel.cuda_minver is None or version_key(v) >= version_key(kernel.cuda_minver))
+            and (kernel.cuda_maxver is None or version_key(v) <= version_key(kernel.cuda_maxver))
+        ]
+    if backend in ("rocm", "xpu"):
+        versions = matrix.rocm if backend == "rocm" else matrix.xpu
+        return [Compute.from_version_string(backend, v) for v in versions]
+    return [Compute(backend)]
+
+
+def _system_has_backend(backend: str, arch: str, os_name: str) -> bool:
+    if backend in _LINUX_ONLY:
+        return os_name == "linux"
+    if backend == "metal":
+        return (arch, os_name) == ("aarch64", "darwin")
+    return True
+
+
+def _why_not_buildable(variant: Variant, host: HostInfo, toolchains: Toolchains) -> str | None:
+    """The first thing that stops this host from building the variant, said actionably."""
+    system = variant.system
+    if variant.os != host.os:
+        where = _OS_NAMES.get(variant.os or "", variant.os)
+        return f"wrong OS: {system} variants build on {where} (this host is {host.system})"
+    if variant.arch != host.arch:
+        return (
+            f"wrong architecture: {system} variants build on an {variant.arch} host "
+            f"(this host is {host.system}; cross-compiling is not supported)"
+        )
+    if toolchains.cxx is None:
+        return "no C++ compiler (install g++ or clang++, or set CXX)"
+    compute = variant.compute
+    assert compute is not None
+    if compute.backend == "cuda":
+        return _version_problem(
+            toolchains.nvcc,
+            compute,
+            missing="no nvcc found (set CUDA_HOME or put nvcc on PATH)",
+            label="nvcc is CUDA",
+            wanted="CUDA",
+            fix="set CUDA_HOME to a CUDA {want} toolkit",
+        )
+    if compute.backend == "rocm":
+        return _version_problem(
+            toolchains.hipcc,
+            compute,
+            missing="no ROCm toolchain (hipcc not found; set ROCM_PATH or put hipcc on PATH)",
+            label="hipcc is ROCm",
+            wanted="ROCm",
+            fix="set ROCM_PATH to a ROCm {want} install",
+        )
+    if compute.backend == "xpu":
+        return _version_problem(
+            toolchains.icpx,
+            compute,
+            missing="no oneAPI/SYCL compiler (icpx not found; source oneAPI's setvars.sh)",
+            label="icpx is oneAPI",
+            wanted="oneAPI",
+            fix="source the setvars.sh of oneAPI {want}",
+        )
+    if compute.backend == "metal" and toolchains.metal is None:
+        return "no Metal compiler (xcrun cannot find metal; install Xcode)"
+    return None
+
+
+def _version_problem(
+    tool: Toolchain | None, compute: Compute, *, missing: str, label: str, wanted: str, fix: str
+) -> str | None:
+    if tool is None:
+        return missing
+    want = compute.version_str
+    have = tool.major_minor
+    if have is None:
+        return f"cannot read the {wanted} version of {tool.path}; {fix.format(want=want)}"
+    if have != compute.version:
+        have_str = f"{have[0]}.{have[1]}"
+        return f"{label} {have_str} but the variant needs {wanted} {want} ({fix.format(want=want)})"
+    return None
+
+
+def filter_variants(planned: list[PlannedVariant], patterns: list[str]) -> list[PlannedVariant]:
+    """Keep the variants named by ``--variant`` (exact names or fnmatch globs), in plan order.
+
+    A pattern that matches nothing is an error listing the valid names: a typo must not
+    silently build nothing.
+    """
+    if not patterns:
+        return list(planned)
+    names = [p.name for p in planned]
+    chosen: set[str] = set()
+    for pattern in patterns:
+        matched = [n for n in names if n == pattern or fnmatch.fnmatchcase(n, pattern)]
+        if not matched:
+            valid = "\n  ".join(names) or "(none: this kernel has no variants in the matrix)"
+            raise VariantSelectionError(
+                f"--variant {pattern!r} matches no variant of this kernel; valid names:\n  {valid}"
+            )
+        chosen.update(matched)
+    return [p for p in planned if p.name in chosen]
+
+
+def format_plan(planned: list[PlannedVariant]) -> str:
+    """A plain-text table (variant, buildable, reason) for ``builder list-variants``."""
+    header = ("VARIANT", "BUILDABLE", "REASON")
+    rows = [(p.name, "yes" if p.buildable else "no", p.reason or "") for p in planned]
+    width = max([len(header[0])] + [len(r[0]) for r in rows])
+    lines = [f"{a:<{width}}  {b:<9}  {c}".rstrip() for a, b, c in [header, *rows]]
+    return "\n".join(lines)
+
+
+def plan_to_json(planned: list[PlannedVariant]) -> list[dict[str, Any]]:
+    """JSON-ready rows for ``builder list-variants --json`` (keys are stable API)."""
+    return [
+        {
+            "variant": p.name,
+            "buildable": p.buildable,
+            "reason": p.reason,
+            "torch": p.torch_version,
+            "kind": p.variant.kind.value,
+            "backend": p.variant.backend,
+            "compute": _compute_tag(p.variant),
+            "system": p.variant.system,
+        }
+        for p in planned
+    ]
+
+
+def _compute_tag(variant: Variant) -> str | None:
+    """cu130, rocm70, cpu…; None for pure-Python variants, which name only a backend."""
+    if variant.compute is None or variant.kind is VariantKind.NOARCH:
+        return None
+    return variant.compute.tag

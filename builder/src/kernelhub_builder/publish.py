@@ -1,0 +1,91 @@
+"""``builder publish``: push a kernel's built variants to a hub as one commit.
+
+Every variant under ``<out>/<kernel>/`` is checked first — its metadata must carry the
+manifest's version and release and its files must match their digests — so a stale or
+tampered build is refused before anything reaches the hub. Then one
+``hub.publish(repo, "v<major>", {variant: dir}, tag="v<release>")`` replaces exactly
+those variant dirs on the branch; variants built elsewhere stay.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kernelhub.errors import KernelHubError, MetadataError
+from kernelhub.hub.base import Hub, PublishResult
+from kernelhub.metadata import verify_variant
+
+from .assemble import built_variants
+from .manifest_model import KernelManifest, Project
+
+
+def repo_id_for(project: Project, kernel: KernelManifest) -> str:
+    return kernel.repo_id or f"{project.org}/{kernel.name}"
+
+
+def collect_variants(kernel: KernelManifest, out_dir: Path) -> dict[str, Path]:
+    """Built variants of ``kernel``, each verified against the manifest and its digests."""
+    found = built_variants(out_dir, kernel)
+    if not found:
+        raise KernelHubError(
+            f"nothing to publish for {kernel.name}: no built variants under "
+            f"{Path(out_dir) / kernel.name}; run builder build {kernel.name} first"
+        )
+    variants: dict[str, Path] = {}
+    for variant, path in found:
+        metadata = verify_variant(path)
+        if metadata.name != kernel.name:
+            raise MetadataError(
+                f"{path}: built for kernel {metadata.name!r}, not {kernel.name!r}; "
+                "remove the directory and rebuild"
+            )
+        if (metadata.version, metadata.release) != (kernel.version, kernel.release):
+            raise MetadataError(
+                f"{path}: built as version {metadata.version} release {metadata.release}, "
+                f"but build.toml says version {kernel.version} release {kernel.release}; "
+                f"rebuild with builder build {kernel.name}"
+            )
+        variants[variant.name] = path
+    return variants
+
+
+def publish_kernel(
+    project: Project,
+    kernel: KernelManifest,
+    out_dir: Path,
+    hub: Hub,
+    *,
+    dry_run: bool = False,
+) -> PublishResult:
+    variants = collect_variants(kernel, out_dir)
+    message = (
+        f"Publish {kernel.name} {kernel.release}: {len(variants)} variant(s)\n\n"
+        + "\n".join(sorted(variants))
+    )
+    return hub.publish(
+        repo_id_for(project, kernel),
+        f"v{kernel.version}",
+        variants,
+        tag=f"v{kernel.release}",
+        message=message,
+        dry_run=dry_run,
+    )
+
+
+def describe_result(result: PublishResult) -> str:
+    """What a publish did, in the words a user wants after running it."""
+    where = f"{result.repo_id}@{result.branch}"
+    new_repo = " (new repository)" if result.created_repo else ""
+    if not result.changed:
+        lines = [f"{where}: no change ({len(result.unchanged)} variant(s) already up to date)"]
+    elif result.dry_run:
+        lines = [f"dry run: would publish {where}{new_repo}; nothing was changed"]
+    else:
+        head = result.commit[:12] if result.commit else "?"
+        lines = [f"published {where} → commit {head}{new_repo}"]
+    lines += [f"  added     {v}" for v in result.added]
+    lines += [f"  replaced  {v}" for v in result.replaced]
+    lines += [f"  unchanged {v}" for v in result.unchanged]
+    if result.tag:
+        lines.append(f"  tag       {result.tag}")
+    return "\n".join(lines)

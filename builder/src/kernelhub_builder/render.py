@@ -1,0 +1,294 @@
+"""Render one variant's build: generated sources and a ninja file, from jinja2 templates.
+
+Kernel trees of the ecosystem include a generated ``registration.h`` and expect a
+generated ``_ops.py``; the compile itself is a ``build.ninja`` so that ninja does the
+incremental work (objects are reused, headers tracked through depfiles). This module
+only decides flags and writes files; :mod:`compile` runs ninja.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import jinja2
+from kernelhub.errors import KernelHubError
+from kernelhub.variants import Variant, VariantKind
+
+from .manifest_model import KernelManifest, KernelPart
+from .torch_env import TorchEnv, minor_str
+
+BACKEND_DEFINES = {
+    "cpu": "CPU_KERNEL",
+    "cuda": "CUDA_KERNEL",
+    "rocm": "ROCM_KERNEL",
+    "metal": "METAL_KERNEL",
+    "xpu": "XPU_KERNEL",
+}
+CXX_SUFFIXES = frozenset({".cpp", ".cc", ".cxx"})
+CUDA_SUFFIXES = frozenset({".cu"})
+PY_LIMITED_API = "0x03090000"
+"""The .so is tagged abi3, so only CPython's limited API (3.9+) may be used."""
+CXX_STANDARD = "-std=c++20"
+"""torch 2.13's headers need C++20 (its own cpp_extension passes -std=c++20)."""
+
+GENERATED_DIR = "generated"
+
+
+class RenderError(KernelHubError):
+    """The manifest asks for a build this host or this variant cannot express."""
+
+
+@dataclass(frozen=True)
+class CompileUnit:
+    """One source file → one object file, with its own flags."""
+
+    source: Path
+    object: str
+    """Relative to the work dir."""
+    rule: str
+    flags: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RenderedBuild:
+    """What render wrote into the work dir."""
+
+    work_dir: Path
+    so_name: str | None
+    """The shared library ninja builds (``_<id>.abi3.so``); None for pure-Python builds."""
+    ops_py: Path
+    units: tuple[CompileUnit, ...]
+
+
+def so_name_for(vid: str) -> str:
+    return f"{vid}.abi3.so"
+
+
+def stable_abi_target(minimum: str) -> str:
+    """``TORCH_TARGET_VERSION`` for a stable-ABI minimum such as '2.13'.
+
+    torch/csrc/stable/version.h encodes major.minor in the top two bytes of a 64-bit
+    value; targeting it keeps the build off stable APIs newer than the minimum.
+    """
+    major, minor = (int(p) for p in minimum.split(".")[:2])
+    return f"0x{major:02x}{minor:02x}000000000000"
+
+
+def settings_flags(kernel: KernelManifest, variant: Variant, env: TorchEnv) -> tuple[str, ...]:
+    """The flags that shape the build, without paths or the id: what the id hashes."""
+    flags = list(_define_flags(kernel, variant, env))
+    flags += kernel.torch.cxx_flags
+    for part in _parts(kernel, variant):
+        flags += [f"[{part.name}]", *part.cxx_flags, *part.cuda_flags, *part.cuda_capabilities]
+    flags += [f for f in _link_flags(kernel, variant, env) if not f.startswith("-L")]
+    return tuple(flags)
+
+
+def _parts(kernel: KernelManifest, variant: Variant) -> tuple[KernelPart, ...]:
+    """The parts this variant compiles: its backend's, minus parts outside their CUDA range."""
+    assert variant.backend is not None and variant.compute is not None
+    toolkit = variant.compute.version
+    return tuple(
+        p for p in kernel.parts_for(variant.backend)
+        if not toolkit or _in_range(toolkit, p.cuda_minver, p.cuda_maxver)
+    )
+
+
+def _in_range(version: tuple[int, ...], low: str | None, high: str | None) -> bool:
+    def key(text: str) -> tuple[int, ...]:
+        return tuple(int(p) for p in text.split(".")[:2])
+
+    return (low is None or version >= key(low)) and (high is None or version <= key(high))
+
+
+def _define_flags(kernel: KernelManifest, variant: Variant, env: TorchEnv) -> list[str]:
+    assert variant.backend is not None
+    flags = [
+        "-O3",
+        CXX_STANDARD,
+        "-fPIC",
+        f"-D{BACKEND_DEFINES[variant.backend]}",
+        f"-DPy_LIMITED_API={PY_LIMITED_API}",
+        f"-D_GLIBCXX_USE_CXX11_ABI={int(env.cxx11_abi)}",
+    ]
+    if variant.kind is VariantKind.STABLE_ABI:
+        assert variant.torch is not None
+        flags.append(f"-DTORCH_TARGET_VERSION={stable_abi_target(minor_str(variant.torch))}")
+    return flags
+
+
+def _uses_openmp(kernel: KernelManifest, variant: Variant) -> bool:
+    flags = (*kernel.torch.cxx_flags, *(f for p in _parts(kernel, variant) for f in p.cxx_flags))
+    return any(f.startswith("-fopenmp") for f in flags)
+
+
+def _link_flags(
+    kernel: KernelManifest, variant: Variant, env: TorchEnv, nvcc: str | None = None
+) -> list[str]:
+    flags = [f"-L{env.library_dir}"]
+    if variant.backend == "cuda" and nvcc and (cuda_lib := cuda_library_dir(nvcc)):
+        # libcudart from the toolkit that compiled the kernel; at run time its soname
+        # binds to the CUDA runtime torch already loaded.
+        flags.append(f"-L{cuda_lib}")
+    if variant.kind is VariantKind.STABLE_ABI:
+        # Only torch's C shim (aoti_torch_*, in libtorch_cpu) may be referenced. It
+        # must still be a DT_NEEDED entry: torch loads its libraries RTLD_LOCAL, so
+        # their symbols are not visible to a library that does not name them. The
+        # sonames carry no version, so the same .so binds to any later torch.
+        flags += ["-Wl,--as-needed", "-lc10", "-ltorch_cpu"]
+    else:
+        flags += ["-lc10", "-ltorch", "-ltorch_cpu"]
+        if variant.backend == "cuda":
+            flags += ["-lc10_cuda", "-ltorch_cuda"]
+    if variant.backend == "cuda":
+        flags.append("-lcudart")
+    if _uses_openmp(kernel, variant):
+        flags.append("-fopenmp")
+    return flags
+
+
+def cuda_library_dir(nvcc: str) -> Path | None:
+    """The toolkit's lib64 holding libcudart. nvcc on PATH may be a wrapper script
+    outside the toolkit, so $CUDA_HOME / $CUDA_PATH and the default install come first."""
+    homes = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")]
+    candidates = [Path(h) for h in homes if h]
+    candidates += [Path(nvcc).resolve().parent.parent, Path("/usr/local/cuda")]
+    return next((c / "lib64" for c in candidates if (c / "lib64" / "libcudart.so").exists()),
+                None)
+
+
+def _include_flags(
+    kernel: KernelManifest, dirs: Iterable[str], generated: Path, env: TorchEnv
+) -> list[str]:
+    flags = [f"-I{generated}"]
+    flags += [f"-I{kernel.root / d}" for d in dict.fromkeys(dirs)]
+    # torch's and Python's headers are not ours to warn about.
+    for d in (*env.include_dirs, env.python_include_dir):
+        flags += ["-isystem", str(d)]
+    return flags
+
+
+def compile_units(
+    kernel: KernelManifest, variant: Variant, vid: str, env: TorchEnv, generated: Path
+) -> tuple[CompileUnit, ...]:
+    """The sources this variant compiles, each with its complete command-line flags."""
+    base = [*_define_flags(kernel, variant, env), f"-DTORCH_EXTENSION_NAME={vid}"]
+    parts = _parts(kernel, variant)
+    all_includes = (*kernel.torch.include, *(i for p in parts for i in p.include))
+    units: list[CompileUnit] = []
+    # The torch binding sees every part's headers: it declares the parts' functions.
+    for src in kernel.torch.src:
+        if Path(src).suffix in CXX_SUFFIXES:
+            flags = [*base, *kernel.torch.cxx_flags,
+                     *_include_flags(kernel, all_includes, generated, env)]
+            units.append(_unit(kernel, src, "cxx", flags))
+    for part in parts:
+        includes = _include_flags(kernel, (*part.include, *kernel.torch.include), generated, env)
+        for src in part.src:
+            suffix = Path(src).suffix
+            if suffix in CXX_SUFFIXES:
+                units.append(_unit(kernel, src, "cxx", [*base, *part.cxx_flags, *includes]))
+            elif suffix in CUDA_SUFFIXES and variant.backend == "cuda":
+                flags = [*_cuda_flags(base, part), *includes]
+                units.append(_unit(kernel, src, "nvcc", flags))
+    return tuple(units)
+
+
+def _cuda_flags(base: list[str], part: KernelPart) -> list[str]:
+    # nvcc takes host-only flags through -Xcompiler; the rest of base it understands.
+    flags = [f for f in base if f != "-fPIC"] + ["-Xcompiler", "-fPIC",
+                                                 "--expt-relaxed-constexpr"]
+    for cap in part.cuda_capabilities:
+        arch = cap.replace(".", "").removesuffix("+PTX")
+        flags.append(f"-gencode=arch=compute_{arch},code=sm_{arch}")
+    return [*flags, *part.cuda_flags]
+
+
+def _unit(kernel: KernelManifest, src: str, rule: str, flags: list[str]) -> CompileUnit:
+    return CompileUnit(kernel.root / src, f"obj/{Path(src).as_posix()}.o", rule, tuple(flags))
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("kernelhub_builder", "templates"),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["ninja_path"] = _ninja_escape
+    env.filters["shell_join"] = lambda flags: _ninja_escape_dollar(shlex.join(flags))
+    return env
+
+
+def _ninja_escape(path: object) -> str:
+    return str(path).replace("$", "$$").replace(" ", "$ ").replace(":", "$:")
+
+
+def _ninja_escape_dollar(text: str) -> str:
+    return text.replace("$", "$$")
+
+
+def render_ops_py(variant: Variant, vid: str, so_name: str | None) -> str:
+    return _environment().get_template("_ops.py.j2").render(
+        variant=variant.name, ext_name=vid, so_name=so_name
+    )
+
+
+def render_variant(
+    kernel: KernelManifest,
+    variant: Variant,
+    vid: str,
+    env: TorchEnv,
+    *,
+    cxx: str,
+    nvcc: str | None,
+    work_dir: Path,
+) -> RenderedBuild:
+    """Write registration.h, _ops.py and build.ninja for one compiled variant."""
+    generated = work_dir / GENERATED_DIR
+    generated.mkdir(parents=True, exist_ok=True)
+    templates = _environment()
+    so_name = so_name_for(vid)
+    units = compile_units(kernel, variant, vid, env, generated)
+    if not units:
+        raise RenderError(
+            f"{kernel.name}: variant {variant.name} has no C++ sources to compile; list them "
+            "under [torch] src or [kernel.<part>] src in build.toml"
+        )
+    uses_nvcc = any(u.rule == "nvcc" for u in units)
+    if uses_nvcc and not nvcc:
+        raise RenderError(
+            f"{kernel.name}: variant {variant.name} has CUDA sources but no nvcc was found; "
+            "install the CUDA toolkit or set CUDA_HOME"
+        )
+    _write_if_changed(
+        generated / "registration.h",
+        templates.get_template("registration.h.j2").render(
+            variant=variant.name, ext_name=vid,
+            stable_abi=variant.kind is VariantKind.STABLE_ABI,
+        ),
+    )
+    ops_py = generated / "_ops.py"
+    _write_if_changed(ops_py, render_ops_py(variant, vid, so_name))
+    _write_if_changed(
+        work_dir / "build.ninja",
+        templates.get_template("build.ninja.j2").render(
+            variant=variant.name, cxx=shlex.quote(cxx),
+            nvcc=shlex.quote(nvcc) if uses_nvcc and nvcc else None,
+            units=units, so_name=so_name,
+            ldflags=_link_flags(kernel, variant, env, nvcc),
+        ),
+    )
+    return RenderedBuild(work_dir, so_name, ops_py, units)
+
+
+def _write_if_changed(path: Path, text: str) -> None:
+    """Keep the mtime of unchanged files, so ninja does not rebuild what they feed."""
+    if path.exists() and path.read_text() == text:
+        return
+    path.write_text(text)

@@ -1,0 +1,235 @@
+"""One Python environment per torch minor version, created on demand and cached.
+
+A variant for torch 2.13 must be compiled against torch 2.13's headers and tested under
+torch 2.13, whatever torch the builder itself runs with. So each torch minor gets its own
+venv under ``$KERNELHUB_BUILDER_HOME/envs/torch-<minor>``, holding torch, numpy, pytest
+and the kernelhub loader (which ``builder test`` needs to load variants).
+
+An env is ready once its marker file exists; the marker also caches what we asked torch
+about itself (headers, library dir, ABI), so later builds do not start Python at all. An
+env made by hand (torch installed, no marker) is adopted: the missing pieces are
+installed and the marker written, rather than throwing the env away.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+from filelock import FileLock
+from kernelhub.errors import KernelHubError
+from packaging.requirements import InvalidRequirement, Requirement
+
+from .progress import say
+
+MARKER_FILE = "kernelhub-builder-env.json"
+_MARKER_FORMAT = 1
+
+# Runs inside the torch env; prints everything the builder needs to compile against it.
+_QUERY_SCRIPT = textwrap.dedent(
+    """
+    import json, sys, sysconfig
+    import torch
+    from torch.utils import cpp_extension
+    print(json.dumps({
+        "torch_version": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cxx11_abi": bool(torch._C._GLIBCXX_USE_CXX11_ABI),
+        "include_dirs": list(cpp_extension.include_paths()),
+        "library_dir": cpp_extension.library_paths()[0],
+        "python_include_dir": sysconfig.get_paths()["include"],
+        "python_version": "%d.%d" % sys.version_info[:2],
+    }))
+    """
+)
+
+
+class TorchEnvError(KernelHubError):
+    """A torch environment could not be created or queried."""
+
+
+@dataclass(frozen=True)
+class TorchEnv:
+    """A ready torch environment and the facts a compile needs from it."""
+
+    version: str
+    """The torch minor this env serves, e.g. '2.13'."""
+    python: Path
+    torch_version: str
+    """The exact installed torch, e.g. '2.13.0+cpu'."""
+    cuda: str | None
+    cxx11_abi: bool
+    include_dirs: tuple[Path, ...]
+    library_dir: Path
+    python_include_dir: Path
+    root: Path
+
+    @property
+    def torch_release(self) -> str:
+        """The torch version without its local build tag ('2.13.0'), as metadata records it."""
+        return self.torch_version.split("+", 1)[0]
+
+
+def minor_str(torch: tuple[int, int]) -> str:
+    """(2, 13) → '2.13', the key of envs and pins."""
+    return f"{torch[0]}.{torch[1]}"
+
+
+def builder_home() -> Path:
+    """Where the builder keeps environments and other caches."""
+    home = os.environ.get("KERNELHUB_BUILDER_HOME")
+    return Path(home) if home else Path.home() / ".cache" / "kernelhub-builder"
+
+
+def env_dir(minor: str) -> Path:
+    return builder_home() / "envs" / f"torch-{minor}"
+
+
+def torch_requirement(minor: str, pin: str | None) -> Requirement:
+    """The pip requirement for this minor: the project's pin, else any release of it."""
+    text = pin or f"torch=={minor}.*"
+    try:
+        requirement = Requirement(text)
+    except InvalidRequirement as e:
+        raise TorchEnvError(
+            f"torch pin {text!r} for torch {minor} is not a pip requirement ({e}); "
+            'fix [toolchain.torch] in kernels.toml, e.g. "2.13" = "torch==2.13.0"'
+        ) from None
+    if requirement.name != "torch":
+        raise TorchEnvError(
+            f"torch pin {text!r} for torch {minor} names {requirement.name!r}, not torch; "
+            "fix [toolchain.torch] in kernels.toml"
+        )
+    return requirement
+
+
+def ensure_torch_env(minor: str, pin: str | None = None) -> TorchEnv:
+    """Return the env for torch ``minor``, creating or completing it first if needed."""
+    root = env_dir(minor)
+    requirement = torch_requirement(minor, pin)
+    ready = _read_marker(root, requirement)
+    if ready is not None:
+        return ready
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(root.parent / f"torch-{minor}.lock")):
+        ready = _read_marker(root, requirement)  # another builder may have finished it
+        if ready is not None:
+            return ready
+        return _prepare(minor, root, requirement)
+
+
+def _python(root: Path) -> Path:
+    return root / "bin" / "python"
+
+
+def _read_marker(root: Path, requirement: Requirement) -> TorchEnv | None:
+    """The cached env, if its marker is current and still satisfies the requirement."""
+    try:
+        data = json.loads((root / MARKER_FILE).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    if data.get("format") != _MARKER_FORMAT or data.get("requirement") != str(requirement):
+        return None
+    info = data.get("torch")
+    if not isinstance(info, dict) or not _python(root).exists():
+        return None
+    if not requirement.specifier.contains(info.get("torch_version", ""), prereleases=True):
+        return None
+    return _env_from_info(data["minor"], root, info)
+
+
+def _env_from_info(minor: str, root: Path, info: dict) -> TorchEnv:
+    return TorchEnv(
+        version=minor,
+        python=_python(root),
+        torch_version=info["torch_version"],
+        cuda=info.get("cuda"),
+        cxx11_abi=bool(info["cxx11_abi"]),
+        include_dirs=tuple(Path(p) for p in info["include_dirs"]),
+        library_dir=Path(info["library_dir"]),
+        python_include_dir=Path(info["python_include_dir"]),
+        root=root,
+    )
+
+
+def _prepare(minor: str, root: Path, requirement: Requirement) -> TorchEnv:
+    python = _python(root)
+    if not python.exists():
+        say(f"creating torch {minor} environment at {root}")
+        _run([sys.executable, "-m", "venv", str(root)], f"create a venv at {root}")
+    installed = _installed_torch(python)
+    if installed is None or not requirement.specifier.contains(installed, prereleases=True):
+        say(f"installing {requirement}, numpy and pytest into {root} (this takes a while)")
+        _pip(python, [str(requirement), "numpy", "pytest"])
+    if not _can_import(python, "kernelhub"):
+        target = loader_requirement()
+        say(f"installing the kernelhub loader ({target[-1]}) into {root}")
+        _pip(python, target)
+    info = _query(python)
+    marker = {"format": _MARKER_FORMAT, "minor": minor, "requirement": str(requirement),
+              "torch": info}
+    tmp = root / f".{MARKER_FILE}.tmp"
+    tmp.write_text(json.dumps(marker, indent=2) + "\n")
+    tmp.replace(root / MARKER_FILE)
+    say(f"torch {minor} environment ready: torch {info['torch_version']}")
+    return _env_from_info(minor, root, info)
+
+
+def loader_requirement() -> list[str]:
+    """pip arguments that install the same kernelhub the builder is running with.
+
+    From a source checkout (the development case) that is the checkout itself, installed
+    editable so loader changes are seen by ``builder test`` without reinstalling.
+    """
+    import kernelhub
+
+    package = Path(kernelhub.__file__).resolve().parent
+    loader_root = package.parent.parent  # loader/src/kernelhub → loader/
+    if package.parent.name == "src" and (loader_root / "pyproject.toml").is_file():
+        return ["-e", str(loader_root)]
+    from importlib.metadata import version
+
+    return [f"kernelhub=={version('kernelhub')}"]
+
+
+def _installed_torch(python: Path) -> str | None:
+    probe = subprocess.run(
+        [str(python), "-c", "import torch; print(torch.__version__)"],
+        capture_output=True, text=True, check=False,
+    )
+    return probe.stdout.strip() if probe.returncode == 0 else None
+
+
+def _can_import(python: Path, module: str) -> bool:
+    probe = subprocess.run(
+        [str(python), "-c", f"import {module}"], capture_output=True, check=False
+    )
+    return probe.returncode == 0
+
+
+def _query(python: Path) -> dict:
+    out = _run([str(python), "-c", _QUERY_SCRIPT], "ask torch for its build settings")
+    try:
+        return json.loads(out.strip().splitlines()[-1])
+    except (json.JSONDecodeError, IndexError):
+        raise TorchEnvError(f"{python} printed no build settings; got:\n{out}") from None
+
+
+def _pip(python: Path, args: list[str]) -> None:
+    _run([str(python), "-m", "pip", "install", "--disable-pip-version-check", *args],
+         f"pip install {' '.join(args)}")
+
+
+def _run(cmd: list[str], what: str) -> str:
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise TorchEnvError(
+            f"could not {what} (exit {done.returncode}):\n{done.stdout}{done.stderr}\n"
+            "Fix the cause above, or delete the env directory to start it afresh."
+        )
+    return done.stdout

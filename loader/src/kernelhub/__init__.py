@@ -1,0 +1,55 @@
+"""kernelhub: load precompiled PyTorch compute kernels from a hub, verified and cached.
+
+Importing this package does not import torch; torch is needed only once a kernel is
+selected or loaded.
+"""
+
+from __future__ import annotations
+
+from .api import (
+    Resolution,
+    find_local_variant,
+    get_kernel,
+    get_local_kernel,
+    has_kernel,
+    locate_kernel,
+    resolve_kernel,
+)
+from .errors import (
+    HubError,
+    IntegrityError,
+    KernelHubError,
+    KernelLoadError,
+    MetadataError,
+    NoCompatibleVariantError,
+    RepoNotFoundError,
+    TrustError,
+    VersionSpecError,
+)
+from .importer import load_variant_dir
+from .selection import Selection, select_variant
+from .system import SystemInfo, detect_system
+
+__all__ = [
+    "HubError",
+    "IntegrityError",
+    "KernelHubError",
+    "KernelLoadError",
+    "MetadataError",
+    "NoCompatibleVariantError",
+    "RepoNotFoundError",
+    "Resolution",
+    "Selection",
+    "SystemInfo",
+    "TrustError",
+    "VersionSpecError",
+    "detect_system",
+    "find_local_variant",
+    "get_kernel",
+    "get_local_kernel",
+    "has_kernel",
+    "load_variant_dir",
+    "locate_kernel",
+    "resolve_kernel",
+    "select_variant",
+]

@@ -1,0 +1,297 @@
+"""The loading API: spec → ref → commit → variant → cache → verify → import.
+
+Each step is its own module; this one only strings them together and decides when the
+hub is asked at all. A pinned commit whose variant list is cached needs no hub: commits
+are immutable, so nothing the hub could say would change the answer.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+from . import settings
+from .cache import KernelCache
+from .errors import (
+    KernelHubError,
+    NoCompatibleVariantError,
+    RepoNotFoundError,
+    VersionSpecError,
+)
+from .hub.base import Hub
+from .importer import load_variant_dir
+from .metadata import METADATA_FILE
+from .selection import Selection, select_variant
+from .system import SystemInfo, detect_system
+from .trust import check_trusted
+from .versions import Refs, VersionSpec, resolve, select_spec
+
+try:  # Python 3.11+
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+    tomllib = None  # type: ignore[assignment]
+
+_MAJOR_BRANCH_RE = re.compile(r"v(\d+)")
+
+HubArg = Hub | str | os.PathLike | None
+"""A Hub, or what :func:`kernelhub.hub.select.open_hub` accepts: a path, URL, "hf", None."""
+
+_memo: dict[tuple[str, str, str, str | None], ModuleType] = {}
+"""(hub key, repo, spec, backend) → module, so repeated get_kernel calls cost a dict lookup."""
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """Where a repository spec led: the commit, its variants and the pick for this system."""
+
+    repo_id: str
+    hub: Hub
+    ref: str
+    commit: str
+    variants: list[str]
+    system: SystemInfo
+    selection: Selection
+
+    @property
+    def variant(self) -> str:
+        """The chosen variant; raises NoCompatibleVariantError listing every rejection."""
+        if self.selection.chosen is not None:
+            return self.selection.chosen
+        where = f"{self.repo_id} at {self.ref} ({self.commit[:12]})"
+        if not self.variants:
+            raise NoCompatibleVariantError(f"{where} has no builds (nothing under build/)")
+        lines = "\n".join(f"  {n}: {why}" for n, why in sorted(self.selection.rejected.items()))
+        raise NoCompatibleVariantError(
+            f"{where} has no build this system can load ({self.system.describe()}):\n{lines}\n"
+            "Ask the kernel's maintainers for a build for this system, or pass backend= "
+            "to load builds for another backend."
+        )
+
+
+def open_hub_arg(hub: HubArg) -> Hub:
+    """Accept a Hub, a target string (path, URL, "hf") or None (the default hub)."""
+    if isinstance(hub, Hub):
+        return hub
+    from .hub.select import open_hub
+
+    return open_hub(hub)
+
+
+def default_spec(refs: Refs, repo_id: str) -> VersionSpec:
+    """With no version or revision: the highest ``v<N>`` branch, else ``main``."""
+    majors = [int(m[1]) for b in refs.branches if (m := _MAJOR_BRANCH_RE.fullmatch(b))]
+    if majors:
+        return VersionSpec(major=max(majors))
+    if "main" in refs.branches:
+        return VersionSpec(ref="main")
+    raise VersionSpecError(
+        f"{repo_id} has no v<N> branch and no main branch to load by default; "
+        f"{refs.describe()}. Pass version= or revision=."
+    )
+
+
+def list_refs(repo_id: str, *, hub: HubArg = None) -> Refs:
+    """The repository's refs from the hub, or from the cache in offline mode."""
+    hub = open_hub_arg(hub)
+    return _refs(repo_id, hub, KernelCache())
+
+
+def _refs(repo_id: str, hub: Hub, cache: KernelCache) -> Refs:
+    if settings.offline():
+        refs = cache.read_refs(hub.key, repo_id)
+        if refs is None:
+            raise KernelHubError(
+                f"offline mode: no refs of {repo_id} are cached, so its versions cannot be "
+                "resolved; load it once online, pin a cached commit, or unset "
+                "KERNELHUB_OFFLINE/HF_HUB_OFFLINE"
+            )
+        return refs
+    refs = hub.list_refs(repo_id)
+    cache.write_refs(hub.key, repo_id, refs)
+    return refs
+
+
+def _variants_at(repo_id: str, commit: str, hub: Hub, cache: KernelCache) -> list[str]:
+    cached = cache.read_variants(hub.key, repo_id, commit)
+    if cached is not None:
+        return cached
+    if settings.offline():
+        raise KernelHubError(
+            f"offline mode: {repo_id} at {commit[:12]} is not in the cache; load it once "
+            "online or unset KERNELHUB_OFFLINE/HF_HUB_OFFLINE"
+        )
+    names = hub.list_variants(repo_id, commit)
+    cache.write_variants(hub.key, repo_id, commit, names)
+    return names
+
+
+def resolve_kernel(
+    repo_id: str,
+    version: int | str | None = None,
+    revision: str | None = None,
+    *,
+    hub: HubArg = None,
+    backend: str | None = None,
+) -> Resolution:
+    """Resolve a spec to a commit and pick a variant, without fetching or importing."""
+    spec = select_spec(version, revision)
+    hub = open_hub_arg(hub)
+    cache = KernelCache()
+    if spec is not None and spec.commit is not None:
+        ref, commit = spec.commit, spec.commit
+    else:
+        refs = _refs(repo_id, hub, cache)
+        ref, commit = resolve(spec or default_spec(refs, repo_id), refs, repo_id)
+    variants = _variants_at(repo_id, commit, hub, cache)
+    system = detect_system(backend)
+    return Resolution(repo_id, hub, ref, commit, variants, system, select_variant(variants, system))
+
+
+def install_kernel(resolution: Resolution) -> tuple[Path, bool]:
+    """Make the chosen variant present in the cache; return (dir, freshly_installed)."""
+    variant = resolution.variant
+    cache = KernelCache()
+    hub, repo_id, commit = resolution.hub, resolution.repo_id, resolution.commit
+    if (path := cache.installed(hub.key, repo_id, commit, variant)) is not None:
+        return path, False
+    if settings.offline():
+        raise KernelHubError(
+            f"offline mode: {variant} of {repo_id} at {commit[:12]} is not in the cache; "
+            "load it once online or unset KERNELHUB_OFFLINE/HF_HUB_OFFLINE"
+        )
+    return cache.install(hub, repo_id, commit, variant), True
+
+
+def locate_kernel(
+    repo_id: str,
+    version: int | str | None = None,
+    revision: str | None = None,
+    *,
+    hub: HubArg = None,
+    backend: str | None = None,
+) -> Path:
+    """The cache directory of the variant get_kernel would load (fetched, not imported)."""
+    resolution = resolve_kernel(repo_id, version, revision, hub=hub, backend=backend)
+    return install_kernel(resolution)[0]
+
+
+def get_kernel(
+    repo_id: str,
+    version: int | str | None = None,
+    revision: str | None = None,
+    *,
+    trust_remote_code: bool = False,
+    hub: HubArg = None,
+    backend: str | None = None,
+) -> ModuleType:
+    """Load a kernel from a hub and return its module.
+
+    ``version`` is an int major (head of branch ``v<N>``), a tag or branch name, a
+    specifier such as ``">=1.2,<2"`` or a commit sha; ``revision`` is a branch, tag or
+    sha. Give at most one. With neither, the highest ``v<N>`` branch is loaded (``main``
+    when the repository has no major branches), so a default load never silently
+    changes major version behind a published ``v<N>`` line.
+
+    ``backend`` overrides the detected backend (e.g. ``"cpu"`` on a GPU machine).
+    Code from organisations not trusted by default or by configuration is refused
+    unless ``trust_remote_code=True``. Results are memoized per process.
+    """
+    select_spec(version, revision)  # a malformed spec fails before any hub work
+    hub = open_hub_arg(hub)
+    check_trusted(repo_id, hub, trust_remote_code)
+    key = (hub.key, repo_id, f"{version!r}|{revision!r}", backend)
+    if (module := _memo.get(key)) is not None:
+        return module
+    resolution = resolve_kernel(repo_id, version, revision, hub=hub, backend=backend)
+    path, fresh = install_kernel(resolution)
+    module = load_variant_dir(path, verify=not fresh)
+    _memo[key] = module
+    return module
+
+
+def has_kernel(
+    repo_id: str,
+    version: int | str | None = None,
+    revision: str | None = None,
+    *,
+    hub: HubArg = None,
+    backend: str | None = None,
+) -> bool:
+    """Whether the repository has a build this system can load (nothing is imported).
+
+    A missing repository or version is False; a malformed spec still raises.
+    """
+    select_spec(version, revision)
+    try:
+        resolution = resolve_kernel(repo_id, version, revision, hub=hub, backend=backend)
+    except (RepoNotFoundError, VersionSpecError):
+        return False
+    return resolution.selection.chosen is not None
+
+
+# -- local builds ------------------------------------------------------------------
+
+
+def _kernel_name(source_dir: Path) -> str:
+    build_toml = source_dir / "build.toml"
+    if tomllib is not None and build_toml.is_file():
+        try:
+            name = tomllib.loads(build_toml.read_text()).get("general", {}).get("name")
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError, AttributeError):
+            name = None
+        if isinstance(name, str) and name:
+            return name
+    return source_dir.name
+
+
+def _variant_dirs(build_dir: Path) -> list[str]:
+    if not build_dir.is_dir():
+        return []
+    return sorted(d.name for d in build_dir.iterdir() if (d / METADATA_FILE).is_file())
+
+
+def _local_build_dirs(path: Path) -> list[Path]:
+    """Where builds of the kernel at ``path`` may live, in the order they are tried."""
+    candidates = [path, path / "build"]
+    name = _kernel_name(path)
+    candidates += [parent / "build" / name for parent in (path, *path.parents)]
+    return list(dict.fromkeys(candidates))
+
+
+def find_local_variant(path: Path | str, *, backend: str | None = None) -> Path:
+    """The variant dir get_local_kernel would load from ``path``.
+
+    ``path`` may be a variant dir (has metadata.json), a dir of variant dirs (such as
+    ``build/`` or ``build/<kernel>/``), or a kernel source dir whose builds are in its
+    own ``build/`` or in ``<project root>/build/<kernel name>/`` (the builder's layout).
+    """
+    path = Path(path).expanduser().resolve()
+    if (path / METADATA_FILE).is_file():
+        return path
+    if not path.is_dir():
+        raise KernelHubError(f"{path} does not exist or is not a directory")
+    candidates = _local_build_dirs(path)
+    for build_dir in candidates:
+        if names := _variant_dirs(build_dir):
+            system = detect_system(backend)
+            selection = select_variant(names, system)
+            if selection.chosen is None:
+                lines = "\n".join(f"  {n}: {why}" for n, why in sorted(selection.rejected.items()))
+                raise NoCompatibleVariantError(
+                    f"{build_dir} has no build this system can load ({system.describe()}):\n"
+                    f"{lines}\nRebuild for this system with `builder build`."
+                )
+            return build_dir / selection.chosen
+    raise KernelHubError(
+        f"no built variants found for {path}: looked in it, in its build/ and in "
+        f"build/{_kernel_name(path)}/ of it and every parent directory; build it first "
+        "with `builder build`"
+    )
+
+
+def get_local_kernel(path: Path | str, *, backend: str | None = None) -> ModuleType:
+    """Load a local build; naming a path is the act of trusting it."""
+    return load_variant_dir(find_local_variant(path, backend=backend))

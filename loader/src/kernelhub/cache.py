@@ -1,0 +1,186 @@
+"""The on-disk kernel cache: atomic, locked installs keyed by hub, repo, commit, variant.
+
+Layout under the cache root::
+
+    <hub.key>/<org>/<name>/.lock                       one lock per repository
+    <hub.key>/<org>/<name>/refs.json                   last refs seen (offline mode)
+    <hub.key>/<org>/<name>/<commit>/variants.json      variant list at that commit
+    <hub.key>/<org>/<name>/<commit>/<variant>/…        the verified variant files
+
+A commit's content never changes, so everything under ``<commit>/`` is immutable once
+written: a warm load of a pinned commit needs no hub at all. A variant directory exists
+only once it is complete and verified (temp dir + rename), so readers never need a lock.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+from filelock import FileLock
+
+from . import settings
+from .errors import HubError, IntegrityError, KernelHubError
+from .hub.base import Hub
+from .metadata import verify_variant
+from .versions import Refs
+
+_SEGMENT_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
+_COMMIT_RE = re.compile(r"[0-9a-f]{40}")
+_TMP_SUFFIX = ".partial"
+VARIANTS_FILE = "variants.json"
+REFS_FILE = "refs.json"
+
+
+def _segment(value: str, what: str) -> str:
+    # Names become path components: refuse anything that could escape the cache.
+    if not _SEGMENT_RE.fullmatch(value) or value in (".", ".."):
+        raise KernelHubError(f"{what} {value!r} is not a safe name for a cache path")
+    return value
+
+
+def _write_json_atomic(path: Path, data: object) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=_TMP_SUFFIX, dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=2, sort_keys=True)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _read_json(path: Path) -> object | None:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise KernelHubError(
+            f"{path}: corrupt cache file ({e}); run `kernelhub cache clear`"
+        ) from None
+
+
+class KernelCache:
+    """One cache root. ``root=None`` means the configured root at construction time."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = Path(root) if root is not None else settings.cache_dir()
+
+    def repo_dir(self, hub_key: str, repo_id: str) -> Path:
+        org, sep, name = repo_id.partition("/")
+        if not sep:
+            raise KernelHubError(f"repository {repo_id!r} must be written 'org/name'")
+        return (
+            self.root
+            / _segment(hub_key, "hub key")
+            / _segment(org, "organisation")
+            / _segment(name, "repository name")
+        )
+
+    def commit_dir(self, hub_key: str, repo_id: str, commit: str) -> Path:
+        if not _COMMIT_RE.fullmatch(commit):
+            raise KernelHubError(f"commit {commit!r} is not a full 40-hex sha")
+        return self.repo_dir(hub_key, repo_id) / commit
+
+    def variant_dir(self, hub_key: str, repo_id: str, commit: str, variant: str) -> Path:
+        return self.commit_dir(hub_key, repo_id, commit) / _segment(variant, "variant")
+
+    def lock(self, hub_key: str, repo_id: str) -> FileLock:
+        """The lock that serialises installs into one repository's cache."""
+        repo_dir = self.repo_dir(hub_key, repo_id)
+        repo_dir.mkdir(parents=True, exist_ok=True)
+        return FileLock(repo_dir / ".lock")
+
+    # -- variant lists and refs --------------------------------------------------
+
+    def read_variants(self, hub_key: str, repo_id: str, commit: str) -> list[str] | None:
+        path = self.commit_dir(hub_key, repo_id, commit) / VARIANTS_FILE
+        data = _read_json(path)
+        if data is None:
+            return None
+        if not isinstance(data, list) or not all(isinstance(v, str) for v in data):
+            raise KernelHubError(f"{path}: corrupt cache file; run `kernelhub cache clear`")
+        return data
+
+    def write_variants(self, hub_key: str, repo_id: str, commit: str, names: list[str]) -> None:
+        path = self.commit_dir(hub_key, repo_id, commit) / VARIANTS_FILE
+        _write_json_atomic(path, sorted(names))
+
+    def read_refs(self, hub_key: str, repo_id: str) -> Refs | None:
+        path = self.repo_dir(hub_key, repo_id) / REFS_FILE
+        data = _read_json(path)
+        if data is None:
+            return None
+        if not isinstance(data, dict):
+            raise KernelHubError(f"{path}: corrupt cache file; run `kernelhub cache clear`")
+        return Refs(branches=dict(data.get("branches", {})), tags=dict(data.get("tags", {})))
+
+    def write_refs(self, hub_key: str, repo_id: str, refs: Refs) -> None:
+        path = self.repo_dir(hub_key, repo_id) / REFS_FILE
+        _write_json_atomic(path, {"branches": refs.branches, "tags": refs.tags})
+
+    # -- installs ----------------------------------------------------------------
+
+    def installed(self, hub_key: str, repo_id: str, commit: str, variant: str) -> Path | None:
+        path = self.variant_dir(hub_key, repo_id, commit, variant)
+        return path if path.is_dir() else None
+
+    def install(self, hub: Hub, repo_id: str, commit: str, variant: str) -> Path:
+        """Fetch, verify and atomically place one variant; return its cache directory.
+
+        Under the repository lock, a process that waited finds the variant installed by
+        the one it waited for and fetches nothing. A failed fetch or verification removes
+        its temp dir, so the cache never holds a partial or unverified variant.
+        """
+        dest = self.variant_dir(hub.key, repo_id, commit, variant)
+        if dest.is_dir():
+            return dest
+        with self.lock(hub.key, repo_id):
+            if dest.is_dir():
+                return dest
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            self._remove_stale_partials(dest.parent, variant)
+            tmp = Path(tempfile.mkdtemp(prefix=f".{variant}.", suffix=_TMP_SUFFIX, dir=dest.parent))
+            try:
+                hub.fetch_variant(repo_id, commit, variant, tmp)
+                if not any(tmp.iterdir()):
+                    raise HubError(
+                        f"{repo_id}@{commit[:12]}: the hub returned no files for {variant}"
+                    )
+                try:
+                    verify_variant(tmp)
+                except IntegrityError as e:
+                    raise IntegrityError(
+                        f"{variant} of {repo_id} at {commit[:12]}, as fetched from {hub.key}, "
+                        f"is corrupt and was discarded: {e}"
+                    ) from None
+                os.rename(tmp, dest)
+            except BaseException:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
+        return dest
+
+    @staticmethod
+    def _remove_stale_partials(commit_dir: Path, variant: str) -> None:
+        # Only reachable under the lock, so any partial dir is a crashed process's leftover.
+        for leftover in commit_dir.glob(f".{variant}.*{_TMP_SUFFIX}"):
+            shutil.rmtree(leftover, ignore_errors=True)
+
+    def clear(self) -> list[Path]:
+        """Delete the whole cache; return the top-level entries removed."""
+        if not self.root.exists():
+            return []
+        removed = sorted(self.root.iterdir())
+        for entry in removed:
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+        return removed

@@ -1,0 +1,137 @@
+"""``kernelhub``: inspect hub repositories, local builds and the cache.
+
+A thin shell over :mod:`kernelhub.api`; every decision is made there. Errors kernelhub
+raises on purpose are printed as one message and exit 1, without a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from . import api
+from .cache import KernelCache
+from .errors import KernelHubError
+from .metadata import read_metadata
+
+
+def _print_versions(args: argparse.Namespace) -> None:
+    hub = api.open_hub_arg(args.hub)
+    refs = api.list_refs(args.repo, hub=hub)
+    print(f"{args.repo} on {hub.key}")
+    print("refs:")
+    rows = [("branch", n, c) for n, c in sorted(refs.branches.items())]
+    rows += [("tag", n, c) for n, c in sorted(refs.tags.items())]
+    width = max((len(n) for _, n, _ in rows), default=0)
+    for kind, name, commit in rows:
+        print(f"  {kind:<6} {name:<{width}}  {commit}")
+    if not rows:
+        print("  (none)")
+    resolution = api.resolve_kernel(
+        args.repo, args.version, args.revision, hub=hub, backend=args.backend
+    )
+    print(f"resolved: {resolution.ref} -> {resolution.commit}")
+    print(f"system:   {resolution.system.describe()}")
+    print("variants:")
+    report = resolution.selection.report()
+    width = max((len(n) for n, _ in report), default=0)
+    for name, verdict in report:
+        mark = "*" if name == resolution.selection.chosen else " "
+        print(f"  {mark} {name:<{width}}  {verdict}")
+    if not report:
+        print("    (none: nothing under build/)")
+
+
+def _print_info(args: argparse.Namespace) -> None:
+    target = Path(args.target).expanduser()
+    if target.exists():
+        path = api.find_local_variant(target, backend=args.backend)
+    else:
+        path = api.locate_kernel(
+            args.target, args.version, args.revision, hub=args.hub, backend=args.backend
+        )
+    meta = read_metadata(path)
+    provenance = meta.provenance
+    builder = provenance.get("kernel-builder", {}).get("version", "unknown")
+    source = provenance.get("kernel", {})
+    commit = source.get("commit")
+    fields = [
+        ("variant", path.name),
+        ("path", str(path)),
+        ("name", meta.name),
+        ("id", meta.id),
+        ("version", str(meta.version)),
+        ("release", meta.release),
+        ("backend", meta.backend.type),
+        ("archs", ", ".join(meta.backend.archs) or "-"),
+        ("torch", meta.torch or "-"),
+        ("license", meta.license or "-"),
+        ("python-depends", ", ".join(meta.python_depends) or "-"),
+        ("builder", str(builder)),
+        ("source", f"{commit}{' (dirty)' if source.get('dirty') else ''}" if commit else "-"),
+        ("files", str(len(meta.digest_files))),
+    ]
+    width = max(len(k) for k, _ in fields)
+    for key, value in fields:
+        print(f"{key + ':':<{width + 1}} {value}")
+
+
+def _cache(args: argparse.Namespace) -> None:
+    cache = KernelCache()
+    if args.action == "path":
+        print(cache.root)
+        return
+    removed = cache.clear()
+    print(f"removed {len(removed)} entr{'y' if len(removed) == 1 else 'ies'} from {cache.root}")
+
+
+def _add_spec_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--hub", help="hub path, URL or 'hf' (default: $KERNELHUB_HUB)")
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--version", help="int major, tag, branch, specifier or commit")
+    group.add_argument("--revision", help="branch, tag or commit")
+    parser.add_argument(
+        "--backend",
+        choices=["cpu", "cuda", "rocm", "xpu", "metal"],
+        help="select for this backend instead of the detected one",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kernelhub", description="Inspect kernel repositories, local builds and the cache."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    versions = sub.add_parser(
+        "versions", help="refs of a repository and which variant this system would load"
+    )
+    versions.add_argument("repo", help="org/name")
+    _add_spec_args(versions)
+    versions.set_defaults(func=_print_versions)
+
+    info = sub.add_parser("info", help="metadata of the variant this system would load")
+    info.add_argument("target", help="org/name on the hub, or a local path")
+    _add_spec_args(info)
+    info.set_defaults(func=_print_info)
+
+    cache = sub.add_parser("cache", help="show or clear the kernel cache")
+    cache.add_argument("action", choices=["path", "clear"])
+    cache.set_defaults(func=_cache)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        args.func(args)
+    except KernelHubError as e:
+        print(f"kernelhub: error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,51 @@
+"""Error types raised by kernelhub.
+
+Every error says what was wrong and what to do about it. Callers (the CLI, the
+Transformers integration, the builder) catch these by type rather than by message.
+"""
+
+from __future__ import annotations
+
+
+class KernelHubError(Exception):
+    """Base class of every error kernelhub raises on purpose."""
+
+
+class VariantNameError(KernelHubError, ValueError):
+    """A build-variant name does not follow the naming scheme."""
+
+
+class MetadataError(KernelHubError, ValueError):
+    """A variant's metadata.json is missing, malformed or inconsistent."""
+
+
+class IntegrityError(KernelHubError):
+    """A file of a variant does not match the digest recorded in its metadata."""
+
+
+class VersionSpecError(KernelHubError, ValueError):
+    """A version or revision spec is malformed, or nothing on the hub satisfies it."""
+
+
+class RepoNotFoundError(KernelHubError, LookupError):
+    """The hub has no repository of that name."""
+
+
+class NoCompatibleVariantError(KernelHubError):
+    """The repository has builds, but none that this runtime can load."""
+
+
+class TrustError(KernelHubError, PermissionError):
+    """Loading would run code from an organisation the user has not trusted."""
+
+
+class KernelLoadError(KernelHubError, ImportError):
+    """A verified variant failed to import, or would clash with an already-loaded build."""
+
+
+class HubError(KernelHubError):
+    """The hub could not complete an operation (git failure, concurrent update, I/O)."""
+
+
+class PublishConflictError(HubError):
+    """Publishing lost a race or would rewrite an existing release; nothing was changed."""

@@ -1,0 +1,175 @@
+"""metadata.json of a built variant: read, write, digest and verify.
+
+The loader owns this format; the builder writes it through :func:`write_metadata`.
+Keys are kebab-case like the rest of the kernel ecosystem; unknown keys are kept on
+read and written back, so older loaders keep working as the format grows.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import IntegrityError, MetadataError
+
+METADATA_FILE = "metadata.json"
+DIGEST_ALGORITHM = "sha256"
+_SKIPPED_DIRS = {"__pycache__"}
+_SKIPPED_SUFFIXES = (".pyc",)
+
+
+@dataclass
+class BackendInfo:
+    type: str
+    archs: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Metadata:
+    """The typed view of metadata.json."""
+
+    name: str
+    id: str
+    version: int
+    release: str
+    backend: BackendInfo
+    digest_files: dict[str, str]
+    license: str | None = None
+    python_depends: list[str] = field(default_factory=list)
+    provenance: dict[str, Any] = field(default_factory=dict)
+    torch: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = dict(self.extra)
+        data.update(
+            {
+                "name": self.name,
+                "id": self.id,
+                "version": self.version,
+                "release": self.release,
+                "license": self.license,
+                "python-depends": list(self.python_depends),
+                "backend": {"type": self.backend.type, "archs": list(self.backend.archs)},
+                "digest": {"algorithm": DIGEST_ALGORITHM, "files": dict(sorted(self.digest_files.items()))},
+                "provenance": self.provenance,
+                "torch": self.torch,
+            }
+        )
+        return data
+
+    @classmethod
+    def from_json(cls, data: Any, source: str = METADATA_FILE) -> Metadata:
+        if not isinstance(data, dict):
+            raise MetadataError(f"{source}: expected a JSON object")
+
+        def need(key: str, kind: type | tuple[type, ...]) -> Any:
+            if key not in data:
+                raise MetadataError(f"{source}: missing key {key!r}; rebuild the variant with builder build")
+            value = data[key]
+            if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
+                raise MetadataError(f"{source}: key {key!r} has the wrong type ({type(value).__name__})")
+            return value
+
+        backend = need("backend", dict)
+        digest = need("digest", dict)
+        if digest.get("algorithm") != DIGEST_ALGORITHM:
+            raise MetadataError(
+                f"{source}: digest algorithm {digest.get('algorithm')!r} is not supported "
+                f"(expected {DIGEST_ALGORITHM!r})"
+            )
+        files = digest.get("files")
+        if not isinstance(files, dict) or not files:
+            raise MetadataError(f"{source}: digest.files must list every file of the variant")
+        known = {"name", "id", "version", "release", "license", "python-depends", "backend",
+                 "digest", "provenance", "torch"}
+        return cls(
+            name=need("name", str),
+            id=need("id", str),
+            version=need("version", int),
+            release=need("release", str),
+            backend=BackendInfo(str(backend.get("type")), list(backend.get("archs") or [])),
+            digest_files={str(k): str(v) for k, v in files.items()},
+            license=data.get("license"),
+            python_depends=list(data.get("python-depends") or []),
+            provenance=dict(data.get("provenance") or {}),
+            torch=data.get("torch"),
+            extra={k: v for k, v in data.items() if k not in known},
+        )
+
+
+def read_metadata(variant_dir: Path) -> Metadata:
+    path = Path(variant_dir) / METADATA_FILE
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise MetadataError(f"{path} does not exist: {variant_dir} is not a built variant") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise MetadataError(f"{path}: not valid JSON ({e})") from None
+    return Metadata.from_json(data, str(path))
+
+
+def write_metadata(variant_dir: Path, metadata: Metadata) -> None:
+    path = Path(variant_dir) / METADATA_FILE
+    path.write_text(json.dumps(metadata.to_json(), indent=2, sort_keys=False) + "\n")
+
+
+def variant_files(variant_dir: Path) -> list[str]:
+    """Every file the digest covers, as sorted POSIX relative paths."""
+    root = Path(variant_dir)
+    found: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in _SKIPPED_DIRS)
+        for name in filenames:
+            if name.endswith(_SKIPPED_SUFFIXES):
+                continue
+            rel = (Path(dirpath) / name).relative_to(root).as_posix()
+            if rel != METADATA_FILE:
+                found.append(rel)
+    return sorted(found)
+
+
+def file_digest(path: Path) -> str:
+    """base64 of the sha256 of one file, the encoding the ecosystem uses."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return base64.b64encode(h.digest()).decode("ascii")
+
+
+def compute_digests(variant_dir: Path) -> dict[str, str]:
+    return {rel: file_digest(Path(variant_dir) / rel) for rel in variant_files(variant_dir)}
+
+
+def verify_variant(variant_dir: Path, metadata: Metadata | None = None) -> Metadata:
+    """Check every file against the recorded digest before anything is imported.
+
+    Extra files are refused too: an added ``.py`` would run just like a changed one.
+    """
+    variant_dir = Path(variant_dir)
+    metadata = metadata or read_metadata(variant_dir)
+    present = set(variant_files(variant_dir))
+    expected = set(metadata.digest_files)
+    for rel in sorted(expected - present):
+        raise IntegrityError(f"{variant_dir / rel}: listed in metadata.json but missing")
+    for rel in sorted(present - expected):
+        raise IntegrityError(
+            f"{variant_dir / rel}: not listed in metadata.json's digest; refusing to load a "
+            "variant with unexpected files"
+        )
+    for rel in sorted(expected):
+        if file_digest(variant_dir / rel) != metadata.digest_files[rel]:
+            raise IntegrityError(
+                f"{variant_dir / rel}: sha256 does not match metadata.json; the file was "
+                "changed after the build. Delete the cached variant (kernelhub cache clear) "
+                "to fetch it again."
+            )
+    return metadata

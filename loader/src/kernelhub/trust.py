@@ -1,0 +1,40 @@
+"""Refuse to run code from organisations the user has not trusted.
+
+A kernel is a Python package plus native code; loading it runs both with the user's
+privileges. The check therefore sits on every path that loads from a hub, including
+warm cache loads: a cached copy is no more trusted than the hub it came from.
+"""
+
+from __future__ import annotations
+
+from . import settings
+from .errors import TrustError
+from .hub.base import Hub
+
+DEFAULT_TRUSTED_ORGS: frozenset[str] = frozenset({"kernels-community"})
+
+
+def user_trusted_orgs() -> frozenset[str]:
+    """The default org plus the user's config file and ``$KERNELHUB_TRUSTED_ORGS``."""
+    return DEFAULT_TRUSTED_ORGS | settings.trusted_orgs()
+
+
+def is_trusted(repo_id: str, hub: Hub | None) -> bool:
+    """Whether ``repo_id``'s organisation is trusted (asks the hub only if needed)."""
+    org = repo_id.partition("/")[0]
+    if org in user_trusted_orgs():
+        return True
+    return hub is not None and org in hub.trusted_orgs()
+
+
+def check_trusted(repo_id: str, hub: Hub | None, trust_remote_code: bool) -> None:
+    """Raise :class:`TrustError` unless the caller or the configuration trusts the org."""
+    if trust_remote_code or is_trusted(repo_id, hub):
+        return
+    org = repo_id.partition("/")[0]
+    raise TrustError(
+        f"refusing to load {repo_id}: loading a kernel runs its Python and native code, and "
+        f"organisation {org!r} is not trusted. If you trust it, pass trust_remote_code=True, "
+        f"or add it to KERNELHUB_TRUSTED_ORGS (comma-separated) or to [trust] orgs in "
+        f"{settings.config_path()}."
+    )

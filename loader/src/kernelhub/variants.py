@@ -1,0 +1,219 @@
+"""Build-variant names: the one parser and formatter both builder and loader use.
+
+Names follow the scheme the kernel ecosystem already uses so that builds
+interoperate::
+
+    torch213-cxx11-cpu-x86_64-linux        compiled against one torch, Linux
+    torch213-metal-aarch64-darwin          compiled against one torch, macOS
+    torch-stable-abi213-cpu-x86_64-linux   torch stable ABI, loads on torch >= 2.13
+    torch-cuda                             pure Python for one backend
+    torch-universal                        pure Python for any backend
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import Enum
+
+from .errors import VariantNameError
+
+BACKENDS: tuple[str, ...] = ("cpu", "cuda", "rocm", "xpu", "metal")
+ARCHES: tuple[str, ...] = ("x86_64", "aarch64")
+OSES: tuple[str, ...] = ("linux", "darwin")
+
+
+class VariantKind(str, Enum):
+    """How a variant is tied to torch; also the order of runtime preference."""
+
+    COMPILED = "compiled"
+    STABLE_ABI = "stable-abi"
+    NOARCH = "noarch"
+    UNIVERSAL = "universal"
+
+
+@dataclass(frozen=True, order=True)
+class Compute:
+    """A compute backend with its toolkit version (CUDA 13.0, ROCm 7.0, XPU 2025.2)."""
+
+    backend: str
+    version: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise VariantNameError(
+                f"unknown backend {self.backend!r}; expected one of {', '.join(BACKENDS)}"
+            )
+        # A versioned toolkit takes a two-part version; none means "any version", which is
+        # what pure-Python (torch-<backend>) variants carry.
+        if self.backend in ("cuda", "rocm", "xpu"):
+            if self.version and len(self.version) != 2:
+                raise VariantNameError(
+                    f"backend {self.backend!r} needs a two-part version such as 13.0, "
+                    f"got {self.version!r}"
+                )
+        elif self.version:
+            raise VariantNameError(f"backend {self.backend!r} takes no version")
+
+    @property
+    def tag(self) -> str:
+        """The compute part of a variant name: cpu, cu130, rocm70, xpu20252, metal."""
+        if self.backend in ("cuda", "rocm", "xpu") and not self.version:
+            raise VariantNameError(f"{self.backend} compute without a version has no tag")
+        major, minor = self.version or (None, None)
+        if self.backend == "cuda":
+            return f"cu{major}{minor}"
+        if self.backend == "rocm":
+            return f"rocm{major}{minor}"
+        if self.backend == "xpu":
+            return f"xpu{major}{minor}"
+        return self.backend
+
+    @property
+    def version_str(self) -> str:
+        return ".".join(str(p) for p in self.version)
+
+    @classmethod
+    def parse_tag(cls, tag: str) -> Compute:
+        if tag in ("cpu", "metal"):
+            return cls(tag)
+        if m := re.fullmatch(r"cu(\d+)(\d)", tag):
+            return cls("cuda", (int(m[1]), int(m[2])))
+        if m := re.fullmatch(r"rocm(\d+)(\d)", tag):
+            return cls("rocm", (int(m[1]), int(m[2])))
+        if m := re.fullmatch(r"xpu(\d{4})(\d+)", tag):
+            return cls("xpu", (int(m[1]), int(m[2])))
+        raise VariantNameError(
+            f"unknown compute tag {tag!r}; expected cpu, metal, cu<MAJ><MIN> (cu130), "
+            "rocm<MAJ><MIN> (rocm70) or xpu<YYYY><N> (xpu20252)"
+        )
+
+    @classmethod
+    def from_version_string(cls, backend: str, version: str | None) -> Compute:
+        """Build from a manifest-style version such as "13.0" or "2025.2"."""
+        if not version:
+            return cls(backend)
+        try:
+            parts = tuple(int(p) for p in version.split(".")[:2])
+        except ValueError as e:
+            raise VariantNameError(f"bad {backend} version {version!r}: {e}") from None
+        return cls(backend, parts)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One build variant. ``name`` round-trips through :func:`parse_variant`."""
+
+    kind: VariantKind
+    torch: tuple[int, int] | None = None
+    """Exact torch for COMPILED, minimum torch for STABLE_ABI, None otherwise."""
+    compute: Compute | None = None
+    """None only for UNIVERSAL; NOARCH carries just the backend."""
+    arch: str | None = None
+    os: str | None = None
+
+    @property
+    def backend(self) -> str | None:
+        return self.compute.backend if self.compute else None
+
+    @property
+    def system(self) -> str | None:
+        """The Nix-style system string, e.g. ``x86_64-linux``."""
+        return f"{self.arch}-{self.os}" if self.arch else None
+
+    @property
+    def name(self) -> str:
+        if self.kind is VariantKind.UNIVERSAL:
+            return "torch-universal"
+        assert self.compute is not None
+        if self.kind is VariantKind.NOARCH:
+            return f"torch-{self.compute.backend}"
+        assert self.torch is not None
+        mm = f"{self.torch[0]}{self.torch[1]}"
+        if self.kind is VariantKind.STABLE_ABI:
+            return f"torch-stable-abi{mm}-{self.compute.tag}-{self.arch}-{self.os}"
+        if self.os == "linux":
+            return f"torch{mm}-cxx11-{self.compute.tag}-{self.arch}-{self.os}"
+        return f"torch{mm}-{self.compute.tag}-{self.arch}-{self.os}"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def _torch_mm(digits: str) -> tuple[int, int]:
+    # "213" -> (2, 13), "29" -> (2, 9): torch's major is one digit.
+    return int(digits[0]), int(digits[1:])
+
+
+_COMPILED_RE = re.compile(
+    r"torch(?P<mm>\d{2,3})(?P<cxx>-cxx11)?-(?P<compute>[a-z0-9]+)-(?P<arch>x86_64|aarch64)-(?P<os>linux|darwin)"
+)
+_STABLE_RE = re.compile(
+    r"torch-stable-abi(?P<mm>\d{2,3})-(?P<compute>[a-z0-9]+)-(?P<arch>x86_64|aarch64)-(?P<os>linux|darwin)"
+)
+
+
+def parse_variant(name: str) -> Variant:
+    """Parse a variant name; raises VariantNameError saying which part is wrong."""
+    if name == "torch-universal":
+        return Variant(VariantKind.UNIVERSAL)
+    if m := _STABLE_RE.fullmatch(name):
+        variant = Variant(
+            VariantKind.STABLE_ABI,
+            _torch_mm(m["mm"]),
+            Compute.parse_tag(m["compute"]),
+            m["arch"],
+            m["os"],
+        )
+    elif m := _COMPILED_RE.fullmatch(name):
+        if (m["os"] == "linux") != bool(m["cxx"]):
+            raise VariantNameError(
+                f"variant {name!r}: Linux names carry -cxx11 after the torch version, "
+                "macOS names do not"
+            )
+        variant = Variant(
+            VariantKind.COMPILED,
+            _torch_mm(m["mm"]),
+            Compute.parse_tag(m["compute"]),
+            m["arch"],
+            m["os"],
+        )
+    elif m := re.fullmatch(r"torch-(?P<backend>[a-z]+)", name):
+        if m["backend"] not in BACKENDS:
+            raise VariantNameError(
+                f"variant {name!r}: unknown backend {m['backend']!r}; "
+                f"expected torch-universal or torch-<{'|'.join(BACKENDS)}>"
+            )
+        return Variant(VariantKind.NOARCH, compute=Compute(m["backend"], ()))
+    else:
+        raise VariantNameError(
+            f"{name!r} is not a build-variant name; expected e.g. "
+            "torch213-cxx11-cpu-x86_64-linux, torch-stable-abi213-cpu-x86_64-linux, "
+            "torch-cuda or torch-universal"
+        )
+    if variant.name != name:
+        raise VariantNameError(f"variant {name!r} is not in canonical form ({variant.name!r})")
+    _check_platform(variant)
+    return variant
+
+
+def _check_platform(variant: Variant) -> None:
+    backend = variant.backend
+    if variant.os == "darwin" and backend not in ("cpu", "metal"):
+        raise VariantNameError(f"variant {variant.name!r}: {backend} builds do not exist on macOS")
+    if variant.os == "linux" and backend == "metal":
+        raise VariantNameError(f"variant {variant.name!r}: Metal builds exist only on macOS")
+
+
+def is_variant_name(name: str) -> bool:
+    try:
+        parse_variant(name)
+    except VariantNameError:
+        return False
+    return True
+
+
+def variant_id(kernel_name: str, backend: str, digest_hex: str) -> str:
+    """The unique module and op namespace of one build: ``_<name>_<backend>_<hash10>``."""
+    safe = re.sub(r"\W", "_", kernel_name)
+    return f"_{safe}_{backend}_{digest_hex[:10]}"

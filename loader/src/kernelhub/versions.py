@@ -1,0 +1,163 @@
+"""The one version grammar: get_kernel, repositories, KernelConfig, ``org/repo@…``
+strings, lock files and the CLI all parse through here.
+
+* ``1`` (int)            → head of branch ``v1``
+* ``"v1.2.0"``, ``"main"`` → that tag or branch
+* ``">=1.0,<2.0"``       → the highest ``v<semver>`` tag satisfying it
+* a 40-hex sha           → that commit
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from .errors import VersionSpecError
+
+_SHA_RE = re.compile(r"[0-9a-f]{40}")
+_SPEC_START = ("<", ">", "=", "!", "~")
+_RELEASE_TAG_RE = re.compile(r"v(\d+\.\d+\.\d+\S*)")
+
+
+@dataclass(frozen=True)
+class Refs:
+    """Branches and tags of one repository, each mapped to its commit sha."""
+
+    branches: dict[str, str] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
+
+    def releases(self) -> dict[Version, str]:
+        """``v<semver>`` tags as versions → the tag name."""
+        found: dict[Version, str] = {}
+        for tag in self.tags:
+            if m := _RELEASE_TAG_RE.fullmatch(tag):
+                try:
+                    found[Version(m[1])] = tag
+                except InvalidVersion:
+                    continue
+        return found
+
+    def describe(self) -> str:
+        """What exists, for error messages."""
+        branches = ", ".join(sorted(self.branches)) or "none"
+        tags = ", ".join(t for _, t in sorted(self.releases().items())) or "none"
+        return f"branches: {branches}; release tags: {tags}"
+
+
+@dataclass(frozen=True)
+class VersionSpec:
+    """A parsed version or revision. Exactly one field is set."""
+
+    major: int | None = None
+    ref: str | None = None
+    specifier: SpecifierSet | None = None
+    commit: str | None = None
+
+    def __str__(self) -> str:
+        if self.major is not None:
+            return str(self.major)
+        if self.specifier is not None:
+            return str(self.specifier)
+        return self.commit or self.ref or ""
+
+    @property
+    def is_pinned(self) -> bool:
+        """A commit names immutable content: no hub round trip is needed when cached."""
+        return self.commit is not None
+
+
+def parse_version(version: int | str) -> VersionSpec:
+    """Parse a ``version=`` value: an int major, a tag/branch name, a specifier or a sha."""
+    if isinstance(version, bool):
+        raise VersionSpecError(f"version must be an int or a string, not {version!r}")
+    if isinstance(version, int):
+        if version < 0:
+            raise VersionSpecError(f"version {version} is negative; majors start at 0")
+        return VersionSpec(major=version)
+    if not isinstance(version, str) or not version.strip():
+        raise VersionSpecError(
+            f"version {version!r} is not understood; use an int major (1), a tag or branch "
+            "('v1.2.0'), a specifier ('>=1.0,<2.0') or a commit sha"
+        )
+    text = version.strip()
+    if text.isdigit():
+        return VersionSpec(major=int(text))
+    if _SHA_RE.fullmatch(text):
+        return VersionSpec(commit=text)
+    if text.startswith(_SPEC_START) or "," in text:
+        try:
+            return VersionSpec(specifier=SpecifierSet(text))
+        except InvalidSpecifier:
+            raise VersionSpecError(
+                f"version specifier {text!r} is malformed; write e.g. '>=1.0,<2.0' or '~=1.2'"
+            ) from None
+    if not re.fullmatch(r"[A-Za-z0-9._/-]+", text):
+        raise VersionSpecError(f"{text!r} is not a valid tag or branch name")
+    return VersionSpec(ref=text)
+
+
+def parse_revision(revision: str) -> VersionSpec:
+    """``revision=`` names a branch, tag or commit; never a specifier or a major."""
+    if not isinstance(revision, str) or not revision.strip():
+        raise VersionSpecError(f"revision {revision!r} must be a branch, tag or commit sha")
+    text = revision.strip()
+    if _SHA_RE.fullmatch(text):
+        return VersionSpec(commit=text)
+    return VersionSpec(ref=text)
+
+
+def select_spec(version: int | str | None, revision: str | None) -> VersionSpec | None:
+    """Apply the exactly-one-of rule shared by every entry point."""
+    if version is not None and revision is not None:
+        raise VersionSpecError("give either version= or revision=, not both")
+    if version is not None:
+        return parse_version(version)
+    if revision is not None:
+        return parse_revision(revision)
+    return None
+
+
+def resolve(spec: VersionSpec, refs: Refs, repo_id: str) -> tuple[str, str]:
+    """Resolve a spec to ``(ref_name, commit)``; errors list what exists."""
+    if spec.commit is not None:
+        return spec.commit, spec.commit
+    if spec.major is not None:
+        branch = f"v{spec.major}"
+        if branch in refs.branches:
+            return branch, refs.branches[branch]
+        raise VersionSpecError(
+            f"{repo_id} has no version {spec.major} (branch {branch}); {refs.describe()}"
+        )
+    if spec.ref is not None:
+        if spec.ref in refs.tags:
+            return spec.ref, refs.tags[spec.ref]
+        if spec.ref in refs.branches:
+            return spec.ref, refs.branches[spec.ref]
+        raise VersionSpecError(f"{repo_id} has no tag or branch {spec.ref!r}; {refs.describe()}")
+    assert spec.specifier is not None
+    releases = refs.releases()
+    matching = list(spec.specifier.filter(releases))
+    if not matching:
+        raise VersionSpecError(
+            f"no release of {repo_id} satisfies {str(spec.specifier)!r}; {refs.describe()}"
+        )
+    tag = releases[max(matching)]
+    return tag, refs.tags[tag]
+
+
+def split_repo_string(text: str) -> tuple[str, str | None]:
+    """Split ``org/repo@spec`` (as used by attn_implementation strings) into its parts."""
+    repo_id, _, spec = text.partition("@")
+    if repo_id.count("/") != 1 or not all(repo_id.split("/")):
+        raise VersionSpecError(f"{text!r}: expected 'org/repo' optionally followed by '@version'")
+    return repo_id, (spec or None)
+
+
+def parse_release(release: str) -> Version:
+    """A release number as written in build.toml (``general.release``): plain semver."""
+    if not re.fullmatch(r"\d+\.\d+\.\d+(?:[-.]?(?:a|b|rc|alpha|beta|dev)\.?\d*)?", release):
+        raise VersionSpecError(f"release {release!r} is not semver (expected e.g. '1.2.0')")
+    return Version(release)

@@ -1,0 +1,41 @@
+"""Shared fixtures: every test gets its own cache, config and hub, and no stray settings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from kh_doubles import DirHub
+
+
+_SETTINGS_VARS = (
+    "KERNELHUB_OFFLINE",
+    "HF_HUB_OFFLINE",
+    "KERNELHUB_TRUSTED_ORGS",
+    "USE_HUB_KERNELS",
+    "KERNELHUB_TEST_VARIANT",
+)
+
+
+@pytest.fixture(autouse=True)
+def isolated_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point cache, config and default hub into tmp_path; forget memoized loads."""
+    from kernelhub import api
+
+    for var in _SETTINGS_VARS:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("KERNELHUB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("KERNELHUB_CONFIG", str(tmp_path / "config.toml"))
+    monkeypatch.setenv("KERNELHUB_HUB", str(tmp_path / "default-hub"))
+    monkeypatch.setattr(api, "_memo", {})
+    return tmp_path / "cache"
+
+
+@pytest.fixture
+def dirhub(tmp_path: Path) -> DirHub:
+    from kh_doubles import DirHub
+
+    return DirHub(tmp_path / "hub")

@@ -1,0 +1,74 @@
+"""The user's story against the real LocalHub: publish with git, load, load again warm."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+from kernelhub import api
+from kernelhub.hub.local import LocalHub
+from kh_doubles import make_variant
+
+REPO = "kernels-community/scale"
+
+# Real torch ops under the variant's unique namespace, as a compiled build registers them.
+INIT = """\
+import torch
+_lib = torch.library.Library(__name__, "DEF")
+_lib.define("scale(Tensor x) -> Tensor")
+_lib.impl("scale", lambda x: x * FACTOR, "CompositeExplicitAutograd")
+ops = getattr(torch.ops, __name__)
+FACTOR = {factor}
+"""
+
+
+def _publish(hub: LocalHub, tmp_path: Path, factor: int, tag: str) -> str:
+    staged = tmp_path / "staging" / tag / "torch-universal"
+    make_variant(staged, name="scale", init=INIT.format(factor=factor))
+    result = hub.publish(REPO, "v1", {"torch-universal": staged}, tag=tag, message=f"release {tag}")
+    assert result.commit is not None
+    return result.commit
+
+
+def _no_subprocesses(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"a process was spawned: {args[0] if args else kwargs}")
+
+    monkeypatch.setattr(subprocess, "Popen", refuse)
+
+
+def test_publish_then_load_two_releases_side_by_side(tmp_path: Path) -> None:
+    hub = LocalHub(tmp_path / "hub")
+    _publish(hub, tmp_path, 2, "v1.0.0")
+    _publish(hub, tmp_path, 3, "v1.1.0")
+    old = api.get_kernel(REPO, "v1.0.0", hub=hub)
+    new = api.get_kernel(REPO, 1, hub=hub)
+    x = torch.arange(3.0)
+    assert torch.equal(old.ops.scale(x), x * 2)
+    assert torch.equal(new.ops.scale(x), x * 3)
+    assert old.__name__ != new.__name__
+
+
+def test_warm_pinned_load_runs_no_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    hub = LocalHub(tmp_path / "hub")
+    commit = _publish(hub, tmp_path, 5, "v1.0.0")
+    first = api.get_kernel(REPO, revision=commit, hub=hub)
+    api._memo.clear()  # as in a new process: only the disk cache is warm
+    _no_subprocesses(monkeypatch)
+    assert api.get_kernel(REPO, revision=commit, hub=hub) is first
+    assert api.get_kernel(REPO, commit, hub=str(tmp_path / "hub")) is first
+    with pytest.raises(AssertionError, match="a process was spawned"):
+        api.get_kernel(REPO, 1, hub=hub)  # unpinned: must ask git for the refs
+
+
+def test_offline_after_one_online_load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    hub = LocalHub(tmp_path / "hub")
+    _publish(hub, tmp_path, 7, "v1.0.0")
+    module = api.get_kernel(REPO, ">=1.0", hub=hub)
+    api._memo.clear()
+    monkeypatch.setenv("KERNELHUB_OFFLINE", "1")
+    _no_subprocesses(monkeypatch)
+    assert api.get_kernel(REPO, ">=1.0", hub=hub) is module
+    assert api.get_kernel(REPO, hub=hub) is module  # default resolution from refs.json

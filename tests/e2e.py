@@ -1,0 +1,76 @@
+"""End-to-end helpers: one build of the real kernels per test run, one hub, fresh
+processes per torch version — the way a kernel author and a model user meet.
+
+Builds are cached for the whole session (the builder's content hash makes a second
+`builder build` of unchanged sources free), so every test below shares one compile.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+TORCH_MINORS = ("2.13", "2.14")
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """Where this session's builds, hub and caches live."""
+
+    root: Path
+    out: Path
+    hub: Path
+
+    def env(self, cache: str = "cache", **extra: str) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(
+            KERNELHUB_HUB=str(self.hub),
+            KERNELHUB_CACHE=str(self.root / cache),
+            KERNELHUB_CONFIG=str(self.root / "no-config.toml"),
+            PYTHONUNBUFFERED="1",
+        )
+        env.pop("KERNELHUB_TRUSTED_ORGS", None)
+        env.update(extra)
+        return env
+
+
+def run(cmd: list[str], env: dict[str, str] | None = None, cwd: Path = REPO,
+        check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run a command as a user would; on an unexpected failure show everything it said."""
+    proc = subprocess.run(cmd, cwd=cwd, env=env, text=True, capture_output=True)
+    if check and proc.returncode != 0:
+        pytest.fail(f"{' '.join(map(str, cmd))} exited {proc.returncode}\n"
+                    f"--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}")
+    return proc
+
+
+def builder(ws: Workspace, *args: str, project: Path = REPO, check: bool = True,
+            cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    return run([str(BIN / "builder"), "--project", str(project), "--out", str(ws.out), *args],
+               env=ws.env(), check=check, cwd=cwd)
+
+
+def torch_python(minor: str) -> Path:
+    """The builder's toolchain env for a torch minor: the interpreter a user of that torch has."""
+    from kernelhub_builder.manifest import load_project
+    from kernelhub_builder.torch_env import ensure_torch_env
+
+    project = load_project(REPO)
+    return ensure_torch_env(minor, project.torch_pins.get(minor)).python
+
+
+def run_python(python: Path, code: str, env: dict[str, str], check: bool = True
+               ) -> subprocess.CompletedProcess[str]:
+    return run([str(python), "-c", code], env=env, check=check)
+
+
+def last_json(proc: subprocess.CompletedProcess[str]) -> dict:
+    return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -1,0 +1,95 @@
+"""The kernel author's and the model user's story, end to end on CPU:
+manifest → builder build → builder publish → get_kernel(..., version=1) in a fresh
+process → the same numbers as eager PyTorch, for every torch version of the matrix."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from e2e import REPO, TORCH_MINORS, Workspace, builder, last_json, run, run_python, torch_python
+
+LOAD_AND_COMPARE = r"""
+import json, sys, torch, torch.nn.functional as F
+import kernelhub
+
+act = kernelhub.get_kernel("kernels-community/activation", version=1)
+torch.manual_seed(0)
+refs = {
+    "silu_and_mul": lambda x, d: F.silu(x[..., :d]) * x[..., d:],
+    "gelu_and_mul": lambda x, d: F.gelu(x[..., :d]) * x[..., d:],
+    "gelu_tanh_and_mul": lambda x, d: F.gelu(x[..., :d], approximate="tanh") * x[..., d:],
+}
+errors = {}
+for dtype in (torch.float32, torch.bfloat16):
+    x = torch.randn(37, 2 * 1000, dtype=dtype)
+    for name, ref in refs.items():
+        out = torch.full((37, 1000), float("nan"), dtype=dtype)
+        getattr(act, name)(out, x)
+        expected = ref(x.double(), 1000)
+        errors[f"{name}/{dtype}"] = ((out.double() - expected).abs().max() / expected.abs().max()).item()
+print(json.dumps({"module": act.__name__, "file": act.__file__, "torch": torch.__version__,
+                  "errors": errors}))
+"""
+
+
+@pytest.mark.parametrize("minor", TORCH_MINORS)
+def test_built_published_kernel_loads_in_fresh_process_and_matches_eager(
+    published: Workspace, minor: str
+) -> None:
+    python = torch_python(minor)
+    proc = run_python(python, LOAD_AND_COMPARE, published.env(cache=f"cache-{minor}"))
+    result = last_json(proc)
+    mm = minor.replace(".", "")
+    assert result["torch"].startswith(minor)
+    assert f"/torch{mm}-cxx11-cpu-x86_64-linux/" in result["file"], result["file"]
+    assert str(published.root / f"cache-{minor}") in result["file"], "loaded from the cache"
+    for key, err in result["errors"].items():
+        limit = 1e-5 if "float32" in key else 1e-2
+        assert err <= limit, f"{key}: relative error {err}"
+
+
+def test_variants_list_every_matrix_entry_with_a_reason() -> None:
+    proc = run([str(REPO / ".venv/bin/builder"), "--project", str(REPO), "list-variants",
+                "activation", "--json"])
+    rows = {r["variant"]: r for r in json.loads(proc.stdout)["activation"]}
+    assert rows["torch213-cxx11-cpu-x86_64-linux"]["buildable"] is True
+    assert rows["torch214-cxx11-cpu-x86_64-linux"]["buildable"] is True
+    darwin = rows["torch213-cpu-aarch64-darwin"]
+    assert darwin["buildable"] is False and "macOS" in darwin["reason"]
+
+
+def test_rebuild_of_unchanged_sources_does_no_compile_work(built: Workspace) -> None:
+    proc = builder(built, "build", "activation")
+    lines = [line for line in proc.stdout.splitlines() if "activation" in line]
+    assert lines and all("up to date" in line for line in lines), proc.stdout
+
+
+def test_republishing_identical_content_makes_no_commit(published: Workspace) -> None:
+    before = run(["git", "-C", str(published.hub / "models/kernels-community/activation"),
+                  "rev-parse", "refs/heads/v1"]).stdout
+    proc = builder(published, "publish", "activation", "--hub", str(published.hub))
+    after = run(["git", "-C", str(published.hub / "models/kernels-community/activation"),
+                 "rev-parse", "refs/heads/v1"]).stdout
+    assert before == after
+    assert "no change" in proc.stdout.lower(), proc.stdout
+
+
+def test_kernel_versions_cli_explains_every_variant(published: Workspace) -> None:
+    proc = run([str(REPO / ".venv/bin/kernelhub"), "versions", "kernels-community/activation",
+                "--hub", str(published.hub)], env=published.env())
+    assert "v1" in proc.stdout and "v1.0.0" in proc.stdout
+    assert "torch213-cxx11-cpu-x86_64-linux" in proc.stdout
+    assert "torch214-cxx11-cpu-x86_64-linux" in proc.stdout
+
+
+def test_builder_test_runs_the_kernel_tests_against_each_variant(built: Workspace) -> None:
+    proc = builder(built, "test", "activation")
+    assert "PASS  activation  torch213-cxx11-cpu-x86_64-linux" in proc.stdout, proc.stdout
+    assert "PASS  activation  torch214-cxx11-cpu-x86_64-linux" in proc.stdout, proc.stdout
+
+
+def test_model_demo_runs_hub_kernels_in_a_model(published: Workspace) -> None:
+    proc = run([str(REPO / ".venv/bin/python"), str(REPO / "examples/model_demo.py")],
+               env=published.env(cache="cache-demo"))
+    assert "max |diff|" in proc.stdout, proc.stdout
