@@ -7,7 +7,10 @@ from __future__ import annotations
 import json
 
 import pytest
+import tomllib
 from e2e import REPO, TORCH_MINORS, Workspace, builder, last_json, run, run_python, torch_python
+
+KERNELS = tomllib.loads((REPO / "kernels.toml").read_text())["kernels"]
 
 LOAD_AND_COMPARE = r"""
 import json, sys, torch, torch.nn.functional as F
@@ -87,6 +90,19 @@ def test_builder_test_runs_the_kernel_tests_against_each_variant(built: Workspac
     proc = builder(built, "test", "activation")
     assert "PASS  activation  torch213-cxx11-cpu-x86_64-linux" in proc.stdout, proc.stdout
     assert "PASS  activation  torch214-cxx11-cpu-x86_64-linux" in proc.stdout, proc.stdout
+
+
+@pytest.mark.parametrize("kernel", [k for k in KERNELS if k != "activation"])
+def test_every_kernel_passes_its_own_tests_on_every_runnable_variant(
+    built: Workspace, kernel: str
+) -> None:
+    """The kernel library's correctness suites (float64 references, odd shapes, gradcheck,
+    opcheck) run against each built variant in its torch environment."""
+    proc = builder(built, "test", kernel)
+    verdicts = [line for line in proc.stdout.splitlines()
+                if line.startswith(("PASS", "FAIL", "SKIP"))]
+    assert any(line.startswith("PASS") for line in verdicts), proc.stdout
+    assert not any(line.startswith("FAIL") for line in verdicts), proc.stdout
 
 
 def test_model_demo_runs_hub_kernels_in_a_model(published: Workspace) -> None:

@@ -230,7 +230,12 @@ def test_stable_abi_gives_one_variant_per_compute_and_system(project: Project) -
         "torch-stable-abi213-cu130-aarch64-linux",
         "torch-stable-abi213-cu130-x86_64-linux",
     ]
-    assert {p.torch_version for p in planned} == {"2.13"}
+    # GPU stable-ABI builds compile against the newest torch (see build_env_minor).
+    assert {p.name: p.torch_version for p in planned if "cu130" in p.name} == {
+        "torch-stable-abi213-cu130-aarch64-linux": "2.14",
+        "torch-stable-abi213-cu130-x86_64-linux": "2.14",
+    }
+    assert {p.torch_version for p in planned if "-cpu-" in p.name} == {"2.13"}
     assert all(p.variant.kind is VariantKind.STABLE_ABI for p in planned)
 
 

@@ -8,6 +8,7 @@ any point before the rename leaves the previous build as it was.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import tempfile
@@ -25,6 +26,7 @@ from kernelhub.metadata import (
 from kernelhub.variants import Variant, VariantKind, parse_variant
 
 from . import BUILDER_VERSION
+from .cuda_archs import metadata_archs, read_compiled_archs
 from .manifest_model import KernelManifest
 
 
@@ -59,7 +61,7 @@ def stage_variant(
             id=vid,
             version=kernel.version,
             release=kernel.release,
-            backend=backend_info(kernel, variant),
+            backend=backend_info(kernel, variant, artifacts.so_path),
             digest_files=compute_digests(staging),
             license=kernel.license,
             python_depends=python_depends(kernel, variant),
@@ -94,9 +96,21 @@ def python_depends(kernel: KernelManifest, variant: Variant) -> list[str]:
     return list(dict.fromkeys((*kernel.python_depends, *extra)))
 
 
-def backend_info(kernel: KernelManifest, variant: Variant) -> BackendInfo:
+def backend_info(
+    kernel: KernelManifest, variant: Variant, so_path: Path | None = None
+) -> BackendInfo:
+    """The backend and its archs: for a compiled GPU variant, read from the binary.
+
+    A compiled CUDA variant lists the capabilities its fatbins really hold
+    (:func:`read_compiled_archs`), ROCm the gfx targets of its offload bundles; what
+    build.toml requested is only used for pure-Python variants, which compile nothing.
+    """
     if variant.kind is VariantKind.UNIVERSAL or variant.backend is None:
         return BackendInfo("universal")
+    if so_path is not None and variant.backend == "cuda":
+        return BackendInfo("cuda", metadata_archs(read_compiled_archs(so_path)))
+    if so_path is not None and variant.backend == "rocm":
+        return BackendInfo("rocm", read_rocm_archs(so_path))
     parts = kernel.parts_for(variant.backend)
     if variant.backend == "cuda":
         archs = [*kernel.torch.cuda_capabilities, *(c for p in parts for c in p.cuda_capabilities)]
@@ -105,6 +119,17 @@ def backend_info(kernel: KernelManifest, variant: Variant) -> BackendInfo:
     else:
         archs = []
     return BackendInfo(variant.backend, sorted(dict.fromkeys(archs)))
+
+
+def read_rocm_archs(so_path: Path) -> list[str]:
+    """gfx targets of the clang offload bundles in a HIP binary (``.hip_fatbin``).
+
+    Bundle entry ids read ``hipv4-amdgcn-amd-amdhsa--gfx90a[:xnack-]``; the target
+    name is what ``rocm-archs`` lists, so that is what metadata records.
+    """
+    data = so_path.read_bytes()
+    found = re.findall(rb"amdgcn-amd-amdhsa--(gfx[0-9a-f]+(?::[a-z]+[+-])*)", data)
+    return sorted({m.decode() for m in found})
 
 
 def provenance(kernel_root: Path) -> dict:

@@ -9,6 +9,7 @@ and swapped into place; a failure anywhere leaves the previous build untouched.
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,14 +20,16 @@ from kernelhub.variants import Variant, VariantKind
 
 from . import BUILDER_VERSION
 from .assemble import Artifacts, install_staged, stage_variant
+from .check import AbiPolicy, check_staged, raise_if_fatal, static_checks
 from .compile import run_ninja
 from .manifest_model import KernelManifest, Project
-from .matrix import PlannedVariant
+from .matrix import PlannedVariant, build_env_minor
 from .progress import say
 from .render import render_ops_py, render_variant, settings_flags
+from .render_backends import device_tools
 from .source_hash import BuildSettings, build_id
 from .toolchains import Toolchain, detect_toolchains
-from .torch_env import TorchEnv, ensure_torch_env, minor_str
+from .torch_env import TorchEnv, ensure_torch_env
 
 WORK_DIR = ".work"
 
@@ -45,6 +48,10 @@ class BuildResult:
     """True when an existing build already had this id: nothing was done."""
 
 
+class ToolchainMismatchError(KernelHubError):
+    """The variant's torch env was built for another CUDA (or none): it cannot build it."""
+
+
 def default_out_dir(project: Project) -> Path:
     return project.build_dir or project.root / "build"
 
@@ -54,28 +61,47 @@ def build_kernel(
     kernel: KernelManifest,
     planned: list[PlannedVariant],
     out_dir: Path,
+    *,
+    abi: AbiPolicy = AbiPolicy.HOST,
+    import_check: bool = True,
+    strict: bool = False,
 ) -> list[BuildResult]:
-    """Build every buildable planned variant of ``kernel`` into ``out_dir/<kernel>/``."""
+    """Build every buildable planned variant of ``kernel`` into ``out_dir/<kernel>/``.
+
+    Each fresh build is checked (:mod:`check`) before it replaces the previous one.
+    A torch env only shows which CUDA it was built for once it exists, so on a fresh
+    machine the plan can name a variant its env turns out unable to build: that variant
+    is skipped with the reason, unless ``strict`` (the user asked for it by name).
+    """
     results = []
     for plan in planned:
-        if plan.buildable:
-            results.append(build_variant(project, kernel, plan.variant, out_dir))
+        if not plan.buildable:
+            continue
+        try:
+            results.append(build_variant(project, kernel, plan.variant, out_dir, abi=abi,
+                                         import_check=import_check))
+        except ToolchainMismatchError as e:
+            if strict:
+                raise
+            say(f"{kernel.name} {plan.name}: skipped: {e}")
     return results
 
 
 def build_variant(
-    project: Project, kernel: KernelManifest, variant: Variant, out_dir: Path
+    project: Project, kernel: KernelManifest, variant: Variant, out_dir: Path,
+    *, abi: AbiPolicy = AbiPolicy.HOST, import_check: bool = True,
 ) -> BuildResult:
     out_dir = Path(out_dir)
     work_dir = out_dir / WORK_DIR / kernel.name / variant.name
     work_dir.mkdir(parents=True, exist_ok=True)
     # Two builders on one out dir must not swap the same variant at once.
     with FileLock(str(work_dir.parent / f"{variant.name}.lock")):
-        return _build_locked(project, kernel, variant, out_dir, work_dir)
+        return _build_locked(project, kernel, variant, out_dir, work_dir, abi, import_check)
 
 
 def _build_locked(
-    project: Project, kernel: KernelManifest, variant: Variant, out_dir: Path, work_dir: Path
+    project: Project, kernel: KernelManifest, variant: Variant, out_dir: Path, work_dir: Path,
+    abi: AbiPolicy = AbiPolicy.HOST, import_check: bool = True,
 ) -> BuildResult:
     dest = out_dir / kernel.name / variant.name
     compiles = variant.kind in (VariantKind.COMPILED, VariantKind.STABLE_ABI)
@@ -84,6 +110,8 @@ def _build_locked(
     vid = _variant_id(kernel, variant, env, cxx)
 
     if _is_current(dest, vid):
+        if abi is not AbiPolicy.HOST:  # checked at build time, but maybe under host policy
+            raise_if_fatal(f"{kernel.name} {variant.name}", static_checks(dest, variant), abi)
         say(f"{kernel.name} {variant.name}: up to date (no compile work)")
         return BuildResult(kernel.name, variant.name, vid, dest, compiled=False, up_to_date=True)
 
@@ -93,6 +121,11 @@ def _build_locked(
         artifacts, compiled = _compile(kernel, variant, vid, env, cxx, work_dir)
     staging = stage_variant(kernel, variant, vid, artifacts, out_dir,
                             env.torch_release if env else None)
+    try:  # a variant that breaks a rule never replaces the previous build
+        check_staged(project, kernel, variant, staging, abi, import_check=import_check)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     install_staged(staging, dest)
     say(f"{kernel.name} {variant.name}: built {dest}")
     return BuildResult(kernel.name, variant.name, vid, dest, compiled=compiled, up_to_date=False)
@@ -119,24 +152,24 @@ def _compile(
 ) -> tuple[Artifacts, bool]:
     """Render and run ninja; returns the artifacts and whether a compiler ran."""
     say(f"{kernel.name} {variant.name}: building {vid} against torch {env.torch_version}")
-    rendered = render_variant(kernel, variant, vid, env, cxx=str(cxx.path), nvcc=host_nvcc(),
-                              work_dir=work_dir)
+    rendered = render_variant(kernel, variant, vid, env, cxx=str(cxx.path), work_dir=work_dir,
+                              tools=device_tools(detect_toolchains(), variant.backend))
     compiled = run_ninja(work_dir, f"{kernel.name} {variant.name}")
     assert rendered.so_name is not None
     return Artifacts(rendered.ops_py.read_text(), work_dir / rendered.so_name), compiled
 
 
 def _torch_env(project: Project, variant: Variant) -> TorchEnv:
-    # A stable-ABI build compiles against its minimum torch: what it targets.
+    # A stable-ABI build compiles against its minimum torch (GPU ones: see build_env_minor).
     assert variant.torch is not None and variant.compute is not None
-    minor = minor_str(variant.torch)
+    minor = build_env_minor(project, variant)
     env = ensure_torch_env(minor, project.torch_pins.get(minor))
     if variant.backend == "cuda":
         wanted = variant.compute.version_str
         have = ".".join((env.cuda or "").split(".")[:2])
         if have != wanted:
             built_for = f"CUDA {env.cuda}" if env.cuda else "CPU only"
-            raise KernelHubError(
+            raise ToolchainMismatchError(
                 f"{variant.name} needs a torch {minor} built for CUDA {wanted}, but the "
                 f"torch {minor} environment has torch {env.torch_version} ({built_for}); pin "
                 f'one in kernels.toml, e.g. [toolchain.torch] "{minor}" = "torch=={minor}.0" '

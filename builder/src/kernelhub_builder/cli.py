@@ -17,6 +17,13 @@ from kernelhub.errors import KernelHubError
 
 from . import __version__
 from .build import build_kernel, default_out_dir
+from .check import (
+    ALLOW_HOST_ABI_ENV,
+    AbiPolicy,
+    allow_host_abi_default,
+    check_kernel,
+    format_violations,
+)
 from .kernel_tests import run_kernel_tests
 from .manifest import PROJECT_FILE, load_kernels, load_project
 from .manifest_model import KernelManifest, Project
@@ -63,6 +70,17 @@ def _parser() -> argparse.ArgumentParser:
     build.add_argument("kernels", nargs="*", metavar="KERNEL", help="default: all")
     build.add_argument("--variant", action="append", default=[], metavar="V",
                        help="only these variants (name or glob; repeatable)")
+    _abi_argument(build)
+    build.add_argument("--no-import-check", dest="import_check", action="store_false",
+                       help="skip importing each fresh build in its torch environment")
+
+    check = commands.add_parser(
+        "check", help="check built variants: ABI (manylinux_2_28, abi3, dependencies, "
+                      "stable ABI), layout, op namespaces, import")
+    check.add_argument("kernels", nargs="*", metavar="KERNEL", help="default: all")
+    _abi_argument(check)
+    check.add_argument("--no-import-check", dest="import_check", action="store_false",
+                       help="only the static checks (no torch environment needed)")
 
     test = commands.add_parser("test", help="run each kernel's tests against its built variants")
     test.add_argument("kernels", nargs="*", metavar="KERNEL", help="default: all")
@@ -72,9 +90,22 @@ def _parser() -> argparse.ArgumentParser:
     publish.add_argument("--hub", metavar="PATH",
                          help="hub target: a LocalHub directory, \"hf\" or an http(s):// Hub-API endpoint "
                               "(default: [hub] target of kernels.toml, else the default hub)")
+    publish.add_argument("--allow-host-abi", action="store_true",
+                         default=allow_host_abi_default(),
+                         help="publish binaries that need a newer glibc/libstdc++ than "
+                              f"manylinux_2_28 (default: refuse; env {ALLOW_HOST_ABI_ENV}=1)")
     publish.add_argument("--dry-run", action="store_true",
                          help="check and report what would change; publish nothing")
     return parser
+
+
+def _abi_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--abi", type=AbiPolicy, choices=list(AbiPolicy), default=AbiPolicy.HOST,
+        metavar="{host,manylinux_2_28}",
+        help="host (default): a binary needing a newer glibc/libstdc++ than manylinux_2_28 "
+             "is reported and marked in metadata.json, and publish refuses it; "
+             "manylinux_2_28: such a binary is an error")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -173,7 +204,9 @@ def _build(args: argparse.Namespace, project: Project, out_dir: Path) -> int:
         if blocked and not named & {p.name for p in blocked}:
             console.print(f"{name}: {len(blocked)} variant(s) of the matrix cannot be built on "
                           "this host (builder list-variants says why)")
-        results = build_kernel(project, kernels[name], planned, out_dir)
+        results = build_kernel(project, kernels[name], planned, out_dir, abi=args.abi,
+                               import_check=args.import_check,
+                               strict=any(p.name in named for p in planned))
         for r in results:
             state = "up to date" if r.up_to_date else ("compiled" if r.compiled else "assembled")
             print(f"{r.kernel}  {r.variant}  {r.variant_id}  {state}")
@@ -215,8 +248,39 @@ def _publish(args: argparse.Namespace, project: Project, out_dir: Path) -> int:
 
     hub = open_hub(args.hub or project.hub)
     for kernel in _select(project, args.kernels):
-        result = publish_kernel(project, kernel, out_dir, hub, dry_run=args.dry_run)
+        result = publish_kernel(project, kernel, out_dir, hub, dry_run=args.dry_run,
+                                allow_host_abi=args.allow_host_abi)
         print(describe_result(result))
+    return 0
+
+
+def _check(args: argparse.Namespace, project: Project, out_dir: Path) -> int:
+    failed = checked = 0
+    for kernel in _select(project, args.kernels):
+        reports = check_kernel(project, kernel, out_dir, import_check=args.import_check)
+        if not reports:
+            if args.kernels:  # named: checking nothing is not a pass
+                raise UsageError(f"no built variants of {kernel.name} under "
+                                 f"{out_dir / kernel.name}; run builder build {kernel.name} first")
+            console.print(f"{kernel.name}: no built variants, nothing to check")
+        for report in reports:
+            checked += 1
+            fatal = report.fatal(args.abi)
+            tolerated = [v for v in report.violations if v not in fatal]
+            verdict = "FAIL" if fatal else ("PASS (host ABI)" if tolerated else "PASS")
+            print(f"{verdict}  {kernel.name}  {report.variant}")
+            failed += bool(fatal)
+            if report.violations:
+                print(format_violations(report.violations))
+            for skipped in report.skipped:
+                print(f"  skipped {skipped}")
+    if failed:
+        console.print(f"[bold red]{failed} of {checked} variant(s) failed the checks[/] "
+                      f"(ABI policy {args.abi.value})")
+        return 1
+    if not checked:
+        raise UsageError(f"no built variants under {out_dir}; run builder build first")
+    console.print(f"all {checked} variant(s) passed the checks (ABI policy {args.abi.value})")
     return 0
 
 
@@ -225,4 +289,5 @@ _COMMANDS = {
     "build": _build,
     "test": _test,
     "publish": _publish,
+    "check": _check,
 }

@@ -5,6 +5,12 @@ Each run is ``<torch env python> -m pytest -p kernelhub.testing <kernel>/tests``
 built artefact, so the tests exercise exactly what would be published, never the
 sources on sys.path. A stable-ABI variant runs under every torch of the matrix at or
 above its ABI minimum — that it loads on all of them is the point of the stable ABI.
+
+A pure-Python CUDA or XPU variant (``torch-cuda``, ``torch-xpu``) on a host without
+that device still runs when its torch env has Triton: the tests then run with
+``TRITON_INTERPRET=1``, Triton's CPU interpreter, so Triton kernels are checked
+everywhere. (Such a kernel's tests must skip what the interpreter cannot do, as
+any GPU test skips without a GPU.)
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ from .toolchains import detect_host
 from .torch_env import ensure_torch_env, minor_str
 
 _NO_TESTS_COLLECTED = 5  # pytest's exit status
+_INTERPRETABLE_BACKENDS = ("cuda", "xpu")
+"""Backends whose pure-Python (Triton) variants can run under TRITON_INTERPRET=1."""
 
 
 @dataclass(frozen=True)
@@ -98,20 +106,44 @@ def run_kernel_tests(
     skipped: list[Skipped] = []
     for variant, path in variants:
         reason = why_not_runnable(variant)
-        if reason:
+        interpret = False
+        if reason and _may_interpret(variant):
+            interpret = True
+        elif reason:
             skipped.append(Skipped(variant.name, reason))
             continue
         for minor in torch_minors_for(project, kernel, variant):
-            runs.append(_run_pytest(project, kernel, variant, path, minor, tests_dir))
+            if interpret and not _has_triton(project, minor):
+                skipped.append(Skipped(
+                    variant.name,
+                    f"{reason}, and the torch {minor} env has no Triton for TRITON_INTERPRET=1",
+                ))
+                continue
+            runs.append(
+                _run_pytest(project, kernel, variant, path, minor, tests_dir, interpret)
+            )
     return runs, skipped
+
+
+def _may_interpret(variant: Variant) -> bool:
+    return variant.kind is VariantKind.NOARCH and variant.backend in _INTERPRETABLE_BACKENDS
+
+
+def _has_triton(project: Project, minor: str) -> bool:
+    env = ensure_torch_env(minor, project.torch_pins.get(minor))
+    done = subprocess.run([str(env.python), "-c", "import triton"], capture_output=True,
+                          check=False)
+    return done.returncode == 0
 
 
 def _run_pytest(
     project: Project, kernel: KernelManifest, variant: Variant, path: Path, minor: str,
-    tests_dir: Path,
+    tests_dir: Path, interpret: bool = False,
 ) -> TestRun:
     env = ensure_torch_env(minor, project.torch_pins.get(minor))
     child_env = dict(os.environ)
+    if interpret:
+        child_env["TRITON_INTERPRET"] = "1"
     child_env["KERNELHUB_TEST_VARIANT"] = str(path.resolve())
     # Keep __pycache__ out of the variant dir the tests import from.
     child_env["PYTHONDONTWRITEBYTECODE"] = "1"
@@ -120,7 +152,8 @@ def _run_pytest(
     # ignore kernels-src/ for its own suite) must not decide what the kernel tests are.
     cmd = [str(env.python), "-m", "pytest", "-p", "kernelhub.testing", "-p",
            "no:cacheprovider", "--confcutdir", str(kernel.root), str(tests_dir), "-q"]
-    with console.status(f"testing {kernel.name} {variant.name} under torch {minor}"):
+    how = " (TRITON_INTERPRET=1)" if interpret else ""
+    with console.status(f"testing {kernel.name} {variant.name} under torch {minor}{how}"):
         done = subprocess.run(cmd, cwd=kernel.root, env=child_env, capture_output=True,
                               text=True, check=False)
     output = done.stdout + done.stderr

@@ -16,7 +16,7 @@ matrix and CI on other machines knows what is left for them.
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +26,10 @@ from kernelhub.variants import Compute, Variant, VariantKind
 from .manifest import version_key
 from .manifest_model import KernelManifest, Project
 from .toolchains import HostInfo, Toolchain, Toolchains, detect_host, detect_toolchains
+from .torch_env import TorchEnv, peek_torch_env
+
+TorchEnvLookup = Callable[[str], "TorchEnv | None"]
+"""torch minor → its ready env, or None where none exists yet (it is made on demand)."""
 
 _LINUX_ONLY = ("cuda", "rocm", "xpu")
 _OS_NAMES = {"linux": "Linux", "darwin": "macOS"}
@@ -57,8 +61,18 @@ def plan_variants(
     kernel: KernelManifest,
     host: HostInfo | None = None,
     toolchains: Toolchains | None = None,
+    torch_envs: TorchEnvLookup | None = None,
 ) -> list[PlannedVariant]:
-    """The kernel's full variant matrix, sorted by name, each marked buildable or not."""
+    """The kernel's full variant matrix, sorted by name, each marked buildable or not.
+
+    ``torch_envs`` tells which torch envs exist already; by default (when the host is
+    detected rather than described) the real ones are peeked at, so a CUDA variant whose
+    env holds a torch of another CUDA (or a CPU-only torch) is reported as not buildable.
+    Envs that do not exist yet are assumed right: they are created with the pinned torch.
+    """
+    if torch_envs is None and host is None and toolchains is None:
+        def torch_envs(minor: str) -> TorchEnv | None:
+            return peek_torch_env(minor, project.torch_pins.get(minor))
     if kernel.universal:
         return [PlannedVariant(Variant(VariantKind.UNIVERSAL), True, None, None)]
     backends = [b for b in kernel.backends if b in project.matrix.backends]
@@ -74,6 +88,8 @@ def plan_variants(
     planned = []
     for variant, torch_version in _compiled_variants(project, kernel, backends):
         reason = _why_not_buildable(variant, host, toolchains)
+        if reason is None and torch_envs is not None:
+            reason = _torch_env_problem(variant, torch_version, torch_envs(torch_version))
         planned.append(PlannedVariant(variant, reason is None, reason, torch_version))
     return sorted(planned, key=lambda p: p.name)
 
@@ -99,13 +115,51 @@ def _compiled_variants(
                     variant = Variant(
                         VariantKind.STABLE_ABI, version_key(stable_abi), compute, arch, os_name
                     )
-                    yield variant, stable_abi
+                    yield variant, build_env_minor(project, variant)
                     continue
                 for torch_version in torch_versions:
                     variant = Variant(
                         VariantKind.COMPILED, version_key(torch_version), compute, arch, os_name
                     )
                     yield variant, torch_version
+
+
+def build_env_minor(project: Project, variant: Variant) -> str:
+    """The torch minor whose env compiles ``variant``.
+
+    A regular variant: its own torch. A CPU stable-ABI variant: the ABI minimum (what it
+    targets). A GPU stable-ABI variant: the newest torch of the matrix, with
+    ``TORCH_TARGET_VERSION`` set to the ABI minimum so only stable APIs of that minimum
+    are usable. GPU builds need a torch built for the variant's toolkit, and only the
+    newest torch of the matrix is pinned to one (torch 2.13 is CPU-only here, 2.14 is
+    the CUDA 13.0 build); the stable ABI promises that the result loads on every torch
+    from the minimum on, whichever headers compiled it.
+    """
+    assert variant.torch is not None
+    minimum = f"{variant.torch[0]}.{variant.torch[1]}"
+    if variant.kind is VariantKind.STABLE_ABI and variant.backend != "cpu":
+        newer = [v for v in project.matrix.torch if version_key(v) >= variant.torch]
+        if newer:
+            return max(newer, key=version_key)
+    return minimum
+
+
+def _torch_env_problem(variant: Variant, minor: str, env: TorchEnv | None) -> str | None:
+    """Why an existing torch env cannot build ``variant`` (toolkit mismatch), else None."""
+    if env is None or variant.backend not in ("cuda", "rocm"):
+        return None
+    assert variant.compute is not None
+    wanted = variant.compute.version_str
+    label = "CUDA" if variant.backend == "cuda" else "ROCm"
+    have = env.cuda if variant.backend == "cuda" else env.hip
+    if have is not None and ".".join(have.split(".")[:2]) == wanted:
+        return None
+    built_for = f"built for {label} {have}" if have else f"without {label}"
+    return (
+        f"the torch {minor} environment holds torch {env.torch_version}, {built_for}; "
+        f"the variant needs a torch built for {label} {wanted} (pin one in "
+        f'kernels.toml [toolchain.torch] "{minor}", or delete {env.root} to recreate it)'
+    )
 
 
 def _computes(backend: str, project: Project, kernel: KernelManifest) -> list[Compute]:
@@ -189,8 +243,23 @@ def _version_problem(
         return f"cannot read the {wanted} version of {tool.path}; {fix.format(want=want)}"
     if have != compute.version:
         have_str = f"{have[0]}.{have[1]}"
-        return f"{label} {have_str} but the variant needs {wanted} {want} ({fix.format(want=want)})"
+        found = found_compute(tool)
+        builds = (f"; it builds {found.tag} variants (add \"{have_str}\" to [matrix] "
+                  f"{found.backend} in kernels.toml for those)" if found else "")
+        return (f"{label} {have_str} but the variant needs {wanted} {want} "
+                f"({fix.format(want=want)}){builds}")
     return None
+
+
+def found_compute(tool: Toolchain) -> Compute | None:
+    """The compute a found device toolchain builds, named as variants name it.
+
+    nvcc 13.0 → cu130, hipcc of ROCm 7.0.1 → rocm70, icpx 2025.2.0 → xpu20252.
+    """
+    backend = {"nvcc": "cuda", "hipcc": "rocm", "icpx": "xpu"}.get(tool.kind)
+    if backend is None or tool.major_minor is None:
+        return None
+    return Compute(backend, tool.major_minor)
 
 
 def filter_variants(planned: list[PlannedVariant], patterns: list[str]) -> list[PlannedVariant]:

@@ -2,7 +2,10 @@
 
 Every variant under ``<out>/<kernel>/`` is checked first — its metadata must carry the
 manifest's version and release and its files must match their digests — so a stale or
-tampered build is refused before anything reaches the hub. Then one
+tampered build is refused before anything reaches the hub. Each variant's binaries are
+re-checked too (:mod:`check`: read from the files, not trusted from metadata.json): a
+binary that breaks a rule is refused, and one that needs a newer glibc/libstdc++ than
+manylinux_2_28 is refused unless ``allow_host_abi``. Then one
 ``hub.publish(repo, "v<major>", {variant: dir}, tag="v<release>")`` replaces exactly
 those variant dirs on the branch; variants built elsewhere stay.
 """
@@ -16,6 +19,7 @@ from kernelhub.hub.base import Hub, PublishResult
 from kernelhub.metadata import verify_variant
 
 from .assemble import built_variants
+from .check import AbiPolicy, raise_if_fatal, static_checks
 from .manifest_model import KernelManifest, Project
 
 
@@ -23,8 +27,11 @@ def repo_id_for(project: Project, kernel: KernelManifest) -> str:
     return kernel.repo_id or f"{project.org}/{kernel.name}"
 
 
-def collect_variants(kernel: KernelManifest, out_dir: Path) -> dict[str, Path]:
-    """Built variants of ``kernel``, each verified against the manifest and its digests."""
+def collect_variants(
+    kernel: KernelManifest, out_dir: Path, *, allow_host_abi: bool = False
+) -> dict[str, Path]:
+    """Built variants of ``kernel``, each verified against the manifest, its digests and
+    the checks."""
     found = built_variants(out_dir, kernel)
     if not found:
         raise KernelHubError(
@@ -45,6 +52,8 @@ def collect_variants(kernel: KernelManifest, out_dir: Path) -> dict[str, Path]:
                 f"but build.toml says version {kernel.version} release {kernel.release}; "
                 f"rebuild with builder build {kernel.name}"
             )
+        policy = AbiPolicy.HOST if allow_host_abi else AbiPolicy.MANYLINUX_2_28
+        raise_if_fatal(f"refusing to publish {path}", static_checks(path, variant), policy)
         variants[variant.name] = path
     return variants
 
@@ -56,8 +65,9 @@ def publish_kernel(
     hub: Hub,
     *,
     dry_run: bool = False,
+    allow_host_abi: bool = False,
 ) -> PublishResult:
-    variants = collect_variants(kernel, out_dir)
+    variants = collect_variants(kernel, out_dir, allow_host_abi=allow_host_abi)
     message = (
         f"Publish {kernel.name} {kernel.release}: {len(variants)} variant(s)\n\n"
         + "\n".join(sorted(variants))

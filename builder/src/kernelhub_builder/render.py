@@ -11,14 +11,26 @@ from __future__ import annotations
 import os
 import shlex
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import jinja2
 from kernelhub.errors import KernelHubError
 from kernelhub.variants import Variant, VariantKind
 
+from .cuda_archs import supported_capabilities
 from .manifest_model import KernelManifest, KernelPart
+from .render_backends import (
+    CXX_SUFFIXES,
+    ROCM_DEFINES,
+    CompileUnit,
+    DeviceTools,
+    cuda_units,
+    metal_units,
+    metallib_namespace,
+    rocm_units,
+    xpu_units,
+)
 from .torch_env import TorchEnv, minor_str
 
 BACKEND_DEFINES = {
@@ -28,8 +40,6 @@ BACKEND_DEFINES = {
     "metal": "METAL_KERNEL",
     "xpu": "XPU_KERNEL",
 }
-CXX_SUFFIXES = frozenset({".cpp", ".cc", ".cxx"})
-CUDA_SUFFIXES = frozenset({".cu"})
 PY_LIMITED_API = "0x03090000"
 """The .so is tagged abi3, so only CPython's limited API (3.9+) may be used."""
 CXX_STANDARD = "-std=c++20"
@@ -40,17 +50,6 @@ GENERATED_DIR = "generated"
 
 class RenderError(KernelHubError):
     """The manifest asks for a build this host or this variant cannot express."""
-
-
-@dataclass(frozen=True)
-class CompileUnit:
-    """One source file → one object file, with its own flags."""
-
-    source: Path
-    object: str
-    """Relative to the work dir."""
-    rule: str
-    flags: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -126,26 +125,45 @@ def _uses_openmp(kernel: KernelManifest, variant: Variant) -> bool:
     return any(f.startswith("-fopenmp") for f in flags)
 
 
+_GPU_TORCH_LIBS = {
+    "cuda": ("-lc10_cuda", "-ltorch_cuda"),
+    "rocm": ("-lc10_hip", "-ltorch_hip"),
+    "xpu": ("-lc10_xpu", "-ltorch_xpu"),
+}
+"""torch's per-backend libraries: ATen device code and the stream/device C shim."""
+
+
 def _link_flags(
-    kernel: KernelManifest, variant: Variant, env: TorchEnv, nvcc: str | None = None
+    kernel: KernelManifest, variant: Variant, env: TorchEnv, tools: DeviceTools | None = None
 ) -> list[str]:
+    tools = tools or DeviceTools()
     flags = [f"-L{env.library_dir}"]
-    if variant.backend == "cuda" and nvcc and (cuda_lib := cuda_library_dir(nvcc)):
+    if variant.backend == "cuda" and tools.nvcc and (cuda_lib := cuda_library_dir(tools.nvcc)):
         # libcudart from the toolkit that compiled the kernel; at run time its soname
         # binds to the CUDA runtime torch already loaded.
         flags.append(f"-L{cuda_lib}")
+    if variant.backend == "rocm" and tools.rocm_root:
+        flags.append(f"-L{Path(tools.rocm_root) / 'lib'}")
+    gpu_libs = _GPU_TORCH_LIBS.get(variant.backend or "", ())
     if variant.kind is VariantKind.STABLE_ABI:
-        # Only torch's C shim (aoti_torch_*, in libtorch_cpu) may be referenced. It
-        # must still be a DT_NEEDED entry: torch loads its libraries RTLD_LOCAL, so
-        # their symbols are not visible to a library that does not name them. The
+        # Only torch's C shim (aoti_torch_*, in libtorch_cpu; the device-stream parts in
+        # libtorch_<gpu>) may be referenced. It must still be a DT_NEEDED entry: torch
+        # loads its libraries RTLD_LOCAL, so their symbols are not visible to a library
+        # that does not name them. --as-needed drops what the kernel does not use. The
         # sonames carry no version, so the same .so binds to any later torch.
-        flags += ["-Wl,--as-needed", "-lc10", "-ltorch_cpu"]
+        flags += ["-Wl,--as-needed", "-lc10", "-ltorch_cpu", *gpu_libs[1:]]
     else:
-        flags += ["-lc10", "-ltorch", "-ltorch_cpu"]
-        if variant.backend == "cuda":
-            flags += ["-lc10_cuda", "-ltorch_cuda"]
+        flags += ["-lc10", "-ltorch", "-ltorch_cpu", *gpu_libs]
     if variant.backend == "cuda":
         flags.append("-lcudart")
+    elif variant.backend == "rocm":
+        flags.append("-lamdhip64")
+    elif variant.backend == "xpu":
+        flags.append("-fsycl")
+    elif variant.backend == "metal":
+        # Python's symbols resolve at load time (abi3), frameworks give Metal/Foundation.
+        flags += ["-Wl,-undefined,dynamic_lookup", "-framework", "Metal",
+                  "-framework", "Foundation"]
     if _uses_openmp(kernel, variant):
         flags.append("-fopenmp")
     return flags
@@ -172,10 +190,23 @@ def _include_flags(
     return flags
 
 
+def _backend_flags(variant: Variant, tools: DeviceTools) -> list[str]:
+    """Flags every translation unit of the variant needs for its backend's torch headers."""
+    if variant.backend == "rocm":
+        rocm_include = [f"-isystem{Path(tools.rocm_root) / 'include'}"] if tools.rocm_root else []
+        return [*ROCM_DEFINES, *rocm_include]
+    if variant.backend == "cuda" and tools.nvcc and (cuda_lib := cuda_library_dir(tools.nvcc)):
+        # torch's CUDA headers (c10/cuda, ATen/cuda) include the toolkit's runtime headers.
+        return ["-isystem", str(cuda_lib.parent / "include")]
+    return []
+
+
 def compile_units(
-    kernel: KernelManifest, variant: Variant, vid: str, env: TorchEnv, generated: Path
+    kernel: KernelManifest, variant: Variant, vid: str, env: TorchEnv, generated: Path,
+    tools: DeviceTools | None = None,
 ) -> tuple[CompileUnit, ...]:
-    """The sources this variant compiles, each with its complete command-line flags."""
+    """The build steps of this variant, each with its complete command-line flags."""
+    tools = tools or DeviceTools()
     base = [*_define_flags(kernel, variant, env), f"-DTORCH_EXTENSION_NAME={vid}"]
     parts = _parts(kernel, variant)
     all_includes = (*kernel.torch.include, *(i for p in parts for i in p.include))
@@ -183,33 +214,25 @@ def compile_units(
     # The torch binding sees every part's headers: it declares the parts' functions.
     for src in kernel.torch.src:
         if Path(src).suffix in CXX_SUFFIXES:
-            flags = [*base, *kernel.torch.cxx_flags,
+            flags = [*base, *_backend_flags(variant, tools), *kernel.torch.cxx_flags,
                      *_include_flags(kernel, all_includes, generated, env)]
-            units.append(_unit(kernel, src, "cxx", flags))
+            units.append(CompileUnit(kernel.root / src, f"obj/{Path(src).as_posix()}.o", "cxx",
+                                     tuple(flags)))
     for part in parts:
         includes = _include_flags(kernel, (*part.include, *kernel.torch.include), generated, env)
-        for src in part.src:
-            suffix = Path(src).suffix
-            if suffix in CXX_SUFFIXES:
-                units.append(_unit(kernel, src, "cxx", [*base, *part.cxx_flags, *includes]))
-            elif suffix in CUDA_SUFFIXES and variant.backend == "cuda":
-                flags = [*_cuda_flags(base, part), *includes]
-                units.append(_unit(kernel, src, "nvcc", flags))
+        if variant.backend == "cuda":
+            units += cuda_units(kernel, part, base, includes, tools)
+        elif variant.backend == "rocm":
+            units += rocm_units(kernel, part, base, includes, tools)
+        elif variant.backend == "xpu":
+            units += xpu_units(kernel, part, base, includes)
+        elif variant.backend == "metal":
+            units += metal_units(kernel, part, base, includes, generated, vid)
+        else:
+            units += [CompileUnit(kernel.root / src, f"obj/{Path(src).as_posix()}.o", "cxx",
+                                  (*base, *part.cxx_flags, *includes))
+                      for src in part.src if Path(src).suffix in CXX_SUFFIXES]
     return tuple(units)
-
-
-def _cuda_flags(base: list[str], part: KernelPart) -> list[str]:
-    # nvcc takes host-only flags through -Xcompiler; the rest of base it understands.
-    flags = [f for f in base if f != "-fPIC"] + ["-Xcompiler", "-fPIC",
-                                                 "--expt-relaxed-constexpr"]
-    for cap in part.cuda_capabilities:
-        arch = cap.replace(".", "").removesuffix("+PTX")
-        flags.append(f"-gencode=arch=compute_{arch},code=sm_{arch}")
-    return [*flags, *part.cuda_flags]
-
-
-def _unit(kernel: KernelManifest, src: str, rule: str, flags: list[str]) -> CompileUnit:
-    return CompileUnit(kernel.root / src, f"obj/{Path(src).as_posix()}.o", rule, tuple(flags))
 
 
 def _environment() -> jinja2.Environment:
@@ -239,6 +262,40 @@ def render_ops_py(variant: Variant, vid: str, so_name: str | None) -> str:
     )
 
 
+_RULE_TOOLS = {"nvcc": "nvcc", "hipcc": "hipcc", "hipify": "hipify", "metal": "xcrun",
+               "metallib": "xcrun"}
+_TOOL_HINTS = {
+    "nvcc": "install the CUDA toolkit or set CUDA_HOME",
+    "hipcc": "install ROCm or set ROCM_PATH",
+    "hipify": "install hipify-perl (ROCm's hipify package)",
+    "xcrun": "install Xcode (xcrun metal)",
+    "icpx": "source oneAPI's setvars.sh",
+}
+
+
+def _complete_tools(variant: Variant, tools: DeviceTools | None, nvcc: str | None) -> DeviceTools:
+    """Fill in what the caller did not: nvcc from the legacy argument, its arch list."""
+    tools = tools or DeviceTools(nvcc=nvcc)
+    if variant.backend == "cuda" and tools.nvcc and not tools.cuda_capabilities:
+        assert variant.compute is not None
+        toolkit = (variant.compute.version[0], variant.compute.version[1])
+        tools = replace(tools, cuda_capabilities=supported_capabilities(tools.nvcc, toolkit))
+    return tools
+
+
+def _check_tools(kernel: KernelManifest, variant: Variant, units: tuple[CompileUnit, ...],
+                 tools: DeviceTools) -> None:
+    needed = {_RULE_TOOLS[u.rule] for u in units if u.rule in _RULE_TOOLS}
+    if variant.backend == "xpu":
+        needed.add("icpx")
+    for tool in sorted(needed):
+        if not getattr(tools, tool):
+            raise RenderError(
+                f"{kernel.name}: variant {variant.name} needs {tool}, which was not found; "
+                f"{_TOOL_HINTS[tool]}"
+            )
+
+
 def render_variant(
     kernel: KernelManifest,
     variant: Variant,
@@ -246,26 +303,26 @@ def render_variant(
     env: TorchEnv,
     *,
     cxx: str,
-    nvcc: str | None,
+    nvcc: str | None = None,
     work_dir: Path,
+    tools: DeviceTools | None = None,
 ) -> RenderedBuild:
-    """Write registration.h, _ops.py and build.ninja for one compiled variant."""
+    """Write registration.h, _ops.py and build.ninja (and Metal's embedding) for a variant.
+
+    ``tools`` names the device toolchain; ``nvcc`` alone is accepted for CUDA callers.
+    """
+    tools = _complete_tools(variant, tools, nvcc)
     generated = work_dir / GENERATED_DIR
     generated.mkdir(parents=True, exist_ok=True)
     templates = _environment()
     so_name = so_name_for(vid)
-    units = compile_units(kernel, variant, vid, env, generated)
+    units = compile_units(kernel, variant, vid, env, generated, tools)
     if not units:
         raise RenderError(
             f"{kernel.name}: variant {variant.name} has no C++ sources to compile; list them "
             "under [torch] src or [kernel.<part>] src in build.toml"
         )
-    uses_nvcc = any(u.rule == "nvcc" for u in units)
-    if uses_nvcc and not nvcc:
-        raise RenderError(
-            f"{kernel.name}: variant {variant.name} has CUDA sources but no nvcc was found; "
-            "install the CUDA toolkit or set CUDA_HOME"
-        )
+    _check_tools(kernel, variant, units, tools)
     _write_if_changed(
         generated / "registration.h",
         templates.get_template("registration.h.j2").render(
@@ -273,18 +330,36 @@ def render_variant(
             stable_abi=variant.kind is VariantKind.STABLE_ABI,
         ),
     )
+    if any(u.rule == "metallib" for u in units):
+        metallib = next(u.object for u in units if u.rule == "metallib")
+        for name in ("metallib.S", "metallib.h"):
+            _write_if_changed(generated / name, templates.get_template(f"{name}.j2").render(
+                variant=variant.name, ext_name=vid, metallib=work_dir / metallib,
+                namespace=metallib_namespace(vid)))
     ops_py = generated / "_ops.py"
     _write_if_changed(ops_py, render_ops_py(variant, vid, so_name))
+    # XPU compiles and links with icpx (SYCL needs its driver to link); ROCm links with
+    # hipcc so the HIP runtime and device code are handled the way AMD intends.
+    compiler = tools.icpx if variant.backend == "xpu" and tools.icpx else cxx
+    linker = tools.hipcc if variant.backend == "rocm" and tools.hipcc else compiler
+    rules = {u.rule for u in units}
     _write_if_changed(
         work_dir / "build.ninja",
         templates.get_template("build.ninja.j2").render(
-            variant=variant.name, cxx=shlex.quote(cxx),
-            nvcc=shlex.quote(nvcc) if uses_nvcc and nvcc else None,
+            variant=variant.name, cxx=shlex.quote(compiler), linker=shlex.quote(linker),
+            nvcc=_quoted(tools.nvcc, "nvcc" in rules),
+            hipcc=_quoted(tools.hipcc, "hipcc" in rules),
+            hipify=_quoted(tools.hipify, "hipify" in rules),
+            xcrun=_quoted(tools.xcrun, bool(rules & {"metal", "metallib"})),
             units=units, so_name=so_name,
-            ldflags=_link_flags(kernel, variant, env, nvcc),
+            ldflags=_link_flags(kernel, variant, env, tools),
         ),
     )
     return RenderedBuild(work_dir, so_name, ops_py, units)
+
+
+def _quoted(tool: str | None, used: bool) -> str | None:
+    return shlex.quote(tool) if tool and used else None
 
 
 def _write_if_changed(path: Path, text: str) -> None:

@@ -94,6 +94,8 @@ class Toolchains:
     hipcc: Toolchain | None = None
     icpx: Toolchain | None = None
     metal: Toolchain | None = None
+    hipify: Toolchain | None = None
+    """hipify-perl (optional: without it, hipcc compiles .cu sources as HIP directly)."""
 
     def for_backend(self, backend: str) -> Toolchain | None:
         """The device compiler a backend needs (the C++ compiler for cpu)."""
@@ -126,6 +128,7 @@ def _detect_cached(env_items: tuple[tuple[str, str | None], ...]) -> Toolchains:
         hipcc=find_hipcc(env),
         icpx=find_icpx(env),
         metal=find_metal(env),
+        hipify=find_hipify(env),
     )
 
 
@@ -217,6 +220,17 @@ def find_hipcc(env: Mapping[str, str]) -> Toolchain | None:
     out = _run([str(path), "--version"], env)
     m = re.search(r"HIP version:\s*(\d+\.\d+(?:\.\d+)?)", out or "")
     return Toolchain("hipcc", path, m[1] if m else None, _last_line(out or "", "HIP version"))
+
+
+def find_hipify(env: Mapping[str, str]) -> Toolchain | None:
+    """hipify-perl from $ROCM_PATH/$HIP_PATH, PATH, then /opt/rocm (no version needed:
+    it is a source translator whose output hipcc checks)."""
+    roots = [Path(env[k]) for k in ("ROCM_PATH", "HIP_PATH") if env.get(k)]
+    candidates = [r / "bin" / "hipify-perl" for r in roots]
+    candidates += [p for p in (_which("hipify-perl", env),) if p]
+    candidates += [r / "bin" / "hipify-perl" for r in ROCM_FALLBACKS]
+    path = next((p for p in candidates if _executable(p)), None)
+    return Toolchain("hipify", path, None, "hipify-perl") if path else None
 
 
 def find_icpx(env: Mapping[str, str]) -> Toolchain | None:

@@ -39,6 +39,7 @@ _QUERY_SCRIPT = textwrap.dedent(
     print(json.dumps({
         "torch_version": torch.__version__,
         "cuda": torch.version.cuda,
+        "hip": getattr(torch.version, "hip", None),
         "cxx11_abi": bool(torch._C._GLIBCXX_USE_CXX11_ABI),
         "include_dirs": list(cpp_extension.include_paths()),
         "library_dir": cpp_extension.library_paths()[0],
@@ -68,6 +69,9 @@ class TorchEnv:
     library_dir: Path
     python_include_dir: Path
     root: Path
+    hip: str | None = None
+    """torch.version.hip of a ROCm torch (None elsewhere, and for envs made before it
+    was recorded)."""
 
     @property
     def torch_release(self) -> str:
@@ -123,6 +127,19 @@ def ensure_torch_env(minor: str, pin: str | None = None) -> TorchEnv:
         return _prepare(minor, root, requirement)
 
 
+def peek_torch_env(minor: str, pin: str | None = None) -> TorchEnv | None:
+    """The env for torch ``minor`` if it is already ready; never creates or installs.
+
+    Planning (``builder list-variants``) uses this to tell, without minutes of pip, whether
+    an existing env can build a variant (e.g. a CPU-only torch cannot build CUDA ones).
+    """
+    try:
+        requirement = torch_requirement(minor, pin)
+    except TorchEnvError:
+        return None
+    return _read_marker(env_dir(minor), requirement)
+
+
 def _python(root: Path) -> Path:
     return root / "bin" / "python"
 
@@ -154,6 +171,7 @@ def _env_from_info(minor: str, root: Path, info: dict) -> TorchEnv:
         library_dir=Path(info["library_dir"]),
         python_include_dir=Path(info["python_include_dir"]),
         root=root,
+        hip=info.get("hip"),
     )
 
 

@@ -1,6 +1,7 @@
 // The CPU ops: check arguments, bring the data into the layout the loops
 // expect, and hand plain pointers to the vector loops for this CPU.
 #include "../torch-ext/torch_binding.h"
+#include "../activation_common/op_checks.h"
 #include "kernels.h"
 
 #include <ATen/Version.h>
@@ -8,15 +9,9 @@
 
 #include <atomic>
 #include <string>
-#include <vector>
 
 namespace activation_cpu {
 namespace {
-
-bool is_supported_dtype(c10::ScalarType dtype) {
-  return dtype == c10::kFloat || dtype == c10::kDouble || dtype == c10::kBFloat16 ||
-         dtype == c10::kHalf;
-}
 
 // The best loops torch itself would use on this CPU (it honours the
 // ATEN_CPU_CAPABILITY environment variable), limited to those compiled here.
@@ -51,47 +46,21 @@ std::atomic<const KernelTable*>& active_table() {
 }
 
 void check_common(const char* op, const at::Tensor& out, const at::Tensor& input) {
-  TORCH_CHECK(input.device().is_cpu() && out.device().is_cpu(), op,
-              ": expected CPU tensors, got input on ", input.device(), " and out on ",
-              out.device());
-  TORCH_CHECK(is_supported_dtype(input.scalar_type()), op,
-              ": input dtype must be float32, float64, bfloat16 or float16, got ",
-              input.scalar_type());
-  TORCH_CHECK(out.scalar_type() == input.scalar_type(), op, ": out dtype (",
-              out.scalar_type(), ") must match input dtype (", input.scalar_type(), ")");
-}
-
-// The loops write a contiguous buffer; a strided `out` gets the result copied
-// in afterwards, so any `out` the caller owns is filled correctly.
-template <typename Fn>
-void into(at::Tensor& out, const Fn& write_contiguous) {
-  if (out.is_contiguous()) {
-    write_contiguous(out);
-    return;
-  }
-  at::Tensor staging = out.contiguous();
-  write_contiguous(staging);
-  out.copy_(staging);
+  activation_common::check_tensors(op, out, input, c10::DeviceType::CPU, "CPU",
+                                   {c10::kFloat, c10::kDouble, c10::kBFloat16, c10::kHalf},
+                                   "float32, float64, bfloat16 or float16");
 }
 
 void run_gated(const char* op, at::Tensor& out, const at::Tensor& input, Activation act,
                bool act_on_second, double threshold = 0.0) {
   check_common(op, out, input);
-  TORCH_CHECK(input.dim() >= 1, op, ": input must have at least one dimension, got a scalar");
-  const int64_t two_d = input.size(-1);
-  TORCH_CHECK(two_d % 2 == 0, op, ": the last dimension of input must be even ([..., 2*d]), got ",
-              input.sizes());
-  const int64_t d = two_d / 2;
-  std::vector<int64_t> expected(input.sizes().begin(), input.sizes().end());
-  expected.back() = d;
-  TORCH_CHECK(out.sizes() == c10::IntArrayRef(expected), op, ": out must have shape ",
-              c10::IntArrayRef(expected), " (input ", input.sizes(),
-              " with the last dimension halved), got ", out.sizes());
+  const int64_t d = activation_common::check_gated_shapes(op, out, input);
+  const int64_t two_d = 2 * d;
   if (out.numel() == 0) {
     return;
   }
   const at::Tensor x = input.contiguous();
-  into(out, [&](at::Tensor& dst) {
+  activation_common::into(out, [&](at::Tensor& dst) {
     GatedArgs args{dst.data_ptr(), x.const_data_ptr(), x.numel() / two_d, d, act,
                    act_on_second, static_cast<float>(threshold), x.scalar_type()};
     active_table().load()->gated(args);
@@ -100,13 +69,12 @@ void run_gated(const char* op, at::Tensor& out, const at::Tensor& input, Activat
 
 void run_unary(const char* op, at::Tensor& out, const at::Tensor& input, Activation act) {
   check_common(op, out, input);
-  TORCH_CHECK(out.sizes() == input.sizes(), op, ": out must have the shape of input ",
-              input.sizes(), ", got ", out.sizes());
+  activation_common::check_unary_shapes(op, out, input);
   if (out.numel() == 0) {
     return;
   }
   const at::Tensor x = input.contiguous();
-  into(out, [&](at::Tensor& dst) {
+  activation_common::into(out, [&](at::Tensor& dst) {
     UnaryArgs args{dst.data_ptr(), x.const_data_ptr(), x.numel(), act, x.scalar_type()};
     active_table().load()->unary(args);
   });

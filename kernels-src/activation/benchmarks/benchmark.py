@@ -1,4 +1,4 @@
-"""Time silu_and_mul on CPU against eager PyTorch, torch.compile and a memory copy.
+"""Time silu_and_mul against eager PyTorch, torch.compile and a memory copy.
 
 Usage (a built variant dir, or any path kernelhub.get_local_kernel accepts):
 
@@ -10,7 +10,9 @@ or, for a package dir without metadata (a hand-made development build):
 
 Options: --tokens (rows, default 2048), --d (output width, default 4096, so the
 input is [2048, 8192]), --dtypes (default float32 bfloat16), --capability
-(DEFAULT/AVX2/AVX512 loops; default the best this CPU runs). Takes under a minute.
+(DEFAULT/AVX2/AVX512 loops; default the best this CPU runs), --device (cpu, or
+cuda/mps/xpu with a variant built for that backend: the copy is then a
+device-to-device copy). Takes under a minute.
 """
 
 from __future__ import annotations
@@ -35,6 +37,18 @@ def load_kernel(args: argparse.Namespace) -> ModuleType:
     return kernelhub.get_local_kernel(args.path)
 
 
+def synchronized(fn, device: str):
+    """fn, waiting for the device after each call where the timer does not.
+
+    torch.utils.benchmark synchronizes CUDA itself; MPS and XPU queue work
+    asynchronously and would otherwise be timed at enqueue speed.
+    """
+    if device in ("mps", "xpu"):
+        sync = getattr(torch, device).synchronize
+        return lambda: (fn(), sync())
+    return fn
+
+
 def median_seconds(fn, min_run_time: float) -> float:
     """Median over repeated blocks, after one untimed call (allocations, first touch)."""
     fn()
@@ -47,33 +61,39 @@ def eager_silu_and_mul(x: torch.Tensor) -> torch.Tensor:
     return F.silu(x[..., :d]) * x[..., d:]
 
 
-def run(kernel: ModuleType, tokens: int, d: int, dtype: torch.dtype, min_run_time: float) -> None:
-    x = torch.randn(tokens, 2 * d, dtype=dtype)
-    out = torch.empty(tokens, d, dtype=dtype)
+def run(
+    kernel: ModuleType, tokens: int, d: int, dtype: torch.dtype, min_run_time: float, device: str
+) -> None:
+    x = torch.randn(tokens, 2 * d, dtype=dtype, device=device)
+    out = torch.empty(tokens, d, dtype=dtype, device=device)
     copy_dst = torch.empty_like(x)
     layer = kernel.layers.SiluAndMul()
     compiled = torch.compile(eager_silu_and_mul)
     for _ in range(3):  # compile and reach the steady state before timing
         compiled(x)
 
+    candidates = {
+        "kernel, preallocated out": lambda: kernel.silu_and_mul(out, x),
+        "kernel, allocating (layer)": lambda: layer(x),
+        "eager PyTorch": lambda: eager_silu_and_mul(x),
+        "torch.compile": lambda: compiled(x),
+        "copy_ of the input": lambda: copy_dst.copy_(x),
+    }
     times = {
-        "kernel, preallocated out": median_seconds(
-            lambda: kernel.silu_and_mul(out, x), min_run_time
-        ),
-        "kernel, allocating (layer)": median_seconds(lambda: layer(x), min_run_time),
-        "eager PyTorch": median_seconds(lambda: eager_silu_and_mul(x), min_run_time),
-        "torch.compile": median_seconds(lambda: compiled(x), min_run_time),
-        "copy_ of the input": median_seconds(lambda: copy_dst.copy_(x), min_run_time),
+        label: median_seconds(synchronized(fn, device), min_run_time)
+        for label, fn in candidates.items()
     }
     element = x.element_size()
     kernel_bytes = (x.numel() + out.numel()) * element
     copy_bytes = 2 * x.numel() * element
     ours = times["kernel, preallocated out"]
 
-    print(
-        f"\nsilu_and_mul  input [{tokens}, {2 * d}] {dtype}  "
-        f"(threads {torch.get_num_threads()}, loops {kernel.cpu_capability()})"
+    where = (
+        f"threads {torch.get_num_threads()}, loops {kernel.cpu_capability()}"
+        if device == "cpu"
+        else f"{device}: {device_name(device)}"
     )
+    print(f"\nsilu_and_mul  input [{tokens}, {2 * d}] {dtype}  ({where})")
     for label, seconds in times.items():
         print(f"  {label:<28} {seconds * 1e3:8.3f} ms   {seconds / ours:5.2f}x kernel time")
     print(
@@ -90,6 +110,14 @@ def run(kernel: ModuleType, tokens: int, d: int, dtype: torch.dtype, min_run_tim
     )
 
 
+def device_name(device: str) -> str:
+    if device == "cuda":
+        return torch.cuda.get_device_name()
+    if device == "xpu":
+        return torch.xpu.get_device_name()
+    return device
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("path", nargs="?", type=Path, help="built variant (or kernel) path")
@@ -99,6 +127,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
     parser.add_argument("--capability", choices=["DEFAULT", "AVX2", "AVX512"])
     parser.add_argument("--min-run-time", type=float, default=1.0)
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda", "mps", "xpu"])
     args = parser.parse_args(argv)
     if (args.path is None) == (args.import_dir is None):
         parser.error("give either a built variant path or --import-dir")
@@ -107,7 +136,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.capability is not None:
         kernel.set_cpu_capability(args.capability)
     for name in args.dtypes:
-        run(kernel, args.tokens, args.d, getattr(torch, name), args.min_run_time)
+        run(kernel, args.tokens, args.d, getattr(torch, name), args.min_run_time, args.device)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,26 @@
 
 #include <torch/library.h>
 
+namespace {
+
+// Every backend implements every op under the same C++ names (a variant holds
+// one backend), so registering them differs only in the device.
+void impl_all(torch::Library& ops, c10::DeviceType device) {
+  ops.impl("silu_and_mul", device, &silu_and_mul);
+  ops.impl("mul_and_silu", device, &mul_and_silu);
+  ops.impl("gelu_and_mul", device, &gelu_and_mul);
+  ops.impl("gelu_tanh_and_mul", device, &gelu_tanh_and_mul);
+  ops.impl("fatrelu_and_mul", device, &fatrelu_and_mul);
+  ops.impl("silu", device, &silu);
+  ops.impl("gelu", device, &gelu);
+  ops.impl("gelu_tanh", device, &gelu_tanh);
+  ops.impl("gelu_fast", device, &gelu_fast);
+  ops.impl("gelu_new", device, &gelu_new);
+  ops.impl("gelu_quick", device, &gelu_quick);
+}
+
+}  // namespace
+
 TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.def("silu_and_mul(Tensor! out, Tensor input) -> ()");
   ops.def("mul_and_silu(Tensor! out, Tensor input) -> ()");
@@ -18,20 +38,17 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.def("gelu_new(Tensor! out, Tensor input) -> ()");
   ops.def("gelu_quick(Tensor! out, Tensor input) -> ()");
 #if defined(CPU_KERNEL)
-  ops.impl("silu_and_mul", c10::kCPU, &silu_and_mul);
-  ops.impl("mul_and_silu", c10::kCPU, &mul_and_silu);
-  ops.impl("gelu_and_mul", c10::kCPU, &gelu_and_mul);
-  ops.impl("gelu_tanh_and_mul", c10::kCPU, &gelu_tanh_and_mul);
-  ops.impl("fatrelu_and_mul", c10::kCPU, &fatrelu_and_mul);
-  ops.impl("silu", c10::kCPU, &silu);
-  ops.impl("gelu", c10::kCPU, &gelu);
-  ops.impl("gelu_tanh", c10::kCPU, &gelu_tanh);
-  ops.impl("gelu_fast", c10::kCPU, &gelu_fast);
-  ops.impl("gelu_new", c10::kCPU, &gelu_new);
-  ops.impl("gelu_quick", c10::kCPU, &gelu_quick);
+  impl_all(ops, c10::DeviceType::CPU);
   // Tensor-free, so they take no dispatch key.
   ops.def("cpu_capability() -> str", &cpu_capability);
   ops.def("set_cpu_capability(str capability) -> str", &set_cpu_capability);
+#elif defined(CUDA_KERNEL) || defined(ROCM_KERNEL)
+  // ROCm builds of torch expose AMD GPUs as CUDA devices.
+  impl_all(ops, c10::DeviceType::CUDA);
+#elif defined(METAL_KERNEL)
+  impl_all(ops, c10::DeviceType::MPS);
+#elif defined(XPU_KERNEL)
+  impl_all(ops, c10::DeviceType::XPU);
 #endif
 }
 

@@ -23,8 +23,8 @@ from .errors import (
 )
 from .hub.base import Hub
 from .importer import load_variant_dir
-from .metadata import METADATA_FILE
-from .selection import Selection, select_variant
+from .metadata import METADATA_FILE, read_metadata
+from .selection import Selection, check_archs, select_variant
 from .system import SystemInfo, detect_system
 from .trust import check_trusted
 from .versions import Refs, VersionSpec, resolve, select_spec
@@ -207,6 +207,8 @@ def get_kernel(
         return module
     resolution = resolve_kernel(repo_id, version, revision, hub=hub, backend=backend)
     path, fresh = install_kernel(resolution)
+    # A build without code for this GPU must fail here, not at its first kernel launch.
+    check_archs(resolution.variant, read_metadata(path).backend.archs, resolution.system)
     module = load_variant_dir(path, verify=not fresh)
     _memo[key] = module
     return module
@@ -261,6 +263,18 @@ def _local_build_dirs(path: Path) -> list[Path]:
     return list(dict.fromkeys(candidates))
 
 
+def _local_archs(build_dir: Path, names: list[str]) -> dict[str, list[str]]:
+    """backend.archs of local builds (metadata is on disk: reading it is cheap), so
+    selection can prefer the build with code for this GPU."""
+    archs: dict[str, list[str]] = {}
+    for name in names:
+        try:
+            archs[name] = read_metadata(build_dir / name).backend.archs
+        except KernelHubError:
+            continue  # unreadable metadata: selection ranks it as unknown, import reports it
+    return archs
+
+
 def find_local_variant(path: Path | str, *, backend: str | None = None) -> Path:
     """The variant dir get_local_kernel would load from ``path``.
 
@@ -277,7 +291,7 @@ def find_local_variant(path: Path | str, *, backend: str | None = None) -> Path:
     for build_dir in candidates:
         if names := _variant_dirs(build_dir):
             system = detect_system(backend)
-            selection = select_variant(names, system)
+            selection = select_variant(names, system, _local_archs(build_dir, names))
             if selection.chosen is None:
                 lines = "\n".join(f"  {n}: {why}" for n, why in sorted(selection.rejected.items()))
                 raise NoCompatibleVariantError(

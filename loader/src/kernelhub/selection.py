@@ -11,16 +11,32 @@ Preference, best first (DESIGN.md "Build variants"):
 3. ``torch-<backend>`` (pure Python for this backend);
 4. ``torch-universal``.
 
-Ties break by name, so the same inputs always give the same answer.
+Within a tier, when the caller knows the candidates' compiled CUDA archs (metadata
+``backend.archs``) and the device's capability, builds with native code for the device
+come first (exact SASS, then SASS of an older minor of the same major), then builds the
+driver must JIT from PTX; builds with no code for the device are rejected, with the
+device's capability and the build's archs in the reason. Ties break by name, so the
+same inputs always give the same answer.
+
+Metal builds need macOS >= :data:`METAL_MIN_MACOS`: they are compiled with the Metal
+3.1 language of the macOS 14 SDK, which older systems cannot load.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .errors import VariantNameError
+from .errors import NoCompatibleVariantError, VariantNameError
 from .system import SystemInfo
 from .variants import Variant, VariantKind, parse_variant
+
+METAL_MIN_MACOS: tuple[int, int] = (14, 0)
+"""The oldest macOS whose Metal runtime loads our Metal builds (Metal language 3.1)."""
+
+_NATIVE, _FAMILY, _JIT, _UNKNOWN = 0, 1, 2, 3
+"""How a build's CUDA archs cover a device, best first (see :func:`arch_rank`)."""
 
 _TIER = {
     VariantKind.COMPILED: 0,
@@ -106,6 +122,13 @@ def _reject_reason(variant: Variant, system: SystemInfo) -> str | None:
         return f"{variant.os} build, this machine runs {system.os}"
     if variant.arch != system.arch:
         return f"{variant.arch} build, this machine is {system.arch}"
+    if variant.backend == "metal" and system.macos is not None and (
+        tuple(system.macos[:2]) < METAL_MIN_MACOS
+    ):
+        return (
+            f"Metal build needs macOS {_mm(METAL_MIN_MACOS)} or newer, this is macOS "
+            f"{_mm(system.macos)}"
+        )
     if variant.kind is VariantKind.COMPILED:
         if variant.torch != system.torch:
             return f"built for torch {_mm(variant.torch)}, this is torch {_mm(system.torch)}"
@@ -119,16 +142,87 @@ def _reject_reason(variant: Variant, system: SystemInfo) -> str | None:
     return _compute_reason(variant, system)
 
 
-def _rank_key(variant: Variant) -> tuple[int, tuple[int, ...], tuple[int, ...], str]:
+_ARCH_RE = re.compile(r"(\d+)\.(\d+)([af]?)(\+PTX)?")
+
+
+def arch_rank(archs: Sequence[str], capability: tuple[int, int]) -> int | None:
+    """How well a build compiled for ``archs`` runs on a device of ``capability``.
+
+    ``archs`` are metadata ``backend.archs`` items in torch's notation ('8.0', '9.0a',
+    '12.0+PTX'). SASS runs on the same major with an equal or newer minor (arch- or
+    family-specific SASS, 'a'/'f', only where compiled for exactly that capability or,
+    for 'f', its family); PTX is JIT-compiled for any device at least as new. Returns
+    0 (exact SASS), 1 (SASS of an older minor), 2 (PTX only), 3 (archs unknown: an
+    empty list, as pure-Python builds have) or None (no code for this device).
+    """
+    if not archs:
+        return _UNKNOWN
+    best: int | None = None
+    for item in archs:
+        m = _ARCH_RE.fullmatch(item.strip())
+        if not m:
+            continue
+        cap, suffix, ptx = (int(m[1]), int(m[2])), m[3], bool(m[4])
+        if cap == capability:
+            rank = _NATIVE
+        elif suffix != "a" and cap[0] == capability[0] and cap[1] < capability[1]:
+            rank = _FAMILY
+        elif ptx and suffix == "" and cap < capability:
+            rank = _JIT
+        else:
+            continue
+        best = rank if best is None else min(best, rank)
+    return best
+
+
+def archs_reason(archs: Sequence[str], system: SystemInfo) -> str | None:
+    """Why a CUDA build with ``archs`` cannot run on this system's device, else None."""
+    if system.backend != "cuda" or system.capability is None:
+        return None
+    if arch_rank(archs, system.capability) is not None:
+        return None
+    major, minor = system.capability
+    return (
+        f"built for CUDA capabilities {', '.join(archs)}; this GPU has capability "
+        f"{major}.{minor}, which none of them covers (no matching SASS, no older PTX)"
+    )
+
+
+def check_archs(name: str, archs: Sequence[str], system: SystemInfo) -> None:
+    """Raise NoCompatibleVariantError when build ``name`` has no code for this GPU.
+
+    The last guard before a fetched build is imported: a load that would only fail at
+    the first kernel launch ("no kernel image is available") fails here, saying why.
+    """
+    reason = archs_reason(archs, system)
+    if reason and system.capability:
+        raise NoCompatibleVariantError(
+            f"{name}: {reason}. Try a newer version of the kernel, or ask its maintainers "
+            f"for a build that includes capability {_mm(system.capability)} "
+            "(cuda-capabilities in build.toml)."
+        )
+
+
+def _rank_key(
+    variant: Variant, arch: int
+) -> tuple[int, int, tuple[int, ...], tuple[int, ...], str]:
     # Newer stable ABI first; for a fixed torch, the newest compatible toolkit first.
     torch_key = tuple(-p for p in variant.torch) if variant.kind is VariantKind.STABLE_ABI else ()
     compute_key = tuple(-p for p in variant.compute.version) if variant.compute else ()
-    return _TIER[variant.kind], torch_key, compute_key, variant.name
+    return _TIER[variant.kind], arch, torch_key, compute_key, variant.name
 
 
-def select_variant(names: list[str], system: SystemInfo) -> Selection:
-    """Rank the loadable variants among ``names`` for ``system``; explain the rest."""
-    accepted: list[Variant] = []
+def select_variant(
+    names: list[str], system: SystemInfo, archs: Mapping[str, Sequence[str]] | None = None
+) -> Selection:
+    """Rank the loadable variants among ``names`` for ``system``; explain the rest.
+
+    ``archs`` maps variant names to their metadata ``backend.archs`` where the caller
+    could read them cheaply (local builds, a hub that serves single files); variants
+    missing from it are ranked as if their archs were unknown.
+    """
+    archs = archs or {}
+    accepted: list[tuple[Variant, int]] = []
     rejected: dict[str, str] = {}
     for name in sorted(set(names)):
         try:
@@ -136,9 +230,17 @@ def select_variant(names: list[str], system: SystemInfo) -> Selection:
         except VariantNameError:
             rejected[name] = "not a variant name"
             continue
-        if reason := _reject_reason(variant, system):
+        reason = _reject_reason(variant, system)
+        rank = _UNKNOWN
+        if reason is None and variant.backend == "cuda" and name in archs and system.capability:
+            found = arch_rank(archs[name], system.capability)
+            if found is None:
+                reason = archs_reason(archs[name], system)
+            else:
+                rank = found
+        if reason:
             rejected[name] = reason
         else:
-            accepted.append(variant)
-    ranked = [v.name for v in sorted(accepted, key=_rank_key)]
+            accepted.append((variant, rank))
+    ranked = [v.name for v, rank in sorted(accepted, key=lambda a: _rank_key(*a))]
     return Selection(chosen=ranked[0] if ranked else None, ranked=ranked, rejected=rejected)

@@ -100,9 +100,19 @@ def gelu_quick(out: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def _cpu_only(name: str):
+    """The CPU build's loop-selection op; GPU builds have none and say so."""
+    if not hasattr(ops, name):
+        raise RuntimeError(
+            f"activation.{name}: this build has no CPU kernels (it was built for a GPU "
+            "backend); load the cpu variant of the kernel to select CPU loops"
+        )
+    return getattr(ops, name)
+
+
 def cpu_capability() -> str:
     """The vector loops the CPU ops run: ``DEFAULT``, ``AVX2`` or ``AVX512``."""
-    return ops.cpu_capability()
+    return _cpu_only("cpu_capability")()
 
 
 def set_cpu_capability(capability: str) -> str:
@@ -110,4 +120,4 @@ def set_cpu_capability(capability: str) -> str:
 
     For tests and benchmarks that compare the loops; returns the previous choice.
     """
-    return ops.set_cpu_capability(capability)
+    return _cpu_only("set_cpu_capability")(capability)

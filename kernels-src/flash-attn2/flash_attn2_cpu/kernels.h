@@ -1,0 +1,63 @@
+// The boundary between the CPU op layer (attention_cpu.cpp: validation,
+// packing, CPU dispatch) and the blocked attention loops (kernels_impl.h),
+// compiled once per CPU capability (kernels_{default,avx2,avx512}.cpp). Only
+// plain data crosses it, so the capability-specific objects share no tensor code.
+#pragma once
+
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+
+namespace flash_attn2_cpu {
+
+// One attention problem, already validated and brought to float32:
+//   out[b, h, i, :] = softmax_j(score(i, j)) @ v[b, h / group, j, :]
+//   score(i, j) = softcap(scale * q[b, h, i, :] . k[b, h / group, j, :]) + mask[b, h, i, j]
+// over the keys j in [lo(i), hi(i)) (causal / sliding window), where
+// group = heads_q / heads_kv. Rows with no visible key (or only -inf scores)
+// are written as zeros, as FlashAttention does.
+struct AttentionArgs {
+  // q: float32, [B, Hq, Sq, D] with the given strides (last stride 1).
+  const float* q;
+  int64_t q_sb, q_sh, q_ss;
+  // k transposed and packed: float32, contiguous [B, Hkv, D, sk_padded]; the
+  // columns past Sk are zeros, so the score loops need no column tails.
+  const float* kt;
+  int64_t sk_padded;
+  // v: float32, [B, Hkv, Sk, Dv] with the given strides (last stride 1).
+  const float* v;
+  int64_t v_sb, v_sh, v_ss;
+  // Additive float32 mask, broadcast to [B, Hq, Sq, Sk] (strides may be 0,
+  // last stride 1), or nullptr.
+  const float* mask;
+  int64_t m_sb, m_sh, m_ss;
+  // out: [B, Hq, Sq, Dv] with the given strides (last stride 1), in out_dtype
+  // (float32, bfloat16 or float16).
+  void* out;
+  int64_t o_sb, o_sh, o_ss;
+  c10::ScalarType out_dtype;
+
+  int64_t batch, heads_q, heads_kv, seq_q, seq_k, head_dim, head_dim_v;
+  float scale;
+  float softcap;         // <= 0: off
+  int64_t window_left;   // < 0: unbounded
+  int64_t window_right;  // < 0: unbounded (causal sets 0)
+};
+
+// The width, in floats, that sk_padded must be a multiple of: the widest
+// column step of any compiled copy of the loops.
+constexpr int64_t kKeyPadding = 64;
+
+// One set of loops, compiled for one CPU capability.
+struct KernelTable {
+  const char* capability;
+  void (*attention)(const AttentionArgs&);
+};
+
+// Defined by kernels_<capability>.cpp. A capability the compiler or target
+// cannot build returns nullptr (e.g. AVX2/AVX-512 tables on aarch64).
+const KernelTable* kernel_table_DEFAULT();
+const KernelTable* kernel_table_AVX2();
+const KernelTable* kernel_table_AVX512();
+
+}  // namespace flash_attn2_cpu

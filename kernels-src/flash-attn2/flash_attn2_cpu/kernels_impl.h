@@ -1,0 +1,347 @@
+// Blocked attention with an online softmax, written once against at::vec and
+// compiled once per CPU capability: the including file (kernels_<cap>.cpp)
+// selects the instruction set and defines FLASH_ATTN2_KERNEL_TABLE. Everything
+// else stays in an anonymous namespace, so the copies never share a symbol.
+//
+// Per task (batch, query head, block of kQueryBlock query rows), for each block
+// of at most kKeyBlock visible keys:
+//   S = Q_blk @ K_blk^T                  (register-tiled loop, K pre-transposed)
+//   S = softcap(scale * S) + mask        (keys outside the row's window: -inf)
+//   m' = max(m, rowmax S); P = exp(S - m'); l = l * exp(m - m') + rowsum P
+//   O = O * exp(m - m') + P @ V_blk      (same register-tiled loop)
+// and finally out = O / l. Nothing of size Sq x Sk is ever materialised, and
+// key blocks entirely outside a causal / sliding window are skipped.
+#pragma once
+
+#include "kernels.h"
+
+#include <ATen/Parallel.h>
+#include <ATen/cpu/vec/functional.h>
+#include <ATen/cpu/vec/vec.h>
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#ifndef FLASH_ATTN2_KERNEL_TABLE
+#error "define FLASH_ATTN2_KERNEL_TABLE before including kernels_impl.h"
+#endif
+
+namespace flash_attn2_cpu {
+namespace {
+
+using at::vec::Vectorized;
+using V = Vectorized<float>;
+
+constexpr int64_t kVec = V::size();
+// Register tile of the matrix loops: kRows rows x kCols vectors of C stay in
+// registers while the shared dimension streams by (4 x 4 zmm = 16 of the 32
+// AVX-512 registers; 4 x 2 of AVX2's 16).
+constexpr int kRows = 4;
+constexpr int kCols = kVec >= 16 ? 4 : 2;
+constexpr int64_t kColStep = kCols * kVec;
+static_assert(kKeyPadding % kColStep == 0, "key padding must cover the widest column step");
+
+// Query rows per task and keys per softmax step. A 64-row block keeps the
+// score tile (64 x 256 floats) and the output accumulator in L2 and gives two
+// threads enough tasks to balance causal work; measured on a 2-core EPYC.
+constexpr int64_t kQueryBlock = 64;
+constexpr int64_t kKeyBlock = 256;
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// C[R x (NV*kVec)] (+)= A[R x K] @ B[K x (NV*kVec)]; A is read by scalar
+// broadcast, B by full vectors. `count` < NV*kVec limits the last vector
+// (loads and stores only `count` - (NV-1)*kVec lanes of it).
+template <int R, int NV>
+inline void tile(const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+                 int64_t ldc, int64_t k_len, bool accumulate, int64_t count) {
+  const bool partial = count < NV * kVec;
+  const int64_t last = count - (NV - 1) * kVec;
+  V acc[R][NV];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) {
+      if (!accumulate) {
+        acc[r][j] = V(0.0f);
+      } else if (partial && j == NV - 1) {
+        acc[r][j] = V::loadu(c + r * ldc + j * kVec, last);
+      } else {
+        acc[r][j] = V::loadu(c + r * ldc + j * kVec);
+      }
+    }
+  }
+  for (int64_t k = 0; k < k_len; ++k) {
+    V bv[NV];
+    const float* b_row = b + k * ldb;
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) {
+      bv[j] = (partial && j == NV - 1) ? V::loadu(b_row + j * kVec, last)
+                                       : V::loadu(b_row + j * kVec);
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const V av(a[r * lda + k]);
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) {
+        acc[r][j] = at::vec::fmadd(av, bv[j], acc[r][j]);
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) {
+      if (partial && j == NV - 1) {
+        acc[r][j].store(c + r * ldc + j * kVec, last);
+      } else {
+        acc[r][j].store(c + r * ldc + j * kVec);
+      }
+    }
+  }
+}
+
+template <int NV>
+inline void tile_rows(int64_t rows, const float* a, int64_t lda, const float* b, int64_t ldb,
+                      float* c, int64_t ldc, int64_t k_len, bool accumulate, int64_t count) {
+  switch (rows) {
+    case 1:
+      return tile<1, NV>(a, lda, b, ldb, c, ldc, k_len, accumulate, count);
+    case 2:
+      return tile<2, NV>(a, lda, b, ldb, c, ldc, k_len, accumulate, count);
+    case 3:
+      return tile<3, NV>(a, lda, b, ldb, c, ldc, k_len, accumulate, count);
+    default:
+      return tile<kRows, NV>(a, lda, b, ldb, c, ldc, k_len, accumulate, count);
+  }
+}
+
+// C[M x N] (+)= A[M x K] @ B[K x N], all row-major float with leading
+// dimensions. Column blocks outside, rows inside: one kColStep-wide slice of
+// B (K x 64 floats) stays in L1 while every row of A streams past it.
+void matmul(int64_t m, int64_t n, int64_t k_len, const float* a, int64_t lda, const float* b,
+            int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+  int64_t col = 0;
+  for (; col + kColStep <= n; col += kColStep) {
+    for (int64_t row = 0; row < m; row += kRows) {
+      tile_rows<kCols>(std::min<int64_t>(kRows, m - row), a + row * lda, lda, b + col, ldb,
+                       c + row * ldc + col, ldc, k_len, accumulate, kColStep);
+    }
+  }
+  for (; col < n; col += kVec) {  // head dims that are not a multiple of kColStep
+    const int64_t count = std::min<int64_t>(kVec, n - col);
+    for (int64_t row = 0; row < m; row += kRows) {
+      tile_rows<1>(std::min<int64_t>(kRows, m - row), a + row * lda, lda, b + col, ldb,
+                   c + row * ldc + col, ldc, k_len, accumulate, count);
+    }
+  }
+}
+
+inline float reduce_max(const V& v) {
+  return at::vec::vec_reduce_all<float>(
+      [](V& x, V& y) { return at::vec::maximum(x, y); }, v);
+}
+
+inline float reduce_sum(const V& v) {
+  return at::vec::vec_reduce_all<float>([](V& x, V& y) { return x + y; }, v);
+}
+
+// Scores of one row over keys [lo, hi) of the block, in place: softcap, scale
+// and mask applied. Returns the row maximum (-inf when every score is -inf).
+inline float prepare_scores(float* s, int64_t lo, int64_t hi, const float* mask, float scale,
+                            float softcap) {
+  const bool capped = softcap > 0.0f;
+  const float pre = capped ? scale / softcap : scale;  // softcap * tanh(scale * x / softcap)
+  const V vpre(pre);
+  const V vcap(softcap);
+  V vmax(kNegInf);
+  int64_t j = lo;
+  for (; j + kVec <= hi; j += kVec) {
+    V x = V::loadu(s + j) * vpre;
+    if (capped) {
+      x = vcap * x.tanh();
+    }
+    if (mask != nullptr) {
+      x = x + V::loadu(mask + j);
+    }
+    x.store(s + j);
+    vmax = at::vec::maximum(vmax, x);
+  }
+  float row_max = reduce_max(vmax);
+  for (; j < hi; ++j) {
+    float x = s[j] * pre;
+    if (capped) {
+      x = softcap * std::tanh(x);
+    }
+    if (mask != nullptr) {
+      x += mask[j];
+    }
+    s[j] = x;
+    row_max = std::max(row_max, x);
+  }
+  return row_max;
+}
+
+// p = exp(s - row_max) over [lo, hi) in place; returns the sum of p.
+inline float exponentiate(float* s, int64_t lo, int64_t hi, float row_max) {
+  const V vmax(row_max);
+  V vsum(0.0f);
+  int64_t j = lo;
+  for (; j + kVec <= hi; j += kVec) {
+    const V p = (V::loadu(s + j) - vmax).exp_u20();
+    p.store(s + j);
+    vsum = vsum + p;
+  }
+  float sum = reduce_sum(vsum);
+  for (; j < hi; ++j) {
+    s[j] = std::exp(s[j] - row_max);
+    sum += s[j];
+  }
+  return sum;
+}
+
+inline void scale_row(float* row, int64_t n, float factor) {
+  at::vec::map([factor](V x) { return x * V(factor); }, row, row, n);
+}
+
+// Writes one finished row (O / l) in the output dtype.
+inline void store_row(const AttentionArgs& args, void* dst, const float* acc, float l,
+                      float* staging) {
+  const int64_t n = args.head_dim_v;
+  const float inv = l > 0.0f ? 1.0f / l : 0.0f;  // no visible key: zeros, as FlashAttention
+  float* target = args.out_dtype == c10::ScalarType::Float ? static_cast<float*>(dst) : staging;
+  at::vec::map([inv](V x) { return x * V(inv); }, target, acc, n);
+  if (args.out_dtype == c10::ScalarType::BFloat16) {
+    at::vec::convert(staging, static_cast<c10::BFloat16*>(dst), n);
+  } else if (args.out_dtype == c10::ScalarType::Half) {
+    at::vec::convert(staging, static_cast<c10::Half*>(dst), n);
+  }
+}
+
+// The visible keys of query row i: [lo, hi). Causal attention is the window
+// (-1, 0); the diagonal is bottom-right aligned (offset Sk - Sq) as in
+// FlashAttention 2, so a decode step (Sq = 1) sees the whole cache.
+struct Window {
+  int64_t offset, left, right, seq_k;
+  int64_t lo(int64_t i) const {
+    return left < 0 ? 0 : std::clamp<int64_t>(i + offset - left, 0, seq_k);
+  }
+  int64_t hi(int64_t i) const {
+    return right < 0 ? seq_k : std::clamp<int64_t>(i + offset + right + 1, 0, seq_k);
+  }
+};
+
+struct Scratch {
+  std::vector<float> scores, acc, row_max, row_sum, staging;
+  explicit Scratch(const AttentionArgs& args)
+      : scores(kQueryBlock * kKeyBlock),
+        acc(kQueryBlock * args.head_dim_v),
+        row_max(kQueryBlock),
+        row_sum(kQueryBlock),
+        staging(args.head_dim_v) {}
+};
+
+void attention_block(const AttentionArgs& args, const Window& window, int64_t b, int64_t h,
+                     int64_t q0, Scratch& scratch) {
+  const int64_t rows = std::min(kQueryBlock, args.seq_q - q0);
+  const int64_t d = args.head_dim;
+  const int64_t dv = args.head_dim_v;
+  const int64_t hk = h / (args.heads_q / args.heads_kv);
+  const float* q = args.q + b * args.q_sb + h * args.q_sh + q0 * args.q_ss;
+  const float* kt = args.kt + (b * args.heads_kv + hk) * d * args.sk_padded;
+  const float* v = args.v + b * args.v_sb + hk * args.v_sh;
+  const float* mask =
+      args.mask == nullptr ? nullptr : args.mask + b * args.m_sb + h * args.m_sh + q0 * args.m_ss;
+  float* scores = scratch.scores.data();
+  float* acc = scratch.acc.data();
+  float* row_max = scratch.row_max.data();
+  float* row_sum = scratch.row_sum.data();
+  std::fill_n(acc, rows * dv, 0.0f);
+  std::fill_n(row_max, rows, kNegInf);
+  std::fill_n(row_sum, rows, 0.0f);
+
+  // lo and hi are non-decreasing in i, so the block's keys are [lo(first),
+  // hi(last)). Starting on a column step keeps every score tile inside kt.
+  const int64_t keys_begin = window.lo(q0) / kColStep * kColStep;
+  const int64_t keys_end = window.hi(q0 + rows - 1);
+  for (int64_t k0 = keys_begin; k0 < keys_end; k0 += kKeyBlock) {
+    const int64_t k1 = std::min(k0 + kKeyBlock, keys_end);
+    // Scores are computed for whole column steps; kt is zero-padded past Sk.
+    const int64_t width = (k1 - k0 + kColStep - 1) / kColStep * kColStep;
+    matmul(rows, width, d, q, args.q_ss, kt + k0, args.sk_padded, scores, kKeyBlock, false);
+    for (int64_t r = 0; r < rows; ++r) {
+      float* s = scores + r * kKeyBlock;
+      const int64_t lo = std::clamp(window.lo(q0 + r), k0, k1) - k0;
+      const int64_t hi = std::clamp(window.hi(q0 + r), k0, k1) - k0;
+      if (lo >= hi) {
+        std::fill(s, s + (k1 - k0), 0.0f);
+        continue;
+      }
+      std::fill(s, s + lo, 0.0f);
+      std::fill(s + hi, s + (k1 - k0), 0.0f);
+      const float* mask_row = mask == nullptr ? nullptr : mask + r * args.m_ss + k0;
+      const float block_max =
+          prepare_scores(s, lo, hi, mask_row, args.scale, args.softcap);
+      const float new_max = std::max(row_max[r], block_max);
+      if (new_max == kNegInf) {  // every score so far is -inf: nothing to add
+        std::fill(s + lo, s + hi, 0.0f);
+        continue;
+      }
+      const float correction = std::exp(row_max[r] - new_max);  // 0 on the first block
+      const float block_sum = exponentiate(s, lo, hi, new_max);
+      if (correction != 1.0f) {
+        scale_row(acc + r * dv, dv, correction);
+      }
+      row_sum[r] = row_sum[r] * correction + block_sum;
+      row_max[r] = new_max;
+    }
+    matmul(rows, dv, k1 - k0, scores, kKeyBlock, v + k0 * args.v_ss, args.v_ss, acc, dv, true);
+  }
+
+  const int64_t element = c10::elementSize(args.out_dtype);
+  char* out = static_cast<char*>(args.out) +
+              (b * args.o_sb + h * args.o_sh + q0 * args.o_ss) * element;
+  for (int64_t r = 0; r < rows; ++r) {
+    store_row(args, out + r * args.o_ss * element, acc + r * dv, row_sum[r],
+              scratch.staging.data());
+  }
+}
+
+void attention(const AttentionArgs& args) {
+  const Window window{args.seq_k - args.seq_q, args.window_left, args.window_right,
+                      args.seq_k};
+  const int64_t q_blocks = (args.seq_q + kQueryBlock - 1) / kQueryBlock;
+  const int64_t tasks = args.batch * args.heads_q * q_blocks;
+  // Causal blocks near the end of the sequence cost more than those near the
+  // start; dealing tasks round-robin gives every thread a similar mix (a
+  // contiguous split would give one thread all the long rows of a head).
+  const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), tasks));
+  at::parallel_for(0, workers, 1, [&](int64_t begin, int64_t end) {
+    Scratch scratch(args);
+    for (int64_t worker = begin; worker < end; ++worker) {
+      for (int64_t task = worker; task < tasks; task += workers) {
+        const int64_t qb = task % q_blocks;
+        const int64_t bh = task / q_blocks;
+        attention_block(args, window, bh / args.heads_q, bh % args.heads_q, qb * kQueryBlock,
+                        scratch);
+      }
+    }
+  });
+}
+
+#define FLASH_ATTN2_STRINGIFY_(x) #x
+#define FLASH_ATTN2_STRINGIFY(x) FLASH_ATTN2_STRINGIFY_(x)
+
+constexpr KernelTable kTable{FLASH_ATTN2_STRINGIFY(CPU_CAPABILITY), &attention};
+
+}  // namespace
+
+const KernelTable* FLASH_ATTN2_KERNEL_TABLE() {
+  return &kTable;
+}
+
+}  // namespace flash_attn2_cpu

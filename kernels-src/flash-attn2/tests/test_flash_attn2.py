@@ -1,0 +1,426 @@
+"""Every entry point against an explicit-softmax reference computed in float64.
+
+The builder's test runner loads the built variant and registers it as
+``sys.modules["flash_attn2"]`` before these tests run.
+"""
+
+from __future__ import annotations
+
+import math
+
+import flash_attn2
+import pytest
+import torch
+
+# ---- reference (float64, explicit softmax) ---------------------------------------
+
+
+def reference(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    *,
+    causal: bool = False,
+    scale: float | None = None,
+    window: tuple[int, int] = (-1, -1),
+    softcap: float = 0.0,
+) -> torch.Tensor:
+    """softmax(QK^T * scale + mask) V on [B, H, S, D]; rows with no visible key are 0."""
+    q, k, v = q.double(), k.double(), v.double()
+    group = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scores = q @ k.transpose(-1, -2) * scale
+    if softcap > 0:
+        scores = softcap * torch.tanh(scores / softcap)
+    seq_q, seq_k = scores.shape[-2:]
+    rows = torch.arange(seq_q)[:, None] + (seq_k - seq_q)  # bottom-right aligned
+    cols = torch.arange(seq_k)[None, :]
+    keep = torch.ones(seq_q, seq_k, dtype=torch.bool)
+    right = 0 if causal else window[1]
+    if right >= 0:
+        keep &= cols <= rows + right
+    if window[0] >= 0:
+        keep &= cols >= rows - window[0]
+    scores = scores.masked_fill(~keep, float("-inf"))
+    if mask is not None:
+        scores = scores + (
+            torch.zeros(mask.shape, dtype=torch.float64).masked_fill(~mask, float("-inf"))
+            if mask.dtype == torch.bool
+            else mask.double()
+        )
+    return torch.softmax(scores, dim=-1).nan_to_num(0.0) @ v
+
+
+TOLERANCE = {
+    torch.float32: {"rtol": 1e-5, "atol": 1e-5},
+    torch.bfloat16: {"rtol": 1e-2, "atol": 1e-2},
+    torch.float16: {"rtol": 1e-2, "atol": 1e-2},
+}
+
+
+def _capabilities() -> list[str]:
+    original = flash_attn2.cpu_capability()
+    available = []
+    for capability in ("DEFAULT", "AVX2", "AVX512"):
+        try:
+            flash_attn2.set_cpu_capability(capability)
+        except RuntimeError:
+            continue
+        available.append(capability)
+    flash_attn2.set_cpu_capability(original)
+    return available
+
+
+CAPABILITIES = _capabilities()
+
+
+@pytest.fixture(params=CAPABILITIES)
+def capability(request):
+    previous = flash_attn2.set_cpu_capability(request.param)
+    yield request.param
+    flash_attn2.set_cpu_capability(previous)
+
+
+def qkv(batch, heads_q, heads_kv, seq_q, seq_k, dim, dtype, seed=0, dim_v=None, device="cpu"):
+    g = torch.Generator().manual_seed(seed)
+
+    def make(*shape):
+        return torch.randn(*shape, generator=g, dtype=torch.float64).to(dtype).to(device)
+
+    return (
+        make(batch, heads_q, seq_q, dim),
+        make(batch, heads_kv, seq_k, dim),
+        make(batch, heads_kv, seq_k, dim_v or dim),
+    )
+
+
+def check(out: torch.Tensor, expected: torch.Tensor, dtype: torch.dtype) -> None:
+    assert out.dtype == dtype
+    assert not out.isnan().any(), "an output element was never written"
+    torch.testing.assert_close(out.double().cpu(), expected, **TOLERANCE[dtype])
+
+
+def poisoned(shape, dtype, device="cpu") -> torch.Tensor:
+    return torch.full(shape, float("nan"), dtype=dtype, device=device)
+
+
+# (batch, heads_q, heads_kv, seq_q, seq_k, head_dim)
+SHAPES = [
+    (1, 1, 1, 1, 1, 64),  # seq 1
+    (2, 4, 4, 77, 77, 64),  # not a multiple of any block or vector width
+    (1, 4, 2, 130, 130, 80),  # GQA, head_dim 80, two query blocks
+    (2, 8, 2, 1, 300, 128),  # decode step against a KV cache, GQA 4
+    (1, 2, 2, 37, 290, 128),  # chunked prefill: seq_q < seq_k
+    (1, 2, 1, 300, 100, 64),  # seq_q > seq_k: early causal rows see nothing
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_matches_reference(capability, shape, causal, dtype):
+    q, k, v = qkv(*shape, dtype)
+    out = poisoned(q.shape, dtype)
+    flash_attn2.attention(q, k, v, causal=causal, out=out)
+    check(out, reference(q, k, v, causal=causal), dtype)
+
+
+def test_float16():
+    q, k, v = qkv(1, 2, 2, 50, 70, 64, torch.float16)
+    check(
+        flash_attn2.attention(q, k, v, causal=True), reference(q, k, v, causal=True), torch.float16
+    )
+
+
+def test_long_sequence_many_key_blocks(capability):
+    q, k, v = qkv(1, 2, 1, 600, 1100, 64, torch.float32, seed=3)
+    check(
+        flash_attn2.attention(q, k, v, causal=True), reference(q, k, v, causal=True), torch.float32
+    )
+
+
+def test_different_value_head_dim():
+    q, k, v = qkv(1, 2, 2, 20, 40, 64, torch.float32, dim_v=48)
+    out = flash_attn2.attention(q, k, v)
+    assert out.shape == (1, 2, 20, 48)
+    check(out, reference(q, k, v), torch.float32)
+
+
+def test_padding_mask_bool_and_additive(capability):
+    q, k, v = qkv(2, 4, 2, 40, 40, 64, torch.float32, seed=1)
+    lengths = torch.tensor([40, 23])
+    keep = torch.arange(40)[None, :] < lengths[:, None]  # left-aligned padding
+    bool_mask = keep[:, None, None, :] & torch.ones(40, 40, dtype=torch.bool).tril()
+    check(flash_attn2.attention(q, k, v, bool_mask), reference(q, k, v, bool_mask), torch.float32)
+    additive = torch.zeros(bool_mask.shape).masked_fill(~bool_mask, torch.finfo(torch.float32).min)
+    check(flash_attn2.attention(q, k, v, additive), reference(q, k, v, additive), torch.float32)
+
+
+def test_fully_masked_rows_are_zero():
+    q, k, v = qkv(1, 2, 2, 8, 8, 64, torch.float32)
+    mask = torch.ones(1, 1, 8, 8, dtype=torch.bool)
+    mask[..., 3, :] = False
+    out = flash_attn2.attention(q, k, v, mask)
+    assert (out[:, :, 3] == 0).all()
+    check(out, reference(q, k, v, mask), torch.float32)
+
+
+@pytest.mark.parametrize("mask_shape", [(40,), (1, 40), (2, 1, 1, 40), (2, 4, 40, 40)], ids=str)
+def test_mask_broadcasting(mask_shape):
+    q, k, v = qkv(2, 4, 4, 40, 40, 64, torch.float32)
+    mask = torch.randn(mask_shape, generator=torch.Generator().manual_seed(5))
+    check(flash_attn2.attention(q, k, v, mask), reference(q, k, v, mask), torch.float32)
+
+
+def test_bf16_additive_mask_with_bf16_inputs():
+    q, k, v = qkv(1, 2, 2, 33, 33, 64, torch.bfloat16)
+    mask = torch.zeros(1, 1, 33, 33, dtype=torch.bfloat16)
+    mask[..., :5] = torch.finfo(torch.bfloat16).min
+    check(flash_attn2.attention(q, k, v, mask), reference(q, k, v, mask), torch.bfloat16)
+
+
+@pytest.mark.parametrize("window", [(16, 0), (10, 5), (-1, 3)], ids=str)
+def test_sliding_window(capability, window):
+    q, k, v = qkv(1, 2, 2, 90, 120, 64, torch.float32)
+    out = flash_attn2.attention(q, k, v, window_size=window)
+    check(out, reference(q, k, v, window=window), torch.float32)
+
+
+def test_softcap_and_scale():
+    q, k, v = qkv(1, 2, 2, 30, 30, 64, torch.float32)
+    out = flash_attn2.attention(q, k, v, causal=True, scale=0.3, softcap=5.0)
+    check(out, reference(q, k, v, causal=True, scale=0.3, softcap=5.0), torch.float32)
+
+
+def test_non_contiguous_inputs_and_output():
+    base = torch.randn(2, 50, 4, 2 * 64, dtype=torch.float32)
+    q = base[..., ::2].transpose(1, 2)  # strided last dimension, [B, H, S, D]
+    k = torch.randn(2, 50, 4, 64).transpose(1, 2)
+    v = torch.randn(2, 50, 4, 64).transpose(1, 2)
+    out = poisoned((2, 64, 4, 50), torch.float32).permute(0, 2, 3, 1)  # strided last dim
+    flash_attn2.attention(q, k, v, causal=True, out=out)
+    check(out, reference(q, k, v, causal=True), torch.float32)
+
+
+def test_empty_inputs():
+    q, k, v = qkv(1, 2, 2, 0, 5, 64, torch.float32)
+    assert flash_attn2.attention(q, k, v).shape == (1, 2, 0, 64)
+    q, k, v = qkv(1, 2, 2, 3, 0, 64, torch.float32)
+    assert (flash_attn2.attention(q, k, v) == 0).all()
+
+
+# ---- errors -------------------------------------------------------------------------
+
+
+def test_errors_say_what_was_wrong():
+    q, k, v = qkv(1, 3, 2, 4, 4, 64, torch.float32)
+    with pytest.raises(RuntimeError, match="multiple of the key/value heads"):
+        flash_attn2.attention(q, k, v)
+    q, k, v = qkv(1, 2, 2, 4, 4, 64, torch.float32)
+    with pytest.raises(RuntimeError, match="must share a dtype"):
+        flash_attn2.attention(q, k.double(), v)
+    with pytest.raises(RuntimeError, match="float32, bfloat16 or float16"):
+        flash_attn2.attention(q.double(), k.double(), v.double())
+    with pytest.raises(RuntimeError, match="does not broadcast"):
+        flash_attn2.attention(q, k, v, torch.zeros(3, 4))
+    with pytest.raises(RuntimeError, match="4-D"):
+        flash_attn2.attention(q[0], k[0], v[0])
+    with pytest.raises(RuntimeError, match="out must have shape"):
+        flash_attn2.attention(q, k, v, out=torch.empty(1, 2, 4, 32))
+
+
+def test_unsupported_flash_options_are_named():
+    q = torch.randn(1, 4, 2, 64)
+    with pytest.raises(NotImplementedError, match="dropout_p"):
+        flash_attn2.flash_attn_func(q, q, q, dropout_p=0.1)
+    with pytest.raises(NotImplementedError, match="alibi_slopes"):
+        flash_attn2.flash_attn_func(q, q, q, alibi_slopes=torch.ones(2))
+    with pytest.raises(NotImplementedError, match="return_attn_probs"):
+        flash_attn2.flash_attn_func(q, q, q, return_attn_probs=True)
+
+
+def test_unknown_capability_is_rejected():
+    with pytest.raises(RuntimeError, match="not available"):
+        flash_attn2.set_cpu_capability("AVX9000")
+
+
+# ---- FlashAttention-2 entry points ----------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_flash_attn_func(causal, dtype):
+    q, k, v = qkv(2, 6, 2, 45, 60, 64, dtype)
+    out = flash_attn2.flash_attn_func(
+        q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=causal
+    )
+    assert out.shape == (2, 45, 6, 64)
+    check(out.transpose(1, 2), reference(q, k, v, causal=causal), dtype)
+
+
+def test_flash_attn_func_window_and_softcap():
+    q, k, v = qkv(1, 2, 2, 64, 64, 64, torch.float32)
+    out = flash_attn2.flash_attn_func(
+        q.transpose(1, 2),
+        k.transpose(1, 2),
+        v.transpose(1, 2),
+        softmax_scale=0.2,
+        causal=True,
+        window_size=(7, 7),
+        softcap=3.0,
+    )
+    expected = reference(q, k, v, causal=True, scale=0.2, window=(7, 7), softcap=3.0)
+    check(out.transpose(1, 2), expected, torch.float32)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_flash_attn_varlen_func(causal):
+    lengths_q, lengths_k = [5, 0, 70, 1], [5, 3, 90, 40]
+    heads_q, heads_kv, dim = 4, 2, 64
+    g = torch.Generator().manual_seed(7)
+    q = torch.randn(sum(lengths_q), heads_q, dim, generator=g)
+    k = torch.randn(sum(lengths_k), heads_kv, dim, generator=g)
+    v = torch.randn(sum(lengths_k), heads_kv, dim, generator=g)
+    cu_q = torch.tensor([0, *torch.tensor(lengths_q).cumsum(0).tolist()], dtype=torch.int32)
+    cu_k = torch.tensor([0, *torch.tensor(lengths_k).cumsum(0).tolist()], dtype=torch.int32)
+    out = flash_attn2.flash_attn_varlen_func(
+        q, k, v, cu_q, cu_k, max(lengths_q), max(lengths_k), causal=causal
+    )
+    assert out.shape == q.shape
+    for i in range(len(lengths_q)):
+        if lengths_q[i] == 0:
+            continue
+        sq, sk = slice(cu_q[i], cu_q[i + 1]), slice(cu_k[i], cu_k[i + 1])
+
+        def heads_first(t, s):
+            return t[s].unsqueeze(0).transpose(1, 2)
+
+        expected = reference(
+            heads_first(q, sq), heads_first(k, sk), heads_first(v, sk), causal=causal
+        )
+        check(heads_first(out, sq), expected, torch.float32)
+
+
+# ---- Transformers' attention interface ------------------------------------------------
+
+
+class _Attention(torch.nn.Module):
+    """What Transformers' attention modules carry that the interface reads."""
+
+    def __init__(self, groups: int, is_causal: bool = True) -> None:
+        super().__init__()
+        self.num_key_value_groups = groups
+        self.is_causal = is_causal
+
+
+def _transformers_sdpa():
+    sdpa = pytest.importorskip(
+        "transformers.integrations.sdpa_attention",
+        reason="transformers is not installed in this torch environment",
+    )
+    return sdpa.sdpa_attention_forward
+
+
+@pytest.mark.parametrize(
+    ("seq_q", "seq_k", "mask_kind"),
+    [(33, 33, None), (1, 50, None), (20, 20, "padding"), (1, 50, "padding"), (9, 30, None)],
+    ids=["prefill", "decode", "padded-prefill", "padded-decode", "static-cache-prefill"],
+)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_attention_forward_matches_transformers_sdpa(seq_q, seq_k, mask_kind, dtype):
+    sdpa_attention_forward = _transformers_sdpa()
+    module = _Attention(groups=2).eval()
+    q, k, v = qkv(2, 4, 2, seq_q, seq_k, 64, dtype, seed=11)
+    mask = None
+    if mask_kind == "padding":
+        keep = torch.ones(2, seq_k, dtype=torch.bool)
+        keep[1, :4] = False  # left padding in the second sequence
+        causal = torch.ones(seq_q, seq_k, dtype=torch.bool).tril(seq_k - seq_q)
+        mask = keep[:, None, None, :] & causal
+    ours, none = flash_attn2.attention_forward(module, q, k, v, mask, scaling=0.125)
+    theirs, _ = sdpa_attention_forward(module, q, k, v, mask, scaling=0.125)
+    assert none is None
+    assert ours.shape == theirs.shape == (2, seq_q, 4, 64)
+    torch.testing.assert_close(ours.double(), theirs.double(), **TOLERANCE[dtype])
+
+
+def test_attention_forward_semantics_without_transformers():
+    """The decisions sdpa_attention_forward makes, checked against the reference."""
+    q, k, v = qkv(1, 4, 2, 12, 12, 64, torch.float32)
+    causal_module = _Attention(groups=2, is_causal=True)
+    out, _ = flash_attn2.attention_forward(causal_module, q, k, v, None)
+    check(out.transpose(1, 2), reference(q, k, v, causal=True), torch.float32)
+    out, _ = flash_attn2.attention_forward(causal_module, q, k, v, None, is_causal=False)
+    check(out.transpose(1, 2), reference(q, k, v), torch.float32)
+    encoder = _Attention(groups=2, is_causal=False)
+    out, _ = flash_attn2.attention_forward(encoder, q, k, v, None)
+    check(out.transpose(1, 2), reference(q, k, v), torch.float32)
+    bias = torch.randn(1, 4, 12, 12)
+    out, _ = flash_attn2.attention_forward(causal_module, q, k, v, None, position_bias=bias)
+    keep = torch.ones(12, 12, dtype=torch.bool).tril()
+    check(
+        out.transpose(1, 2),
+        reference(q, k, v, bias.masked_fill(~keep, float("-inf"))),
+        torch.float32,
+    )
+    with pytest.raises(NotImplementedError, match="dropout"):
+        flash_attn2.attention_forward(causal_module.train(), q, k, v, None, dropout=0.1)
+
+
+# ---- op registration ------------------------------------------------------------------
+
+
+def _opcheck_cases():
+    q, k, v = qkv(1, 4, 2, 9, 13, 64, torch.float32)
+    mask = torch.randn(1, 1, 9, 13)
+    yield "attention", (q, k, v, None, 0.125, True, -1, -1, 0.0)
+    yield "attention", (q, k, v, mask, 0.125, False, 4, 2, 2.0)
+    yield "attention_out", (torch.empty(1, 4, 9, 64), q, k, v, mask, 0.125, True, -1, -1, 0.0)
+
+
+@pytest.mark.parametrize(
+    ("name", "args"), list(_opcheck_cases()), ids=lambda v: v if isinstance(v, str) else ""
+)
+def test_opcheck(name, args):
+    torch.library.opcheck(getattr(flash_attn2._ops.ops, name).default, args)
+
+
+def test_flash_attn_func_under_torch_compile():
+    q, k, v = qkv(1, 4, 2, 16, 16, 64, torch.float32)
+    compiled = torch.compile(flash_attn2.flash_attn_func, fullgraph=True)
+    out = compiled(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=True)
+    check(out.transpose(1, 2), reference(q, k, v, causal=True), torch.float32)
+
+
+# ---- CUDA -----------------------------------------------------------------------------
+
+cuda = pytest.mark.skipif(
+    not torch.cuda.is_available()
+    or not hasattr(flash_attn2._ops.ops, "attention")
+    or not torch._C._dispatch_has_kernel_for_dispatch_key(
+        flash_attn2._ops.add_op_namespace_prefix("attention"), "CUDA"
+    ),
+    reason="needs a CUDA device and a CUDA build of this kernel",
+)
+
+
+@cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_cuda_matches_reference(shape, causal, dtype):
+    q, k, v = qkv(*shape, dtype, device="cuda")
+    out = poisoned(q.shape, dtype, device="cuda")
+    flash_attn2.attention(q, k, v, causal=causal, out=out)
+    check(out, reference(q.cpu(), k.cpu(), v.cpu(), causal=causal), dtype)
+
+
+@cuda
+def test_cuda_mask_window_softcap_and_head_dim_256():
+    q, k, v = qkv(2, 4, 2, 70, 90, 256, torch.float32, device="cuda")
+    mask = torch.randn(2, 1, 70, 90, device="cuda")
+    out = flash_attn2.attention(q, k, v, mask, window_size=(20, 3), softcap=4.0)
+    expected = reference(q.cpu(), k.cpu(), v.cpu(), mask.cpu(), window=(20, 3), softcap=4.0)
+    check(out, expected, torch.float32)

@@ -1,0 +1,46 @@
+"""Flash-style attention: blocked, online softmax, never materialising Sq x Sk.
+
+Three entry points over one op:
+
+* :func:`attention` — torch's layout ``[batch, heads, seq, head_dim]``;
+* :func:`flash_attn_func` / :func:`flash_attn_varlen_func` — FlashAttention-2's
+  signatures and layouts (``[batch, seq, heads, head_dim]``, packed varlen);
+* :func:`attention_forward` — Transformers' attention-interface signature.
+
+Causal masks are bottom-right aligned when ``seq_q != seq_k`` (FlashAttention-2's
+convention, so a decode step sees its whole KV cache); grouped-query attention
+needs ``heads_q`` to be a multiple of ``heads_kv``; float32, bfloat16 and float16
+are computed in float32. Rows that see no key are zeros.
+"""
+
+from __future__ import annotations
+
+from . import _fake
+from ._ops import ops
+from .interface import attention, flash_attn_func, flash_attn_varlen_func
+from .transformers_interface import attention_forward
+
+__all__ = [
+    "attention",
+    "attention_forward",
+    "cpu_capability",
+    "flash_attn_func",
+    "flash_attn_varlen_func",
+    "set_cpu_capability",
+]
+
+# Registered for its side effect: fake (meta) implementations for torch.compile.
+del _fake
+
+
+def cpu_capability() -> str:
+    """The vector loops the CPU op runs: ``DEFAULT``, ``AVX2`` or ``AVX512``."""
+    return ops.cpu_capability()
+
+
+def set_cpu_capability(capability: str) -> str:
+    """Run the CPU op on other compiled loops (one this CPU supports).
+
+    For tests and benchmarks that compare the loops; returns the previous choice.
+    """
+    return ops.set_cpu_capability(capability)

@@ -1,0 +1,106 @@
+"""Time layer_norm on CPU against eager PyTorch, torch.compile and a memory copy
+of the same size.
+
+Usage (a built variant dir, or any path kernelhub.get_local_kernel accepts):
+
+    python benchmarks/benchmark.py build/layernorm/torch-stable-abi213-cpu-x86_64-linux
+
+Options: --rows, --hidden (default 4096 x 4096), --dtypes (default float32
+bfloat16), --capability (DEFAULT/AVX2/AVX512 loops; default the best this CPU
+runs). Eager and compiled references are torch.nn.functional.layer_norm.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from types import ModuleType
+
+import torch
+import torch.nn.functional as F
+from torch.utils import benchmark
+
+EPS = 1e-5
+
+
+def median_seconds(fn, min_run_time: float) -> float:
+    """Median over repeated blocks, after one untimed call (allocations, first touch)."""
+    fn()
+    timer = benchmark.Timer(stmt="fn()", globals={"fn": fn})
+    return timer.blocked_autorange(min_run_time=min_run_time).median
+
+
+def eager_layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    return F.layer_norm(x, x.shape[-1:], weight, bias, EPS)
+
+
+def report(title: str, times: dict[str, float], moved_bytes: int, copy_bytes: int) -> None:
+    ours = times["kernel, preallocated out"]
+    print(f"\n{title}  (threads {torch.get_num_threads()})")
+    for label, seconds in times.items():
+        print(f"  {label:<28} {seconds * 1e3:8.3f} ms   {seconds / ours:5.2f}x kernel time")
+    kernel_gbs = moved_bytes / ours / 1e9
+    copy_gbs = copy_bytes / times["copy_ of the input"] / 1e9
+    print(
+        f"  kernel bandwidth  {kernel_gbs:6.1f} GB/s = {kernel_gbs / copy_gbs:4.0%} of copy_ "
+        f"({copy_gbs:.1f} GB/s)"
+    )
+    for ref in ("eager PyTorch", "torch.compile"):
+        print(
+            f"  speedup vs {ref:<14} {times[ref] / ours:5.2f}x "
+            f"(allocating: {times[ref] / times['kernel, allocating']:5.2f}x)"
+        )
+
+
+def run(kernel: ModuleType, rows: int, hidden: int, dtype: torch.dtype, min_run_time: float):
+    x = torch.randn(rows, hidden, dtype=dtype)
+    weight = torch.randn(hidden, dtype=dtype)
+    out = torch.empty_like(x)
+    copy_dst = torch.empty_like(x)
+    element = x.element_size()
+    copy_time = median_seconds(lambda: copy_dst.copy_(x), min_run_time)
+
+    bias = torch.randn(hidden, dtype=dtype)
+    compiled = torch.compile(eager_layer_norm)
+    for _ in range(3):  # compile and reach the steady state before timing
+        compiled(x, weight, bias)
+    times = {
+        "kernel, preallocated out": median_seconds(
+            lambda: kernel.layer_norm(x, weight, bias, EPS, out=out), min_run_time
+        ),
+        "kernel, allocating": median_seconds(
+            lambda: kernel.layer_norm(x, weight, bias, EPS), min_run_time
+        ),
+        "eager PyTorch": median_seconds(lambda: eager_layer_norm(x, weight, bias), min_run_time),
+        "torch.compile": median_seconds(lambda: compiled(x, weight, bias), min_run_time),
+        "copy_ of the input": copy_time,
+    }
+    report(
+        f"layer_norm [{rows}, {hidden}] {dtype} (loops {kernel.cpu_capability()})",
+        times,
+        2 * x.numel() * element,
+        2 * x.numel() * element,
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("path", type=Path, help="built variant (or kernel) path")
+    parser.add_argument("--rows", type=int, default=4096)
+    parser.add_argument("--hidden", type=int, default=4096)
+    parser.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
+    parser.add_argument("--capability", choices=["DEFAULT", "AVX2", "AVX512"])
+    parser.add_argument("--min-run-time", type=float, default=1.0)
+    args = parser.parse_args(argv)
+
+    import kernelhub
+
+    kernel = kernelhub.get_local_kernel(args.path)
+    if args.capability is not None:
+        kernel.set_cpu_capability(args.capability)
+    for name in args.dtypes:
+        run(kernel, args.rows, args.hidden, getattr(torch, name), args.min_run_time)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,226 @@
+"""layer_norm and the LayerNorm layer against eager PyTorch computed in float64.
+
+The builder's test runner loads the built variant and registers it as
+``sys.modules["layernorm"]`` before these tests run.
+"""
+
+from __future__ import annotations
+
+import layernorm
+import pytest
+import torch
+import torch.nn.functional as F
+from layernorm import layers
+from layernorm._ops import ops
+from torch import nn
+
+DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
+TOLERANCE = {
+    torch.float32: {"rtol": 1e-5, "atol": 1e-5},
+    torch.float64: {"rtol": 1e-10, "atol": 1e-12},
+    torch.bfloat16: {"rtol": 1e-2, "atol": 1e-2},
+    torch.float16: {"rtol": 1e-2, "atol": 1e-2},
+}
+# One row; a hidden size that is no multiple of any vector width; a batch of
+# rows; a large hidden size.
+SHAPES = [(1, 7), (3, 129), (2, 5, 4096), (2, 16384)]
+EPS = 1e-5
+
+
+def _available_capabilities() -> list[str]:
+    original = layernorm.cpu_capability()
+    available = []
+    for capability in ("DEFAULT", "AVX2", "AVX512"):
+        try:
+            layernorm.set_cpu_capability(capability)
+        except RuntimeError:
+            continue
+        available.append(capability)
+    layernorm.set_cpu_capability(original)
+    return available
+
+
+@pytest.fixture(params=_available_capabilities())
+def capability(request):
+    previous = layernorm.set_cpu_capability(request.param)
+    yield request.param
+    layernorm.set_cpu_capability(previous)
+
+
+def _rand(shape, dtype, seed: int, shift: float = 0.0) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(seed)
+    return (torch.randn(shape, generator=generator, dtype=torch.float64) + shift).to(dtype)
+
+
+def _ref(x, weight, bias, eps=EPS) -> torch.Tensor:
+    return F.layer_norm(
+        x.double(),
+        x.shape[-1:],
+        None if weight is None else weight.double(),
+        None if bias is None else bias.double(),
+        eps,
+    )
+
+
+def _close(actual: torch.Tensor, expected: torch.Tensor, dtype: torch.dtype) -> None:
+    assert actual.dtype == dtype
+    assert not torch.isnan(actual).any(), "an output element was not written"
+    torch.testing.assert_close(actual.double(), expected.double(), **TOLERANCE[dtype])
+
+
+@pytest.mark.parametrize("affine", ["both", "weight", "bias", "none"])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_layer_norm(capability, shape, dtype, affine):
+    x = _rand(shape, dtype, 0, shift=3.0)  # a mean far from zero
+    w = _rand(shape[-1:], dtype, 1) if affine in ("both", "weight") else None
+    b = _rand(shape[-1:], dtype, 2) if affine in ("both", "bias") else None
+    expected = _ref(x, w, b)
+    _close(layernorm.layer_norm(x, w, b, EPS), expected, dtype)
+    out = torch.full_like(x, float("nan"))
+    assert layernorm.layer_norm(x, w, b, EPS, out=out) is out
+    _close(out, expected, dtype)
+
+
+def test_capabilities_agree_bitwise():
+    x, w, b = _rand((8, 1000), torch.float32, 3), _rand((1000,), torch.float32, 4), None
+    original = layernorm.cpu_capability()
+    results = []
+    for capability in ("DEFAULT", "AVX2", "AVX512"):
+        try:
+            layernorm.set_cpu_capability(capability)
+        except RuntimeError:
+            continue
+        results.append(layernorm.layer_norm(x, w, b, EPS))
+    layernorm.set_cpu_capability(original)
+    assert all(torch.equal(results[0], r) for r in results[1:])
+
+
+def test_non_contiguous_inputs_and_outputs():
+    x = _rand((6, 260), torch.float32, 5)[:, ::2]
+    w, b = _rand((130,), torch.float32, 6), _rand((130,), torch.float32, 7)
+    expected = _ref(x, w, b)
+    _close(layernorm.layer_norm(x, w, b, EPS), expected, torch.float32)
+    out = torch.full((130, 6), float("nan")).t()
+    layernorm.layer_norm(x, w, b, EPS, out=out)
+    _close(out, expected, torch.float32)
+
+
+def test_empty_input():
+    assert layernorm.layer_norm(torch.empty(0, 32), None, None, EPS).shape == (0, 32)
+
+
+def test_errors_say_what_was_wrong():
+    x = torch.randn(4, 8)
+    with pytest.raises(RuntimeError, match="weight must have shape \\[8\\]"):
+        layernorm.layer_norm(x, torch.ones(7), None, EPS)
+    with pytest.raises(RuntimeError, match="bias dtype"):
+        layernorm.layer_norm(x, None, torch.ones(8, dtype=torch.float64), EPS)
+    with pytest.raises(RuntimeError, match="dtype must be float32"):
+        layernorm.layer_norm(x.int(), None, None, EPS)
+    with pytest.raises(RuntimeError, match="out must have shape"):
+        layernorm.layer_norm(x, None, None, EPS, out=torch.empty(4, 9))
+    with pytest.raises(RuntimeError, match="not available"):
+        layernorm.set_cpu_capability("AVX1024")
+
+
+@pytest.mark.parametrize("affine", [True, False])
+@pytest.mark.parametrize("shape", [(1, 7), (5, 33), (2, 3, 64)])
+def test_gradcheck(shape, affine):
+    x = _rand(shape, torch.float64, 8).requires_grad_()
+    w = _rand(shape[-1:], torch.float64, 9).requires_grad_() if affine else None
+    b = _rand(shape[-1:], torch.float64, 10).requires_grad_() if affine else None
+    inputs = (x, w, b) if affine else (x,)
+
+    def fn(*args):
+        return layernorm.layer_norm(*(args if affine else (args[0], None, None)), EPS)
+
+    assert torch.autograd.gradcheck(fn, inputs)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_backward_matches_eager(dtype):
+    x, w, b = _rand((8, 1000), dtype, 11), _rand((1000,), dtype, 12), _rand((1000,), dtype, 13)
+    grad = _rand((8, 1000), dtype, 14)
+    ours = [t.clone().requires_grad_() for t in (x, w, b)]
+    layernorm.layer_norm(*ours, EPS).backward(grad)
+    theirs = [t.double().requires_grad_() for t in (x, w, b)]
+    _ref(*theirs).backward(grad.double())
+    tol = {"rtol": 1e-4, "atol": 1e-4} if dtype == torch.float32 else {"rtol": 2e-2, "atol": 5e-2}
+    for a, e in zip(ours, theirs, strict=True):
+        torch.testing.assert_close(a.grad.double(), e.grad, **tol)
+
+
+def _opcheck_cases():
+    x, w, b = torch.randn(3, 40), torch.randn(40), torch.randn(40)
+    return [
+        (ops.layer_norm, (x.clone().requires_grad_(), w.clone().requires_grad_(), b, EPS)),
+        (ops.layer_norm, (x, None, None, EPS)),
+        (ops.layer_norm_out, (torch.empty(3, 40), x, w, b, EPS)),
+        (ops.layer_norm_backward, (torch.randn(3, 40), x, w, None, EPS)),
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(_opcheck_cases())))
+def test_opcheck(case):
+    op, args = _opcheck_cases()[case]
+    torch.library.opcheck(op, args)
+
+
+# ---- the layer --------------------------------------------------------------------
+
+
+def _swap_forward(module: nn.Module) -> nn.Module:
+    """What kernelize does: the layer's forward runs on the model's instance."""
+    module.forward = layers.LayerNorm.forward.__get__(module)
+    return module
+
+
+def _model(hidden: int, dtype: torch.dtype = torch.float32, affine: bool = True) -> nn.Module:
+    module = nn.LayerNorm(hidden, eps=1e-6, elementwise_affine=affine).to(dtype)
+    if affine:
+        with torch.no_grad():
+            module.weight.normal_()
+            module.bias.normal_()
+    return module
+
+
+def test_layer_is_pure():
+    assert "__init__" not in vars(layers.LayerNorm)
+    assert layers.LayerNorm.has_backward and layers.LayerNorm.can_torch_compile
+
+
+@pytest.mark.parametrize("affine", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_layer_matches_nn_layernorm(dtype, affine):
+    model = _model(300, dtype, affine)
+    x = torch.randn(4, 7, 300, dtype=dtype)
+    expected = model(x)
+    tol = {"rtol": 1e-5, "atol": 1e-5} if dtype == torch.float32 else {"rtol": 1e-2, "atol": 2e-2}
+    torch.testing.assert_close(_swap_forward(model)(x), expected, **tol)
+
+
+def test_layer_over_two_dimensions_falls_back():
+    model = nn.LayerNorm((3, 16))
+    x = torch.randn(2, 3, 16)
+    expected = model(x)
+    torch.testing.assert_close(_swap_forward(model)(x), expected)
+
+
+def test_layer_trains():
+    model, reference = _model(48), _model(48)
+    reference.load_state_dict(model.state_dict())
+    _swap_forward(model)
+    x = torch.randn(6, 48)
+    model(x).square().sum().backward()
+    reference(x).square().sum().backward()
+    for ours, theirs in zip(model.parameters(), reference.parameters(), strict=True):
+        torch.testing.assert_close(ours.grad, theirs.grad, rtol=1e-4, atol=1e-4)
+
+
+def test_layer_compiles_without_graph_breaks():
+    torch._dynamo.reset()
+    model = _swap_forward(_model(96))
+    x = torch.randn(8, 96)
+    expected = model(x)
+    torch.testing.assert_close(torch.compile(model, fullgraph=True)(x), expected)

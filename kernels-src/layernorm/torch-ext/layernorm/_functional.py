@@ -1,0 +1,49 @@
+"""The public functions: Python wrappers that choose the op for the call.
+
+A call that needs gradients goes to the functional op with autograd; ``out=``
+calls go to ``layer_norm_out`` (no autograd, as in PyTorch).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ._ops import ops
+
+
+def layer_norm(
+    x: torch.Tensor,
+    weight: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+    eps: float = 1e-5,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """(x - mean) / sqrt(var + eps) * weight + bias over the last dimension of ``x``.
+
+    The variance is the biased one, as ``torch.nn.functional.layer_norm``;
+    weight and bias are optional (an ``nn.LayerNorm`` without affine terms).
+    """
+    if out is None:
+        return ops.layer_norm(x, weight, bias, eps)
+    tensors = [t for t in (x, weight, bias) if t is not None]
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        raise RuntimeError(
+            "layer_norm(out=...) does not support autograd (like PyTorch's out= functions); "
+            "call it without out= when gradients are needed"
+        )
+    ops.layer_norm_out(out, x, weight, bias, eps)
+    return out
+
+
+def cpu_capability() -> str:
+    """The vector loops the CPU ops run: ``DEFAULT``, ``AVX2`` or ``AVX512``."""
+    return ops.cpu_capability()
+
+
+def set_cpu_capability(capability: str) -> str:
+    """Run the CPU ops on other compiled loops (one this CPU supports).
+
+    For tests and benchmarks that compare the loops; returns the previous choice.
+    All copies give bit-identical results (same summation order, no FMA).
+    """
+    return ops.set_cpu_capability(capability)

@@ -1,0 +1,73 @@
+// The boundary between the op layer (rmsnorm_cpu.cpp: validation, allocation,
+// threads, CPU dispatch) and the loops (kernels_impl.h), which are compiled
+// once per CPU capability (kernels_{default,avx2,avx512}.cpp). Only plain data
+// crosses it: the loop copies include no torch header, so no torch inline
+// function is ever compiled for AVX-512 and picked by the linker for a CPU
+// without it.
+#pragma once
+
+#include <cstdint>
+
+namespace rmsnorm_cpu {
+
+enum class DType { Float, Double, BFloat16, Half };
+
+// y = x * rstd * w per row of `hidden` elements, rstd = 1/sqrt(mean(x^2) + eps).
+// With `residual`, the normalized value is s = x + residual (rounded to the
+// dtype), and s is written to `sum` (which may be `residual` itself).
+// unit_offset (Gemma): y = round(x * rstd * (1 + w)), computed in float and
+// rounded once; otherwise reduced-precision inputs follow Llama exactly:
+// y = round(w * round(x * rstd)).
+struct ForwardArgs {
+  const void* x;
+  const void* residual;  // nullptr: plain rms_norm
+  const void* weight;
+  void* out;
+  void* sum;  // with residual only
+  int64_t hidden;
+  double eps;
+  bool unit_offset;
+  DType dtype;
+};
+
+// grad_x of the rows, and this block's share of grad_w added into `partial`
+// (`hidden` accumulators: float, or double for float64).
+struct BackwardArgs {
+  const void* grad_out;
+  const void* x;
+  const void* weight;
+  void* grad_x;
+  int64_t hidden;
+  double eps;
+  bool unit_offset;
+  DType dtype;
+};
+
+// out[i] = silu(gate[i]) * up[i].
+struct SiluMulArgs {
+  const void* gate;
+  const void* up;
+  void* out;
+  DType dtype;
+};
+
+// One set of loops, compiled for one CPU capability. Each entry handles a
+// range [begin, end) of rows (forward/backward), columns (reduce) or
+// elements (silu_mul), so the op layer owns the threads.
+struct KernelTable {
+  const char* capability;
+  void (*forward)(const ForwardArgs&, int64_t begin, int64_t end);
+  void (*backward)(const BackwardArgs&, int64_t begin, int64_t end, void* partial);
+  // grad_w[c] = sum over `blocks` rows of partial[k * hidden + c], rounded to dtype.
+  void (*reduce)(const void* partial, int64_t blocks, int64_t hidden, void* grad_w, DType dtype,
+                 int64_t begin, int64_t end);
+  void (*silu_mul)(const SiluMulArgs&, int64_t begin, int64_t end);
+};
+
+// Defined by kernels_<capability>.cpp. A capability the compiler or target
+// cannot build returns nullptr (e.g. the AVX tables on aarch64).
+const KernelTable* kernel_table_DEFAULT();
+const KernelTable* kernel_table_AVX2();
+const KernelTable* kernel_table_AVX512();
+
+}  // namespace rmsnorm_cpu

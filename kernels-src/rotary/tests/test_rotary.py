@@ -1,0 +1,357 @@
+"""Every op against an eager PyTorch reference computed in float64.
+
+The builder's test runner loads the built variant and registers it as
+``sys.modules["rotary"]`` before these tests run. The reference is Transformers'
+formula, ``x * cos + rotate_half(x) * sin``; where the ``transformers`` package is
+importable, its own ``apply_rotary_pos_emb`` is compared too.
+"""
+
+from __future__ import annotations
+
+import pytest
+import rotary
+import torch
+
+DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
+TOLERANCE = {
+    torch.float32: {"rtol": 1e-5, "atol": 1e-5},
+    torch.float64: {"rtol": 1e-10, "atol": 1e-12},
+    torch.bfloat16: {"rtol": 1e-2, "atol": 1e-2},
+    torch.float16: {"rtol": 1e-2, "atol": 1e-2},
+}
+# (batch, q heads, k heads, seq, head_dim): head_dim 64/80/128 (80: a half of 40 is
+# not a multiple of the 16-float vector), one position, GQA head counts.
+SHAPES = [(2, 4, 2, 37, 64), (1, 3, 1, 1, 80), (1, 8, 8, 19, 128), (3, 2, 2, 5, 6)]
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def _reference(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, conj: bool = False):
+    """float64 rotation of the first cos.size(-1) columns (Transformers' formula)."""
+    x, cos, sin = x.double(), cos.double(), sin.double()
+    if cos.dim() == 3:
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+    rot = cos.shape[-1]
+    x_rot, x_pass = x[..., :rot], x[..., rot:]
+    sign = -1.0 if conj else 1.0
+    return torch.cat((x_rot * cos + sign * _rotate_half(x_rot) * sin, x_pass), dim=-1)
+
+
+def _tables(batch: int, seq: int, rot: int, dtype: torch.dtype, seed: int = 1):
+    """cos/sin as Transformers' rotary modules return them: angles repeated per half."""
+    generator = torch.Generator().manual_seed(seed)
+    angles = torch.rand(batch, seq, rot // 2, generator=generator, dtype=torch.float64) * 50
+    angles = torch.cat((angles, angles), dim=-1)
+    return angles.cos().to(dtype), angles.sin().to(dtype)
+
+
+def _input(shape, dtype: torch.dtype, seed: int = 0) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randn(shape, generator=generator, dtype=torch.float64).to(dtype)
+
+
+def _check(out: torch.Tensor, expected: torch.Tensor, dtype: torch.dtype) -> None:
+    assert out.dtype == dtype
+    torch.testing.assert_close(out.double(), expected, **TOLERANCE[dtype])
+
+
+def _available_capabilities() -> list[str]:
+    original = rotary.cpu_capability()
+    available = []
+    for capability in ("DEFAULT", "AVX2", "AVX512"):
+        try:
+            rotary.set_cpu_capability(capability)
+        except RuntimeError:
+            continue
+        available.append(capability)
+    rotary.set_cpu_capability(original)
+    return available
+
+
+CAPABILITIES = _available_capabilities()
+
+
+@pytest.fixture(params=CAPABILITIES)
+def capability(request):
+    previous = rotary.set_cpu_capability(request.param)
+    yield request.param
+    rotary.set_cpu_capability(previous)
+
+
+# ---- correctness -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_apply_rotary_in_place(capability, shape, dtype):
+    b, hq, hk, s, d = shape
+    q, k = _input((b, hq, s, d), dtype), _input((b, hk, s, d), dtype, seed=2)
+    cos, sin = _tables(b, s, d, dtype)
+    expected_q, expected_k = _reference(q, cos, sin), _reference(k, cos, sin)
+    returned = rotary.apply_rotary(q, k, cos, sin)
+    assert returned[0] is q and returned[1] is k
+    _check(q, expected_q, dtype)
+    _check(k, expected_k, dtype)
+
+
+@pytest.mark.parametrize("conj", [False, True])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_out_variant_writes_every_element(capability, shape, dtype, conj):
+    b, hq, hk, s, d = shape
+    q, k = _input((b, hq, s, d), dtype), _input((b, hk, s, d), dtype, seed=2)
+    cos, sin = _tables(1, s, d, dtype)  # one table shared by the batch
+    q_out = torch.full_like(q, float("nan"))
+    k_out = torch.full_like(k, float("nan"))
+    rotary.apply_rotary_out(q_out, k_out, q, k, cos, sin, conj)
+    _check(q_out, _reference(q, cos, sin, conj), dtype)
+    _check(k_out, _reference(k, cos, sin, conj), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_rotation_and_its_conjugate_are_inverse(capability, dtype):
+    q, k = _input((2, 3, 9, 64), torch.float64), _input((2, 1, 9, 64), torch.float64)
+    cos, sin = _tables(2, 9, 64, torch.float64)
+    q1, k1 = rotary.rotary(q, k, cos, sin)
+    q2, k2 = rotary.rotary(q1, k1, cos, sin, True)
+    torch.testing.assert_close(q2, q)
+    torch.testing.assert_close(k2, k)
+
+
+def test_two_dimensional_tables_and_partial_rotary(capability):
+    q, k = _input((2, 4, 11, 96), torch.float32), _input((2, 2, 11, 96), torch.float32)
+    cos, sin = _tables(1, 11, 32, torch.float32)
+    cos, sin = cos[0], sin[0]  # [seq, rot]: only the first 32 of 96 columns rotate
+    q_out, k_out = rotary.rotary(q, k, cos, sin)
+    _check(q_out, _reference(q, cos, sin), torch.float32)
+    _check(k_out, _reference(k, cos, sin), torch.float32)
+    torch.testing.assert_close(q_out[..., 32:], q[..., 32:], rtol=0, atol=0)
+
+
+def test_extreme_values_propagate(capability):
+    q = torch.tensor([1e30, -1e30, float("inf"), float("nan")]).repeat(1, 1, 1, 4)
+    k = q.clone()
+    cos, sin = _tables(1, 1, 16, torch.float32)
+    expected = _reference(q, cos, sin).float()
+    out, _ = rotary.rotary(q, k, cos, sin)
+    torch.testing.assert_close(out, expected, equal_nan=True)
+
+
+def test_half_subnormals_and_overflow_round_like_torch(capability):
+    # fp16 conversions are done with integer arithmetic: compare with torch's rounding.
+    values = torch.tensor([6e-8, 3e-6, 6.1e-5, 65504.0, 5e4, -2.5e-7, 1.0, 0.0], dtype=torch.float64)
+    q = values.repeat(16).reshape(1, 1, 8, 16).to(torch.float16)
+    cos = torch.ones(1, 8, 16, dtype=torch.float16)
+    sin = torch.zeros(1, 8, 16, dtype=torch.float16)
+    out, _ = rotary.rotary(q, q.clone(), cos, sin)
+    torch.testing.assert_close(out, q, rtol=0, atol=0)
+    scaled, _ = rotary.rotary(q, q.clone(), cos * 1.5, sin)
+    torch.testing.assert_close(scaled, (q.float() * 1.5).half(), rtol=0, atol=0)
+
+
+# ---- layouts ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_transposed_views_from_attention_projections(capability, dtype):
+    # What Transformers passes: projections viewed as [b, s, h, d] then transposed.
+    b, s, hq, hk, d = 2, 13, 4, 2, 64
+    q = _input((b, s, hq, d), dtype).transpose(1, 2)
+    k = _input((b, s, hk, d), dtype, seed=3).transpose(1, 2)
+    assert not q.is_contiguous()
+    cos, sin = _tables(b, s, d, dtype)
+    expected_q, expected_k = _reference(q, cos, sin), _reference(k, cos, sin)
+    q_embed, k_embed = rotary.apply_rotary_transformers(q, k, cos, sin)
+    assert q_embed.stride() == q.stride()  # the layout eager arithmetic would keep
+    _check(q_embed, expected_q, dtype)
+    _check(k_embed, expected_k, dtype)
+    rotary.apply_rotary(q, k, cos, sin)  # in place, through the strides
+    _check(q, expected_q, dtype)
+    _check(k, expected_k, dtype)
+
+
+def test_strided_last_dimension_and_strided_tables():
+    q = _input((1, 2, 7, 2 * 32), torch.float32)[..., ::2]  # head_dim stride 2
+    k = _input((1, 2, 7, 32), torch.float32)
+    cos, sin = _tables(1, 7, 64, torch.float32)
+    cos, sin = cos[..., ::2], sin[..., ::2]  # strided tables are copied inside
+    cos, sin = cos.contiguous(), sin.contiguous()
+    cos_strided = torch.empty(1, 7, 64)[..., ::2].copy_(cos)
+    q_out, k_out = rotary.rotary(q, k, cos_strided, sin)
+    _check(q_out, _reference(q, cos, sin), torch.float32)
+    _check(k_out, _reference(k, cos, sin), torch.float32)
+    with pytest.raises(RuntimeError, match="unit stride in head_dim"):
+        rotary.apply_rotary(q, k, cos, sin)
+
+
+def test_empty_tensors():
+    q, k = torch.empty(0, 2, 5, 8), torch.empty(0, 1, 5, 8)
+    cos, sin = _tables(1, 5, 8, torch.float32)
+    rotary.apply_rotary(q, k, cos, sin)
+    q_out, k_out = rotary.rotary(q, k, cos, sin)
+    assert q_out.shape == q.shape and k_out.shape == k.shape
+
+
+# ---- errors ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("q_shape", "cos_shape", "message"),
+    [
+        ((1, 2, 5, 8), (1, 6, 8), "cos has 6 positions"),
+        ((1, 2, 5, 8), (1, 5, 10), "must be even and at most head_dim"),
+        ((1, 2, 5, 8), (1, 5, 7), "must be even"),
+        ((2, 2, 5, 8), (3, 5, 8), r"cos batch \(3\) must be 1 or q's batch"),
+        ((2, 5, 8), (1, 5, 8), r"\[batch, heads, seq, head_dim\]"),
+    ],
+)
+def test_bad_shapes_are_rejected(q_shape, cos_shape, message):
+    q = torch.zeros(q_shape)
+    cos = torch.zeros(cos_shape)
+    with pytest.raises(RuntimeError, match=message):
+        rotary.apply_rotary(q, q.clone(), cos, cos.clone())
+
+
+def test_bad_dtypes_are_rejected():
+    q = torch.zeros(1, 1, 2, 4)
+    with pytest.raises(RuntimeError, match="must have the dtype of q and k"):
+        rotary.apply_rotary(q, q.clone(), torch.zeros(2, 4, dtype=torch.float64), torch.zeros(2, 4))
+    qi = torch.zeros(1, 1, 2, 4, dtype=torch.int32)
+    with pytest.raises(RuntimeError, match="float32, float64, bfloat16 or float16"):
+        rotary.apply_rotary(qi, qi.clone(), qi[0, 0], qi[0, 0])
+
+
+def test_unknown_capability_is_rejected():
+    with pytest.raises(RuntimeError, match="not available"):
+        rotary.set_cpu_capability("AVX9000")
+
+
+# ---- the Transformers drop-in -----------------------------------------------------
+
+
+@pytest.mark.parametrize("unsqueeze_dim", [1, 2])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_apply_rotary_transformers_matches_the_formula(dtype, unsqueeze_dim):
+    b, s, hq, hk, d = 2, 9, 4, 2, 64
+    if unsqueeze_dim == 1:
+        q, k = _input((b, hq, s, d), dtype), _input((b, hk, s, d), dtype, seed=2)
+    else:  # [b, s, h, d] layout, cos/sin unsqueezed at dim 2
+        q, k = _input((b, s, hq, d), dtype), _input((b, s, hk, d), dtype, seed=2)
+    cos, sin = _tables(b, s, d, dtype)
+    cos_u, sin_u = cos.double().unsqueeze(unsqueeze_dim), sin.double().unsqueeze(unsqueeze_dim)
+    expected_q = q.double() * cos_u + _rotate_half(q.double()) * sin_u
+    expected_k = k.double() * cos_u + _rotate_half(k.double()) * sin_u
+    q_embed, k_embed = rotary.apply_rotary_transformers(
+        q, k, cos, sin, position_ids=None, unsqueeze_dim=unsqueeze_dim
+    )
+    _check(q_embed, expected_q, dtype)
+    _check(k_embed, expected_k, dtype)
+
+
+def test_apply_rotary_transformers_matches_transformers_itself():
+    modeling_llama = pytest.importorskip("transformers.models.llama.modeling_llama")
+    q, k = _input((2, 8, 33, 128), torch.float32), _input((2, 2, 33, 128), torch.float32, 2)
+    cos, sin = _tables(2, 33, 128, torch.float32)
+    theirs = modeling_llama.apply_rotary_pos_emb(q, k, cos, sin)
+    ours = rotary.apply_rotary_transformers(q, k, cos, sin)
+    for a, b in zip(ours, theirs, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+
+
+def test_inputs_outside_the_kernel_run_the_formula():
+    # Mixed dtypes promote exactly as Transformers' arithmetic does.
+    q, k = _input((1, 2, 5, 8), torch.bfloat16), _input((1, 2, 5, 8), torch.bfloat16, 2)
+    cos, sin = _tables(1, 5, 8, torch.float32)
+    q_embed, _ = rotary.apply_rotary_transformers(q, k, cos, sin)
+    assert q_embed.dtype == torch.float32
+    _check(q_embed, _reference(q.float(), cos, sin), torch.float32)
+
+
+# ---- autograd, op registration, torch.compile ----------------------------------
+
+
+def test_gradcheck_in_float64():
+    q = _input((2, 3, 4, 8), torch.float64).requires_grad_()
+    k = _input((2, 1, 4, 8), torch.float64, 2).requires_grad_()
+    cos, sin = _tables(2, 4, 8, torch.float64)
+    cos.requires_grad_()
+    sin.requires_grad_()
+    assert torch.autograd.gradcheck(rotary.rotary, (q, k, cos, sin), eps=1e-6, atol=1e-8)
+    shared_cos, shared_sin = (t.detach()[:1].clone().requires_grad_() for t in (cos, sin))
+    assert torch.autograd.gradcheck(
+        rotary.apply_rotary_transformers, (q, k, shared_cos, shared_sin), eps=1e-6, atol=1e-8
+    )
+    partial = (t.detach()[0, :, :4].clone().requires_grad_() for t in (cos, sin))
+    assert torch.autograd.gradcheck(
+        lambda q, k, c, s: rotary.rotary(q, k, c, s, True), (q, k, *partial), eps=1e-6, atol=1e-8
+    )
+
+
+def test_backward_matches_eager_autograd():
+    q = _input((1, 4, 16, 64), torch.float32).requires_grad_()
+    k = _input((1, 2, 16, 64), torch.float32, 2).requires_grad_()
+    cos, sin = _tables(1, 16, 64, torch.float32)
+    q_embed, k_embed = rotary.apply_rotary_transformers(q, k, cos, sin)
+    (q_embed.square().sum() + k_embed.sum()).backward()
+    q_ref, k_ref = q.detach().clone().requires_grad_(), k.detach().clone().requires_grad_()
+    eq = q_ref * cos.unsqueeze(1) + _rotate_half(q_ref) * sin.unsqueeze(1)
+    ek = k_ref * cos.unsqueeze(1) + _rotate_half(k_ref) * sin.unsqueeze(1)
+    (eq.square().sum() + ek.sum()).backward()
+    torch.testing.assert_close(q.grad, q_ref.grad, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(k.grad, k_ref.grad, rtol=1e-5, atol=1e-5)
+
+
+def _opcheck_cases():
+    q, k = _input((2, 4, 6, 16), torch.float32), _input((2, 2, 6, 16), torch.float32, 2)
+    cos, sin = _tables(1, 6, 16, torch.float32)
+    q_t = _input((2, 6, 4, 16), torch.float32).transpose(1, 2)
+    yield "apply_rotary", (q.clone(), k.clone(), cos, sin)
+    yield "apply_rotary_out", (torch.empty_like(q), torch.empty_like(k), q, k, cos, sin, True)
+    yield "rotary", (q, k, cos, sin, False)
+    yield "rotary", (q_t, k, cos[0], sin[0], True)
+
+
+@pytest.mark.parametrize(
+    ("name", "args"), list(_opcheck_cases()), ids=lambda v: v if isinstance(v, str) else ""
+)
+def test_opcheck(name, args):
+    op = getattr(rotary._ops.ops, name).default
+    torch.library.opcheck(op, args)
+
+
+def test_opcheck_with_gradients():
+    q = _input((1, 2, 5, 8), torch.float64).requires_grad_()
+    k = _input((1, 1, 5, 8), torch.float64, 2).requires_grad_()
+    cos, sin = _tables(1, 5, 8, torch.float64)
+    torch.library.opcheck(rotary._ops.ops.rotary.default, (q, k, cos, sin, False))
+
+
+def test_torch_compile_fullgraph_forward_and_backward():
+    compiled = torch.compile(rotary.apply_rotary_transformers, fullgraph=True)
+    q = _input((1, 4, 10, 32), torch.float32).requires_grad_()
+    k = _input((1, 2, 10, 32), torch.float32, 2)
+    cos, sin = _tables(1, 10, 32, torch.float32)
+    q_embed, k_embed = compiled(q, k, cos, sin)
+    _check(q_embed, _reference(q.detach(), cos, sin), torch.float32)
+    _check(k_embed, _reference(k, cos, sin), torch.float32)
+    q_embed.sum().backward()
+    expected = _reference(torch.ones_like(q), cos, sin, conj=True)
+    _check(q.grad, expected, torch.float32)
+
+
+def test_in_place_op_under_torch_compile():
+    @torch.compile(fullgraph=True)
+    def rotate_in_place(q, k, cos, sin):
+        rotary.apply_rotary(q, k, cos, sin)
+        return q * 2
+
+    q, k = _input((1, 2, 6, 16), torch.float32), _input((1, 2, 6, 16), torch.float32, 2)
+    cos, sin = _tables(1, 6, 16, torch.float32)
+    expected_q, expected_k = _reference(q, cos, sin), _reference(k, cos, sin)
+    doubled = rotate_in_place(q, k, cos, sin)
+    _check(q, expected_q, torch.float32)
+    _check(k, expected_k, torch.float32)
+    _check(doubled, 2 * expected_q, torch.float32)

@@ -1,0 +1,141 @@
+"""Rotary position embeddings (RoPE) for PyTorch, in the rotate_half convention.
+
+Layout as Transformers uses it: q and k ``[batch, heads, seq, head_dim]`` (heads may
+differ between q and k, as in grouped-query attention), cos and sin
+``[batch or 1, seq, rot]`` (or ``[seq, rot]``) with each half of the last dimension
+holding the same angles, as Transformers' rotary embedding modules return them.
+``rot`` may be smaller than ``head_dim`` (partial rotary): the rest of each head row
+passes through unchanged.
+
+* :func:`apply_rotary` rotates q and k in place.
+* :func:`apply_rotary_out` writes the rotated q and k into caller-owned tensors.
+* :func:`rotary` returns rotated copies and is differentiable.
+* :func:`apply_rotary_transformers` is a drop-in for Transformers'
+  ``apply_rotary_pos_emb`` (same signature, same results).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from . import _autograd, _fake
+from ._ops import ops
+
+__all__ = [
+    "apply_rotary",
+    "apply_rotary_out",
+    "apply_rotary_transformers",
+    "cpu_capability",
+    "rotary",
+    "set_cpu_capability",
+]
+
+# Imported for their side effects: fake implementations for torch.compile and
+# the autograd formula of `rotary`.
+del _autograd, _fake
+
+
+def apply_rotary(
+    q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rotate q and k in place (no autograd); returns them for convenience."""
+    ops.apply_rotary(q, k, cos, sin)
+    return q, k
+
+
+def apply_rotary_out(
+    q_out: torch.Tensor,
+    k_out: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    conj: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Write rotated q and k into q_out and k_out (``conj``: rotate by -sin)."""
+    ops.apply_rotary_out(q_out, k_out, q, k, cos, sin, conj)
+    return q_out, k_out
+
+
+def rotary(
+    q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, conj: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rotated copies of q and k; differentiable in q, k, cos and sin."""
+    return ops.rotary(q, k, cos, sin, conj)
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def _kernel_layout(
+    q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, unsqueeze_dim: int
+) -> bool | None:
+    """How the kernel can take these inputs: False for [b, h, s, d] (unsqueeze_dim 1),
+    True for [b, s, h, d] (unsqueeze_dim 2, passed as a transposed view), None when
+    the kernel does not cover them and the PyTorch formula must run."""
+    if q.dim() != 4 or k.dim() != 4 or cos.dim() != 3 or sin.shape != cos.shape:
+        return None
+    if unsqueeze_dim in (1, -3):
+        transposed = False
+    elif unsqueeze_dim in (2, -2):
+        transposed = True
+    else:
+        return None
+    if not (q.device.type == k.device.type == cos.device.type == sin.device.type == "cpu"):
+        return None
+    dtypes = {q.dtype, k.dtype, cos.dtype, sin.dtype}
+    if len(dtypes) != 1 or q.dtype not in (
+        torch.float32, torch.float64, torch.bfloat16, torch.float16
+    ):
+        return None
+    seq_dim = 1 if transposed else 2
+    batch, seq, dim = cos.shape
+    for x in (q, k):
+        if x.shape[0] != q.shape[0] or x.shape[seq_dim] != seq or x.shape[-1] != dim:
+            return None
+    if batch not in (1, q.shape[0]) or dim % 2:
+        return None
+    return transposed
+
+
+def apply_rotary_transformers(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    position_ids: torch.Tensor | None = None,
+    unsqueeze_dim: int = 1,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Transformers' ``apply_rotary_pos_emb``, run by the kernel.
+
+    Same signature and results: ``(q * cos + rotate_half(q) * sin, k * cos +
+    rotate_half(k) * sin)`` with cos/sin unsqueezed at ``unsqueeze_dim``; returns new
+    tensors and is differentiable. ``position_ids`` is ignored, as in Transformers
+    (cos and sin already hold the positions). Inputs the kernel does not cover (other
+    ranks or dtypes, mixed dtypes, a non-CPU device) run Transformers' own formula,
+    so the function never refuses what the original accepts.
+    """
+    del position_ids
+    transposed = _kernel_layout(q, k, cos, sin, unsqueeze_dim)
+    if transposed is None:
+        cos_u, sin_u = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
+        return q * cos_u + _rotate_half(q) * sin_u, k * cos_u + _rotate_half(k) * sin_u
+    if transposed:
+        q_embed, k_embed = ops.rotary(q.transpose(1, 2), k.transpose(1, 2), cos, sin, False)
+        return q_embed.transpose(1, 2), k_embed.transpose(1, 2)
+    return ops.rotary(q, k, cos, sin, False)
+
+
+def cpu_capability() -> str:
+    """The vector loops the CPU ops run: ``DEFAULT``, ``AVX2`` or ``AVX512``."""
+    return ops.cpu_capability()
+
+
+def set_cpu_capability(capability: str) -> str:
+    """Run the CPU ops on other compiled loops (one this CPU supports).
+
+    For tests and benchmarks that compare the loops; returns the previous choice.
+    """
+    return ops.set_cpu_capability(capability)

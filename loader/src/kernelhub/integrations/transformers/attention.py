@@ -1,0 +1,157 @@
+"""Hub attention kernels for Transformers' ``attn_implementation``.
+
+Accepted strings:
+
+* ``"org/repo"``, ``"org/repo@v1.2.0"`` (tag or branch), ``"org/repo@>=1.0,<2.0"``
+  (semantic-version constraint), optionally ``":function"`` at the end;
+* ``"flash_attention_2"`` (``_3``, ``_4``) when the compiled flash-attn package cannot
+  serve it (not installed, or not on CUDA): our hub kernel instead, with a one-line
+  notice. ``flash-attn`` itself is used where Transformers can use it.
+
+The kernel's function has the signature of Transformers' attention interface
+(``fn(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kw)``);
+it is registered with ``AttentionInterface`` and a mask function with
+``AttentionMaskInterface`` under the string itself, which then names the model's
+attention implementation. Loading runs the kernel's code, so repositories outside the
+trusted organisations are refused unless ``allow_all_kernels=True``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ...api import get_kernel, has_kernel
+from ...errors import KernelHubError, TrustError
+from ...versions import split_repo_string
+from .table import FLASH_ATTN2
+
+logger = logging.getLogger("kernelhub.transformers")
+
+_FLASH_RE = re.compile(r"flash_attention_([234])")
+_HUB_RE = re.compile(r"[^/:@\s]+/[^/:@\s]+(?:@[^:]+)?(?::\w+)?")
+FLASH_FALLBACK = {
+    "2": FLASH_ATTN2,
+    "3": "kernels-community/flash-attn3",
+    "4": "kernels-community/flash-attn4",
+}
+DEFAULT_FUNCTION = "attention_forward"
+
+
+class AttentionKernelError(KernelHubError, ValueError):
+    """An attention implementation string could not be turned into a working kernel."""
+
+
+@dataclass(frozen=True)
+class AttentionRequest:
+    """A parsed ``attn_implementation`` that kernelhub serves."""
+
+    repo_id: str
+    version: str | None = None
+    function: str | None = None
+    replaces: str | None = None
+    """``"flash_attention_2"`` etc. when this is the FlashAttention fallback."""
+
+    @property
+    def name(self) -> str:
+        """The name the kernel is registered under (what the model's config will say)."""
+        text = self.repo_id + (f"@{self.version}" if self.version else "")
+        return text + (f":{self.function}" if self.function else "")
+
+
+def _flash_attn_usable() -> bool:
+    """Whether Transformers can run flash_attention_N itself (package + CUDA device)."""
+    if importlib.util.find_spec("flash_attn") is None:
+        return False
+    import torch
+
+    return torch.cuda.is_available() and not torch.version.hip
+
+
+def parse(attn_implementation: Any) -> AttentionRequest | None:
+    """The request kernelhub serves, or None when Transformers handles the string itself."""
+    if not isinstance(attn_implementation, str):
+        return None
+    text = attn_implementation.strip()
+    if m := _FLASH_RE.fullmatch(text):
+        if _flash_attn_usable():
+            return None
+        repo = FLASH_FALLBACK[m[1]]
+        if repo != FLASH_ATTN2 and not has_kernel(repo):
+            repo = FLASH_ATTN2
+        return AttentionRequest(repo, replaces=text)
+    if not _HUB_RE.fullmatch(text):
+        return None
+    rest, _, function = text.partition(":")
+    try:
+        repo_id, version = split_repo_string(rest)
+    except KernelHubError as e:
+        raise AttentionKernelError(f"attn_implementation={text!r}: {e}") from None
+    return AttentionRequest(repo_id, version, function or None)
+
+
+def _mask_function(kernel: Any) -> Any:
+    """The mask builder the kernel wants: it says so in ``attention_mask_interface``."""
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
+
+    wanted = getattr(kernel, "attention_mask_interface", "sdpa")
+    try:
+        return ALL_MASK_ATTENTION_FUNCTIONS[wanted]
+    except KeyError:
+        raise AttentionKernelError(
+            f"{kernel.__name__} asks for mask interface {wanted!r}, which this Transformers "
+            f"lacks; valid: {', '.join(ALL_MASK_ATTENTION_FUNCTIONS.valid_keys())}"
+        ) from None
+
+
+def load(request: AttentionRequest, *, allow_all_kernels: bool = False) -> Any:
+    """The kernel's attention function; trust and version errors say what to do."""
+    try:
+        kernel = get_kernel(request.repo_id, request.version, trust_remote_code=allow_all_kernels)
+    except TrustError:
+        org = request.repo_id.partition("/")[0]
+        raise AttentionKernelError(
+            f"attn_implementation={request.name!r}: refusing to load a kernel from {org!r}, "
+            "which is not a trusted organisation (loading a kernel runs its code). Pass "
+            "allow_all_kernels=True to from_pretrained if you trust it, or add the org to "
+            "KERNELHUB_TRUSTED_ORGS."
+        ) from None
+    except KernelHubError as e:
+        raise AttentionKernelError(
+            f"attn_implementation={request.name!r}: could not load the attention kernel: {e}"
+        ) from None
+    name = request.function or DEFAULT_FUNCTION
+    fn = getattr(kernel, name, None)
+    if not callable(fn):
+        raise AttentionKernelError(
+            f"{request.repo_id} has no attention function {name!r}; name one with "
+            f"'{request.repo_id}:<function>' (it must take Transformers' attention-interface "
+            "arguments: module, query, key, value, attention_mask, …)"
+        )
+    return kernel, fn
+
+
+def register(request: AttentionRequest, *, allow_all_kernels: bool = False) -> str:
+    """Load the kernel, register it with Transformers, return the implementation name."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface
+
+    kernel, fn = load(request, allow_all_kernels=allow_all_kernels)
+    AttentionInterface.register(request.name, fn)
+    AttentionMaskInterface.register(request.name, _mask_function(kernel))
+    if request.replaces:
+        logger.warning(
+            "%s: the flash-attn package is not usable here, so attention runs kernelhub's "
+            "%s (variant for this device) instead", request.replaces, request.repo_id,
+        )
+    return request.name
+
+
+def attention_function(name: str) -> Any:
+    """The function registered under ``name`` (for mode checks such as ``has_backward``)."""
+    from transformers import AttentionInterface
+
+    return AttentionInterface._global_mapping.get(name)

@@ -1,0 +1,276 @@
+"""``KernelConfig``: which kernel each layer or function of a model gets.
+
+Everything that can be checked without a model (spec syntax, device names, version
+metadata, fusion key shape) is checked in the constructor; the keys themselves are
+checked against the model (:meth:`KernelConfig.check_keys`) before any kernel is
+fetched, so a typo never costs a download and the error can list the valid names.
+
+Values, per key:
+
+* ``"org/repo:LayerName"`` (hub) or ``"/abs/path:LayerName"`` (``use_local_kernel=True``);
+* ``(spec, {"version": 2})`` / ``(spec, {"revision": "main"})`` — which build to load
+  (``trust_remote_code`` may be given there too);
+* ``{"cuda": …, "rocm": …, "xpu": …, "metal": …, "cpu": …}`` — one per device type; all
+  are kept, the running device's entry is applied;
+* ``None`` — disable this kernel: the layer keeps its PyTorch ``forward``.
+
+A key is a layer or function name the model registers (``"RMSNorm"``,
+``"rotary_pos_emb"``, ``"attention"``), or for module fusion a tuple of
+``(class_name, path_pattern)`` pairs naming neighbouring modules of one parent.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ...errors import KernelHubError
+from ...versions import select_spec
+from .table import (
+    ATTENTION_KEY,
+    DEVICE_ALIASES,
+    DEVICE_TYPES,
+    function_targets,
+    registered_names,
+)
+
+_HUB_SPEC_RE = re.compile(r"([A-Za-z0-9][\w.-]*/[\w.-]+):([A-Za-z_]\w*)")
+_LOCAL_SPEC_RE = re.compile(r"(/.+):([A-Za-z_]\w*)")
+_METADATA_KEYS = ("version", "revision", "trust_remote_code")
+
+
+class KernelConfigError(KernelHubError, ValueError):
+    """A KernelConfig is malformed or does not fit the model it is applied to."""
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """One parsed value: where the kernel comes from and which of its layers to use."""
+
+    source: str
+    """``org/repo`` for the hub, an absolute directory for a local kernel."""
+    name: str
+    local: bool = False
+    version: int | str | None = None
+    revision: str | None = None
+    trust_remote_code: bool = False
+
+    def describe(self) -> str:
+        pin = f" version={self.version!r}" if self.version is not None else ""
+        pin += f" revision={self.revision!r}" if self.revision is not None else ""
+        return f"{self.source}:{self.name}{pin}"
+
+
+FusionKey = tuple[tuple[str, str], ...]
+
+
+@dataclass
+class KernelConfig:
+    """The user's kernel choices for one model (see the module docstring for values)."""
+
+    kernel_mapping: dict[Any, Any] = field(default_factory=dict)
+    inherit_mapping: bool = True
+    use_local_kernel: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.kernel_mapping, dict):
+            raise KernelConfigError(
+                f"kernel_mapping must be a dict of name → spec, not {type(self.kernel_mapping).__name__}"
+            )
+        self.entries: dict[str, dict[str, KernelSpec | None]] = {}
+        self.fusions: dict[FusionKey, dict[str, KernelSpec | None]] = {}
+        for key, value in self.kernel_mapping.items():
+            per_device = self._parse_value(key, value)
+            if isinstance(key, str):
+                self.entries[key] = per_device
+            elif isinstance(key, tuple):
+                self.fusions[_check_fusion_key(key)] = per_device
+            else:
+                raise KernelConfigError(
+                    f"kernel_mapping key {key!r}: expected a layer or function name such as "
+                    "'RMSNorm' or 'rotary_pos_emb', or a tuple of (class_name, path_pattern) "
+                    "pairs for module fusion"
+                )
+
+    # -- parsing -------------------------------------------------------------------
+
+    def _parse_value(self, key: Any, value: Any) -> dict[str, KernelSpec | None]:
+        if isinstance(value, dict):
+            if not value:
+                raise KernelConfigError(f"kernel_mapping[{key!r}]: the per-device dict is empty")
+            parsed: dict[str, KernelSpec | None] = {}
+            for device, spec in value.items():
+                name = DEVICE_ALIASES.get(device, device)
+                if name not in DEVICE_TYPES:
+                    raise KernelConfigError(
+                        f"kernel_mapping[{key!r}]: unknown device {device!r}; valid devices: "
+                        f"{', '.join(DEVICE_TYPES)} (and 'mps' for metal)"
+                    )
+                parsed[name] = self._parse_spec(key, spec)
+            return parsed
+        spec = self._parse_spec(key, value)
+        return dict.fromkeys(DEVICE_TYPES, spec)
+
+    def _parse_spec(self, key: Any, value: Any) -> KernelSpec | None:
+        if value is None:
+            return None
+        metadata: dict[str, Any] = {}
+        if isinstance(value, tuple):
+            if len(value) != 2 or not isinstance(value[1], dict):
+                raise KernelConfigError(
+                    f"kernel_mapping[{key!r}] = {value!r}: a tuple value must be "
+                    "(spec, {'version': N}) or (spec, {'revision': 'ref'})"
+                )
+            value, metadata = value
+            unknown = sorted(set(metadata) - set(_METADATA_KEYS))
+            if unknown:
+                raise KernelConfigError(
+                    f"kernel_mapping[{key!r}]: unknown metadata {unknown}; valid keys: "
+                    f"{', '.join(_METADATA_KEYS)}"
+                )
+        if not isinstance(value, str):
+            raise KernelConfigError(
+                f"kernel_mapping[{key!r}] = {value!r}: expected 'org/repo:LayerName', "
+                "a (spec, metadata) tuple, a per-device dict or None"
+            )
+        version, revision = metadata.get("version"), metadata.get("revision")
+        try:
+            select_spec(version, revision)
+        except KernelHubError as e:
+            raise KernelConfigError(f"kernel_mapping[{key!r}]: {e}") from None
+        trust = bool(metadata.get("trust_remote_code", False))
+        if self.use_local_kernel:
+            m = _LOCAL_SPEC_RE.fullmatch(value)
+            if m is None or not Path(m[1]).is_absolute():
+                raise KernelConfigError(
+                    f"kernel_mapping[{key!r}] = {value!r}: with use_local_kernel=True a value "
+                    "must be '/absolute/path/to/kernel:LayerName'"
+                )
+            return KernelSpec(m[1], m[2], local=True, version=version, revision=revision)
+        m = _HUB_SPEC_RE.fullmatch(value)
+        if m is None:
+            hint = (" (a local path: pass use_local_kernel=True)" if value.startswith("/") else "")
+            raise KernelConfigError(
+                f"kernel_mapping[{key!r}] = {value!r}: expected 'org/repo:LayerName'{hint}"
+            )
+        return KernelSpec(m[1], m[2], version=version, revision=revision, trust_remote_code=trust)
+
+    # -- applying ------------------------------------------------------------------
+
+    def for_device(self, device: str) -> dict[str, KernelSpec | None]:
+        """Layer/function name → spec (or None: disabled) for this device type.
+
+        Names whose per-device dict lacks ``device`` are absent: on this device they
+        follow the inherited (default) mapping, or PyTorch when nothing is inherited.
+        """
+        return {k: v[device] for k, v in self.entries.items() if device in v}
+
+    def fusions_for_device(self, device: str) -> dict[FusionKey, KernelSpec]:
+        return {k: v[device] for k, v in self.fusions.items() if v.get(device) is not None}
+
+    def valid_keys(self, model: Any) -> list[str]:
+        """The names a mapping key may use for ``model``."""
+        names = set(registered_names(model).values()) | set(function_targets(model))
+        return sorted(names | {ATTENTION_KEY})
+
+    def check_keys(self, model: Any) -> None:
+        """Reject keys the model does not register, and fusion patterns that match nothing."""
+        valid = self.valid_keys(model)
+        for key in self.entries:
+            if key not in valid:
+                raise KernelConfigError(
+                    f"kernel_mapping key {key!r} is not a layer or function that "
+                    f"{type(model).__name__} registers; valid keys: {', '.join(valid)}"
+                )
+        for key in self.fusions:
+            fusion_parents(model, key)
+
+
+def _check_fusion_key(key: tuple) -> FusionKey:
+    pairs = tuple(key)
+    if len(pairs) < 2 or not all(
+        isinstance(p, tuple) and len(p) == 2 and all(isinstance(s, str) and s for s in p)
+        for p in pairs
+    ):
+        raise KernelConfigError(
+            f"fusion key {key!r}: expected two or more (class_name, path_pattern) pairs, e.g. "
+            "(('RMSNorm', 'model.layers.*.post_attention_layernorm'), ('MLP', 'model.layers.*.mlp'))"
+        )
+    parents = {pattern.rpartition(".")[0] for _, pattern in pairs}
+    if len(parents) != 1 or "" in parents:
+        raise KernelConfigError(
+            f"fusion key {key!r}: fused modules must be children of one parent module, but "
+            f"the patterns have parents {sorted(parents)}"
+        )
+    return pairs
+
+
+def _pattern_re(pattern: str) -> re.Pattern[str]:
+    """``*`` matches exactly one path segment."""
+    return re.compile(r"\.".join(r"[^.]+" if s == "*" else re.escape(s) for s in pattern.split(".")))
+
+
+def fusion_parents(model: Any, key: FusionKey) -> list[tuple[str, Any]]:
+    """(name, module) of every parent the fusion applies to; errors when nothing fits.
+
+    Each child must exist and its class name must end with the pair's class name
+    (``"RMSNorm"`` matches ``Qwen3RMSNorm``, ``"MLP"`` matches ``LlamaMLP``).
+    """
+    parent_re = _pattern_re(key[0][1].rpartition(".")[0])
+    found: list[tuple[str, Any]] = []
+    for name, module in model.named_modules():
+        if not parent_re.fullmatch(name):
+            continue
+        for class_name, pattern in key:
+            child_name = pattern.rpartition(".")[2]
+            child = getattr(module, child_name, None)
+            if child is None:
+                raise KernelConfigError(
+                    f"fusion {key!r}: {name or type(model).__name__} has no child {child_name!r}"
+                )
+            actual = type(child).__name__
+            fused = key in getattr(module, "_kernelhub_fused", ())
+            if not fused and not actual.endswith(class_name):
+                raise KernelConfigError(
+                    f"fusion {key!r}: {name}.{child_name} is a {actual}, not a {class_name}"
+                )
+        found.append((name, module))
+    if not found:
+        raise KernelConfigError(
+            f"fusion {key!r}: no module of {type(model).__name__} matches the parent pattern "
+            f"{key[0][1].rpartition('.')[0]!r}; give the full dotted path from the model root "
+            "(e.g. 'model.layers.*.mlp')"
+        )
+    return found
+
+
+def device_type_of(model: Any) -> str:
+    """The device type a model's kernels are chosen for; ROCm reports itself as cuda."""
+    import torch
+
+    try:
+        device = next(model.parameters()).device
+    except StopIteration:
+        device = torch.device("cpu")
+    if device.type == "cuda" and torch.version.hip:
+        return "rocm"
+    return DEVICE_ALIASES.get(device.type, device.type)
+
+
+def from_transformers(config: Any) -> KernelConfig:
+    """Accept Transformers' own ``KernelConfig`` too (same fields, same meaning)."""
+    if isinstance(config, KernelConfig):
+        return config
+    mapping = getattr(config, "kernel_mapping", None)
+    if not isinstance(mapping, dict):
+        raise KernelConfigError(
+            f"kernel_config must be a KernelConfig, not {type(config).__name__}; use "
+            "kernelhub.integrations.transformers.KernelConfig(kernel_mapping={...})"
+        )
+    return KernelConfig(
+        dict(mapping),
+        inherit_mapping=bool(getattr(config, "inherit_mapping", True)),
+        use_local_kernel=bool(getattr(config, "use_local_kernel", False)),
+    )

@@ -1,0 +1,269 @@
+"""Apply kernels to a Transformers model for its current mode, and re-apply on a switch.
+
+``model.eval()`` / ``model.train()`` call ``PreTrainedModel.train``, which calls
+``set_use_kernels(True)`` again when kernels are on and the mode changed; with the
+integration enabled that lands in :func:`apply_kernels`, which kernelizes for
+``Mode.INFERENCE`` or ``Mode.TRAINING``. An explicit ``mode`` (e.g.
+``Mode.TRAINING | Mode.TORCH_COMPILE``) is remembered and kept across switches of the
+same kind.
+
+Four parts, in this order: module fusion (explicit KernelConfig entries only), layers
+(per instance, through :func:`kernelhub.layer.kernelize`), module-global functions
+(swapped in the model's module, reversibly) and attention (an ``AttentionInterface``
+registration). Default entries that cannot load fall back to PyTorch with a warning;
+entries the user named explicitly raise, suggesting a newer ``version`` first.
+"""
+
+from __future__ import annotations
+
+import logging
+from types import ModuleType
+from typing import Any
+
+from ... import settings
+from ...errors import KernelHubError
+from .kernel_config import (
+    KernelConfig,
+    KernelConfigError,
+    KernelSpec,
+    device_type_of,
+    from_transformers,
+    fusion_parents,
+)
+from .table import (
+    ATTENTION_KEY,
+    DEFAULT_MAPPING,
+    FUNCTION_NAMES,
+    coverage_message,
+    function_targets,
+    is_covered,
+)
+
+logger = logging.getLogger("kernelhub.transformers")
+
+_swapped: dict[tuple[str, str], Any] = {}
+"""(module name, global) → the original function, for every global we replaced."""
+
+
+def _default_specs(device: str) -> dict[str, KernelSpec]:
+    return {
+        name: KernelSpec(ref.repo_id, ref.name, version=ref.version)
+        for name, per_device in DEFAULT_MAPPING.items()
+        if (ref := per_device.get(device)) is not None
+    }
+
+
+def effective_specs(config: KernelConfig | None, device: str) -> tuple[dict[str, KernelSpec], set[str]]:
+    """(name → spec for this device, names the user chose explicitly)."""
+    specs: dict[str, KernelSpec] = {}
+    if config is None or config.inherit_mapping:
+        specs.update(_default_specs(device))
+    explicit: set[str] = set()
+    if config is not None:
+        for name, spec in config.for_device(device).items():
+            if spec is None:
+                specs.pop(name, None)
+            else:
+                specs[name] = spec
+                explicit.add(name)
+    return specs, explicit
+
+
+def load_failure(spec: KernelSpec, key: Any, device: str, error: Exception) -> KernelConfigError:
+    """The error for an explicit entry that failed to load: try a newer version first."""
+    newer = ""
+    if isinstance(spec.version, int):
+        newer = f" e.g. ('{spec.source}:{spec.name}', {{'version': {spec.version + 1}}})"
+    return KernelConfigError(
+        f"kernel_mapping[{key!r}] = {spec.describe()} could not be loaded on {device}: {error}\n"
+        f"Try a newer version of the kernel first{newer} — builds for more hardware, drivers "
+        "and torch versions arrive in later versions — before concluding that this device "
+        "is unsupported."
+    )
+
+
+def kernel_module(spec: KernelSpec) -> ModuleType:
+    """The kernel package a spec names (hub or local path)."""
+    from ...api import get_kernel, get_local_kernel
+
+    if spec.local:
+        return get_local_kernel(spec.source)
+    return get_kernel(
+        spec.source, spec.version, spec.revision, trust_remote_code=spec.trust_remote_code
+    )
+
+
+def _repository(spec: KernelSpec) -> Any:
+    from ...layer import LayerRepository, LocalLayerRepository
+
+    if spec.local:
+        return LocalLayerRepository(spec.source, layer_name=spec.name)
+    return LayerRepository(
+        spec.source, layer_name=spec.name, version=spec.version, revision=spec.revision,
+        trust_remote_code=spec.trust_remote_code,
+    )
+
+
+def _supports(obj: Any, mode: Any) -> bool:
+    from ...layer import Mode
+
+    if Mode.TRAINING in mode and not getattr(obj, "has_backward", False):
+        return False
+    return not (Mode.TORCH_COMPILE in mode and not getattr(obj, "can_torch_compile", False))
+
+
+# -- the four parts ----------------------------------------------------------------
+
+
+def _apply_fusions(model: Any, config: KernelConfig | None, device: str) -> dict[str, Any]:
+    """Put each fused kernel's Layout in place of the first child; return extra mapping."""
+    mapping: dict[str, Any] = {}
+    if config is None:
+        return mapping
+    for key, spec in config.fusions_for_device(device).items():
+        try:
+            kernel = kernel_module(spec)
+        except KernelHubError as e:
+            raise load_failure(spec, key, device, e) from None
+        layers = getattr(kernel, "layers", kernel)
+        layout = getattr(layers, f"{spec.name}Layout", None)
+        if getattr(layers, spec.name, None) is None or layout is None:
+            raise KernelConfigError(
+                f"fusion {key!r}: {spec.describe()} must provide {spec.name} and its companion "
+                f"{spec.name}Layout (the module that holds the fused children's weights)"
+            )
+        children = [pattern.rpartition(".")[2] for _, pattern in key]
+        for _, parent in fusion_parents(model, key):
+            if key in getattr(parent, "_kernelhub_fused", ()):
+                continue
+            fused = layout(*(getattr(parent, c) for c in children))
+            type(fused).kernel_layer_name = spec.name
+            setattr(parent, children[0], fused)
+            for name in children[1:]:
+                setattr(parent, name, _identity())
+            parent._kernelhub_fused = (*getattr(parent, "_kernelhub_fused", ()), key)
+        mapping[spec.name] = {device: _repository(spec)}
+    return mapping
+
+
+def _identity() -> Any:
+    from torch import nn
+
+    return nn.Identity()
+
+
+def _apply_layers(model: Any, specs: dict[str, KernelSpec], explicit: set[str],
+                  extra: dict[str, Any], device: str, mode: Any) -> None:
+    from ...layer import kernelize, use_kernel_mapping
+
+    mapping: dict[str, Any] = dict(extra)
+    for name, spec in specs.items():
+        if name in FUNCTION_NAMES or name == ATTENTION_KEY:
+            continue
+        if name in explicit:  # explicit entries must load: surface a helpful error now
+            try:
+                _repository(spec).load()
+            except KernelHubError as e:
+                raise load_failure(spec, name, device, e) from None
+        mapping[name] = {device: _repository(spec)}
+    with use_kernel_mapping(mapping, inherit_mapping=False):
+        kernelize(model, mode=mode, use_fallback=True)
+
+
+def _apply_functions(model: Any, specs: dict[str, KernelSpec], explicit: set[str],
+                     device: str, mode: Any) -> None:
+    for name, (module, attr) in function_targets(model).items():
+        key = (module.__name__, attr)
+        original = _swapped.get(key, getattr(module, attr))
+        spec = specs.get(name)
+        replacement = None
+        if spec is not None:
+            try:
+                replacement = getattr(kernel_module(spec), spec.name)
+            except (KernelHubError, AttributeError) as e:
+                if name in explicit:
+                    raise load_failure(spec, name, device, e) from None
+                logger.warning("%s: keeping PyTorch (%s)", name, e)
+        if replacement is not None and _supports(replacement, mode):
+            _swapped[key] = original
+            setattr(module, attr, replacement)
+        else:
+            restore_function(module, attr)
+
+
+def restore_function(module: ModuleType, attr: str) -> None:
+    """Put back a module global we replaced (no-op when we did not)."""
+    original = _swapped.pop((module.__name__, attr), None)
+    if original is not None:
+        setattr(module, attr, original)
+
+
+def _apply_attention(model: Any, specs: dict[str, KernelSpec], explicit: set[str],
+                     device: str, mode: Any) -> None:
+    from . import attention
+
+    spec = specs.get(ATTENTION_KEY)
+    current = model.config._attn_implementation
+    previous = getattr(model, "_kernelhub_attn_previous", None)
+    if spec is None or spec.local or (previous is None and current not in ("sdpa", "eager")):
+        if previous is not None:
+            model.set_attn_implementation(previous)
+        return
+    function = None if spec.name == attention.DEFAULT_FUNCTION else spec.name
+    request = attention.AttentionRequest(spec.source, function=function)
+    try:
+        name = attention.register(request, allow_all_kernels=spec.trust_remote_code)
+    except KernelHubError as e:
+        if ATTENTION_KEY in explicit:
+            raise load_failure(spec, ATTENTION_KEY, device, e) from None
+        logger.warning("attention: keeping %s (%s)", current, e)
+        return
+    if _supports(attention.attention_function(name), mode):
+        model._kernelhub_attn_previous = previous or current
+        if current != name:
+            model.set_attn_implementation(name)
+    elif previous is not None:
+        model.set_attn_implementation(previous)
+
+
+# -- entry point -------------------------------------------------------------------
+
+
+def current_mode(model: Any, requested: Any = None) -> Any:
+    """The mode to kernelize for: ``requested``, else the model's train/eval state.
+
+    TORCH_COMPILE, once asked for, stays on across eval()/train() switches.
+    """
+    from ...layer import Mode
+
+    if requested is not None:
+        model._kernelhub_compile = Mode.TORCH_COMPILE in requested
+        return requested
+    mode = Mode.TRAINING if model.training else Mode.INFERENCE
+    if getattr(model, "_kernelhub_compile", False):
+        mode |= Mode.TORCH_COMPILE
+    return mode
+
+
+def apply_kernels(model: Any, kernel_config: Any = None, mode: Any = None) -> None:
+    """Kernelize ``model`` for its mode with the table, then the user's KernelConfig."""
+    if not settings.hub_kernels_enabled():
+        model._use_kernels = False
+        return
+    config = kernel_config if kernel_config is not None else getattr(model, "kernel_config", None)
+    config = from_transformers(config) if config is not None else None
+    model.kernel_config = config
+    if config is not None:
+        config.check_keys(model)
+    if not is_covered(model) and not getattr(model, "_kernelhub_coverage_told", False):
+        model._kernelhub_coverage_told = True
+        logger.warning(coverage_message(model))
+    mode = current_mode(model, mode)
+    device = device_type_of(model)
+    specs, explicit = effective_specs(config, device)
+    extra = _apply_fusions(model, config, device)
+    _apply_layers(model, specs, explicit, extra, device, mode)
+    _apply_functions(model, specs, explicit, device, mode)
+    _apply_attention(model, specs, explicit, device, mode)
+    model._use_kernels = True
+    model._kernelhub_mode = mode

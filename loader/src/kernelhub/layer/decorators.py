@@ -1,0 +1,146 @@
+"""Marking what kernelize may replace: layer classes and functions.
+
+Marking never changes behaviour: a marked class gets a ``kernel_layer_name`` attribute,
+and a marked function becomes a tiny module that calls the function, so every call
+site keeps working. Only :func:`kernelize` swaps code, and only per instance.
+
+A marked function is a *module instance*, shared by everything that imports it, so
+kernelize cannot find it by walking a model. :func:`use_kernelized_func` attaches a
+fresh copy to each instance of a model class (in ``_kernel_funcs``, name → module, the
+attribute Transformers looks for), and kernelize walks those copies.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+KERNEL_FUNCS_ATTR = "_kernel_funcs"
+
+
+def _check_name(layer_name: object, what: str) -> str:
+    if not isinstance(layer_name, str) or not layer_name:
+        raise TypeError(f"{what} takes the layer name (a non-empty str), got {layer_name!r}")
+    return layer_name
+
+
+def forward_calling(func: Callable[..., Any]) -> Callable[..., Any]:
+    """A ``forward(self, *args, **kwargs)`` that calls ``func(*args, **kwargs)``.
+
+    It advertises ``func``'s signature with ``self`` in front, so kernelize's signature
+    check compares the function itself against the layer it replaces.
+    """
+
+    def forward(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return func(*args, **kwargs)
+
+    try:
+        sig = inspect.signature(func)
+        self_param = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        forward.__signature__ = sig.replace(  # type: ignore[attr-defined]
+            parameters=[self_param, *sig.parameters.values()]
+        )
+    except (TypeError, ValueError):  # builtins and torch ops may have no signature
+        pass
+    forward.__doc__ = getattr(func, "__doc__", None)
+    return forward
+
+
+def _function_layer(func: Callable[..., Any], layer_name: str) -> Any:
+    """An instance of a new module class whose forward calls ``func``."""
+    from torch import nn
+
+    name = getattr(func, "__name__", layer_name)
+    cls = type(name, (nn.Module,), {
+        "forward": forward_calling(func),
+        "kernel_layer_name": layer_name,
+        "__doc__": func.__doc__,
+        "__module__": getattr(func, "__module__", __name__),
+        "__qualname__": getattr(func, "__qualname__", name),
+        "__wrapped__": staticmethod(func),
+    })
+    return cls()
+
+
+def use_kernel_forward_from_hub(layer_name: str) -> Callable[[T], T]:
+    """Mark a layer class (or a function) as replaceable by the kernel ``layer_name``.
+
+    On a class: sets ``kernel_layer_name`` and returns the class unchanged otherwise.
+    On a function: returns a module instance that calls the function (so call sites
+    keep working) and whose class carries ``kernel_layer_name``; attach it to a model
+    class with :func:`use_kernelized_func` so kernelize can reach it.
+    """
+    _check_name(layer_name, "use_kernel_forward_from_hub")
+
+    def mark(obj: Any) -> Any:
+        if isinstance(obj, type):
+            obj.kernel_layer_name = layer_name
+            return obj
+        if callable(obj):
+            return _function_layer(obj, layer_name)
+        raise TypeError(
+            f"use_kernel_forward_from_hub({layer_name!r}) decorates a class or a function, "
+            f"not {type(obj).__name__}"
+        )
+
+    return mark
+
+
+def use_kernel_func_from_hub(func_name: str) -> Callable[[Callable[..., Any]], Any]:
+    """Turn a function into a layer-like module marked ``func_name`` (see
+    :func:`use_kernel_forward_from_hub`, which does the same for functions)."""
+    _check_name(func_name, "use_kernel_func_from_hub")
+
+    def mark(func: Callable[..., Any]) -> Any:
+        if isinstance(func, type) or not callable(func):
+            raise TypeError(
+                f"use_kernel_func_from_hub({func_name!r}) decorates functions; mark classes "
+                "with use_kernel_forward_from_hub"
+            )
+        return _function_layer(func, func_name)
+
+    return mark
+
+
+def replace_kernel_forward_from_hub(cls: type, layer_name: str) -> None:
+    """Mark a class you do not own, as :func:`use_kernel_forward_from_hub` would."""
+    _check_name(layer_name, "replace_kernel_forward_from_hub")
+    if not isinstance(cls, type):
+        raise TypeError(f"replace_kernel_forward_from_hub takes a class, got {cls!r}")
+    cls.kernel_layer_name = layer_name  # type: ignore[attr-defined]
+
+
+def use_kernelized_func(*funcs: Any) -> Callable[[type[T]], type[T]]:
+    """Give every instance of the decorated module class its own copy of each marked
+    function module, in ``self._kernel_funcs[kernel_layer_name]``.
+
+    Per-instance copies are what make kernelize per instance for functions too. The
+    copies are not registered as submodules, so state dicts and module paths stay as
+    the model defines them.
+    """
+    for f in funcs:
+        if getattr(type(f), "kernel_layer_name", None) is None:
+            raise TypeError(
+                f"use_kernelized_func takes functions marked with use_kernel_forward_from_hub "
+                f"or use_kernel_func_from_hub; {f!r} is not marked"
+            )
+
+    def decorate(cls: type[T]) -> type[T]:
+        original_init = cls.__init__
+
+        @functools.wraps(original_init)
+        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+            original_init(self, *args, **kwargs)
+            copies = dict(getattr(self, KERNEL_FUNCS_ATTR, None) or {})
+            for f in funcs:
+                copies[type(f).kernel_layer_name] = type(f)()
+            object.__setattr__(self, KERNEL_FUNCS_ATTR, copies)
+
+        cls.__init__ = __init__  # type: ignore[method-assign]
+        return cls
+
+    return decorate

@@ -1,0 +1,215 @@
+"""kernelize: swap marked layers' ``forward`` for hub kernels, per instance, reversibly.
+
+For every module marked with a kernel layer name (a ``kernel_layer_name`` on its class
+or on the instance, or a function module in ``_kernel_funcs``), kernelize looks the name
+up in the active mapping: device type → capability-matching device entries (narrowest
+first) → mode entries in the fixed fallback order (:mod:`kernelhub.layer.mode`). The
+first layer that loads, validates as pure, and supports the mode (``has_backward`` for
+TRAINING, ``can_torch_compile`` for TORCH_COMPILE) becomes the instance's ``forward``.
+
+Where nothing applies — no mapping entry, another device, a layer that cannot do the
+mode, a kernel without a build for this system — the instance gets its class's
+PyTorch ``forward`` back (``use_fallback=False`` makes that an error instead). So
+kernelizing again with another mode or mapping always starts from the model's own code,
+and kernelizing under an empty mapping restores PyTorch everywhere.
+
+``mode`` may be omitted: a model in ``train()`` mode is kernelized for TRAINING, one in
+``eval()`` mode for INFERENCE — what the model is about to do. Only an untrusted
+repository stops kernelize with an error: falling back there would hide a refusal the
+user has to decide about.
+"""
+
+from __future__ import annotations
+
+import logging
+import types
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .. import settings
+from ..errors import KernelHubError, TrustError
+from .decorators import KERNEL_FUNCS_ATTR
+from .device import RuntimeDevice, order_device_entries, runtime_device
+from .mapping import DeviceRepos, Repository, get_kernel_mapping
+from .mode import MODE_FALLBACK_ORDER, Mode, check_kernelize_mode, describe_mode
+from .validate import validate_layer
+
+if TYPE_CHECKING:
+    from torch import nn
+
+logger = logging.getLogger(__name__)
+
+_installed: set[Any] = set()
+"""Forward functions kernelize installed: how restore tells its own forwards apart."""
+
+_REPO_ATTR = "_kernelhub_repository"
+"""Instance attribute naming the repository whose kernel runs the instance's forward."""
+
+_layer_cache: dict[tuple[Any, type], type] = {}
+"""(repository cache key, model class) → validated layer; loading and checking run once."""
+
+
+class KernelizeError(KernelHubError):
+    """kernelize(use_fallback=False) found no usable kernel for a marked layer."""
+
+
+@dataclass(frozen=True)
+class _Target:
+    path: str
+    module: nn.Module
+    layer_name: str
+
+
+def clear_layer_cache() -> None:
+    """Forget loaded layers (tests; a process that republished a kernel)."""
+    _layer_cache.clear()
+
+
+def _targets(model: nn.Module) -> Iterator[_Target]:
+    for path, module in model.named_modules():
+        name = getattr(module, "kernel_layer_name", None)
+        if isinstance(name, str) and name:
+            yield _Target(path, module, name)
+        funcs = getattr(module, KERNEL_FUNCS_ATTR, None)
+        if isinstance(funcs, dict):
+            for key, func_module in funcs.items():
+                fname = getattr(func_module, "kernel_layer_name", None) or key
+                yield _Target(f"{path}.{key}" if path else key, func_module, fname)
+
+
+def _candidates(devices: DeviceRepos, device: RuntimeDevice, mode: Mode
+                ) -> Iterator[tuple[Repository, Mode]]:
+    entries = devices.get(device.type, {})
+    for dev in order_device_entries(list(entries), device.capability):
+        modes = entries[dev]
+        for key in MODE_FALLBACK_ORDER[mode]:
+            if key in modes:
+                yield modes[key], key
+
+
+def _supports(layer: type, mode: Mode) -> str | None:
+    if Mode.TRAINING in mode and not getattr(layer, "has_backward", True):
+        return "has no backward (has_backward = False), so it cannot train"
+    if Mode.TORCH_COMPILE in mode and not getattr(layer, "can_torch_compile", False):
+        return "is not marked can_torch_compile = True"
+    return None
+
+
+def _load_layer(repo: Repository, cls: type, failures: dict[Any, Exception]) -> type:
+    """The validated layer of ``repo`` for model class ``cls`` (cached per pair)."""
+    key = (repo.cache_key(), cls)
+    if (layer := _layer_cache.get(key)) is not None:
+        return layer
+    if key in failures:
+        raise failures[key]
+    try:
+        layer = repo.load()
+        validate_layer(layer, cls, f"kernel layer {repo}")
+    except Exception as e:
+        failures[key] = e
+        raise
+    _layer_cache[key] = layer
+    return layer
+
+
+def _install(module: nn.Module, layer: type, repo: Repository) -> None:
+    # A plain bound method, as torch.compile expects of a forward; it survives deepcopy
+    # (rebound to the copy), and the function identifies it as ours for restore.
+    _installed.add(layer.forward)
+    module.__dict__["forward"] = types.MethodType(layer.forward, module)
+    module.__dict__[_REPO_ATTR] = repo
+
+
+def _our_forward(module: nn.Module) -> Any:
+    current = module.__dict__.get("forward")
+    if (isinstance(current, types.MethodType) and current.__self__ is module
+            and current.__func__ in _installed):
+        return current.__func__
+    return None
+
+
+def restore_forward(module: nn.Module) -> None:
+    """Give ``module`` its class's forward back, if kernelize replaced it."""
+    if _our_forward(module) is not None:
+        del module.__dict__["forward"]
+        module.__dict__.pop(_REPO_ATTR, None)
+
+
+def kernel_of(module: nn.Module) -> Repository | None:
+    """The repository whose kernel runs ``module``'s forward, or None (PyTorch)."""
+    if _our_forward(module) is None:
+        return None
+    return module.__dict__.get(_REPO_ATTR)
+
+
+def kernelize(
+    model: nn.Module,
+    *,
+    mode: Mode | None = None,
+    device: Any = None,
+    use_fallback: bool = True,
+) -> nn.Module:
+    """Replace the forward of every marked layer in ``model`` with its mapped kernel.
+
+    ``mode``: INFERENCE or TRAINING, optionally ``| Mode.TORCH_COMPILE``; None means
+    TRAINING for a model in train() mode, INFERENCE in eval() mode. ``device``: where
+    the model runs (str or torch.device; default: where its parameters are; a ROCm GPU
+    counts as ``rocm``). ``use_fallback=False`` raises :class:`KernelizeError` for a
+    layer the mapping names but none of whose entries fits this device and mode (or
+    loads), instead of keeping its PyTorch forward; layers the mapping does not name
+    keep PyTorch either way.
+    Returns ``model``. With ``USE_HUB_KERNELS=0`` nothing is changed.
+    """
+    if not settings.hub_kernels_enabled():
+        return model
+    if mode is None:
+        mode = Mode.TRAINING if model.training else Mode.INFERENCE
+    mode = check_kernelize_mode(mode)
+    where = runtime_device(model, device)
+    mapping = get_kernel_mapping()
+    failures: dict[Any, Exception] = {}
+    warned: set[tuple[Any, ...]] = set()
+    for target in _targets(model):
+        devices = mapping.get(target.layer_name, {})
+        chosen, reasons = _choose(target, devices, where, mode, failures)
+        restore_forward(target.module)
+        if chosen is not None:
+            _install(target.module, *chosen)
+            logger.debug("%s: %s runs %s", target.path, target.layer_name, chosen[1])
+            continue
+        if not use_fallback and devices:
+            raise KernelizeError(
+                f"{target.path or type(target.module).__name__}: no usable kernel for layer "
+                f"{target.layer_name!r} on {where} in mode {describe_mode(mode)}"
+                + "".join(f"\n  {r}" for r in reasons or [
+                    f"the mapping has no entry for {where.type} (it has: {', '.join(devices)})"])
+                + "\nRegister one with use_kernel_mapping, or pass use_fallback=True to run "
+                "PyTorch's forward."
+            )
+        for reason in reasons:
+            if (target.layer_name, reason) not in warned and "failed to load" in reason:
+                warned.add((target.layer_name, reason))
+                warnings.warn(f"{target.layer_name}: {reason}; using PyTorch's forward",
+                              stacklevel=2)
+    return model
+
+
+def _choose(target: _Target, devices: DeviceRepos, where: RuntimeDevice, mode: Mode,
+            failures: dict[Any, Exception]) -> tuple[tuple[type, Repository] | None, list[str]]:
+    reasons: list[str] = []
+    cls = type(target.module)
+    for repo, key in _candidates(devices, where, mode):
+        try:
+            layer = _load_layer(repo, cls, failures)
+        except TrustError:
+            raise
+        except Exception as e:
+            reasons.append(f"{repo} ({describe_mode(key)} entry) failed to load: {e}")
+            continue
+        if (why := _supports(layer, mode)) is not None:
+            reasons.append(f"{repo} ({describe_mode(key)} entry) {why}")
+            continue
+        return (layer, repo), reasons
+    return None, reasons

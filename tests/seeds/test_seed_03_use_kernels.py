@@ -1,0 +1,43 @@
+"""SEEDS 3 — ``from_pretrained(..., use_kernels=True)``: layers with a kernel get it,
+the rest stay PyTorch; forwards are replaced, never the model code."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from seeds.seedkit import ids, kernels_in, load, require_kernel
+
+
+@pytest.mark.parametrize("family", ["qwen3", "llama"])
+def test_use_kernels_matches_pytorch_and_generates(hub_env, model_dirs, family):
+    reference = load(model_dirs[family])
+    model = load(model_dirs[family], use_kernels=True)
+    used = kernels_in(model)
+    acts = [n for n in used if n.endswith("mlp.act_fn")]
+    assert len(acts) == 2, used  # every decoder layer's SiLU runs the activation kernel
+    assert all("kernels-community/activation" in used[n] for n in acts)
+    assert type(model.model.layers[0].mlp.act_fn).forward is not model.model.layers[0].mlp.act_fn.forward
+    with torch.no_grad():
+        torch.testing.assert_close(model(ids()).logits, reference(ids()).logits,
+                                   rtol=1e-4, atol=1e-5)
+        out = model.generate(ids(), max_new_tokens=5, do_sample=False)
+        ref = reference.generate(ids(), max_new_tokens=5, do_sample=False)
+    assert torch.equal(out, ref)
+
+
+def test_norm_rotary_attention_kernels_run(hub_env, model_dirs):
+    for repo in ("kernels-community/rmsnorm", "kernels-community/rotary",
+                 "kernels-community/flash-attn2"):
+        require_kernel(repo)
+    import transformers.models.qwen3.modeling_qwen3 as qwen3
+
+    reference = load(model_dirs["qwen3"])
+    model = load(model_dirs["qwen3"], use_kernels=True)
+    used = kernels_in(model)
+    assert any(n.endswith("input_layernorm") and "rmsnorm" in r for n, r in used.items())
+    assert "apply_rotary" in qwen3.apply_rotary_pos_emb.__name__
+    assert model.config._attn_implementation == "kernels-community/flash-attn2"
+    with torch.no_grad():
+        torch.testing.assert_close(model(ids()).logits, reference(ids()).logits,
+                                   rtol=1e-3, atol=1e-4)
+        model.generate(ids(), max_new_tokens=3, do_sample=False)

@@ -1,0 +1,59 @@
+"""SEEDS 8 — ``KernelConfig(kernel_mapping=…)``: layer and function keys, per-device
+dicts, ``(spec, {"version": N})``, ``inherit_mapping=False``, disabling one kernel;
+mistakes rejected before any download; a failed load suggests a newer version."""
+
+from __future__ import annotations
+
+import pytest
+from kernelhub.integrations.transformers import KernelConfig, KernelConfigError
+from seeds.seedkit import kernels_in, load
+
+SILU = "kernels-community/activation:Silu"
+
+
+@pytest.mark.parametrize(("mapping", "message"), [
+    ({"SiLU": {"tpu": SILU}}, "unknown device 'tpu'; valid devices: cuda, rocm, xpu, metal, cpu"),
+    ({"SiLU": "activation-without-org"}, "expected 'org/repo:LayerName'"),
+    ({"SiLU": (SILU, {"versoin": 1})}, "unknown metadata"),
+    ({"SiLU": (SILU, {"version": 1, "revision": "main"})}, "not both"),
+    ({"SiLU": "/abs/path:Silu"}, "use_local_kernel=True"),
+])
+def test_malformed_configs_are_rejected_at_construction(mapping, message):
+    with pytest.raises(KernelConfigError, match=message.replace("(", r"\(")):
+        KernelConfig(mapping)
+
+
+def test_unknown_key_is_rejected_before_any_download(hub_env, model_dirs, monkeypatch, tmp_path):
+    monkeypatch.setenv("KERNELHUB_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(KernelConfigError) as err:
+        load(model_dirs["qwen3"], kernel_config=KernelConfig({"RMSNrom": "org/x:Y"}))
+    assert "'RMSNrom'" in str(err.value) and "RMSNorm" in str(err.value) and "SiLU" in str(err.value)
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").rglob("metadata.json"))
+
+
+def test_per_device_dict_and_version_metadata(hub_env, model_dirs):
+    config = KernelConfig({"SiLU": {"cpu": (SILU, {"version": 1}), "cuda": "other/repo:Silu"}})
+    model = load(model_dirs["qwen3"], kernel_config=config)
+    assert all(r == "kernels-community/activation version 1:Silu"
+               for n, r in kernels_in(model).items() if n.endswith("act_fn"))
+    assert config.for_device("cuda")["SiLU"].source == "other/repo"  # kept, not applied here
+
+
+def test_inherit_mapping_false_uses_only_given_entries(hub_env, model_dirs):
+    model = load(model_dirs["qwen3"], kernel_config=KernelConfig({"SiLU": SILU},
+                                                                 inherit_mapping=False))
+    used = kernels_in(model)
+    assert used and all(n.endswith("act_fn") for n in used)
+    assert model.config._attn_implementation == "sdpa"
+
+
+def test_one_kernel_can_be_disabled(hub_env, model_dirs):
+    model = load(model_dirs["qwen3"], kernel_config=KernelConfig({"SiLU": None}))
+    assert not any(n.endswith("act_fn") for n in kernels_in(model))
+
+
+def test_failed_load_suggests_a_newer_version(hub_env, model_dirs):
+    with pytest.raises(KernelConfigError) as err:
+        load(model_dirs["qwen3"], kernel_config=KernelConfig({"SiLU": (SILU, {"version": 7})}))
+    text = str(err.value)
+    assert "newer version" in text and "'version': 8" in text and "cpu" in text
