@@ -23,8 +23,8 @@ from typing import Any
 from kernelhub.errors import KernelHubError
 from kernelhub.variants import Compute, Variant, VariantKind
 
-from .manifest import version_key
 from .manifest_model import KernelManifest, Project
+from .toml_tables import version_key
 from .toolchains import HostInfo, Toolchain, Toolchains, detect_host, detect_toolchains
 from .torch_env import TorchEnv, peek_torch_env
 

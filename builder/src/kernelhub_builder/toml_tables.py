@@ -1,0 +1,163 @@
+"""Typed access to TOML tables with errors that name the file, the dotted key and the fix.
+
+The manifest loaders (:mod:`.manifest` for kernels.toml, :mod:`.build_toml` for
+build.toml) read every value through :class:`Table`, so every error reads the same way.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from kernelhub.errors import KernelHubError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised only on Python 3.10
+    import tomli as tomllib
+
+_MAJOR_MINOR_RE = re.compile(r"(\d+)\.(\d+)(?:\.\d+)?")
+
+
+class ManifestError(KernelHubError, ValueError):
+    """kernels.toml or build.toml is malformed; the message names file, key and fix."""
+
+    def __init__(self, file: Path, key: str | None, problem: str) -> None:
+        self.file = file
+        self.key = key
+        super().__init__(f"{file}: {key}: {problem}" if key else f"{file}: {problem}")
+
+
+def read_toml(file: Path) -> dict[str, Any]:
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ManifestError(file, None, "file not found") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ManifestError(file, None, f"cannot read: {e}") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        detail = str(e)
+        if m := re.search(r"line (\d+)", detail):
+            lines = text.splitlines()
+            lineno = int(m[1])
+            if 0 < lineno <= len(lines):
+                detail += f": {lines[lineno - 1].strip()!r}"
+        raise ManifestError(file, None, f"invalid TOML: {detail}") from None
+
+
+class Table:
+    """One TOML table plus where it came from, so every complaint can name its key."""
+
+    def __init__(self, data: dict[str, Any], file: Path, prefix: str = "") -> None:
+        self.data = data
+        self.file = file
+        self.prefix = prefix
+
+    def key(self, name: str) -> str:
+        return f"{self.prefix}.{name}" if self.prefix else name
+
+    def error(self, name: str | None, problem: str) -> ManifestError:
+        return ManifestError(self.file, self.key(name) if name else self.prefix or None, problem)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.data
+
+    def check_keys(self, allowed: Iterable[str], hint: str = "") -> None:
+        allowed = list(allowed)
+        for name in self.data:
+            if name in allowed:
+                continue
+            close = difflib.get_close_matches(name, allowed, n=1)
+            guess = f"did you mean {close[0]!r}? " if close else ""
+            where = f"[{self.prefix}]" if self.prefix else "the top level"
+            raise self.error(
+                name, f"unknown key; {guess}allowed in {where}: {', '.join(allowed)}{hint}"
+            )
+
+    def _get(self, name: str, kind: type | tuple[type, ...], what: str, required: bool) -> Any:
+        if name not in self.data:
+            if required:
+                raise self.error(name, f"missing; it is required ({what})")
+            return None
+        value = self.data[name]
+        if isinstance(value, bool) and kind is not bool:  # bool is an int subclass
+            raise self.error(name, f"expected {what}, got a boolean ({value!r})")
+        if not isinstance(value, kind):
+            raise self.error(name, f"expected {what}, got {type(value).__name__} {value!r}")
+        return value
+
+    def get_str(self, name: str, required: bool = False) -> str | None:
+        value = self._get(name, str, "a string", required)
+        if value is not None and not value.strip():
+            raise self.error(name, "must not be empty")
+        return value
+
+    def get_int(self, name: str, required: bool = False) -> int | None:
+        value = self._get(name, int, "an integer", required)
+        if value is not None and value < 0:
+            raise self.error(name, f"must be 0 or more, got {value}")
+        return value
+
+    def get_bool(self, name: str) -> bool:
+        return bool(self._get(name, bool, "true or false", False))
+
+    def get_strs(self, name: str, required: bool = False) -> tuple[str, ...]:
+        value = self._get(name, list, "a list of strings", required)
+        if value is None:
+            return ()
+        for item in value:
+            if not isinstance(item, str) or not item.strip():
+                raise self.error(name, f"expected a list of non-empty strings, found {item!r}")
+        return tuple(value)
+
+    def get_table(self, name: str) -> Table | None:
+        value = self._get(name, dict, "a table", False)
+        return None if value is None else Table(value, self.file, self.key(name))
+
+
+def major_minor(table: Table, name: str, value: str | None, what: str) -> str | None:
+    """Normalise "2.13" / "2.13.0" to "2.13" so every comparison is on major.minor."""
+    if value is None:
+        return None
+    if not (m := _MAJOR_MINOR_RE.fullmatch(value)):
+        raise table.error(name, f"{value!r} is not a {what} version such as '2.13'")
+    return f"{int(m[1])}.{int(m[2])}"
+
+
+def version_key(version: str) -> tuple[int, int]:
+    """Sort key of a normalised major.minor string."""
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor)
+
+
+# --------------------------------------------------------------------------- kernels.toml
+
+
+def relative_path(table: Table, key: str, root: Path, entry: str) -> Path:
+    path = Path(entry)
+    resolved = (root / path).resolve()
+    if path.is_absolute() or not resolved.is_relative_to(root):
+        raise table.error(key, f"{entry!r} must be a path inside the kernel directory {root}")
+    return resolved
+
+
+def existing_files(table: Table, key: str, root: Path, required: bool = False) -> tuple[str, ...]:
+    entries = table.get_strs(key, required=required)
+    for entry in entries:
+        if not relative_path(table, key, root, entry).is_file():
+            raise table.error(key, f"source file {entry!r} does not exist (looked in {root})")
+    return entries
+
+
+def existing_dirs(table: Table, key: str, root: Path) -> tuple[str, ...]:
+    entries = table.get_strs(key)
+    for entry in entries:
+        if not relative_path(table, key, root, entry).is_dir():
+            raise table.error(key, f"include directory {entry!r} does not exist (looked in {root})")
+    return entries
