@@ -1,6 +1,7 @@
 // Declares the ops under this build's unique namespace (TORCH_EXTENSION_NAME,
 // set by the builder), so several builds can be loaded in one process. The
-// CPU implementations are registered in layernorm_cpu/layernorm_cpu.cpp.
+// CPU implementations are registered in layernorm_cpu/layernorm_cpu.cpp, the
+// CUDA/ROCm ones in layernorm_cuda/layernorm_cuda.cpp (each variant compiles one).
 #include "registration.h"
 
 TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {

@@ -59,8 +59,8 @@ def _swap_forward(module: nn.Module, layer: type[nn.Module]) -> nn.Module:
     return module
 
 
-def _norm(cls, hidden: int, dtype: torch.dtype) -> nn.Module:
-    module = cls(hidden, 1e-5).to(dtype)
+def _norm(cls, hidden: int, dtype: torch.dtype, device: str = "cpu") -> nn.Module:
+    module = cls(hidden, 1e-5).to(device, dtype)
     with torch.no_grad():
         module.weight.normal_()
     return module
@@ -73,9 +73,9 @@ def test_layers_are_pure():
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
-def test_rmsnorm_layer_matches_llama(dtype):
-    model = _norm(LlamaRMSNorm, 300, dtype)
-    x = torch.randn(4, 7, 300, dtype=dtype)
+def test_rmsnorm_layer_matches_llama(dtype, device):
+    model = _norm(LlamaRMSNorm, 300, dtype, device)
+    x = torch.randn(4, 7, 300, dtype=dtype, device=device)
     expected = model(x)
     actual = _swap_forward(model, layers.RMSNorm)(x)
     assert actual.dtype == expected.dtype
@@ -83,9 +83,9 @@ def test_rmsnorm_layer_matches_llama(dtype):
     torch.testing.assert_close(actual, expected, **tol)
 
 
-def test_rmsnorm_layer_mixed_dtype_follows_llama():
-    model = _norm(LlamaRMSNorm, 64, torch.float32)  # fp32 weight, bf16 activations
-    x = torch.randn(3, 64, dtype=torch.bfloat16)
+def test_rmsnorm_layer_mixed_dtype_follows_llama(device):
+    model = _norm(LlamaRMSNorm, 64, torch.float32, device)  # fp32 weight, bf16 activations
+    x = torch.randn(3, 64, dtype=torch.bfloat16, device=device)
     expected = model(x)
     actual = _swap_forward(model, layers.RMSNorm)(x)
     assert actual.dtype == torch.float32
@@ -93,43 +93,43 @@ def test_rmsnorm_layer_mixed_dtype_follows_llama():
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_gemma_layer_matches_gemma(dtype):
-    model = _norm(GemmaRMSNorm, 257, dtype)
-    x = torch.randn(5, 257, dtype=dtype)
+def test_gemma_layer_matches_gemma(dtype, device):
+    model = _norm(GemmaRMSNorm, 257, dtype, device)
+    x = torch.randn(5, 257, dtype=dtype, device=device)
     expected = model(x)
     actual = _swap_forward(model, layers.GemmaRMSNorm)(x)
     tol = {"rtol": 1e-5, "atol": 1e-5} if dtype == torch.float32 else {"rtol": 1e-2, "atol": 2e-2}
     torch.testing.assert_close(actual, expected, **tol)
 
 
-def test_rmsnorm_layer_trains():
-    model = _norm(LlamaRMSNorm, 48, torch.float32)
-    reference = _norm(LlamaRMSNorm, 48, torch.float32)
+def test_rmsnorm_layer_trains(device):
+    model = _norm(LlamaRMSNorm, 48, torch.float32, device)
+    reference = _norm(LlamaRMSNorm, 48, torch.float32, device)
     reference.load_state_dict(model.state_dict())
     _swap_forward(model, layers.RMSNorm)
-    x = torch.randn(6, 48)
+    x = torch.randn(6, 48, device=device)
     model(x).square().sum().backward()
     reference(x).square().sum().backward()
     torch.testing.assert_close(model.weight.grad, reference.weight.grad, rtol=1e-4, atol=1e-4)
 
 
-def test_rmsnorm_layer_compiles_without_graph_breaks():
+def test_rmsnorm_layer_compiles_without_graph_breaks(device):
     torch._dynamo.reset()
-    model = _swap_forward(_norm(LlamaRMSNorm, 96, torch.float32), layers.RMSNorm)
-    x = torch.randn(8, 96)
+    model = _swap_forward(_norm(LlamaRMSNorm, 96, torch.float32, device), layers.RMSNorm)
+    x = torch.randn(8, 96, device=device)
     expected = model(x)
     compiled = torch.compile(model, fullgraph=True)
     torch.testing.assert_close(compiled(x), expected)
 
 
-def test_fused_add_compiles_without_graph_breaks():
+def test_fused_add_compiles_without_graph_breaks(device):
     torch._dynamo.reset()
-    w = torch.randn(64)
+    w = torch.randn(64, device=device)
 
     def step(x, residual):
         return rmsnorm.fused_add_rms_norm(x, residual, w, 1e-6)
 
-    x, residual = torch.randn(4, 64), torch.randn(4, 64)
+    x, residual = torch.randn(4, 64, device=device), torch.randn(4, 64, device=device)
     residual_eager = residual.clone()
     expected = step(x, residual_eager)
     compiled = torch.compile(step, fullgraph=True)
@@ -140,42 +140,44 @@ def test_fused_add_compiles_without_graph_breaks():
 # ---- module fusion: RMSNormMLP ----------------------------------------------------
 
 
-def _fused_pair(hidden: int = 64, intermediate: int = 176) -> tuple[nn.Module, nn.Module]:
+def _fused_pair(
+    device: str, hidden: int = 64, intermediate: int = 176
+) -> tuple[nn.Module, nn.Module]:
     torch.manual_seed(0)
-    norm = _norm(LlamaRMSNorm, hidden, torch.float32)
-    return norm, LlamaMLP(hidden, intermediate)
+    norm = _norm(LlamaRMSNorm, hidden, torch.float32, device)
+    return norm, LlamaMLP(hidden, intermediate).to(device)
 
 
-def test_layout_describes_the_fused_module():
-    norm, mlp = _fused_pair()
+def test_layout_describes_the_fused_module(device):
+    norm, mlp = _fused_pair(device)
     fused = layers.RMSNormMLPLayout(norm, mlp)
     assert issubclass(layers.RMSNormMLPLayout, nn.Module)
     for child, attributes in layers.RMSNormMLPLayout.required_attributes.items():
         assert all(hasattr(getattr(fused, child), a) for a in attributes)
-    x = torch.randn(3, 64)
+    x = torch.randn(3, 64, device=device)
     torch.testing.assert_close(fused(x), mlp(norm(x)))  # its own forward: the composition
 
 
-def test_rmsnorm_mlp_matches_pytorch_composition():
-    norm, mlp = _fused_pair()
-    x = torch.randn(2, 9, 64)
+def test_rmsnorm_mlp_matches_pytorch_composition(device):
+    norm, mlp = _fused_pair(device)
+    x = torch.randn(2, 9, 64, device=device)
     expected = mlp(norm(x))
     fused = _swap_forward(layers.RMSNormMLPLayout(norm, mlp), layers.RMSNormMLP)
     torch.testing.assert_close(fused(x), expected, rtol=1e-5, atol=1e-5)
 
 
-def test_rmsnorm_mlp_other_activation_stays_exact():
-    norm, mlp = _fused_pair()
+def test_rmsnorm_mlp_other_activation_stays_exact(device):
+    norm, mlp = _fused_pair(device)
     mlp.act_fn = nn.GELU()
-    x = torch.randn(5, 64)
+    x = torch.randn(5, 64, device=device)
     fused = _swap_forward(layers.RMSNormMLPLayout(norm, mlp), layers.RMSNormMLP)
     torch.testing.assert_close(fused(x), mlp(norm(x)), rtol=1e-5, atol=1e-5)
 
 
-def test_rmsnorm_mlp_gradients_match():
-    norm, mlp = _fused_pair()
+def test_rmsnorm_mlp_gradients_match(device):
+    norm, mlp = _fused_pair(device)
     fused = _swap_forward(layers.RMSNormMLPLayout(norm, mlp), layers.RMSNormMLP)
-    x = torch.randn(4, 64, requires_grad=True)
+    x = torch.randn(4, 64, requires_grad=True, device=device)
     fused(x).sum().backward()
     grads = [p.grad.clone() for p in fused.parameters()]
     x_grad = x.grad.clone()
@@ -187,10 +189,10 @@ def test_rmsnorm_mlp_gradients_match():
     torch.testing.assert_close(x_grad, x.grad, rtol=1e-4, atol=1e-4)
 
 
-def test_rmsnorm_mlp_compiles_without_graph_breaks():
+def test_rmsnorm_mlp_compiles_without_graph_breaks(device):
     torch._dynamo.reset()
-    norm, mlp = _fused_pair()
+    norm, mlp = _fused_pair(device)
     fused = _swap_forward(layers.RMSNormMLPLayout(norm, mlp), layers.RMSNormMLP)
-    x = torch.randn(3, 64)
+    x = torch.randn(3, 64, device=device)
     compiled = torch.compile(fused, fullgraph=True)
     torch.testing.assert_close(compiled(x), mlp(norm(x)), rtol=1e-5, atol=1e-5)

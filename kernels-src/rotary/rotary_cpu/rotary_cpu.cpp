@@ -3,6 +3,7 @@
 // Only torch's stable ABI is used, so one build serves every torch >= 2.13.
 #include "../torch-ext/torch_binding.h"
 #include "kernels.h"
+#include "../rotary_common/op_checks.h"
 
 #include <torch/csrc/stable/ops.h>
 #include <torch/headeronly/core/ScalarType.h>
@@ -15,6 +16,8 @@
 
 using torch::headeronly::ScalarType;
 using torch::stable::Tensor;
+using rotary_common::Table;
+using rotary_common::unit_last_stride;
 
 namespace rotary_cpu {
 namespace {
@@ -99,61 +102,8 @@ DType to_dtype(const char* op, ScalarType type) {
   return DType::Float32;
 }
 
-bool unit_last_stride(const Tensor& t) {
-  return t.size(-1) <= 1 || t.stride(-1) == 1;
-}
-
 const void* offset(const Tensor& t, int64_t elements) {
   return static_cast<const char*>(t.data_ptr()) + elements * static_cast<int64_t>(t.element_size());
-}
-
-// cos/sin, checked against q and given unit stride in the last dimension.
-struct Table {
-  Tensor cos;
-  Tensor sin;
-  int64_t rot;  // rotated elements per head row
-};
-
-Table check_table(const char* op, const Tensor& q, Tensor cos, Tensor sin) {
-  STD_TORCH_CHECK(cos.is_cpu() && sin.is_cpu(), op, ": cos and sin must be CPU tensors");
-  STD_TORCH_CHECK(cos.dim() == 2 || cos.dim() == 3, op,
-                  ": cos must be [seq, rot] or [batch or 1, seq, rot], got ", cos.dim(),
-                  " dimensions");
-  STD_TORCH_CHECK(sin.dim() == cos.dim(), op, ": sin must have the shape of cos");
-  for (int64_t d = 0; d < cos.dim(); ++d) {
-    STD_TORCH_CHECK(sin.size(d) == cos.size(d), op, ": sin must have the shape of cos (dim ",
-                    d, ": ", sin.size(d), " vs ", cos.size(d), ")");
-  }
-  STD_TORCH_CHECK(cos.scalar_type() == q.scalar_type() && sin.scalar_type() == q.scalar_type(),
-                  op, ": cos and sin must have the dtype of q and k");
-  const int64_t rot = cos.size(-1);
-  STD_TORCH_CHECK(rot % 2 == 0 && rot <= q.size(3), op,
-                  ": the last dimension of cos (", rot,
-                  ") must be even and at most head_dim (", q.size(3), ")");
-  STD_TORCH_CHECK(cos.size(-2) == q.size(2), op, ": cos has ", cos.size(-2),
-                  " positions but q has seq length ", q.size(2),
-                  " (layout [batch, heads, seq, head_dim])");
-  if (cos.dim() == 3) {
-    STD_TORCH_CHECK(cos.size(0) == 1 || cos.size(0) == q.size(0), op, ": cos batch (",
-                    cos.size(0), ") must be 1 or q's batch (", q.size(0), ")");
-  }
-  if (!unit_last_stride(cos)) {
-    cos = torch::stable::contiguous(cos);
-  }
-  if (!unit_last_stride(sin)) {
-    sin = torch::stable::contiguous(sin);
-  }
-  return Table{cos, sin, rot};
-}
-
-void check_head_tensor(const char* op, const char* name, const Tensor& t, const Tensor& q) {
-  STD_TORCH_CHECK(t.is_cpu(), op, ": ", name, " must be a CPU tensor");
-  STD_TORCH_CHECK(t.dim() == 4, op, ": ", name,
-                  " must be [batch, heads, seq, head_dim], got ", t.dim(), " dimensions");
-  STD_TORCH_CHECK(t.scalar_type() == q.scalar_type(), op, ": ", name,
-                  " must have the dtype of q");
-  STD_TORCH_CHECK(t.size(0) == q.size(0) && t.size(2) == q.size(2), op, ": ", name,
-                  " must have q's batch and seq sizes");
 }
 
 Operand table_operand(const Tensor& t, int64_t first) {
@@ -206,16 +156,6 @@ void rotate(const char* op, const Tensor& x, Tensor y, const Table& table, bool 
   });
 }
 
-void check_out(const char* op, const char* name, const Tensor& out, const Tensor& x) {
-  STD_TORCH_CHECK(out.is_cpu() && out.scalar_type() == x.scalar_type() && out.dim() == 4, op,
-                  ": ", name, " must be a CPU tensor of the input's dtype and shape");
-  for (int64_t d = 0; d < 4; ++d) {
-    STD_TORCH_CHECK(out.size(d) == x.size(d), op, ": ", name,
-                    " must have the input's shape (dim ", d, ": ", out.size(d), " vs ",
-                    x.size(d), ")");
-  }
-}
-
 }  // namespace
 }  // namespace rotary_cpu
 
@@ -223,10 +163,11 @@ using namespace rotary_cpu;
 
 void apply_rotary(Tensor q, Tensor k, Tensor cos, Tensor sin) {
   const char* op = "apply_rotary";
-  check_head_tensor(op, "q", q, q);
-  check_head_tensor(op, "k", k, q);
+  STD_TORCH_CHECK(q.is_cpu(), op, ": q must be a CPU tensor");
+  rotary_common::check_head_tensor(op, "CPU", "q", q, q);
+  rotary_common::check_head_tensor(op, "CPU", "k", k, q);
   to_dtype(op, q.scalar_type());
-  const Table table = check_table(op, q, cos, sin);
+  const Table table = rotary_common::check_table(op, "CPU", q, cos, sin);
   STD_TORCH_CHECK(table.rot <= k.size(3), op, ": cos is wider than k's head_dim");
   rotate(op, q, q, table, false);
   rotate(op, k, k, table, false);
@@ -235,12 +176,13 @@ void apply_rotary(Tensor q, Tensor k, Tensor cos, Tensor sin) {
 void apply_rotary_out(Tensor q_out, Tensor k_out, Tensor q, Tensor k, Tensor cos, Tensor sin,
                       bool conj) {
   const char* op = "apply_rotary_out";
-  check_head_tensor(op, "q", q, q);
-  check_head_tensor(op, "k", k, q);
+  STD_TORCH_CHECK(q.is_cpu(), op, ": q must be a CPU tensor");
+  rotary_common::check_head_tensor(op, "CPU", "q", q, q);
+  rotary_common::check_head_tensor(op, "CPU", "k", k, q);
   to_dtype(op, q.scalar_type());
-  check_out(op, "q_out", q_out, q);
-  check_out(op, "k_out", k_out, k);
-  const Table table = check_table(op, q, cos, sin);
+  rotary_common::check_out(op, "CPU", "q_out", q_out, q);
+  rotary_common::check_out(op, "CPU", "k_out", k_out, k);
+  const Table table = rotary_common::check_table(op, "CPU", q, cos, sin);
   STD_TORCH_CHECK(table.rot <= k.size(3), op, ": cos is wider than k's head_dim");
   rotate(op, unit_last_stride(q) ? q : torch::stable::contiguous(q), q_out, table, conj);
   rotate(op, unit_last_stride(k) ? k : torch::stable::contiguous(k), k_out, table, conj);
@@ -248,10 +190,11 @@ void apply_rotary_out(Tensor q_out, Tensor k_out, Tensor q, Tensor k, Tensor cos
 
 std::tuple<Tensor, Tensor> rotary(Tensor q, Tensor k, Tensor cos, Tensor sin, bool conj) {
   const char* op = "rotary";
-  check_head_tensor(op, "q", q, q);
-  check_head_tensor(op, "k", k, q);
+  STD_TORCH_CHECK(q.is_cpu(), op, ": q must be a CPU tensor");
+  rotary_common::check_head_tensor(op, "CPU", "q", q, q);
+  rotary_common::check_head_tensor(op, "CPU", "k", k, q);
   to_dtype(op, q.scalar_type());
-  const Table table = check_table(op, q, cos, sin);
+  const Table table = rotary_common::check_table(op, "CPU", q, cos, sin);
   STD_TORCH_CHECK(table.rot <= k.size(3), op, ": cos is wider than k's head_dim");
   // A fresh result keeps the input's layout (empty_like), so a transposed view
   // in gives the same view layout out, as eager arithmetic would.

@@ -9,8 +9,11 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
       "apply_rotary_out(Tensor(a!) q_out, Tensor(b!) k_out, Tensor q, Tensor k, Tensor cos, "
       "Tensor sin, bool conj=False) -> ()");
   ops.def("rotary(Tensor q, Tensor k, Tensor cos, Tensor sin, bool conj=False) -> (Tensor, Tensor)");
+#if defined(CPU_KERNEL)
+  // The CPU loop selection exists only in CPU builds (a variant holds one backend).
   ops.def("cpu_capability() -> str");
   ops.def("set_cpu_capability(str capability) -> str");
+#endif
 }
 
 #if defined(CPU_KERNEL)
@@ -24,6 +27,15 @@ TORCH_LIBRARY_IMPL_EXPAND(TORCH_EXTENSION_NAME, CPU, ops) {
 TORCH_LIBRARY_IMPL_EXPAND(TORCH_EXTENSION_NAME, CompositeExplicitAutograd, ops) {
   ops.impl("cpu_capability", TORCH_BOX(&cpu_capability));
   ops.impl("set_cpu_capability", TORCH_BOX(&set_cpu_capability));
+}
+#endif
+
+// ROCm builds of torch expose AMD GPUs as CUDA devices, so both register CUDA.
+#if defined(CUDA_KERNEL) || defined(ROCM_KERNEL)
+TORCH_LIBRARY_IMPL_EXPAND(TORCH_EXTENSION_NAME, CUDA, ops) {
+  ops.impl("apply_rotary", TORCH_BOX(&apply_rotary));
+  ops.impl("apply_rotary_out", TORCH_BOX(&apply_rotary_out));
+  ops.impl("rotary", TORCH_BOX(&rotary));
 }
 #endif
 

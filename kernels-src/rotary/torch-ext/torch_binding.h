@@ -24,7 +24,7 @@ std::tuple<torch::stable::Tensor, torch::stable::Tensor> rotary(
     torch::stable::Tensor q, torch::stable::Tensor k, torch::stable::Tensor cos,
     torch::stable::Tensor sin, bool conj);
 
-// Which vector loops (DEFAULT, AVX2, AVX512) the ops run, and a switch for
+// CPU builds only: which vector loops (DEFAULT, AVX2, AVX512) the ops run, and a switch for
 // tests and benchmarks that compare them (returns the previous choice).
 std::string cpu_capability();
 std::string set_cpu_capability(std::string capability);

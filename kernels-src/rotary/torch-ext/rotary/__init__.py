@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 
 from . import _autograd, _fake
-from ._ops import ops
+from ._ops import add_op_namespace_prefix, ops
 
 __all__ = [
     "apply_rotary",
@@ -69,6 +69,22 @@ def _rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
+def _kernel_device_types() -> frozenset[str]:
+    """The device types this build registered kernels for. A variant holds one backend:
+    a CPU build has none for CUDA tensors, a CUDA (or ROCm, which torch reports as
+    "cuda") build none for CPU tensors. Computed once at import, so torch.compile sees
+    a constant instead of a dispatcher query it would have to break the graph on."""
+    name = add_op_namespace_prefix("rotary")
+    return frozenset(
+        device
+        for device, key in (("cpu", "CPU"), ("cuda", "CUDA"))
+        if torch._C._dispatch_has_kernel_for_dispatch_key(name, key)
+    )
+
+
+_KERNEL_DEVICE_TYPES = _kernel_device_types()
+
+
 def _kernel_layout(
     q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, unsqueeze_dim: int
 ) -> bool | None:
@@ -83,7 +99,9 @@ def _kernel_layout(
         transposed = True
     else:
         return None
-    if not (q.device.type == k.device.type == cos.device.type == sin.device.type == "cpu"):
+    if not q.device == k.device == cos.device == sin.device:
+        return None
+    if q.device.type not in _KERNEL_DEVICE_TYPES:
         return None
     dtypes = {q.dtype, k.dtype, cos.dtype, sin.dtype}
     if len(dtypes) != 1 or q.dtype not in (
@@ -114,7 +132,8 @@ def apply_rotary_transformers(
     rotate_half(k) * sin)`` with cos/sin unsqueezed at ``unsqueeze_dim``; returns new
     tensors and is differentiable. ``position_ids`` is ignored, as in Transformers
     (cos and sin already hold the positions). Inputs the kernel does not cover (other
-    ranks or dtypes, mixed dtypes, a non-CPU device) run Transformers' own formula,
+    ranks or dtypes, mixed dtypes or devices, a device this build has no kernels for)
+    run Transformers' own formula,
     so the function never refuses what the original accepts.
     """
     del position_ids
@@ -128,9 +147,19 @@ def apply_rotary_transformers(
     return ops.rotary(q, k, cos, sin, False)
 
 
+def _cpu_only(name: str):
+    """The CPU build's loop-selection op; GPU builds have none and say so."""
+    if not hasattr(ops, name):
+        raise RuntimeError(
+            f"rotary.{name}: this build has no CPU kernels (it was built for a GPU "
+            "backend); load the cpu variant of the kernel to select CPU loops"
+        )
+    return getattr(ops, name)
+
+
 def cpu_capability() -> str:
     """The vector loops the CPU ops run: ``DEFAULT``, ``AVX2`` or ``AVX512``."""
-    return ops.cpu_capability()
+    return _cpu_only("cpu_capability")()
 
 
 def set_cpu_capability(capability: str) -> str:
@@ -138,4 +167,4 @@ def set_cpu_capability(capability: str) -> str:
 
     For tests and benchmarks that compare the loops; returns the previous choice.
     """
-    return ops.set_cpu_capability(capability)
+    return _cpu_only("set_cpu_capability")(capability)

@@ -1,0 +1,111 @@
+"""Which devices the tests run on: the variant under test and this machine decide.
+
+A built variant holds one backend: the ``cpu`` build registers CPU kernels, the
+``cu130`` (or ROCm) build CUDA kernels. CPU is always a parameter, and so is CUDA
+when the variant has CUDA kernels; each runs where the variant has its kernels
+and the machine has the device, and is skipped with the reason otherwise (a
+``cu130`` variant on a machine without a GPU: CPU skipped, no CPU kernels; CUDA
+skipped, no device). CPU runs once per compiled loop copy (DEFAULT/AVX2/AVX512)
+the CPU supports.
+
+Parametrization happens in ``pytest_generate_tests`` because the kernel module
+is registered by the ``kernelhub.testing`` plugin at configure time, after this
+file is imported; every import of it is inside a function.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+import torch
+
+KERNEL = "layernorm"
+PROBE_OP = "layer_norm"
+"""An op every backend of the kernel implements: its dispatch entry says which are built."""
+DISPATCH_KEYS = {"cpu": "CPU", "cuda": "CUDA"}
+
+
+def _kernel():
+    return importlib.import_module(KERNEL)
+
+
+def has_kernels(device: str) -> bool:
+    """Whether the variant under test registered kernels for `device`."""
+    name = _kernel()._ops.add_op_namespace_prefix(PROBE_OP)
+    return torch._C._dispatch_has_kernel_for_dispatch_key(name, DISPATCH_KEYS[device])
+
+
+def skip_reason(device: str) -> str | None:
+    """Why `device` is not tested here, or None when it is."""
+    if not has_kernels(device):
+        return f"the variant under test has no {DISPATCH_KEYS[device]} kernels"
+    if device == "cuda" and not torch.cuda.is_available():  # ROCm torch reports AMD GPUs here
+        return "no cuda device on this machine"
+    return None
+
+
+def _capabilities() -> list[str]:
+    """The compiled CPU loop copies this CPU can run."""
+    kernel = _kernel()
+    original = kernel.cpu_capability()
+    available = []
+    for capability in ("DEFAULT", "AVX2", "AVX512"):
+        try:
+            kernel.set_cpu_capability(capability)
+        except RuntimeError:
+            continue
+        available.append(capability)
+    kernel.set_cpu_capability(original)
+    return available
+
+
+def _devices() -> list[str]:
+    return [d for d in DISPATCH_KEYS if d == "cpu" or has_kernels(d)]
+
+
+def _param(value, id_: str, reason: str | None):
+    return pytest.param(value, id=id_, marks=[pytest.mark.skip(reason=reason)] if reason else [])
+
+
+def _targets() -> list:
+    """(device, cpu capability or None) pairs; skipped ones carry their reason."""
+    targets = []
+    for device in _devices():
+        reason = skip_reason(device)
+        if device == "cpu" and reason is None:
+            targets += [pytest.param(("cpu", c), id=f"cpu-{c}") for c in _capabilities()]
+        else:
+            targets.append(_param((device, None), device, reason))
+    return targets
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Parametrize ``target`` (device + CPU loop copy) or ``device`` (device only)."""
+    names = metafunc.fixturenames
+    if "target" in names:
+        metafunc.parametrize("target", _targets(), indirect=True)
+    elif "device" in names:
+        params = [_param(d, d, skip_reason(d)) for d in _devices()]
+        metafunc.parametrize("device", params)
+
+
+@pytest.fixture
+def target(request: pytest.FixtureRequest):
+    """The device to run on; on CPU, with the requested loop copy switched in."""
+    device, capability = request.param
+    if capability is None:
+        yield device
+        return
+    kernel = _kernel()
+    previous = kernel.set_cpu_capability(capability)
+    yield device
+    kernel.set_cpu_capability(previous)
+
+
+@pytest.fixture
+def cpu_kernels() -> None:
+    """For tests of the CPU loops themselves: skipped on a variant without them."""
+    reason = skip_reason("cpu")
+    if reason:
+        pytest.skip(reason)
