@@ -300,8 +300,22 @@ def locked_revision(repo_id: str, lockfile: Path | None) -> str:
     return pins[repo_id]
 
 
+class _LockedRepository:
+    """Loads through the hub repository its lock file pins (resolved at each load, so an
+    edited lock file takes effect without rebuilding the mapping)."""
+
+    def _pinned(self) -> LayerRepository | FuncRepository:
+        raise NotImplementedError
+
+    def load(self) -> type[nn.Module]:
+        return self._pinned().load()
+
+    def cache_key(self) -> tuple[Any, ...]:
+        return self._pinned().cache_key()
+
+
 @dataclass(frozen=True)
-class LockedLayerRepository:
+class LockedLayerRepository(_LockedRepository):
     """A hub layer pinned to the commit a lock file records for its repository."""
 
     repo_id: str
@@ -317,18 +331,12 @@ class LockedLayerRepository:
                                trust_remote_code=self.trust_remote_code,
                                allow_all_kernels=self.allow_all_kernels, hub=self.hub)
 
-    def load(self) -> type[nn.Module]:
-        return self._pinned().load()
-
-    def cache_key(self) -> tuple[Any, ...]:
-        return self._pinned().cache_key()
-
     def __str__(self) -> str:
         return f"{self.repo_id} (locked):{self.layer_name}"
 
 
 @dataclass(frozen=True)
-class LockedFuncRepository:
+class LockedFuncRepository(_LockedRepository):
     """A hub function pinned to the commit a lock file records for its repository."""
 
     repo_id: str
@@ -343,12 +351,6 @@ class LockedFuncRepository:
                               revision=locked_revision(self.repo_id, self.lockfile),
                               trust_remote_code=self.trust_remote_code,
                               allow_all_kernels=self.allow_all_kernels, hub=self.hub)
-
-    def load(self) -> type[nn.Module]:
-        return self._pinned().load()
-
-    def cache_key(self) -> tuple[Any, ...]:
-        return self._pinned().cache_key()
 
     def __str__(self) -> str:
         return f"{self.repo_id} (locked):{self.func_name}"
