@@ -1,0 +1,241 @@
+"""How long does loading a kernel take, and does a warm load touch the network?
+
+Our loader (kernelhub) against the ecosystem's reference loader (Hugging Face ``kernels``),
+same kernel, same machine, same run. Every load happens in a fresh process; the number
+reported is the median time of the load call alone (after ``import torch`` and after
+importing the loader, whose import time is a separate column), and every HTTP request
+reaching the hub server (olah, through a counting proxy) is counted.
+
+    .venv/bin/python benchmarks/load_time.py            # builds + publishes activation
+    .venv/bin/python benchmarks/load_time.py --hub PATH # a LocalHub that already has it
+
+Scenarios:
+  a  kernelhub, LocalHub, cold cache      resolve + fetch (git) + verify + import
+  b  kernelhub, LocalHub, warm, version=1 one `git for-each-ref`, no fetch
+  c  kernelhub, LocalHub, warm, pinned sha no hub call at all
+  d  kernelhub, warm, KERNELHUB_OFFLINE=1 versions resolved from the cache
+  e  kernels (reference) via olah, cold
+  f  kernels (reference) via olah, warm, version=1
+  g  kernels (reference), warm, HF_HUB_OFFLINE=1 (pinned sha; version=1 is also tried)
+  h  kernelhub via olah (HfHub), cold     the same server the reference loader uses
+  i  kernelhub via olah (HfHub), warm, version=1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+
+from reference_loader import (  # noqa: E402 - the shared helper lives with the tests
+    KernelRepoProxy,
+    install_reference_loader,
+    olah_server,
+    reference_env,
+)
+
+REPO_ID = "kernels-community/activation"
+
+LOAD = r"""
+import json, sys, time
+import torch
+spec = json.loads(sys.argv[1])
+t0 = time.perf_counter()
+if spec.pop("loader") == "kernelhub":
+    import kernelhub as loader
+else:
+    import kernels as loader
+    spec.setdefault("trust_remote_code", True)
+t1 = time.perf_counter()
+try:
+    module = loader.get_kernel(REPO_ID, **spec)
+except Exception as e:
+    print(json.dumps({"error": f"{type(e).__name__}: {str(e).splitlines()[0]}"}))
+    raise SystemExit(0)
+t2 = time.perf_counter()
+x = torch.randn(8, 64)
+out = torch.empty(8, 32)
+module.silu_and_mul(out, x)
+assert torch.allclose(out, torch.nn.functional.silu(x[:, :32]) * x[:, 32:], atol=1e-5)
+print(json.dumps({"import_s": t1 - t0, "load_s": t2 - t1, "file": module.__file__}))
+""".replace("REPO_ID", repr(REPO_ID))
+
+
+@dataclass
+class Row:
+    key: str
+    label: str
+    loads: list[float] = field(default_factory=list)
+    imports: list[float] = field(default_factory=list)
+    requests: list[int] = field(default_factory=list)
+    error: str | None = None
+
+    def median_ms(self) -> float:
+        return statistics.median(self.loads) * 1000 if self.loads else float("nan")
+
+    def median_total_ms(self) -> float:
+        """Import of the loader plus the load: what a process pays for its first kernel."""
+        return statistics.median([i + lo for i, lo in zip(self.imports, self.loads, strict=True)]) * 1000
+
+
+def load_once(spec: dict, env: dict[str, str], proxy: KernelRepoProxy, row: Row,
+              record: bool = True) -> None:
+    """One fresh process, one load; add its timing and request count to ``row``."""
+    before = proxy.count()
+    proc = subprocess.run([sys.executable, "-c", LOAD, json.dumps(spec)], env=env,
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"{row.key}: the load process failed:\n{proc.stderr}")
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    if "error" in result:
+        row.error = result["error"]
+        return
+    if record:
+        row.loads.append(result["load_s"])
+        row.imports.append(result["import_s"])
+        row.requests.append(proxy.count() - before)
+
+
+def prepare_hub(work: Path) -> Path:
+    """Build activation for torch 2.13 CPU and publish it to a fresh LocalHub."""
+    builder = [str(REPO / ".venv/bin/builder"), "--project", str(REPO), "--out",
+               str(work / "build")]
+    for args in (["build", "activation", "--variant", "torch213-cxx11-cpu-*"],
+                 ["publish", "activation", "--hub", str(work / "hub"), "--allow-host-abi"]):
+        print("$ builder", " ".join(args), flush=True)
+        subprocess.run(builder + args, check=True, stdout=subprocess.DEVNULL)
+    return work / "hub"
+
+
+def head_commit(hub: Path) -> str:
+    repo = hub / "models" / REPO_ID
+    return subprocess.run(["git", "-C", str(repo), "rev-parse", "refs/heads/v1"], check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
+def run_benchmark(hub: Path, work: Path, runs: int, reference_dir: Path) -> list[Row]:
+    sha = head_commit(hub)
+    ours = dict(os.environ)
+    for name in ("KERNELHUB_TRUSTED_ORGS", "KERNELHUB_OFFLINE", "HF_HUB_OFFLINE"):
+        ours.pop(name, None)
+    ours.update(KERNELHUB_CONFIG=str(work / "no-config.toml"), NO_PROXY="127.0.0.1",
+                no_proxy="127.0.0.1")
+
+    def kh(cache: str, hub_at: str, **extra: str) -> dict[str, str]:
+        return {**ours, "KERNELHUB_HUB": hub_at, "KERNELHUB_CACHE": str(work / cache), **extra}
+
+    with olah_server(hub, work / "olah") as upstream:
+        proxy = KernelRepoProxy(upstream)
+        try:
+
+            def ref(cache: str, **extra: str) -> dict[str, str]:
+                return reference_env(dict(os.environ), reference_dir, proxy.url,
+                                     work / cache, **extra)
+
+            local, via_olah = str(hub), proxy.url
+            v1 = {"version": 1}
+            pinned = {"revision": sha}
+            # (key, label, loader, spec, env for run i, warm-up env or None)
+            plan = [
+                ("a", "kernelhub LocalHub cold", "kernelhub", v1,
+                 lambda i: kh(f"kh-cold-{i}", local), None),
+                ("b", "kernelhub LocalHub warm version=1", "kernelhub", v1,
+                 lambda i: kh("kh-warm", local), kh("kh-warm", local)),
+                ("c", "kernelhub LocalHub warm pinned sha", "kernelhub", pinned,
+                 lambda i: kh("kh-warm", local), None),
+                ("d", "kernelhub warm KERNELHUB_OFFLINE=1", "kernelhub", v1,
+                 lambda i: kh("kh-warm", local, KERNELHUB_OFFLINE="1"), None),
+                ("e", "kernels via olah cold", "kernels", v1,
+                 lambda i: ref(f"hf-cold-{i}"), None),
+                ("f", "kernels via olah warm version=1", "kernels", v1,
+                 lambda i: ref("hf-warm"), ref("hf-warm")),
+                ("g", "kernels warm HF_HUB_OFFLINE=1 pinned", "kernels", pinned,
+                 lambda i: ref("hf-warm", HF_HUB_OFFLINE="1"), None),
+                ("g1", "kernels warm HF_HUB_OFFLINE=1 version=1", "kernels", v1,
+                 lambda i: ref("hf-warm", HF_HUB_OFFLINE="1"), None),
+                ("h", "kernelhub via olah cold", "kernelhub", v1,
+                 lambda i: kh(f"kh-olah-cold-{i}", via_olah), None),
+                ("i", "kernelhub via olah warm version=1", "kernelhub", v1,
+                 lambda i: kh("kh-olah-warm", via_olah), kh("kh-olah-warm", via_olah)),
+                ("i1", "kernelhub via olah warm OFFLINE", "kernelhub", v1,
+                 lambda i: kh("kh-olah-warm", via_olah, KERNELHUB_OFFLINE="1"), None),
+            ]
+            rows = []
+            for key, label, loader, spec, env_for, warmup in plan:
+                row = Row(key, label)
+                if warmup is not None:
+                    load_once({"loader": loader, **spec}, warmup, proxy, row, record=False)
+                for i in range(runs):
+                    load_once({"loader": loader, **spec}, env_for(i), proxy, row)
+                    if row.error:
+                        break
+                rows.append(row)
+                print(f"  {key:2} {label:42} {row.error or f'{row.median_ms():8.1f} ms'}",
+                      flush=True)
+            return rows
+        finally:
+            proxy.close()
+
+
+def report(rows: list[Row], runs: int) -> str:
+    by = {r.key: r for r in rows}
+    lines = [f"median of {runs} fresh processes; load = the get_kernel call only "
+             "(after import torch and the loader)", "",
+             f"{'':3}{'scenario':42} {'load ms':>9} {'min ms':>8} {'import ms':>10} "
+             f"{'import+load':>12} {'HTTP req/load':>14}"]
+    for r in rows:
+        if r.error:
+            lines.append(f"{r.key:3}{r.label:42} fails: {r.error}")
+            continue
+        reqs = sorted(set(r.requests))
+        lines.append(
+            f"{r.key:3}{r.label:42} {r.median_ms():9.1f} {min(r.loads) * 1000:8.1f} "
+            f"{statistics.median(r.imports) * 1000:10.1f} {r.median_total_ms():12.1f} "
+            f"{'/'.join(map(str, reqs)):>14}")
+    lines += ["", "ratios of load ms (reference / ours, > 1 means ours is faster); "
+              "in brackets the same for import+load:"]
+    for ref_key, our_key, what in (("e", "a", "cold, each from its own hub"),
+                                   ("e", "h", "cold, both via olah"),
+                                   ("f", "b", "warm version=1, each from its own hub"),
+                                   ("f", "i", "warm version=1, both via olah"),
+                                   ("g", "c", "warm pinned sha, no hub call"),
+                                   ("g", "d", "warm offline")):
+        a, b = by.get(ref_key), by.get(our_key)
+        if a and b and a.loads and b.loads:
+            lines.append(f"  {ref_key}/{our_key}  {a.median_ms() / b.median_ms():6.2f}x "
+                         f"({a.median_total_ms() / b.median_total_ms():5.2f}x)  {what}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--hub", type=Path, help="a LocalHub root holding "
+                        f"{REPO_ID} v1 with a torch213 CPU variant (default: build one)")
+    parser.add_argument("--runs", type=int, default=3, help="fresh processes per scenario")
+    parser.add_argument("--reference-dir", type=Path,
+                        help="where to pip install the reference loader (reused if there)")
+    args = parser.parse_args(argv)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="kernelhub-load-time-") as tmp:
+        work = Path(tmp)
+        hub = args.hub.resolve() if args.hub else prepare_hub(work)
+        reference_dir = install_reference_loader(args.reference_dir or work / "reference")
+        rows = run_benchmark(hub, work, args.runs, reference_dir)
+    print()
+    print(report(rows, args.runs))
+    print(f"\n(total {time.monotonic() - started:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
