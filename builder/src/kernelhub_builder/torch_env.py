@@ -157,6 +157,8 @@ def _read_marker(root: Path, requirement: Requirement) -> TorchEnv | None:
         return None
     if not requirement.specifier.contains(info.get("torch_version", ""), prereleases=True):
         return None
+    if data.get("loader") != loader_requirement():
+        return None  # another checkout's loader: _prepare installs this one (seconds)
     return _env_from_info(data["minor"], root, info)
 
 
@@ -184,18 +186,27 @@ def _prepare(minor: str, root: Path, requirement: Requirement) -> TorchEnv:
     if installed is None or not requirement.specifier.contains(installed, prereleases=True):
         say(f"installing {requirement}, numpy and pytest into {root} (this takes a while)")
         _pip(python, [str(requirement), "numpy", "pytest"])
-    if not _can_import(python, "kernelhub"):
-        target = loader_requirement()
+    target = loader_requirement()
+    if not _can_import(python, "kernelhub") or _marker_loader(root) != target:
+        # The env must run the loader of the checkout that builds and tests with it, not
+        # whichever checkout created the env first.
         say(f"installing the kernelhub loader ({target[-1]}) into {root}")
         _pip(python, target)
     info = _query(python)
     marker = {"format": _MARKER_FORMAT, "minor": minor, "requirement": str(requirement),
-              "torch": info}
+              "torch": info, "loader": target}
     tmp = root / f".{MARKER_FILE}.tmp"
     tmp.write_text(json.dumps(marker, indent=2) + "\n")
     tmp.replace(root / MARKER_FILE)
     say(f"torch {minor} environment ready: torch {info['torch_version']}")
     return _env_from_info(minor, root, info)
+
+
+def _marker_loader(root: Path) -> list[str] | None:
+    try:
+        return json.loads((root / MARKER_FILE).read_text()).get("loader")
+    except (OSError, json.JSONDecodeError):
+        return None
 
 
 def loader_requirement() -> list[str]:
