@@ -168,6 +168,7 @@ def _local_tree(tmp_path: Path) -> Path:
     src = root / "kernels-src" / "kern-src-dir"
     src.mkdir(parents=True)
     (src / "build.toml").write_text('[general]\nname = "kern"\n')
+    (root / "kernels.toml").write_text('kernels = ["kern"]\n')
     make_variant(root / "build" / "kern" / HOST_COMPILED, init="LABEL = 'compiled'\n")
     make_variant(root / "build" / "kern" / "torch-universal", init="LABEL = 'universal'\n")
     return root
@@ -190,7 +191,7 @@ def test_local_kernel_path_forms(tmp_path: Path) -> None:
 
 def test_local_kernel_errors(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
-    with pytest.raises(KernelHubError, match=r"no built variants found .*build/empty/ of it .*`builder build`"):
+    with pytest.raises(KernelHubError, match=r"no built variants found .*empty/build/empty; .*`builder build`"):
         api.get_local_kernel(tmp_path / "empty")
     make_variant(tmp_path / "b" / "torch299-cxx11-cpu-x86_64-linux")
     with pytest.raises(NoCompatibleVariantError, match=r"built for torch 2\.99"):

@@ -256,10 +256,18 @@ def _variant_dirs(build_dir: Path) -> list[str]:
 
 
 def _local_build_dirs(path: Path) -> list[Path]:
-    """Where builds of the kernel at ``path`` may live, in the order they are tried."""
-    candidates = [path, path / "build"]
+    """Where builds of the kernel at ``path`` may live, in the order they are tried.
+
+    Only places the path itself determines: never a ``build/`` found by walking up, which
+    would load whatever another user left in a shared parent such as /tmp. A kernel
+    source dir inside a builder project (``<project>/kernels-src/<dir>``, the project
+    recognised by its ``kernels.toml``) also finds ``<project>/build/<name>``.
+    """
     name = _kernel_name(path)
-    candidates += [parent / "build" / name for parent in (path, *path.parents)]
+    candidates = [path, path / "build", path / "build" / name]
+    project = path.parent.parent
+    if path.parent.name == "kernels-src" and (project / "kernels.toml").is_file():
+        candidates.append(project / "build" / name)
     return list(dict.fromkeys(candidates))
 
 
@@ -280,7 +288,9 @@ def find_local_variant(path: Path | str, *, backend: str | None = None) -> Path:
 
     ``path`` may be a variant dir (has metadata.json), a dir of variant dirs (such as
     ``build/`` or ``build/<kernel>/``), or a kernel source dir whose builds are in its
-    own ``build/`` or in ``<project root>/build/<kernel name>/`` (the builder's layout).
+    own ``build/`` or in ``<project root>/build/<kernel name>/`` (the builder's layout,
+    for a source dir directly under the project's ``kernels-src/``). Parent directories
+    are never searched.
     """
     path = Path(path).expanduser().resolve()
     if (path / METADATA_FILE).is_file():
@@ -300,9 +310,9 @@ def find_local_variant(path: Path | str, *, backend: str | None = None) -> Path:
                 )
             return build_dir / selection.chosen
     raise KernelHubError(
-        f"no built variants found for {path}: looked in it, in its build/ and in "
-        f"build/{_kernel_name(path)}/ of it and every parent directory; build it first "
-        "with `builder build`"
+        f"no built variants found for {path}: looked in "
+        f"{', '.join(str(c) for c in candidates)}; build it first with `builder build`, "
+        "or name the variant directory itself"
     )
 
 

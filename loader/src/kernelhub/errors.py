@@ -49,3 +49,7 @@ class HubError(KernelHubError):
 
 class PublishConflictError(HubError):
     """Publishing lost a race or would rewrite an existing release; nothing was changed."""
+
+
+class FlagTypeError(KernelHubError, TypeError):
+    """A trust or opt-in flag is not a bool: ``"false"`` must never read as yes."""

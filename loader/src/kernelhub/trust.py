@@ -8,7 +8,7 @@ warm cache loads: a cached copy is no more trusted than the hub it came from.
 from __future__ import annotations
 
 from . import settings
-from .errors import TrustError
+from .errors import FlagTypeError, TrustError
 from .hub.base import Hub
 
 DEFAULT_TRUSTED_ORGS: frozenset[str] = frozenset({"kernels-community"})
@@ -27,9 +27,22 @@ def is_trusted(repo_id: str, hub: Hub | None) -> bool:
     return hub is not None and org in hub.trusted_orgs()
 
 
+def require_bool(value: object, name: str) -> bool:
+    """``value`` if it is a real bool, else :class:`FlagTypeError` naming the flag.
+
+    Opt-ins decide whether foreign code runs, so ``"false"``, ``0`` or ``None`` must not
+    be read through ``bool()``: a truthy string would silently say yes.
+    """
+    if isinstance(value, bool):
+        return value
+    raise FlagTypeError(
+        f"{name} must be True or False, not {type(value).__name__} {value!r}; pass a bool"
+    )
+
+
 def check_trusted(repo_id: str, hub: Hub | None, trust_remote_code: bool) -> None:
     """Raise :class:`TrustError` unless the caller or the configuration trusts the org."""
-    if trust_remote_code or is_trusted(repo_id, hub):
+    if require_bool(trust_remote_code, "trust_remote_code") or is_trusted(repo_id, hub):
         return
     org = repo_id.partition("/")[0]
     raise TrustError(

@@ -92,6 +92,13 @@ def func_layer(func: Any, name: str) -> type[nn.Module]:
     return type(name, (nn.Module,), attrs)
 
 
+def _check_flags(repo: Any) -> None:
+    from ..trust import require_bool
+
+    require_bool(repo.trust_remote_code, f"{type(repo).__name__}.trust_remote_code")
+    require_bool(repo.allow_all_kernels, f"{type(repo).__name__}.allow_all_kernels")
+
+
 def _hub_key(hub: Any) -> str:
     from ..api import open_hub_arg
 
@@ -115,11 +122,12 @@ class _HubRepository:
                 f"{type(self).__name__}: repo_id must be 'org/name', got {self.repo_id!r}"
             )
         select_spec(self.version, self.revision)  # one of them at most, well-formed
+        _check_flags(self)
 
     @property
     def trusted(self) -> bool:
         """Whether the caller vouched for this repository's code."""
-        return bool(self.trust_remote_code or self.allow_all_kernels)
+        return self.trust_remote_code or self.allow_all_kernels
 
     def _kernel(self) -> ModuleType:
         from .. import settings
@@ -325,6 +333,9 @@ class LockedLayerRepository(_LockedRepository):
     allow_all_kernels: bool = field(default=False, kw_only=True)
     hub: Hub | str | os.PathLike | None = field(default=None, kw_only=True, compare=False)
 
+    def __post_init__(self) -> None:
+        _check_flags(self)
+
     def _pinned(self) -> LayerRepository:
         return LayerRepository(self.repo_id, layer_name=self.layer_name,
                                revision=locked_revision(self.repo_id, self.lockfile),
@@ -345,6 +356,9 @@ class LockedFuncRepository(_LockedRepository):
     trust_remote_code: bool = field(default=False, kw_only=True)
     allow_all_kernels: bool = field(default=False, kw_only=True)
     hub: Hub | str | os.PathLike | None = field(default=None, kw_only=True, compare=False)
+
+    def __post_init__(self) -> None:
+        _check_flags(self)
 
     def _pinned(self) -> FuncRepository:
         return FuncRepository(self.repo_id, func_name=self.func_name,

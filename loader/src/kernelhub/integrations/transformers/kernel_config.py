@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import KernelHubError
+from ...trust import require_bool
 from ...versions import select_spec
 from .table import (
     ATTENTION_KEY,
@@ -79,6 +80,8 @@ class KernelConfig:
             raise KernelConfigError(
                 f"kernel_mapping must be a dict of name → spec, not {type(self.kernel_mapping).__name__}"
             )
+        require_bool(self.inherit_mapping, "KernelConfig.inherit_mapping")
+        require_bool(self.use_local_kernel, "KernelConfig.use_local_kernel")
         self.entries: dict[str, dict[str, KernelSpec | None]] = {}
         self.fusions: dict[FusionKey, dict[str, KernelSpec | None]] = {}
         for key, value in self.kernel_mapping.items():
@@ -140,7 +143,9 @@ class KernelConfig:
             select_spec(version, revision)
         except KernelHubError as e:
             raise KernelConfigError(f"kernel_mapping[{key!r}]: {e}") from None
-        trust = bool(metadata.get("trust_remote_code", False))
+        trust = require_bool(
+            metadata.get("trust_remote_code", False), f"kernel_mapping[{key!r}] trust_remote_code"
+        )
         if self.use_local_kernel:
             m = _LOCAL_SPEC_RE.fullmatch(value)
             if m is None or not Path(m[1]).is_absolute():
@@ -271,6 +276,6 @@ def from_transformers(config: Any) -> KernelConfig:
         )
     return KernelConfig(
         dict(mapping),
-        inherit_mapping=bool(getattr(config, "inherit_mapping", True)),
-        use_local_kernel=bool(getattr(config, "use_local_kernel", False)),
+        inherit_mapping=getattr(config, "inherit_mapping", True),
+        use_local_kernel=getattr(config, "use_local_kernel", False),
     )
