@@ -206,10 +206,10 @@ def get_kernel(
     if (module := _memo.get(key)) is not None:
         return module
     resolution = resolve_kernel(repo_id, version, revision, hub=hub, backend=backend)
-    path, fresh = install_kernel(resolution)
+    path, _ = install_kernel(resolution)
     # A build without code for this GPU must fail here, not at its first kernel launch.
     check_archs(resolution.variant, read_metadata(path).backend.archs, resolution.system)
-    module = load_variant_dir(path, verify=not fresh)
+    module = load_variant_dir(path)
     _memo[key] = module
     return module
 

@@ -9,8 +9,12 @@ process, so a clash is refused here, before any of the variant's code runs.
 
 from __future__ import annotations
 
+import importlib
 import importlib.metadata
 import importlib.util
+import mmap
+import os
+import re
 import sys
 import threading
 from dataclasses import dataclass
@@ -20,7 +24,12 @@ from types import ModuleType
 from packaging.requirements import InvalidRequirement, Requirement
 
 from .errors import KernelLoadError
-from .metadata import Metadata, read_metadata, verify_variant
+from .metadata import Metadata, read_metadata
+from .snapshot import NATIVE_SUFFIXES, VerifiedVariant, snapshot_variant
+from .verified_import import FINDER
+
+_OPS_NAMESPACE_RE = re.compile(rb"torch\.ops\.([A-Za-z_][A-Za-z0-9_]*)")
+_TORCH_OPS_ATTRS = {"load_library", "import_module"}
 
 
 @dataclass(frozen=True)
@@ -119,44 +128,91 @@ def _forget_module(module_id: str) -> None:
         del sys.modules[name]
 
 
-def load_variant_dir(path: Path, *, verify: bool = True) -> ModuleType:
+def load_variant_dir(path: Path) -> ModuleType:
     """Verify and import the variant at ``path``; return its top-level module.
 
-    Every file's digest is checked before any of it runs (``verify=False`` skips that
-    for callers that just verified). Loading the same build again returns the module
-    already imported without re-hashing: what runs is what was verified at first load.
+    The variant is read once into a private verified copy (:mod:`kernelhub.snapshot`)
+    and imported only from there, so what runs is exactly what was hashed. Loading the
+    same build again returns the module already imported, without reading anything but
+    its metadata.
     """
     with _import_lock:
-        return _load(Path(path).resolve(), verify)
+        return _load(Path(path).resolve())
 
 
-def _load(path: Path, verify: bool) -> ModuleType:
-    metadata = read_metadata(path)
+def _load(path: Path) -> ModuleType:
+    if (module := _already_loaded(read_metadata(path), path)) is not None:
+        return module
+    variant = snapshot_variant(path)
+    try:
+        return _import(variant, path)
+    except BaseException:
+        variant.discard()
+        raise
+
+
+def _import(variant: VerifiedVariant, path: Path) -> ModuleType:
+    """Import a verified snapshot. Checks on ``variant.metadata`` (and on
+    ``variant.metadata_bytes``, which is what was read) belong before the first import."""
+    metadata = variant.metadata
     if (module := _already_loaded(metadata, path)) is not None:
         return module
-    if verify:
-        verify_variant(path, metadata)
-    init = path / "__init__.py"
-    if not init.is_file():
+    if "__init__.py" not in variant.python_sources:
         raise KernelLoadError(f"{path} has no __init__.py; it is not a loadable variant")
+    namespace = op_namespace(variant)
     _check_not_claimed(metadata, path)
     check_python_depends(metadata, path)
 
-    spec = importlib.util.spec_from_file_location(
-        metadata.id, init, submodule_search_locations=[str(path)]
-    )
-    if spec is None or spec.loader is None:  # pragma: no cover - a .py file always has one
-        raise KernelLoadError(f"{init}: Python cannot create an import spec for it")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[metadata.id] = module
+    FINDER.add(namespace, variant)
     try:
-        spec.loader.exec_module(module)
+        module = importlib.import_module(namespace)
     except BaseException as e:
-        _forget_module(metadata.id)
+        _forget_module(namespace)
+        FINDER.remove(namespace)
         if isinstance(e, (KeyboardInterrupt, SystemExit)):
             raise
         raise KernelLoadError(
             f"importing {metadata.name} from {path} failed: {type(e).__name__}: {e}"
         ) from e
-    _loaded[metadata.id] = LoadedVariant(path, dict(metadata.digest_files), module)
+    _loaded[namespace] = LoadedVariant(path, dict(metadata.digest_files), module)
     return module
+
+
+def op_namespace(variant: VerifiedVariant) -> str:
+    """The torch op namespace this build will register, from what will be loaded.
+
+    metadata.json is not covered by the digest, so its ``id`` alone proves nothing: the
+    namespace ``_ops.py`` binds (verified) must be that id, and every native library must
+    carry it (TORCH_LIBRARY stores it as a string). Otherwise a build with an edited id
+    would slip past the duplicate-namespace guard and torch would abort the process.
+    """
+    metadata, path = variant.metadata, variant.source
+    if not metadata.id.isidentifier():
+        raise KernelLoadError(
+            f"{path}: metadata id {metadata.id!r} is not a Python identifier; rebuild the variant"
+        )
+    ops = variant.python_sources.get("_ops.py", b"")
+    named = {m.decode() for m in _OPS_NAMESPACE_RE.findall(ops)} - _TORCH_OPS_ATTRS
+    if named and named != {metadata.id}:
+        raise KernelLoadError(
+            f"{path}: metadata.json says id {metadata.id!r} but _ops.py uses op namespace "
+            f"{', '.join(sorted(named))}; metadata.json was changed after the build. Restore "
+            "it or rebuild the variant"
+        )
+    needle = metadata.id.encode()
+    for rel in sorted(variant.files):
+        if rel.endswith(NATIVE_SUFFIXES) and not _mentions(variant.copy / rel, needle):
+            raise KernelLoadError(
+                f"{path / rel}: this native library does not register op namespace "
+                f"{metadata.id!r} that metadata.json names; the variant was assembled from "
+                "different builds. Rebuild it"
+            )
+    return metadata.id
+
+
+def _mentions(path: Path, needle: bytes) -> bool:
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            return False
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            return data.find(needle) != -1

@@ -103,17 +103,27 @@ class Metadata:
         )
 
 
-def read_metadata(variant_dir: Path) -> Metadata:
+def read_metadata_bytes(variant_dir: Path) -> bytes:
+    """The raw bytes of a variant's metadata.json (what a release signature covers)."""
     path = Path(variant_dir) / METADATA_FILE
     try:
-        text = path.read_text()
+        return path.read_bytes()
     except FileNotFoundError:
         raise MetadataError(f"{path} does not exist: {variant_dir} is not a built variant") from None
+
+
+def parse_metadata(raw: bytes, source: str) -> Metadata:
+    """Parse metadata.json bytes; ``source`` names them in errors."""
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise MetadataError(f"{path}: not valid JSON ({e})") from None
-    return Metadata.from_json(data, str(path))
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise MetadataError(f"{source}: not valid JSON ({e})") from None
+    return Metadata.from_json(data, source)
+
+
+def read_metadata(variant_dir: Path) -> Metadata:
+    raw = read_metadata_bytes(variant_dir)
+    return parse_metadata(raw, str(Path(variant_dir) / METADATA_FILE))
 
 
 def write_metadata(variant_dir: Path, metadata: Metadata) -> None:
@@ -156,7 +166,25 @@ def verify_variant(variant_dir: Path, metadata: Metadata | None = None) -> Metad
     """
     variant_dir = Path(variant_dir)
     metadata = metadata or read_metadata(variant_dir)
-    present = set(variant_files(variant_dir))
+    present = variant_files(variant_dir)
+    expected = set(metadata.digest_files)
+    actual = {rel: file_digest(variant_dir / rel) for rel in present if rel in expected}
+    check_digests(variant_dir, metadata, actual, present=set(present))
+    return metadata
+
+
+def check_digests(
+    variant_dir: Path,
+    metadata: Metadata,
+    actual: dict[str, str],
+    present: set[str] | None = None,
+) -> None:
+    """Compare the digests of the files found (``actual``) with the recorded ones.
+
+    ``present`` is every file found, when not all of them were hashed. Missing, extra
+    and changed files each raise IntegrityError naming the file.
+    """
+    present = set(actual) if present is None else present
     expected = set(metadata.digest_files)
     for rel in sorted(expected - present):
         raise IntegrityError(f"{variant_dir / rel}: listed in metadata.json but missing")
@@ -166,10 +194,9 @@ def verify_variant(variant_dir: Path, metadata: Metadata | None = None) -> Metad
             "variant with unexpected files"
         )
     for rel in sorted(expected):
-        if file_digest(variant_dir / rel) != metadata.digest_files[rel]:
+        if actual[rel] != metadata.digest_files[rel]:
             raise IntegrityError(
                 f"{variant_dir / rel}: sha256 does not match metadata.json; the file was "
                 "changed after the build. Delete the cached variant (kernelhub cache clear) "
                 "to fetch it again."
             )
-    return metadata
