@@ -1,10 +1,59 @@
 {
-  # Hermetic builds of the full matrix arrive with their own issue. For now the flake
-  # exposes the project's manifest so tools can evaluate it offline:
-  #   nix eval --json .#lib.manifest
+  # kernelhub's front door for builds. Host-toolchain outputs (this machine's compilers
+  # and the builder's torch environments, see nix/host.nix and docs/nix.md):
+  #   nix build .#kernels                 every CPU, CUDA and pure-Python variant of this system
+  #   nix build .#kernels-cpu             the same without CUDA (machines without nvcc)
+  #   nix build .#activation              one kernel, laid out like build/
+  #   nix build .#activation-torch213-cxx11-cpu-x86_64-linux    one variant
+  #   nix eval --json .#variants          the whole matrix (= builder list-variants --json)
+  #   nix flake check                     builder check + kernel tests per built variant
   description = "kernelhub: build, publish and load PyTorch compute kernels";
 
-  outputs = { self }: {
-    lib.manifest = builtins.fromTOML (builtins.readFile ./kernels.toml);
-  };
+  outputs = { self }:
+    let
+      manifest = import ./nix/manifest.nix { root = ./.; };
+      matrix = import ./nix/matrix.nix { inherit manifest; };
+      systems = manifest.matrix.systems;
+      forSystems = f: builtins.listToAttrs (map (system: { name = system; value = f system; }) systems);
+      # Nix 2.8 gives a dirty tree no revision; newer Nix gives dirtyRev.
+      rev = self.rev or self.dirtyRev or null;
+      dirty = !(self ? rev);
+      host = system: import ./nix/host.nix {
+        root = ./.;
+        inherit system manifest matrix rev dirty;
+      };
+    in
+    {
+      lib = {
+        manifest = builtins.fromTOML (builtins.readFile ./kernels.toml);
+        # kernel -> [ { variant, kind, backend, compute, system, torch, kernel } ]
+        variants = matrix.byKernel;
+      };
+
+      packages = forSystems (system:
+        let h = host system; in
+        h.perVariantPackages // h.perKernelPackages // {
+          inherit (h) kernels kernels-cpu;
+          default = h.kernels;
+        });
+
+      # `nix eval --json .#variants` (the same list as lib.variants).
+      variants = matrix.byKernel;
+
+      checks = forSystems (system: (host system).checks);
+
+      devShells = forSystems (system: {
+        default = derivation {
+          name = "kernelhub-dev-shell";
+          inherit system;
+          builder = "/bin/bash";
+          args = [ "-c" "echo 'use: nix develop' > $out" ];
+          PATH = "/usr/local/bin:/usr/bin:/bin";
+          shellHook = ''
+            # The host toolchain: the checkout's .venv (made by ci/setup) and its tools.
+            if [ -f ci/setup ]; then bash ci/setup && . .venv/bin/activate; fi
+          '';
+        };
+      });
+    };
 }

@@ -96,6 +96,10 @@ def _parser() -> argparse.ArgumentParser:
                               f"manylinux_2_28 (default: refuse; env {ALLOW_HOST_ABI_ENV}=1)")
     publish.add_argument("--dry-run", action="store_true",
                          help="check and report what would change; publish nothing")
+    publish.add_argument("--build-dir", dest="out", type=Path, metavar="DIR",
+                         default=argparse.SUPPRESS,
+                         help="publish the variants under DIR/<kernel>/<variant> (the same as "
+                              "--out; e.g. the result of nix build .#kernels)")
     return parser
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from kernelhub.errors import KernelHubError
 
 from .progress import console
+from .reproducible import build_environment
 
 _PROGRESS_RE = re.compile(r"^\[(\d+)/(\d+)\]\s+(.*)$")
 
@@ -49,7 +50,8 @@ def run_ninja(work_dir: Path, what: str) -> bool:
     lines: list[str] = []
     ran_something = False
     with console.status(f"compiling {what}") as status, subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env=build_environment(),
     ) as proc:
         assert proc.stdout is not None
         for line in proc.stdout:

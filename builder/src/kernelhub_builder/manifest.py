@@ -32,6 +32,7 @@ the error type of :mod:`.toml_tables`, re-exported here.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -61,8 +62,12 @@ SYSTEMS = tuple(f"{arch}-{os}" for arch in ARCHES for os in OSES)
 _ORG_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
-def load_project(path: Path) -> Project:
-    """Read kernels.toml (or the directory holding it) into a :class:`Project`."""
+def load_project(path: Path, *, only: Sequence[str] | None = None) -> Project:
+    """Read kernels.toml (or the directory holding it) into a :class:`Project`.
+
+    ``only`` keeps just those entries of ``kernels`` (each must be listed): a Nix build
+    of one kernel sees that kernel's tree and no other, so the rest cannot be checked.
+    """
     path = Path(path)
     file = path / PROJECT_FILE if path.is_dir() else path
     root = file.parent.resolve()
@@ -85,6 +90,12 @@ def load_project(path: Path) -> Project:
         if name in seen:
             raise top.error("kernels", f"{name!r} is listed twice; list each kernel once")
         seen.add(name)
+    if only is not None:
+        unknown = [name for name in only if name not in kernels]
+        if unknown:
+            raise top.error("kernels", f"{unknown[0]!r} is not listed; listed: "
+                                       f"{', '.join(kernels) or 'none'}")
+        kernels = tuple(name for name in kernels if name in only)
     build_dir = top.get_str("build-dir")
     project = Project(
         root=root,

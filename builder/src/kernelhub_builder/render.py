@@ -31,6 +31,7 @@ from .render_backends import (
     rocm_units,
     xpu_units,
 )
+from .reproducible import path_maps, with_prefix_maps
 from .torch_env import TorchEnv, minor_str
 
 BACKEND_DEFINES = {
@@ -232,7 +233,10 @@ def compile_units(
             units += [CompileUnit(kernel.root / src, f"obj/{Path(src).as_posix()}.o", "cxx",
                                   (*base, *part.cxx_flags, *includes))
                       for src in part.src if Path(src).suffix in CXX_SUFFIXES]
-    return tuple(units)
+    cuda_lib = cuda_library_dir(tools.nvcc) if variant.backend == "cuda" and tools.nvcc else None
+    maps = path_maps(kernel.name, kernel.root, generated.parent, env,
+                     cuda_lib.parent / "include" if cuda_lib else None)
+    return with_prefix_maps(units, maps)
 
 
 def _environment() -> jinja2.Environment:

@@ -112,6 +112,16 @@ def torch_requirement(minor: str, pin: str | None) -> Requirement:
     return requirement
 
 
+READ_ONLY_ENV = "KERNELHUB_BUILDER_ENVS_READ_ONLY"
+"""Set (to 1) by the Nix flake's host builds: use ready envs as they are, never create,
+complete or reinstall one (a Nix build writes nothing outside its output). The loader
+an env holds then need not be this builder's: builds only compile against the env."""
+
+
+def envs_read_only() -> bool:
+    return os.environ.get(READ_ONLY_ENV, "") not in ("", "0")
+
+
 def ensure_torch_env(minor: str, pin: str | None = None) -> TorchEnv:
     """Return the env for torch ``minor``, creating or completing it first if needed."""
     root = env_dir(minor)
@@ -119,6 +129,12 @@ def ensure_torch_env(minor: str, pin: str | None = None) -> TorchEnv:
     ready = _read_marker(root, requirement)
     if ready is not None:
         return ready
+    if envs_read_only():
+        raise TorchEnvError(
+            f"no ready torch {minor} environment ({requirement}) at {root}, and this build "
+            f"may not create one ({READ_ONLY_ENV} is set, as in a Nix build); create it "
+            f"with: builder build --variant 'torch{minor.replace('.', '')}-*' (or ci/setup-nix)"
+        )
     root.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(root.parent / f"torch-{minor}.lock")):
         ready = _read_marker(root, requirement)  # another builder may have finished it
@@ -157,7 +173,7 @@ def _read_marker(root: Path, requirement: Requirement) -> TorchEnv | None:
         return None
     if not requirement.specifier.contains(info.get("torch_version", ""), prereleases=True):
         return None
-    if data.get("loader") != loader_requirement():
+    if data.get("loader") != loader_requirement() and not envs_read_only():
         return None  # another checkout's loader: _prepare installs this one (seconds)
     return _env_from_info(data["minor"], root, info)
 

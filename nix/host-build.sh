@@ -1,0 +1,53 @@
+# The builder script of the flake's host-toolchain derivations (run by /bin/sh).
+#
+# "Host toolchain" means this machine's compilers and the builder's torch environments,
+# outside the Nix store. A Nix build sees neither the caller's environment nor its
+# checkout, so where they are comes from a small file written by ci/setup-nix:
+#   ~/.config/kernelhub/nix-host.env of the user the build runs as (single-user Nix),
+#   else /etc/kernelhub/nix-host.env (a daemon's build users have no home).
+# It sets KERNELHUB_PYTHON (a Python with the builder's dependencies) and
+# KERNELHUB_BUILDER_HOME (the torch environments); it may set CUDA_HOME, CXX or PATH.
+# The builder's own code is the copy in the store ($builderSrc, $loaderSrc), so a
+# change to it rebuilds every variant.
+set -eu
+command=$1
+home=$(getent passwd "$(id -u)" | cut -d: -f6 || true)
+conf=
+for candidate in "${home:-/nonexistent}/.config/kernelhub/nix-host.env" /etc/kernelhub/nix-host.env; do
+  if [ -r "$candidate" ]; then conf=$candidate; break; fi
+done
+if [ -z "$conf" ]; then
+  echo "error: no host toolchain for Nix builds: ${home:-~}/.config/kernelhub/nix-host.env and /etc/kernelhub/nix-host.env are missing; run ci/setup-nix in the checkout (it records the builder's Python and torch environments)" >&2
+  exit 1
+fi
+. "$conf"
+if [ ! -x "${KERNELHUB_PYTHON:-}" ]; then
+  echo "error: $conf: KERNELHUB_PYTHON=${KERNELHUB_PYTHON:-} is not an executable Python; run ci/setup-nix again" >&2
+  exit 1
+fi
+export KERNELHUB_BUILDER_HOME="${KERNELHUB_BUILDER_HOME:-$home/.cache/kernelhub-builder}"
+export KERNELHUB_BUILDER_ENVS_READ_ONLY=1 PYTHONDONTWRITEBYTECODE=1 PYTHONNOUSERSITE=1
+export PYTHONPATH="$builderSrc/src:$loaderSrc/src"
+export HOME="$NIX_BUILD_TOP" TMPDIR="$NIX_BUILD_TOP"
+for name in CUDA_HOME CXX; do
+  eval "value=\${$name:-}"
+  if [ -n "$value" ]; then export "$name"; fi
+done
+nix_build() { exec "$KERNELHUB_PYTHON" -m kernelhub_builder.nix_build "$@"; }
+case "$command" in
+  build)
+    nix_build build --project-file "$projectFile" --entry "$entry" --kernel-src "$kernelSrc" \
+      --variant "$variant" --out "$out" ;;
+  stamp)
+    nix_build stamp --src "$built" --out "$out" --commit "$commit" --dirty "$dirty" ;;
+  check)
+    mkdir -p "$out"
+    if ! "$KERNELHUB_PYTHON" -m kernelhub_builder.nix_build check --project-file "$projectFile" \
+        --entry "$entry" --kernel-src "$kernelSrc" --variant "$variant" --variant-dir "$built" \
+        > "$out/report.txt" 2>&1; then
+      cat "$out/report.txt" >&2
+      exit 1
+    fi
+    cat "$out/report.txt" ;;
+  *) echo "error: host-build.sh: unknown command $command" >&2; exit 1 ;;
+esac
