@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from kernelhub.hub.local import LocalHub
 from kernelhub.metadata import read_metadata
+from kernelhub.publish import LocalPublisher
 from kernelhub_builder.build import build_kernel
 from kernelhub_builder.check import AbiPolicy, CheckFailed, check_kernel
 from kernelhub_builder.check_violation import (
@@ -101,7 +101,7 @@ def test_strict_policy_fails_a_host_build_and_says_how_to_comply(built: Built) -
 
 
 def test_publish_refuses_a_host_build_unless_allowed(built: Built, tmp_path: Path) -> None:
-    hub = LocalHub(tmp_path / "hub")
+    hub = LocalPublisher(tmp_path / "hub")
     kernel = built.kernel("scale_stable")
     if _host_abi_violations(built):
         with pytest.raises(CheckFailed, match="--allow-host-abi"):

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 from kernelhub.errors import IntegrityError, KernelHubError, MetadataError, RepoNotFoundError
-from kernelhub.hub.local import LocalHub
 from kernelhub.metadata import verify_variant
+from kernelhub.publish import LocalPublisher
 from kernelhub_builder.build import build_kernel
 from kernelhub_builder.manifest import load_kernel, load_project
 from kernelhub_builder.manifest_model import KernelManifest, Project
@@ -33,7 +33,7 @@ class Setup:
     project: Project
     kernel: KernelManifest
     out: Path
-    hub: LocalHub
+    hub: LocalPublisher
 
     def reload(self) -> KernelManifest:
         self.kernel = load_kernel(self.kernel.root, self.project)
@@ -49,7 +49,7 @@ def setup(tmp_path: Path) -> Setup:
     shutil.copytree(FIXTURE, tmp_path / "project")
     project = load_project(tmp_path / "project")
     kernel = load_kernel(project.kernel_dir("relu_py"), project)
-    result = Setup(project, kernel, tmp_path / "out", LocalHub(tmp_path / "hub"))
+    result = Setup(project, kernel, tmp_path / "out", LocalPublisher(tmp_path / "hub"))
     result.build()
     return result
 

@@ -15,7 +15,6 @@ import uuid
 from pathlib import Path
 
 from kernelhub.errors import RepoNotFoundError
-from kernelhub.hub.base import PublishResult
 from kernelhub.metadata import BackendInfo, Metadata, compute_digests, write_metadata
 from kernelhub.variants import variant_id
 from kernelhub.versions import Refs
@@ -119,7 +118,3 @@ class DirHub:
     def trusted_orgs(self) -> frozenset[str]:
         self._record("trusted_orgs")
         return self._trusted
-
-    def publish(self, repo_id: str, branch: str, variants: dict[str, Path], *, tag: str | None,
-                message: str, dry_run: bool = False) -> PublishResult:
-        raise NotImplementedError("the loader never publishes")

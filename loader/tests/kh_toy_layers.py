@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelhub.hub.local import LocalHub
+from kernelhub.publish import LocalPublisher
 from kh_doubles import make_variant
 
 TRUSTED_REPO = "kernels-community/toy-activation"
@@ -125,7 +125,7 @@ def publish_toy_kernel(root: Path) -> ToyHub:
     staged = root / "staged" / "torch-universal"
     make_variant(staged, name="toy_activation", init=INIT, files={"layers.py": LAYERS},
                  backend="universal")
-    hub = LocalHub(root / "hub")
+    hub = LocalPublisher(root / "hub")
     for repo in (TRUSTED_REPO, UNTRUSTED_REPO):
         hub.publish(repo, "v1", {"torch-universal": staged}, tag="v1.0.0", message="toy")
     return ToyHub(root / "hub", staged)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 from kernelhub import api
-from kernelhub.hub.local import LocalHub
+from kernelhub.publish import LocalPublisher
 from kh_doubles import make_variant
 
 REPO = "kernels-community/scale"
@@ -24,7 +24,7 @@ FACTOR = {factor}
 """
 
 
-def _publish(hub: LocalHub, tmp_path: Path, factor: int, tag: str) -> str:
+def _publish(hub: LocalPublisher, tmp_path: Path, factor: int, tag: str) -> str:
     staged = tmp_path / "staging" / tag / "torch-universal"
     make_variant(staged, name="scale", init=INIT.format(factor=factor))
     result = hub.publish(REPO, "v1", {"torch-universal": staged}, tag=tag, message=f"release {tag}")
@@ -40,7 +40,7 @@ def _no_subprocesses(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_publish_then_load_two_releases_side_by_side(tmp_path: Path) -> None:
-    hub = LocalHub(tmp_path / "hub")
+    hub = LocalPublisher(tmp_path / "hub")
     _publish(hub, tmp_path, 2, "v1.0.0")
     _publish(hub, tmp_path, 3, "v1.1.0")
     old = api.get_kernel(REPO, "v1.0.0", hub=hub)
@@ -52,7 +52,7 @@ def test_publish_then_load_two_releases_side_by_side(tmp_path: Path) -> None:
 
 
 def test_warm_pinned_load_runs_no_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    hub = LocalHub(tmp_path / "hub")
+    hub = LocalPublisher(tmp_path / "hub")
     commit = _publish(hub, tmp_path, 5, "v1.0.0")
     first = api.get_kernel(REPO, revision=commit, hub=hub)
     api._memo.clear()  # as in a new process: only the disk cache is warm
@@ -64,7 +64,7 @@ def test_warm_pinned_load_runs_no_git(tmp_path: Path, monkeypatch: pytest.Monkey
 
 
 def test_offline_after_one_online_load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    hub = LocalHub(tmp_path / "hub")
+    hub = LocalPublisher(tmp_path / "hub")
     _publish(hub, tmp_path, 7, "v1.0.0")
     module = api.get_kernel(REPO, ">=1.0", hub=hub)
     api._memo.clear()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from kernelhub.cli import main
-from kernelhub.hub.local import LocalHub
+from kernelhub.publish import LocalPublisher
 from kernelhub.system import detect_system
 from kh_doubles import make_variant
 
@@ -16,7 +16,7 @@ HOST = "torch{}{}-cxx11-cpu-x86_64-linux".format(*detect_system("cpu").torch)
 
 @pytest.fixture
 def hub_dir(tmp_path: Path) -> Path:
-    hub = LocalHub(tmp_path / "hub")
+    hub = LocalPublisher(tmp_path / "hub")
     staging = tmp_path / "staging"
     for name in (HOST, "torch-universal", "torch299-cxx11-cpu-x86_64-linux"):
         make_variant(staging / name, name="kern")

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from kernelhub import api
 from kernelhub.errors import NoCompatibleVariantError
-from kernelhub.hub.local import LocalHub
 from kernelhub.metadata import read_metadata, write_metadata
+from kernelhub.publish import LocalPublisher
 from kernelhub.selection import (
     METAL_MIN_MACOS,
     arch_rank,
@@ -163,7 +163,7 @@ def _cuda_variant(dest: Path, archs: list[str]) -> Path:
 def test_get_kernel_refuses_a_build_without_code_for_the_gpu(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    hub = LocalHub(tmp_path / "hub")
+    hub = LocalPublisher(tmp_path / "hub")
     staged = _cuda_variant(tmp_path / "staged" / CU130, ["8.0", "9.0"])
     hub.publish("someorg/gpukern", "v1", {CU130: staged}, tag="v1.0.0", message="release")
     monkeypatch.setattr(api, "detect_system", lambda backend=None: cuda_system(capability=(7, 5)))

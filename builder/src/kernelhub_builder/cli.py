@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kernelhub.errors import KernelHubError
+from kernelhub.publish import open_publisher
 
 from . import __version__
 from .build import build_kernel, default_out_dir
@@ -248,9 +249,7 @@ def _indent(text: str) -> str:
 
 
 def _publish(args: argparse.Namespace, project: Project, out_dir: Path) -> int:
-    from kernelhub.hub.select import open_hub
-
-    hub = open_hub(args.hub or project.hub)
+    hub = open_publisher(args.hub or project.hub)
     for kernel in _select(project, args.kernels):
         result = publish_kernel(project, kernel, out_dir, hub, dry_run=args.dry_run,
                                 allow_host_abi=args.allow_host_abi)

@@ -15,8 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from kernelhub.errors import KernelHubError, MetadataError
-from kernelhub.hub.base import Hub, PublishResult
 from kernelhub.metadata import verify_variant
+from kernelhub.publish import HubPublisher, PublishResult
 
 from .assemble import built_variants
 from .check import AbiPolicy, raise_if_fatal, static_checks
@@ -62,7 +62,7 @@ def publish_kernel(
     project: Project,
     kernel: KernelManifest,
     out_dir: Path,
-    hub: Hub,
+    hub: HubPublisher,
     *,
     dry_run: bool = False,
     allow_host_abi: bool = False,

@@ -20,7 +20,7 @@ from .errors import IntegrityError, MetadataError
 METADATA_FILE = "metadata.json"
 DIGEST_ALGORITHM = "sha256"
 _SKIPPED_DIRS = {"__pycache__"}
-_SKIPPED_SUFFIXES = (".pyc",)
+_SKIPPED_SUFFIXES = (".pyc", ".pyo")
 
 
 @dataclass
@@ -131,19 +131,26 @@ def write_metadata(variant_dir: Path, metadata: Metadata) -> None:
     path.write_text(json.dumps(metadata.to_json(), indent=2, sort_keys=False) + "\n")
 
 
-def variant_files(variant_dir: Path) -> list[str]:
-    """Every file the digest covers, as sorted POSIX relative paths."""
+def stored_files(variant_dir: Path) -> list[str]:
+    """Every file of a variant dir as hubs store it, as sorted POSIX relative paths.
+
+    The one definition of a variant's files: digests cover these (but metadata.json) and
+    publishing sends exactly these. Bytecode caches are left out: they are per-interpreter
+    and would make identical builds differ.
+    """
     root = Path(variant_dir)
     found: list[str] = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if d not in _SKIPPED_DIRS)
         for name in filenames:
-            if name.endswith(_SKIPPED_SUFFIXES):
-                continue
-            rel = (Path(dirpath) / name).relative_to(root).as_posix()
-            if rel != METADATA_FILE:
-                found.append(rel)
+            if not name.endswith(_SKIPPED_SUFFIXES):
+                found.append((Path(dirpath) / name).relative_to(root).as_posix())
     return sorted(found)
+
+
+def variant_files(variant_dir: Path) -> list[str]:
+    """Every file the digest covers: the stored files but metadata.json itself."""
+    return [rel for rel in stored_files(variant_dir) if rel != METADATA_FILE]
 
 
 def file_digest(path: Path) -> str:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from kernelhub.hub.local import LocalHub
+from kernelhub.publish import LocalPublisher
 
 StageFn = Callable[..., Path]
 
@@ -45,8 +45,8 @@ def stage(tmp_path: Path) -> StageFn:
 
 
 @pytest.fixture
-def hub(tmp_path: Path) -> LocalHub:
-    return LocalHub(tmp_path / "hub")
+def hub(tmp_path: Path) -> LocalPublisher:
+    return LocalPublisher(tmp_path / "hub")
 
 
 def _free_port() -> int:
@@ -56,13 +56,13 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def olah_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalHub, str]]:
+def olah_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalPublisher, str]]:
     """A LocalHub served by a real olah mirror in offline mode: (hub, endpoint URL)."""
     olah_cli = Path(sys.executable).parent / "olah-cli"
     if not olah_cli.exists() and shutil.which("olah-cli") is None:
         pytest.skip("olah is not installed (pip install olah)")
     work = tmp_path_factory.mktemp("olah")
-    hub = LocalHub(work / "hub")
+    hub = LocalPublisher(work / "hub")
     (hub.root / "models").mkdir(parents=True)
     port = _free_port()
     config = work / "olah.toml"

@@ -12,8 +12,9 @@ import pytest
 from huggingface_hub import HfApi
 from huggingface_hub.hf_api import RepoFile
 from kernelhub.errors import HubError, RepoNotFoundError, VersionSpecError
-from kernelhub.hub.hf import HfHub, same_content
-from kernelhub.hub.local import staged_files
+from kernelhub.hub.hf import HfHub
+from kernelhub.publish.hf import same_content
+from kernelhub.publish.staged import staged_files
 
 REPO = "acme/demo"
 

@@ -1,4 +1,4 @@
-"""Publishing to a LocalHub: one commit per publish, compare-and-swap, release rules."""
+"""Publishing to a LocalPublisher: one commit per publish, compare-and-swap, release rules."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from kernelhub.errors import PublishConflictError
-from kernelhub.hub.local import LocalHub
+from kernelhub.publish import LocalPublisher
 
 REPO = "kernels-test/demo"
 
@@ -28,12 +28,12 @@ def published(stage_dir: Path) -> dict[str, bytes]:
     return {k: v for k, v in files_of(stage_dir).items() if "__pycache__" not in k}
 
 
-def fetch(hub: LocalHub, rev: str, variant: str, dest: Path) -> dict[str, bytes]:
+def fetch(hub: LocalPublisher, rev: str, variant: str, dest: Path) -> dict[str, bytes]:
     hub.fetch_variant(REPO, rev, variant, dest)
     return files_of(dest)
 
 
-def all_refs(hub: LocalHub) -> str:
+def all_refs(hub: LocalPublisher) -> str:
     return git(hub.repo_path(REPO), "for-each-ref", "--format=%(refname) %(objectname)")
 
 

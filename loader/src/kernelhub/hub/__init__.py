@@ -1,21 +1,21 @@
-"""Hubs: where variants are published to and loaded from.
+"""Hubs as the loader reads them: where variants are loaded from.
 
 ``HfHub`` is imported lazily: huggingface_hub costs a noticeable import time that a load
-from the embedded LocalHub never needs.
+from the embedded LocalHub never needs. Writing to a hub lives in :mod:`kernelhub.publish`.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .base import BUILD_DIR, Hub, PublishResult
+from .base import BUILD_DIR, Hub
 from .local import LocalHub
 from .select import open_hub
 
 if TYPE_CHECKING:
     from .hf import HfHub
 
-__all__ = ["BUILD_DIR", "HfHub", "Hub", "LocalHub", "PublishResult", "open_hub"]
+__all__ = ["BUILD_DIR", "HfHub", "Hub", "LocalHub", "open_hub"]
 
 
 def __getattr__(name: str) -> Any:

@@ -1,45 +1,29 @@
-"""The hub protocol: what the loader reads from a hub and what the builder publishes.
+"""The reading side of the hub protocol: what loading a kernel needs from a hub.
 
 Two implementations: :class:`kernelhub.hub.local.LocalHub` (git repositories on disk)
 and :class:`kernelhub.hub.hf.HfHub` (huggingface_hub against any Hub-API server).
+Publishing is a separate protocol, :class:`kernelhub.publish.HubPublisher`, so nothing on
+the load path carries the code that writes to a hub.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import re
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from ..errors import VariantNameError
 from ..versions import Refs
 
 BUILD_DIR = "build"
 """Variants live under ``build/<variant>/`` in every hub repository."""
 
-
-@dataclass(frozen=True)
-class PublishResult:
-    """What a publish did, for the builder to print."""
-
-    repo_id: str
-    branch: str
-    commit: str | None
-    """The new branch head, or the unchanged one when nothing changed."""
-    previous: str | None
-    tag: str | None
-    added: list[str] = field(default_factory=list)
-    replaced: list[str] = field(default_factory=list)
-    unchanged: list[str] = field(default_factory=list)
-    created_repo: bool = False
-    dry_run: bool = False
-
-    @property
-    def changed(self) -> bool:
-        return bool(self.added or self.replaced)
+_VARIANT_DIR_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 @runtime_checkable
 class Hub(Protocol):
-    """A place kernels are published to and loaded from."""
+    """A place kernels are loaded from."""
 
     @property
     def key(self) -> str:
@@ -62,19 +46,10 @@ class Hub(Protocol):
         """Organisations the hub's operator declares trusted, beyond the user's own list."""
         ...
 
-    def publish(
-        self,
-        repo_id: str,
-        branch: str,
-        variants: dict[str, Path],
-        *,
-        tag: str | None,
-        message: str,
-        dry_run: bool = False,
-    ) -> PublishResult:
-        """Commit ``variants`` (name → staged dir) to ``branch`` as one commit.
 
-        Only the named variant dirs are replaced; others on the branch stay. The branch
-        moves by compare-and-swap; a publish that changes nothing makes no commit.
-        """
-        ...
+def check_variant_dir(name: str) -> None:
+    """A variant name becomes a directory on every machine that fetches it: no paths."""
+    if not _VARIANT_DIR_RE.fullmatch(name):
+        raise VariantNameError(
+            f"{name!r} is not a valid variant directory name (letters, digits, '.', '_', '-')"
+        )

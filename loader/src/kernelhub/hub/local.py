@@ -8,10 +8,9 @@ Layout::
         refs/tags/v<semver>               a release: the branch head it was published at
 
 Everything is git plumbing on bare repositories (see :mod:`kernelhub.hub.git`): nothing is
-checked out, a publish writes one commit through a throwaway index and moves the branch
-and the release tag together in one compare-and-swap transaction, so readers never see
-half a publish and concurrent publishers of different variants never lose each other's
-work.
+checked out. This module only reads; :mod:`kernelhub.publish.local` writes one commit per
+publish and moves the branch and the release tag together in one compare-and-swap
+transaction, so readers never see half a publish.
 
 Serving it to huggingface_hub clients with olah: the layout is exactly what olah's
 mirror mode reads. Point olah at the hub root as a mirrors path, offline::
@@ -36,23 +35,14 @@ published so tools that look at HEAD find content.
 from __future__ import annotations
 
 import hashlib
-import random
 import re
 import sys
-import time
-from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from ..errors import (
-    HubError,
-    PublishConflictError,
-    RepoNotFoundError,
-    VersionSpecError,
-)
+from ..errors import HubError, RepoNotFoundError, VersionSpecError
 from ..versions import Refs
-from .base import BUILD_DIR, PublishResult
-from .git import ZERO_OID, GitRepo, IndexEntry, RefUpdate, RefValue
-from .staged import check_variant_dir, staged_files
+from .base import BUILD_DIR, check_variant_dir
+from .git import GitRepo
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -65,22 +55,6 @@ MODELS_DIR = "models"
 CONFIG_FILE = "kernelhub.toml"
 
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-_REF_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]*")
-_MAX_ATTEMPTS = 12
-
-
-@dataclass
-class _Plan:
-    """What one publish attempt would do, computed against one observed branch head."""
-
-    old: str | None
-    tree: str
-    commit_needed: bool
-    added: list[str] = field(default_factory=list)
-    replaced: list[str] = field(default_factory=list)
-    unchanged: list[str] = field(default_factory=list)
-    tag_old: str | None = None
-    """The tag's current oid when the tag must be created (ZERO_OID) or moved; else None."""
 
 
 class LocalHub:
@@ -101,7 +75,7 @@ class LocalHub:
 
     def repo_path(self, repo_id: str) -> Path:
         """Where ``org/name`` lives on disk (whether or not it exists yet)."""
-        org, name = _split_repo_id(repo_id)
+        org, name = split_repo_id(repo_id)
         return self.root / MODELS_DIR / org / name
 
     def list_repos(self) -> dict[str, list[str]]:
@@ -122,7 +96,8 @@ class LocalHub:
                 found[org_dir.name] = names
         return found
 
-    def _open(self, repo_id: str) -> GitRepo:
+    def open_repo(self, repo_id: str) -> GitRepo:
+        """The existing repository ``org/name``; RepoNotFoundError saying what exists."""
         repo = GitRepo(self.repo_path(repo_id))
         if not repo.is_repo():
             raise RepoNotFoundError(self._missing_repo_message(repo_id))
@@ -154,7 +129,7 @@ class LocalHub:
     # -- reading -----------------------------------------------------------------------
 
     def list_refs(self, repo_id: str) -> Refs:
-        repo = self._open(repo_id)
+        repo = self.open_repo(repo_id)
         branches: dict[str, str] = {}
         tags: dict[str, str] = {}
         for name, value in repo.refs("refs/heads/", "refs/tags/").items():
@@ -165,18 +140,18 @@ class LocalHub:
         return Refs(branches=branches, tags=tags)
 
     def list_variants(self, repo_id: str, commit: str) -> list[str]:
-        repo = self._open(repo_id)
+        repo = self.open_repo(repo_id)
         resolved = self._resolve(repo, repo_id, commit)
-        return sorted(_variant_trees(repo, resolved))
+        return sorted(variant_trees(repo, resolved))
 
     def fetch_variant(self, repo_id: str, commit: str, variant: str, dest: Path) -> None:
         check_variant_dir(variant)
-        repo = self._open(repo_id)
+        repo = self.open_repo(repo_id)
         resolved = self._resolve(repo, repo_id, commit)
         prefix = f"{BUILD_DIR}/{variant}/"
         entries = repo.ls_tree(resolved, prefix, recursive=True)
         if not entries:
-            available = ", ".join(sorted(_variant_trees(repo, resolved))) or "none"
+            available = ", ".join(sorted(variant_trees(repo, resolved))) or "none"
             raise HubError(
                 f"{repo_id} at {resolved[:12]} has no variant {variant}; variants: {available}"
             )
@@ -212,165 +187,8 @@ class LocalHub:
             )
         return frozenset(orgs)
 
-    # -- publishing --------------------------------------------------------------------
 
-    def publish(
-        self,
-        repo_id: str,
-        branch: str,
-        variants: dict[str, Path],
-        *,
-        tag: str | None,
-        message: str,
-        dry_run: bool = False,
-    ) -> PublishResult:
-        _check_ref_name(branch, "branch")
-        if tag is not None:
-            _check_ref_name(tag, "tag")
-        if not variants:
-            raise HubError(f"nothing to publish to {repo_id}: no variants were given")
-        staged = {name: staged_files(name, Path(path)) for name, path in sorted(variants.items())}
-        path = self.repo_path(repo_id)
-        repo = GitRepo(path)
-
-        if not repo.is_repo() and dry_run:
-            return PublishResult(
-                repo_id,
-                branch,
-                commit=None,
-                previous=None,
-                tag=tag,
-                added=sorted(staged),
-                created_repo=True,
-                dry_run=True,
-            )
-        created = GitRepo.init_bare(path, initial_branch=branch)
-
-        files = [f for name in staged for f in staged[name]]
-        oids = repo.hash_files([f.source for f in files])
-        entries = [
-            IndexEntry(f.git_mode, oid, f.path_in_repo) for f, oid in zip(files, oids, strict=True)
-        ]
-
-        race = ""
-        for attempt in range(_MAX_ATTEMPTS):
-            plan = self._plan(repo, repo_id, branch, tag, sorted(staged), entries)
-            result = PublishResult(
-                repo_id,
-                branch,
-                commit=plan.old,
-                previous=plan.old,
-                tag=tag,
-                added=plan.added,
-                replaced=plan.replaced,
-                unchanged=plan.unchanged,
-                created_repo=created,
-                dry_run=dry_run,
-            )
-            if dry_run:
-                return result
-            head = plan.old
-            updates: list[RefUpdate] = []
-            if plan.commit_needed:
-                head = repo.commit_tree(plan.tree, plan.old, message)
-                updates.append(RefUpdate(f"refs/heads/{branch}", head, plan.old or ZERO_OID))
-            if tag is not None and plan.tag_old is not None:
-                assert head is not None
-                updates.append(RefUpdate(f"refs/tags/{tag}", head, plan.tag_old))
-            lost = repo.update_refs(updates)
-            if lost is None:
-                return PublishResult(
-                    repo_id,
-                    branch,
-                    commit=head,
-                    previous=plan.old,
-                    tag=tag,
-                    added=plan.added,
-                    replaced=plan.replaced,
-                    unchanged=plan.unchanged,
-                    created_repo=created,
-                )
-            race = lost
-            # Someone else moved the branch or tag: back off a little, then rebuild the
-            # tree on top of their commit so both publishes survive.
-            time.sleep(random.uniform(0.005, 0.02) * (attempt + 1))
-        raise PublishConflictError(
-            f"could not publish to {repo_id} branch {branch}: it kept moving under "
-            f"{_MAX_ATTEMPTS} attempts ({race}). Nothing was changed; try again"
-        )
-
-    def _plan(
-        self,
-        repo: GitRepo,
-        repo_id: str,
-        branch: str,
-        tag: str | None,
-        names: list[str],
-        entries: list[IndexEntry],
-    ) -> _Plan:
-        """Build the new tree on the current branch head and check the release tag."""
-        patterns = [f"refs/heads/{branch}"] + ([f"refs/tags/{tag}"] if tag else [])
-        refs = repo.refs(*patterns)
-        head_ref = refs.get(f"refs/heads/{branch}")
-        old = head_ref.commit if head_ref else None
-        before = _variant_trees(repo, old) if old else {}
-        remove: list[str] = []
-        if old:
-            dirs = [f"{BUILD_DIR}/{name}/" for name in names if name in before]
-            if dirs:
-                remove = [e.path for e in repo.ls_tree(old, *dirs, recursive=True)]
-        tree = repo.write_tree(old, remove, entries)
-        after = _variant_trees(repo, tree)
-
-        plan = _Plan(old=old, tree=tree, commit_needed=old is None or tree != repo.tree_of(old))
-        for name in names:
-            if name not in before:
-                plan.added.append(name)
-            elif before[name] != after[name]:
-                plan.replaced.append(name)
-            else:
-                plan.unchanged.append(name)
-
-        if tag is not None:
-            tag_ref = refs.get(f"refs/tags/{tag}")
-            plan.tag_old = self._check_release(repo, repo_id, branch, tag, tag_ref, old, after)
-            if tag_ref is not None and not plan.commit_needed and tag_ref.commit == old:
-                plan.tag_old = None
-        return plan
-
-    def _check_release(
-        self,
-        repo: GitRepo,
-        repo_id: str,
-        branch: str,
-        tag: str,
-        tag_ref: RefValue | None,
-        old: str | None,
-        after: dict[str, str],
-    ) -> str:
-        """The tag's expected old oid for the CAS; raises if moving it would rewrite a release.
-
-        A release tag may only follow its branch forward to add variants: every variant it
-        already marks must keep exactly the same content.
-        """
-        if tag_ref is None:
-            return ZERO_OID
-        tagged = tag_ref.commit
-        if old is None or not repo.is_ancestor(tagged, old):
-            raise PublishConflictError(
-                f"release {tag} of {repo_id} already exists at {tagged[:12]}, which is not on "
-                f"branch {branch}; bump general.release. Nothing was published"
-            )
-        for name, tree in sorted(_variant_trees(repo, tagged).items()):
-            if after.get(name) != tree:
-                raise PublishConflictError(
-                    f"release {tag} of {repo_id} already has variant {name} with different "
-                    "content; bump general.release. Nothing was published"
-                )
-        return tag_ref.oid
-
-
-def _variant_trees(repo: GitRepo, treeish: str) -> dict[str, str]:
+def variant_trees(repo: GitRepo, treeish: str) -> dict[str, str]:
     """Variant name → tree oid of ``build/<variant>`` in a commit or tree."""
     return {
         PurePosixPath(e.path).name: e.oid
@@ -379,7 +197,7 @@ def _variant_trees(repo: GitRepo, treeish: str) -> dict[str, str]:
     }
 
 
-def _split_repo_id(repo_id: str) -> tuple[str, str]:
+def split_repo_id(repo_id: str) -> tuple[str, str]:
     parts = repo_id.split("/")
     if len(parts) != 2 or not all(_NAME_RE.fullmatch(p) for p in parts):
         raise RepoNotFoundError(
@@ -387,16 +205,6 @@ def _split_repo_id(repo_id: str) -> tuple[str, str]:
             "digits, '.', '_' and '-'"
         )
     return parts[0], parts[1]
-
-
-def _check_ref_name(name: str, what: str) -> None:
-    if (
-        not _REF_NAME_RE.fullmatch(name)
-        or ".." in name
-        or "//" in name
-        or name.endswith((".lock", "/", "."))
-    ):
-        raise HubError(f"{name!r} is not a valid git {what} name (e.g. 'v1' or 'v1.2.0')")
 
 
 def _check_relative(rel: str) -> None:
