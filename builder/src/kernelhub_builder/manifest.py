@@ -118,7 +118,7 @@ def load_project(path: Path, *, only: Sequence[str] | None = None) -> Project:
 
 def _hub_target(target: str | None, root: Path) -> str | None:
     if target is None or target == "hf" or target.startswith(("http://", "https://")):
-        return target  # the same forms kernelhub.hub.select.open_hub understands
+        return target  # the same forms kernelhub.hub.select.hub_address understands
     path = Path(target).expanduser()
     return str(path if path.is_absolute() else (root / path).resolve())
 
