@@ -17,7 +17,9 @@ from kernelhub.errors import KernelHubError
 from kernelhub.publish import open_publisher
 
 from . import __version__
+from .artifacts import merge_artifacts
 from .build import build_kernel, default_out_dir
+from .ci_matrix import ShardError, ci_jobs, parse_shard, shard_plans
 from .check import (
     ALLOW_HOST_ABI_ENV,
     AbiPolicy,
@@ -67,10 +69,27 @@ def _parser() -> argparse.ArgumentParser:
     listing.add_argument("kernel", nargs="?", help="one kernel (default: all)")
     listing.add_argument("--json", action="store_true", help="machine-readable output")
 
+    ci = commands.add_parser(
+        "ci-matrix", help="print the CI build matrix (one job per kernel and variant, with "
+                          "runner labels) as JSON for a workflow's fromJSON")
+    ci.add_argument("kernels", nargs="*", metavar="KERNEL", help="default: all")
+    ci.add_argument("--github-output", action="store_true",
+                    help="print matrix=<json> on one line, for $GITHUB_OUTPUT")
+
+    merge = commands.add_parser(
+        "merge-artifacts", help="verify built variants from CI artifacts and merge them into "
+                                "the build dir (what the publish job does before publishing)")
+    merge.add_argument("artifacts", nargs="+", type=Path, metavar="DIR",
+                       help="artifact dirs, each holding <kernel>/<variant>/")
+
     build = commands.add_parser("build", help="build the variants this host can build")
     build.add_argument("kernels", nargs="*", metavar="KERNEL", help="default: all")
     build.add_argument("--variant", action="append", default=[], metavar="V",
                        help="only these variants (name or glob; repeatable)")
+    build.add_argument("--shard", type=_shard_argument, metavar="I/N",
+                       help="build only shard I of N of the (kernel, variant) pairs this host "
+                            "can build (every N-th pair in name order; same split on any "
+                            "machine)")
     _abi_argument(build)
     build.add_argument("--no-import-check", dest="import_check", action="store_false",
                        help="skip importing each fresh build in its torch environment")
@@ -102,6 +121,13 @@ def _parser() -> argparse.ArgumentParser:
                          help="publish the variants under DIR/<kernel>/<variant> (the same as "
                               "--out; e.g. the result of nix build .#kernels)")
     return parser
+
+
+def _shard_argument(text: str) -> tuple[int, int]:
+    try:
+        return parse_shard(text)
+    except ShardError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _abi_argument(parser: argparse.ArgumentParser) -> None:
@@ -165,6 +191,24 @@ def _list_variants(args: argparse.Namespace, project: Project, out_dir: Path) ->
     return 0
 
 
+def _ci_matrix(args: argparse.Namespace, project: Project, out_dir: Path) -> int:
+    jobs = [job.to_json() for job in ci_jobs(project, _select(project, args.kernels))]
+    matrix = {"include": jobs}
+    if args.github_output:
+        print(f"matrix={json.dumps(matrix, separators=(',', ':'))}")
+    else:
+        print(json.dumps(matrix, indent=2))
+    return 0
+
+
+def _merge_artifacts(args: argparse.Namespace, project: Project, out_dir: Path) -> int:
+    merged = merge_artifacts(args.artifacts, out_dir)
+    for m in merged:
+        print(f"merged  {m.kernel}  {m.variant}  from {', '.join(str(s) for s in m.sources)}")
+    print(f"{len(merged)} variant(s) merged into {out_dir}")
+    return 0
+
+
 def _chosen_plans(
     project: Project, kernels: list[KernelManifest], patterns: list[str]
 ) -> dict[str, list[PlannedVariant]]:
@@ -198,6 +242,8 @@ def _chosen_plans(
 def _build(args: argparse.Namespace, project: Project, out_dir: Path) -> int:
     kernels = {k.name: k for k in _select(project, args.kernels)}
     plans = _chosen_plans(project, list(kernels.values()), args.variant)
+    if args.shard:
+        plans = shard_plans(plans, args.shard)
     status = 0
     for name, planned in plans.items():
         blocked = [p for p in planned if not p.buildable]
@@ -289,6 +335,8 @@ def _check(args: argparse.Namespace, project: Project, out_dir: Path) -> int:
 
 _COMMANDS = {
     "list-variants": _list_variants,
+    "ci-matrix": _ci_matrix,
+    "merge-artifacts": _merge_artifacts,
     "build": _build,
     "test": _test,
     "publish": _publish,
