@@ -19,7 +19,6 @@ from kernelhub.publish import open_publisher
 from . import __version__
 from .artifacts import merge_artifacts
 from .build import build_kernel, default_out_dir
-from .ci_matrix import ShardError, ci_jobs, parse_shard, shard_plans
 from .check import (
     ALLOW_HOST_ABI_ENV,
     AbiPolicy,
@@ -27,6 +26,7 @@ from .check import (
     check_kernel,
     format_violations,
 )
+from .ci_matrix import ShardError, ci_jobs, parse_shard, shard_plans
 from .kernel_tests import run_kernel_tests
 from .manifest import PROJECT_FILE, load_kernels, load_project
 from .manifest_model import KernelManifest, Project
