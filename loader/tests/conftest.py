@@ -17,13 +17,16 @@ _SETTINGS_VARS = (
     "KERNELHUB_TRUSTED_ORGS",
     "USE_HUB_KERNELS",
     "KERNELHUB_TEST_VARIANT",
+    "KERNELHUB_ALLOWED_SIGNERS",
+    "KERNELHUB_REQUIRE_SIGNED",
+    "KERNELHUB_ALLOW_UNSIGNED",
 )
 
 
 @pytest.fixture(autouse=True)
 def isolated_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Point cache, config and default hub into tmp_path; forget memoized loads."""
-    from kernelhub import api
+    from kernelhub import api, release_check
 
     for var in _SETTINGS_VARS:
         monkeypatch.delenv(var, raising=False)
@@ -31,6 +34,7 @@ def isolated_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("KERNELHUB_CONFIG", str(tmp_path / "config.toml"))
     monkeypatch.setenv("KERNELHUB_HUB", str(tmp_path / "default-hub"))
     monkeypatch.setattr(api, "_memo", {})
+    monkeypatch.setattr(release_check, "_verified", {})
     return tmp_path / "cache"
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from kernelhub.errors import RepoNotFoundError
 from kernelhub.metadata import BackendInfo, Metadata, compute_digests, write_metadata
+from kernelhub.release_manifest import ReleaseFiles
 from kernelhub.variants import variant_id
 from kernelhub.versions import Refs
 
@@ -114,6 +115,10 @@ class DirHub:
         self._record("fetch_variant", repo_id, commit, variant)
         time.sleep(self.fetch_delay)
         shutil.copytree(self._repo(repo_id) / commit / variant, dest, dirs_exist_ok=True)
+
+    def fetch_release(self, repo_id: str, commit: str) -> ReleaseFiles:
+        self._record("fetch_release", repo_id, commit)
+        return ReleaseFiles(None, None)  # a DirHub's releases are never signed
 
     def trusted_orgs(self) -> frozenset[str]:
         self._record("trusted_orgs")

@@ -32,7 +32,14 @@ from .manifest import PROJECT_FILE, load_kernels, load_project
 from .manifest_model import KernelManifest, Project
 from .matrix import PlannedVariant, filter_variants, format_plan, plan_to_json, plan_variants
 from .progress import console
-from .publish import describe_result, publish_kernel
+from .publish import (
+    SIGN_KEY_ENV,
+    SIGN_PASSPHRASE_ENV,
+    default_release_key,
+    describe_result,
+    load_release_key,
+    publish_kernel,
+)
 
 
 class UsageError(KernelHubError):
@@ -116,6 +123,10 @@ def _parser() -> argparse.ArgumentParser:
                               f"manylinux_2_28 (default: refuse; env {ALLOW_HOST_ABI_ENV}=1)")
     publish.add_argument("--dry-run", action="store_true",
                          help="check and report what would change; publish nothing")
+    publish.add_argument("--sign", metavar="KEY", default=default_release_key(),
+                         help="sign the release with this OpenSSH Ed25519 private key "
+                              f"(ssh-keygen -t ed25519; env {SIGN_KEY_ENV}; passphrase from "
+                              f"{SIGN_PASSPHRASE_ENV}); loaders check it against their policy")
     publish.add_argument("--build-dir", dest="out", type=Path, metavar="DIR",
                          default=argparse.SUPPRESS,
                          help="publish the variants under DIR/<kernel>/<variant> (the same as "
@@ -296,10 +307,11 @@ def _indent(text: str) -> str:
 
 def _publish(args: argparse.Namespace, project: Project, out_dir: Path) -> int:
     hub = open_publisher(args.hub or project.hub)
+    key = load_release_key(args.sign) if args.sign else None
     for kernel in _select(project, args.kernels):
         result = publish_kernel(project, kernel, out_dir, hub, dry_run=args.dry_run,
-                                allow_host_abi=args.allow_host_abi)
-        print(describe_result(result))
+                                allow_host_abi=args.allow_host_abi, key=key)
+        print(describe_result(result, key))
     return 0
 
 

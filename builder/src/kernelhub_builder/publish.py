@@ -7,20 +7,27 @@ re-checked too (:mod:`check`: read from the files, not trusted from metadata.jso
 binary that breaks a rule is refused, and one that needs a newer glibc/libstdc++ than
 manylinux_2_28 is refused unless ``allow_host_abi``. Then one
 ``hub.publish(repo, "v<major>", {variant: dir}, tag="v<release>")`` replaces exactly
-those variant dirs on the branch; variants built elsewhere stay.
+those variant dirs on the branch; variants built elsewhere stay. With ``--sign KEY`` the
+commit also carries a signed release manifest (:mod:`kernelhub.release_manifest`).
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from kernelhub.errors import KernelHubError, MetadataError
 from kernelhub.metadata import verify_variant
 from kernelhub.publish import HubPublisher, PublishResult
+from kernelhub.release_manifest import NAMESPACE
+from kernelhub.sshsig import SigningKey, load_signing_key
 
 from .assemble import built_variants
 from .check import AbiPolicy, raise_if_fatal, static_checks
 from .manifest_model import KernelManifest, Project
+
+SIGN_KEY_ENV = "KERNELHUB_SIGNING_KEY"
+SIGN_PASSPHRASE_ENV = "KERNELHUB_SIGNING_KEY_PASSPHRASE"
 
 
 def repo_id_for(project: Project, kernel: KernelManifest) -> str:
@@ -66,7 +73,11 @@ def publish_kernel(
     *,
     dry_run: bool = False,
     allow_host_abi: bool = False,
+    key: SigningKey | None = None,
 ) -> PublishResult:
+    """Publish ``kernel``'s built variants; with ``key``, sign the release (see
+    :mod:`kernelhub.release_manifest`: the signature covers every variant the tagged
+    commit holds)."""
     variants = collect_variants(kernel, out_dir, allow_host_abi=allow_host_abi)
     message = (
         f"Publish {kernel.name} {kernel.release}: {len(variants)} variant(s)\n\n"
@@ -79,10 +90,21 @@ def publish_kernel(
         tag=f"v{kernel.release}",
         message=message,
         dry_run=dry_run,
+        sign=(lambda data: key.sign(data, NAMESPACE)) if key is not None else None,
     )
 
 
-def describe_result(result: PublishResult) -> str:
+def default_release_key() -> str | None:
+    """``--sign``'s default: ``$KERNELHUB_SIGNING_KEY`` (how CI passes a key file)."""
+    return os.environ.get(SIGN_KEY_ENV) or None
+
+
+def load_release_key(path: str | Path) -> SigningKey:
+    """The private key ``--sign`` names; its passphrase, if any, from the environment."""
+    return load_signing_key(path, os.environ.get(SIGN_PASSPHRASE_ENV))
+
+
+def describe_result(result: PublishResult, key: SigningKey | None = None) -> str:
     """What a publish did, in the words a user wants after running it."""
     where = f"{result.repo_id}@{result.branch}"
     new_repo = " (new repository)" if result.created_repo else ""
@@ -98,4 +120,8 @@ def describe_result(result: PublishResult) -> str:
     lines += [f"  unchanged {v}" for v in result.unchanged]
     if result.tag:
         lines.append(f"  tag       {result.tag}")
+    if result.signed and key is not None:
+        lines.append(f"  signed    by {key.public.fingerprint}: {', '.join(result.signed)}")
+    elif key is None and not result.dry_run:
+        lines.append("  unsigned  (publish with --sign KEY to sign the release)")
     return "\n".join(lines)

@@ -8,10 +8,11 @@ are immutable, so nothing the hub could say would change the answer.
 from __future__ import annotations
 
 import os
-import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import TypeVar
 
 from . import settings
 from .cache import KernelCache
@@ -24,17 +25,20 @@ from .errors import (
 from .hub.base import Hub
 from .importer import load_variant_dir
 from .metadata import METADATA_FILE, read_metadata
+from .release_check import check_release, signed_metadata_digest
+from .release_manifest import ReleaseFiles
 from .selection import Selection, check_archs, select_variant
+from .signing_policy import OrgPolicy, policy_for
 from .system import SystemInfo, detect_system
 from .trust import check_trusted
-from .versions import Refs, VersionSpec, resolve, select_spec
+from .versions import Refs, VersionSpec, branch_major, resolve, select_spec
 
 try:  # Python 3.11+
     import tomllib
 except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     tomllib = None  # type: ignore[assignment]
 
-_MAJOR_BRANCH_RE = re.compile(r"v(\d+)")
+T = TypeVar("T")
 
 HubArg = Hub | str | os.PathLike | None
 """A Hub, or what :func:`kernelhub.hub.select.open_hub` accepts: a path, URL, "hf", None."""
@@ -82,7 +86,7 @@ def open_hub_arg(hub: HubArg) -> Hub:
 
 def default_spec(refs: Refs, repo_id: str) -> VersionSpec:
     """With no version or revision: the highest ``v<N>`` branch, else ``main``."""
-    majors = [int(m[1]) for b in refs.branches if (m := _MAJOR_BRANCH_RE.fullmatch(b))]
+    majors = [m for b in refs.branches if (m := branch_major(b)) is not None]
     if majors:
         return VersionSpec(major=max(majors))
     if "main" in refs.branches:
@@ -114,18 +118,34 @@ def _refs(repo_id: str, hub: Hub, cache: KernelCache) -> Refs:
     return refs
 
 
-def _variants_at(repo_id: str, commit: str, hub: Hub, cache: KernelCache) -> list[str]:
-    cached = cache.read_variants(hub.key, repo_id, commit)
-    if cached is not None:
+def _offline_miss(what: str) -> KernelHubError:
+    return KernelHubError(
+        f"offline mode: {what} is not in the cache; load it once online or unset "
+        "KERNELHUB_OFFLINE/HF_HUB_OFFLINE"
+    )
+
+
+def _per_commit(
+    read: Callable[[], T | None], fetch: Callable[[], T], write: Callable[[T], None], what: str
+) -> T:
+    """What a commit holds, from the cache when there (a commit never changes), else from
+    the hub — which offline mode forbids."""
+    if (cached := read()) is not None:
         return cached
     if settings.offline():
-        raise KernelHubError(
-            f"offline mode: {repo_id} at {commit[:12]} is not in the cache; load it once "
-            "online or unset KERNELHUB_OFFLINE/HF_HUB_OFFLINE"
-        )
-    names = hub.list_variants(repo_id, commit)
-    cache.write_variants(hub.key, repo_id, commit, names)
-    return names
+        raise _offline_miss(what)
+    value = fetch()
+    write(value)
+    return value
+
+
+def _variants_at(repo_id: str, commit: str, hub: Hub, cache: KernelCache) -> list[str]:
+    return _per_commit(
+        lambda: cache.read_variants(hub.key, repo_id, commit),
+        lambda: hub.list_variants(repo_id, commit),
+        lambda names: cache.write_variants(hub.key, repo_id, commit, names),
+        f"{repo_id} at {commit[:12]}",
+    )
 
 
 def resolve_kernel(
@@ -202,16 +222,49 @@ def get_kernel(
     select_spec(version, revision)  # a malformed spec fails before any hub work
     hub = open_hub_arg(hub)
     check_trusted(repo_id, hub, trust_remote_code)
-    key = (hub.key, repo_id, f"{version!r}|{revision!r}", backend)
+    policy = policy_for(repo_id.partition("/")[0])
+    # The policy is part of the key: tightening it makes the next call check again.
+    key = (hub.key, repo_id, f"{version!r}|{revision!r}", backend, policy.token)
     if (module := _memo.get(key)) is not None:
         return module
     resolution = resolve_kernel(repo_id, version, revision, hub=hub, backend=backend)
+    signed_sha256 = _signed_metadata_sha256(resolution, policy)
     path, _ = install_kernel(resolution)
     # A build without code for this GPU must fail here, not at its first kernel launch.
     check_archs(resolution.variant, read_metadata(path).backend.archs, resolution.system)
-    module = load_variant_dir(path)
+    module = load_variant_dir(path, metadata_sha256=signed_sha256)
     _memo[key] = module
     return module
+
+
+def _release_files(resolution: Resolution, cache: KernelCache) -> ReleaseFiles:
+    hub, repo_id, commit = resolution.hub, resolution.repo_id, resolution.commit
+    return _per_commit(
+        lambda: cache.read_release(hub.key, repo_id, commit),
+        lambda: hub.fetch_release(repo_id, commit),
+        lambda files: cache.write_release(hub.key, repo_id, commit, files),
+        f"the release signature of {repo_id} at {commit[:12]}",
+    )
+
+
+def _signed_metadata_sha256(resolution: Resolution, policy: OrgPolicy) -> str | None:
+    """What the org's signing policy says the chosen variant's metadata.json must hash to.
+
+    None when no signature applies (no policy for the org, or an unsigned release the
+    policy allows); raises SignatureError when the policy refuses the release. Checked
+    before the variant is fetched, so a refused release downloads nothing but its
+    manifest and signature.
+    """
+    if not policy.active:
+        return None
+    files = _release_files(resolution, KernelCache())
+    manifest = check_release(
+        files, policy, resolution.repo_id, resolution.ref, resolution.commit
+    )
+    if manifest is None:
+        return None
+    where = f"{resolution.repo_id} at {resolution.ref} ({resolution.commit[:12]})"
+    return signed_metadata_digest(manifest, resolution.variant, where)
 
 
 def has_kernel(

@@ -5,6 +5,7 @@ Layout under the cache root::
     <hub.key>/<org>/<name>/.lock                       one lock per repository
     <hub.key>/<org>/<name>/refs.json                   last refs seen (offline mode)
     <hub.key>/<org>/<name>/<commit>/variants.json      variant list at that commit
+    <hub.key>/<org>/<name>/<commit>/release-files.json the signed-release files at that commit
     <hub.key>/<org>/<name>/<commit>/<variant>/…        the verified variant files
 
 A commit's content never changes, so everything under ``<commit>/`` is immutable once
@@ -14,6 +15,7 @@ only once it is complete and verified (temp dir + rename), so readers never need
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -27,12 +29,14 @@ from . import settings
 from .errors import HubError, IntegrityError, KernelHubError
 from .hub.base import Hub
 from .metadata import verify_variant
+from .release_manifest import ReleaseFiles
 from .versions import Refs
 
 _SEGMENT_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
 _COMMIT_RE = re.compile(r"[0-9a-f]{40}")
 _TMP_SUFFIX = ".partial"
 VARIANTS_FILE = "variants.json"
+RELEASE_FILES = "release-files.json"
 REFS_FILE = "refs.json"
 
 
@@ -112,6 +116,31 @@ class KernelCache:
     def write_variants(self, hub_key: str, repo_id: str, commit: str, names: list[str]) -> None:
         path = self.commit_dir(hub_key, repo_id, commit) / VARIANTS_FILE
         _write_json_atomic(path, sorted(names))
+
+    def read_release(self, hub_key: str, repo_id: str, commit: str) -> ReleaseFiles | None:
+        """The release files seen at ``commit`` (None: never asked). Not trusted: they are
+        verified on every load, like everything else read from the cache."""
+        path = self.commit_dir(hub_key, repo_id, commit) / RELEASE_FILES
+        data = _read_json(path)
+        if data is None:
+            return None
+        found: dict[str, bytes | None] = {}
+        for key in ("manifest", "signature"):
+            value = data.get(key) if isinstance(data, dict) else 0
+            try:
+                found[key] = None if value is None else base64.b64decode(value, validate=True)
+            except (TypeError, ValueError):
+                raise KernelHubError(
+                    f"{path}: corrupt cache file; run `kernelhub cache clear`"
+                ) from None
+        return ReleaseFiles(found["manifest"], found["signature"])
+
+    def write_release(self, hub_key: str, repo_id: str, commit: str, files: ReleaseFiles) -> None:
+        path = self.commit_dir(hub_key, repo_id, commit) / RELEASE_FILES
+        _write_json_atomic(path, {
+            "manifest": None if files.manifest is None else base64.b64encode(files.manifest).decode(),
+            "signature": None if files.signature is None else base64.b64encode(files.signature).decode(),
+        })
 
     def read_refs(self, hub_key: str, repo_id: str) -> Refs | None:
         path = self.repo_dir(hub_key, repo_id) / REFS_FILE

@@ -53,3 +53,12 @@ class PublishConflictError(HubError):
 
 class FlagTypeError(KernelHubError, TypeError):
     """A trust or opt-in flag is not a bool: ``"false"`` must never read as yes."""
+
+
+class SignatureError(TrustError):
+    """A release is unsigned, signed by a key the org's policy does not allow, or its
+    signature does not cover what was fetched; nothing of it runs."""
+
+
+class SigningKeyError(KernelHubError, ValueError):
+    """A signing or allowed key is unreadable, malformed, or not an Ed25519 key."""

@@ -23,8 +23,9 @@ from types import ModuleType
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from .errors import KernelLoadError
-from .metadata import Metadata, read_metadata
+from .errors import KernelLoadError, SignatureError
+from .metadata import METADATA_FILE, Metadata, parse_metadata, read_metadata_bytes
+from .release_manifest import metadata_sha256 as release_digest
 from .snapshot import NATIVE_SUFFIXES, VerifiedVariant, snapshot_variant
 from .verified_import import FINDER
 
@@ -128,23 +129,39 @@ def _forget_module(module_id: str) -> None:
         del sys.modules[name]
 
 
-def load_variant_dir(path: Path) -> ModuleType:
+def load_variant_dir(path: Path, *, metadata_sha256: str | None = None) -> ModuleType:
     """Verify and import the variant at ``path``; return its top-level module.
 
     The variant is read once into a private verified copy (:mod:`kernelhub.snapshot`)
     and imported only from there, so what runs is exactly what was hashed. Loading the
     same build again returns the module already imported, without reading anything but
-    its metadata.
+    its metadata. ``metadata_sha256`` is what a verified release signature records for
+    this variant's metadata.json (:mod:`kernelhub.release_check`): the metadata bytes
+    the digests are then taken from must hash to it.
     """
     with _import_lock:
-        return _load(Path(path).resolve())
+        return _load(Path(path).resolve(), metadata_sha256)
 
 
-def _load(path: Path) -> ModuleType:
-    if (module := _already_loaded(read_metadata(path), path)) is not None:
+def _check_signed(raw: bytes, signed_sha256: str | None, path: Path) -> None:
+    if signed_sha256 is None or (actual := release_digest(raw)) == signed_sha256:
+        return
+    raise SignatureError(
+        f"refusing to load {path}: its metadata.json (sha256 {actual[:16]}…) is not the one "
+        f"the release signature covers ({signed_sha256[:16]}…); it was changed after "
+        "signing. Run `kernelhub cache clear` to fetch it again, and tell the publisher if "
+        "the hub serves it so"
+    )
+
+
+def _load(path: Path, signed_sha256: str | None) -> ModuleType:
+    raw = read_metadata_bytes(path)
+    _check_signed(raw, signed_sha256, path)
+    if (module := _already_loaded(parse_metadata(raw, str(path / METADATA_FILE)), path)) is not None:
         return module
     variant = snapshot_variant(path)
     try:
+        _check_signed(variant.metadata_bytes, signed_sha256, path)  # the bytes that count
         return _import(variant, path)
     except BaseException:
         variant.discard()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -83,8 +84,7 @@ def _config_trusted_orgs() -> set[str]:
 
 def trusted_orgs() -> frozenset[str]:
     """Organisations the user trusts: ``$KERNELHUB_TRUSTED_ORGS`` plus the config file."""
-    from_env = {o.strip() for o in os.environ.get("KERNELHUB_TRUSTED_ORGS", "").split(",")}
-    return frozenset((from_env - {""}) | _config_trusted_orgs())
+    return frozenset(_env_list("KERNELHUB_TRUSTED_ORGS") | _config_trusted_orgs())
 
 
 def hub_kernels_enabled() -> bool:
@@ -104,3 +104,72 @@ def hub_kernels_enabled() -> bool:
             stacklevel=2,
         )
     return False
+
+
+def _env_list(name: str) -> set[str]:
+    return {o.strip() for o in os.environ.get(name, "").split(",")} - {""}
+
+
+def _config_strings(table: dict[str, Any], key: str, where: str, example: str) -> list[str]:
+    value = table.get(key, [])
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise KernelHubError(f"{config_path()}: {where} {key} must be a list of strings, e.g. {example}")
+    return [v.strip() for v in value if v.strip()]
+
+
+@dataclass(frozen=True)
+class SigningSettings:
+    """The raw release-signing policy; :mod:`kernelhub.signing_policy` interprets it.
+
+    Config file::
+
+        [signing]
+        allowed-signers = "allowed_signers"   # OpenSSH allowed_signers file(s); the
+                                              # principals are org names (patterns allowed)
+        require = ["my-org"]                  # refuse unsigned releases ("*": every org)
+        allow-unsigned = ["hf-org"]           # load unsigned releases even so
+        [signing.keys]
+        my-org = ["ssh-ed25519 AAAA… release-2026"]
+
+    Environment (added to the file's values): ``KERNELHUB_ALLOWED_SIGNERS`` (paths,
+    separated like PATH), ``KERNELHUB_REQUIRE_SIGNED`` and ``KERNELHUB_ALLOW_UNSIGNED``
+    (comma-separated org names or patterns).
+    """
+
+    allowed_signers_files: tuple[Path, ...] = ()
+    keys: tuple[tuple[str, str], ...] = ()
+    """(org, "ssh-ed25519 AAAA… comment") pairs from [signing.keys]."""
+    require: frozenset[str] = frozenset()
+    allow_unsigned: frozenset[str] = frozenset()
+
+
+def signing() -> SigningSettings:
+    """The release-signing settings from ``[signing]`` and the environment."""
+    table = read_config().get("signing", {})
+    if not isinstance(table, dict):
+        raise KernelHubError(f"{config_path()}: [signing] must be a table")
+    base = config_path().parent
+    files = [
+        base / Path(p).expanduser()
+        for p in _config_strings(table, "allowed-signers", "[signing]", '"allowed_signers"')
+    ]
+    files += [Path(p).expanduser() for p in
+              os.environ.get("KERNELHUB_ALLOWED_SIGNERS", "").split(os.pathsep) if p.strip()]
+    keys_table = table.get("keys", {})
+    if not isinstance(keys_table, dict):
+        raise KernelHubError(f"{config_path()}: [signing.keys] must map org names to key lists")
+    keys = [
+        (org, line)
+        for org in sorted(keys_table)
+        for line in _config_strings(keys_table, org, "[signing.keys]", '["ssh-ed25519 AAAA…"]')
+    ]
+    require = _config_strings(table, "require", "[signing]", '["my-org"]')
+    allow = _config_strings(table, "allow-unsigned", "[signing]", '["hf-org"]')
+    return SigningSettings(
+        allowed_signers_files=tuple(dict.fromkeys(files)),
+        keys=tuple(keys),
+        require=frozenset(require) | _env_list("KERNELHUB_REQUIRE_SIGNED"),
+        allow_unsigned=frozenset(allow) | _env_list("KERNELHUB_ALLOW_UNSIGNED"),
+    )

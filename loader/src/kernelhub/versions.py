@@ -20,6 +20,19 @@ from .errors import VersionSpecError
 _SHA_RE = re.compile(r"[0-9a-f]{40}")
 _SPEC_START = ("<", ">", "=", "!", "~")
 _RELEASE_TAG_RE = re.compile(r"v(\d+\.\d+\.\d+\S*)")
+_MAJOR_BRANCH_RE = re.compile(r"v(\d+)")
+
+
+def tag_release(ref: str) -> str | None:
+    """``"v1.2.0"`` → ``"1.2.0"``: the release a ``v<semver>`` tag name marks, else None."""
+    m = _RELEASE_TAG_RE.fullmatch(ref)
+    return m[1] if m else None
+
+
+def branch_major(ref: str) -> int | None:
+    """``"v2"`` → 2: the major version a ``v<N>`` branch name holds, else None."""
+    m = _MAJOR_BRANCH_RE.fullmatch(ref)
+    return int(m[1]) if m else None
 
 
 @dataclass(frozen=True)
@@ -33,9 +46,9 @@ class Refs:
         """``v<semver>`` tags as versions → the tag name."""
         found: dict[Version, str] = {}
         for tag in self.tags:
-            if m := _RELEASE_TAG_RE.fullmatch(tag):
+            if (release := tag_release(tag)) is not None:
                 try:
-                    found[Version(m[1])] = tag
+                    found[Version(release)] = tag
                 except InvalidVersion:
                     continue
         return found

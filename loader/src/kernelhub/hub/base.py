@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from ..errors import VariantNameError
+from ..release_manifest import ReleaseFiles
 from ..versions import Refs
 
 BUILD_DIR = "build"
@@ -40,6 +41,11 @@ class Hub(Protocol):
 
     def fetch_variant(self, repo_id: str, commit: str, variant: str, dest: Path) -> None:
         """Write the files of ``build/<variant>/`` at ``commit`` into the empty dir ``dest``."""
+        ...
+
+    def fetch_release(self, repo_id: str, commit: str) -> ReleaseFiles:
+        """The signed-release files at the repository root at ``commit`` (see
+        :mod:`kernelhub.release_manifest`); absent files are None: an unsigned release."""
         ...
 
     def trusted_orgs(self) -> frozenset[str]:

@@ -248,6 +248,10 @@ class GitRepo:
         listing = "".join(f"{Path(p).absolute()}\n" for p in paths).encode()
         return self.out("hash-object", "-w", "--no-filters", "--stdin-paths", input=listing).split()
 
+    def hash_blob(self, data: bytes) -> str:
+        """Write ``data`` as a blob; its oid."""
+        return self.out("hash-object", "-w", "--no-filters", "--stdin", input=data)
+
     def write_tree(self, base: str | None, remove: Iterable[str], add: Iterable[IndexEntry]) -> str:
         """A tree = ``base``'s tree, minus the ``remove`` paths, plus ``add``; its oid.
 

@@ -27,6 +27,7 @@ from huggingface_hub.errors import (
 from huggingface_hub.hf_api import RepoFile
 
 from ..errors import HubError, RepoNotFoundError, VersionSpecError
+from ..release_manifest import RELEASE_FILE, SIGNATURE_FILE, ReleaseFiles
 from ..versions import Refs
 from .base import BUILD_DIR, check_variant_dir
 
@@ -106,25 +107,7 @@ class HfHub:
         # Download next to dest so the final moves are renames on one filesystem, and
         # keep huggingface_hub's .cache/ bookkeeping out of dest.
         with tempfile.TemporaryDirectory(prefix=".kernelhub-download-", dir=dest.parent) as tmp:
-            try:
-                snapshot_download(
-                    repo_id,
-                    repo_type="model",
-                    revision=commit,
-                    allow_patterns=[f"{BUILD_DIR}/{variant}/*"],
-                    local_dir=tmp,
-                    endpoint=self.endpoint,
-                    token=self.token,
-                )
-            except (RepositoryNotFoundError, RevisionNotFoundError, EntryNotFoundError) as exc:
-                self._check_revision(repo_id, commit)
-                raise HubError(
-                    f"{self.endpoint} failed to send {repo_id}@{commit} variant {variant}: {exc}"
-                ) from exc
-            except HfHubHTTPError as exc:
-                raise HubError(
-                    f"{self.endpoint} failed to send {repo_id}@{commit} variant {variant}: {exc}"
-                ) from exc
+            self._download(repo_id, commit, [f"{BUILD_DIR}/{variant}/*"], tmp, f"variant {variant}")
             source = Path(tmp) / BUILD_DIR / variant
             if not source.is_dir() or not any(source.iterdir()):
                 available = ", ".join(self.list_variants(repo_id, commit)) or "none"
@@ -133,6 +116,37 @@ class HfHub:
                 )
             for item in source.iterdir():
                 shutil.move(str(item), dest / item.name)
+
+    def _download(
+        self, repo_id: str, commit: str, patterns: list[str], local_dir: str, what: str
+    ) -> None:
+        """snapshot_download the files matching ``patterns`` at ``commit`` into ``local_dir``."""
+        try:
+            snapshot_download(
+                repo_id,
+                repo_type="model",
+                revision=commit,
+                allow_patterns=patterns,
+                local_dir=local_dir,
+                endpoint=self.endpoint,
+                token=self.token,
+            )
+        except (RepositoryNotFoundError, RevisionNotFoundError, EntryNotFoundError) as exc:
+            self._check_revision(repo_id, commit)
+            raise HubError(
+                f"{self.endpoint} failed to send {what} of {repo_id}@{commit}: {exc}"
+            ) from exc
+        except HfHubHTTPError as exc:
+            raise HubError(
+                f"{self.endpoint} failed to send {what} of {repo_id}@{commit}: {exc}"
+            ) from exc
+
+    def fetch_release(self, repo_id: str, commit: str) -> ReleaseFiles:
+        names = (RELEASE_FILE, SIGNATURE_FILE)
+        with tempfile.TemporaryDirectory(prefix="kernelhub-release-") as tmp:
+            self._download(repo_id, commit, list(names), tmp, "the release files")
+            found = {n: (Path(tmp) / n).read_bytes() for n in names if (Path(tmp) / n).is_file()}
+        return ReleaseFiles(found.get(RELEASE_FILE), found.get(SIGNATURE_FILE))
 
     def trusted_orgs(self) -> frozenset[str]:
         """A remote hub declares no trust of its own; the user's configuration decides."""

@@ -40,6 +40,7 @@ import sys
 from pathlib import Path, PurePosixPath
 
 from ..errors import HubError, RepoNotFoundError, VersionSpecError
+from ..release_manifest import RELEASE_FILE, SIGNATURE_FILE, ReleaseFiles
 from ..versions import Refs
 from .base import BUILD_DIR, check_variant_dir
 from .git import GitRepo
@@ -170,6 +171,18 @@ class LocalHub:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
             target.chmod(0o755 if entry.mode == "100755" else 0o644)
+
+    def fetch_release(self, repo_id: str, commit: str) -> ReleaseFiles:
+        repo = self.open_repo(repo_id)
+        resolved = self._resolve(repo, repo_id, commit)
+        found = {
+            e.path: e.oid
+            for e in repo.ls_tree(resolved, RELEASE_FILE, SIGNATURE_FILE)
+            if e.kind == "blob"
+        }
+        names = sorted(found)
+        data = dict(zip(names, repo.read_blobs(found[n] for n in names), strict=True))
+        return ReleaseFiles(data.get(RELEASE_FILE), data.get(SIGNATURE_FILE))
 
     def trusted_orgs(self) -> frozenset[str]:
         path = self.root / CONFIG_FILE

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from ..release_manifest import Signer
+
 
 @dataclass(frozen=True)
 class PublishResult:
@@ -26,6 +28,8 @@ class PublishResult:
     unchanged: list[str] = field(default_factory=list)
     created_repo: bool = False
     dry_run: bool = False
+    signed: list[str] = field(default_factory=list)
+    """Every variant the commit's release signature covers (empty: unsigned)."""
 
     @property
     def changed(self) -> bool:
@@ -54,11 +58,15 @@ class HubPublisher(Protocol):
 
     def publish(
         self, repo_id: str, branch: str, variants: dict[str, Path], *,
-        tag: str | None, message: str, dry_run: bool = False,
+        tag: str | None, message: str, dry_run: bool = False, sign: Signer | None = None,
     ) -> PublishResult:
         """Commit ``variants`` (name → staged dir) to ``branch`` as one commit.
 
         Only the named variant dirs are replaced; others on the branch stay. The branch
         moves by compare-and-swap; a publish that changes nothing makes no commit.
+        With ``sign``, the commit carries a release manifest over every variant in the
+        resulting tree and its signature (:mod:`kernelhub.release_manifest`; ``tag`` must
+        then be ``v<release>``); without, release files left by an earlier signed publish
+        are removed, since they no longer describe the tree.
         """
         ...

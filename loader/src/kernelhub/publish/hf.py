@@ -21,6 +21,7 @@ from huggingface_hub.hf_api import RepoFile
 from ..errors import HubError, PublishConflictError
 from ..hub.base import BUILD_DIR
 from ..hub.hf import HfHub
+from ..release_manifest import Signer
 from .base import PublishResult
 from .release import check_release, tag_needs_update
 from .staged import StagedFile, stage_variants
@@ -41,7 +42,7 @@ class HfPublisher(HfHub):
 
     def publish(
         self, repo_id: str, branch: str, variants: dict[str, Path], *,
-        tag: str | None, message: str, dry_run: bool = False,
+        tag: str | None, message: str, dry_run: bool = False, sign: Signer | None = None,
     ) -> PublishResult:
         """Commit the variants to ``branch`` with ``create_commit``; see the module docstring.
 
@@ -49,6 +50,11 @@ class HfPublisher(HfHub):
         fail if the branch moved since it was read; the publish then starts over on the new
         head, a few times.
         """
+        if sign is not None:
+            raise HubError(
+                f"signed publishing to {self.endpoint} is not supported yet; publish signed "
+                "releases to a LocalHub (served to clients through olah), or publish unsigned"
+            )
         staged = stage_variants(repo_id, variants)
         created = not self.api.repo_exists(repo_id, repo_type="model")
         if created and dry_run:

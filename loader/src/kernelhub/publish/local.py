@@ -18,8 +18,10 @@ from ..errors import HubError, PublishConflictError
 from ..hub.base import BUILD_DIR
 from ..hub.git import ZERO_OID, GitRepo, IndexEntry, RefUpdate, RefValue
 from ..hub.local import LocalHub, variant_trees
+from ..release_manifest import Signer
 from .base import PublishResult
 from .release import check_release, tag_needs_update
+from .signed_tree import release_of_tag, with_release_files
 from .staged import stage_variants
 
 _REF_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]*")
@@ -38,6 +40,8 @@ class _Plan:
     unchanged: list[str] = field(default_factory=list)
     tag_old: str | None = None
     """The tag's current oid when the tag must be created (ZERO_OID) or moved; else None."""
+    signed: list[str] = field(default_factory=list)
+    """The variants the new tree's release signature covers."""
 
 
 class LocalPublisher(LocalHub):
@@ -48,11 +52,12 @@ class LocalPublisher(LocalHub):
 
     def publish(
         self, repo_id: str, branch: str, variants: dict[str, Path], *,
-        tag: str | None, message: str, dry_run: bool = False,
+        tag: str | None, message: str, dry_run: bool = False, sign: Signer | None = None,
     ) -> PublishResult:
         _check_ref_name(branch, "branch")
         if tag is not None:
             _check_ref_name(tag, "tag")
+        release = release_of_tag(repo_id, tag) if sign is not None else None
         staged = stage_variants(repo_id, variants)
         path = self.repo_path(repo_id)
         repo = GitRepo(path)
@@ -69,7 +74,7 @@ class LocalPublisher(LocalHub):
 
         race = ""
         for attempt in range(_MAX_ATTEMPTS):
-            plan = self._plan(repo, repo_id, branch, tag, sorted(staged), entries)
+            plan = self._plan(repo, repo_id, branch, tag, sorted(staged), entries, (release, sign))
             result = PublishResult(
                 repo_id,
                 branch,
@@ -81,6 +86,7 @@ class LocalPublisher(LocalHub):
                 unchanged=plan.unchanged,
                 created_repo=created,
                 dry_run=dry_run,
+                signed=plan.signed,
             )
             if dry_run:
                 return result
@@ -112,6 +118,7 @@ class LocalPublisher(LocalHub):
         tag: str | None,
         names: list[str],
         entries: list[IndexEntry],
+        signing: tuple[str | None, Signer | None],
     ) -> _Plan:
         """Build the new tree on the current branch head and check the release tag."""
         patterns = [f"refs/heads/{branch}"] + ([f"refs/tags/{tag}"] if tag else [])
@@ -126,8 +133,10 @@ class LocalPublisher(LocalHub):
                 remove = [e.path for e in repo.ls_tree(old, *dirs, recursive=True)]
         tree = repo.write_tree(old, remove, entries)
         after = variant_trees(repo, tree)
+        tree, signed = with_release_files(repo, repo_id, tree, after, *signing)
 
         plan = _Plan(old=old, tree=tree, commit_needed=old is None or tree != repo.tree_of(old))
+        plan.signed = signed
         for name in names:
             if name not in before:
                 plan.added.append(name)

@@ -1,0 +1,61 @@
+"""Release files in a git tree: add a signed manifest over its variants, or drop stale ones.
+
+Used by LocalPublisher.publish inside its compare-and-swap loop, so the manifest always
+describes exactly the tree that gets committed, even when a concurrent publish of other
+variants forced a rebuild of the tree on a newer branch head.
+"""
+
+from __future__ import annotations
+
+from ..errors import HubError
+from ..hub.base import BUILD_DIR
+from ..hub.git import GitRepo, IndexEntry
+from ..release_manifest import (
+    RELEASE_FILE,
+    SIGNATURE_FILE,
+    ReleaseManifest,
+    Signer,
+    metadata_sha256,
+    release_files,
+)
+
+
+def with_release_files(
+    repo: GitRepo,
+    repo_id: str,
+    tree: str,
+    variant_trees: dict[str, str],
+    release: str | None,
+    sign: Signer | None,
+) -> tuple[str, list[str]]:
+    """``tree`` with a signed manifest over all its variants, or with none when unsigned.
+
+    The manifest covers every variant in the resulting tree, including those earlier
+    publishes left on the branch: the signature vouches for the release as it is tagged.
+    """
+    present = sorted(e.path for e in repo.ls_tree(tree, RELEASE_FILE, SIGNATURE_FILE))
+    if sign is None or release is None:
+        return (repo.write_tree(tree, present, []) if present else tree), []
+    names = sorted(variant_trees)
+    paths = {f"{BUILD_DIR}/{name}/metadata.json": name for name in names}
+    found = {e.path: e.oid for e in repo.ls_tree(tree, *paths) if e.kind == "blob"}
+    if missing := [paths[p] for p in paths if p not in found]:
+        raise HubError(
+            f"cannot sign {repo_id}: variant(s) {', '.join(missing)} on the branch have no "
+            "metadata.json to sign; rebuild and publish them, or remove them from the branch"
+        )
+    blobs = repo.read_blobs(found[p] for p in paths)
+    digests = {paths[p]: metadata_sha256(data) for p, data in zip(paths, blobs, strict=True)}
+    files = release_files(ReleaseManifest(repo_id, release, digests), sign)
+    add = [IndexEntry("100644", repo.hash_blob(data), name) for name, data in files.items()]
+    return repo.write_tree(tree, [], add), names
+
+
+def release_of_tag(repo_id: str, tag: str | None) -> str:
+    """The release a signed publish signs for: its tag without the ``v``."""
+    if tag is None or not tag.startswith("v") or len(tag) < 2:
+        raise HubError(
+            f"cannot sign a publish to {repo_id} without a release tag v<release>; "
+            "publish with builder publish, which tags every release"
+        )
+    return tag[1:]
