@@ -47,6 +47,7 @@ from .layer import (
     use_kernel_func_from_hub,
     use_kernel_mapping,
     use_kernelized_func,
+    verification_report,
 )
 from .selection import Selection, select_variant
 from .system import SystemInfo, detect_system
@@ -92,4 +93,5 @@ __all__ = [
     "use_kernel_func_from_hub",
     "use_kernel_mapping",
     "use_kernelized_func",
+    "verification_report",
 ]

@@ -120,7 +120,33 @@ def build_parser() -> argparse.ArgumentParser:
     cache = sub.add_parser("cache", help="show or clear the kernel cache")
     cache.add_argument("action", choices=["path", "clear"])
     cache.set_defaults(func=_cache)
+
+    verify = sub.add_parser(
+        "verify-report",
+        help="what kernelize(verify=True) decided per layer and shape, and why (from the cache)",
+    )
+    verify.add_argument("--name", help="only this layer or function name (e.g. RMSNorm)")
+    verify.set_defaults(func=_print_verify_report)
     return parser
+
+
+def _print_verify_report(args: argparse.Namespace) -> None:
+    from .layer.verify import stored_decisions
+
+    records = [r for r in stored_decisions()
+               if args.name is None or r["key"].get("name") == args.name]
+    if not records:
+        print("no verification decisions cached (run a model with kernelize(..., verify=True))")
+        return
+    for record in records:
+        key, d = record["key"], record["decision"]
+        times = ""
+        if d.get("kernel_s") is not None and d.get("pytorch_s") is not None:
+            times = f" [kernel {d['kernel_s'] * 1e3:.3f} ms, pytorch {d['pytorch_s'] * 1e3:.3f} ms]"
+        chosen = "kernel" if d["use_kernel"] else "pytorch"
+        print(f"{key['name']} ({key['kernel']}) {key['bucket']}: {chosen} — {d['reason']}{times}")
+        print(f"    on {key['device']}, torch {key['torch']}, {key['threads']} threads; "
+              f"reference {key['pytorch']}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -30,6 +30,7 @@ from .repos import (
     LockedLayerRepository,
 )
 from .validate import LayerValidationError, validate_layer
+from .verify import format_report, verification_report
 
 __all__ = [
     "MODE_FALLBACK_ORDER",
@@ -46,6 +47,7 @@ __all__ = [
     "Mode",
     "ROCMProperties",
     "clear_layer_cache",
+    "format_report",
     "get_kernel_mapping",
     "kernel_of",
     "kernelize",
@@ -59,4 +61,5 @@ __all__ = [
     "use_kernel_mapping",
     "use_kernelized_func",
     "validate_layer",
+    "verification_report",
 ]

@@ -35,6 +35,7 @@ from .device import RuntimeDevice, order_device_entries, runtime_device
 from .mapping import DeviceRepos, Repository, get_kernel_mapping
 from .mode import MODE_FALLBACK_ORDER, Mode, check_kernelize_mode, describe_mode
 from .validate import validate_layer
+from .verify import verified_forward
 
 if TYPE_CHECKING:
     from torch import nn
@@ -114,11 +115,15 @@ def _load_layer(repo: Repository, cls: type, failures: dict[Any, Exception]) -> 
     return layer
 
 
-def _install(module: nn.Module, layer: type, repo: Repository) -> None:
+def _install(module: nn.Module, layer: type, repo: Repository, verify_as: str | None = None
+             ) -> None:
     # A plain bound method, as torch.compile expects of a forward; it survives deepcopy
     # (rebound to the copy), and the function identifies it as ours for restore.
-    _installed.add(layer.forward)
-    module.__dict__["forward"] = types.MethodType(layer.forward, module)
+    forward = layer.forward
+    if verify_as is not None:
+        forward = verified_forward(layer, type(module), verify_as)
+    _installed.add(forward)
+    module.__dict__["forward"] = types.MethodType(forward, module)
     module.__dict__[_REPO_ATTR] = repo
 
 
@@ -150,6 +155,7 @@ def kernelize(
     mode: Mode | None = None,
     device: Any = None,
     use_fallback: bool = True,
+    verify: bool = False,
 ) -> nn.Module:
     """Replace the forward of every marked layer in ``model`` with its mapped kernel.
 
@@ -160,6 +166,10 @@ def kernelize(
     layer the mapping names but none of whose entries fits this device and mode (or
     loads), instead of keeping its PyTorch forward; layers the mapping does not name
     keep PyTorch either way.
+    ``verify=True`` keeps PyTorch wherever the kernel is wrong or slower on the shapes
+    the model actually runs: each layer's first call per shape bucket runs both and
+    decides, and the decision is cached on disk for later processes (see
+    :mod:`kernelhub.layer.verify`; ``verification_report(model)`` says what was chosen).
     Returns ``model``. With ``USE_HUB_KERNELS=0`` nothing is changed.
     """
     if not settings.hub_kernels_enabled():
@@ -176,7 +186,7 @@ def kernelize(
         chosen, reasons = _choose(target, devices, where, mode, failures)
         restore_forward(target.module)
         if chosen is not None:
-            _install(target.module, *chosen)
+            _install(target.module, *chosen, verify_as=target.layer_name if verify else None)
             logger.debug("%s: %s runs %s", target.path, target.layer_name, chosen[1])
             continue
         if not use_fallback and devices:

@@ -26,6 +26,7 @@ from typing import Any
 
 from ...api import get_kernel, has_kernel
 from ...errors import KernelHubError, TrustError
+from ...layer.verify import verified_function
 from ...versions import split_repo_string
 from .table import FLASH_ATTN2
 
@@ -39,6 +40,8 @@ FLASH_FALLBACK = {
     "4": "kernels-community/flash-attn4",
 }
 DEFAULT_FUNCTION = "attention_forward"
+ATTENTION_NAME = "attention"
+"""What verification reports call the attention call site."""
 
 
 class AttentionKernelError(KernelHubError, ValueError):
@@ -134,12 +137,26 @@ def load(request: AttentionRequest, *, allow_all_kernels: bool = False) -> Any:
     return kernel, fn
 
 
-def register(request: AttentionRequest, *, allow_all_kernels: bool = False) -> str:
-    """Load the kernel, register it with Transformers, return the implementation name."""
+def register(request: AttentionRequest, *, allow_all_kernels: bool = False,
+             verify: bool = False) -> str:
+    """Load the kernel, register it with Transformers, return the implementation name.
+
+    ``verify``: register it verified against Transformers' own implementation of the
+    mask interface the kernel asks for (``sdpa`` by default), which takes the same
+    inputs, so PyTorch runs wherever the kernel is wrong or slower.
+    """
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface
 
     kernel, fn = load(request, allow_all_kernels=allow_all_kernels)
+    if verify:
+        wanted = getattr(kernel, "attention_mask_interface", "sdpa")
+        reference = AttentionInterface._global_mapping.get(wanted)
+        if reference is None:
+            logger.warning("%s: cannot verify (Transformers has no %r attention to compare "
+                           "with); using the kernel unverified", request.name, wanted)
+        else:
+            fn = verified_function(ATTENTION_NAME, fn, reference)
     AttentionInterface.register(request.name, fn)
     AttentionMaskInterface.register(request.name, _mask_function(kernel))
     if request.replaces:

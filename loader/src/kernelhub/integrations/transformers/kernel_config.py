@@ -74,8 +74,13 @@ class KernelConfig:
     kernel_mapping: dict[Any, Any] = field(default_factory=dict)
     inherit_mapping: bool = True
     use_local_kernel: bool = False
+    verify: bool = False
+    """Keep PyTorch wherever a kernel is wrong or slower on the shapes the model runs
+    (see :mod:`kernelhub.layer.verify`)."""
 
     def __post_init__(self) -> None:
+        if not isinstance(self.verify, bool):
+            raise KernelConfigError(f"verify must be True or False, not {self.verify!r}")
         if not isinstance(self.kernel_mapping, dict):
             raise KernelConfigError(
                 f"kernel_mapping must be a dict of name → spec, not {type(self.kernel_mapping).__name__}"

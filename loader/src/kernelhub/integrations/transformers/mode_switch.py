@@ -22,6 +22,7 @@ from typing import Any
 
 from ... import settings
 from ...errors import KernelHubError
+from ...layer.verify import verified_function, verify_from_env
 from .kernel_config import (
     KernelConfig,
     KernelConfigError,
@@ -153,7 +154,7 @@ def _identity() -> Any:
 
 
 def _apply_layers(model: Any, specs: dict[str, KernelSpec], explicit: set[str],
-                  extra: dict[str, Any], device: str, mode: Any) -> None:
+                  extra: dict[str, Any], device: str, mode: Any, verify: bool) -> None:
     from ...layer import kernelize, use_kernel_mapping
 
     mapping: dict[str, Any] = dict(extra)
@@ -167,11 +168,11 @@ def _apply_layers(model: Any, specs: dict[str, KernelSpec], explicit: set[str],
                 raise load_failure(spec, name, device, e) from None
         mapping[name] = {device: _repository(spec)}
     with use_kernel_mapping(mapping, inherit_mapping=False):
-        kernelize(model, mode=mode, use_fallback=True)
+        kernelize(model, mode=mode, use_fallback=True, verify=verify)
 
 
 def _apply_functions(model: Any, specs: dict[str, KernelSpec], explicit: set[str],
-                     device: str, mode: Any) -> None:
+                     device: str, mode: Any, verify: bool) -> None:
     for name, (module, attr) in function_targets(model).items():
         key = (module.__name__, attr)
         original = _swapped.get(key, getattr(module, attr))
@@ -185,6 +186,8 @@ def _apply_functions(model: Any, specs: dict[str, KernelSpec], explicit: set[str
                     raise load_failure(spec, name, device, e) from None
                 logger.warning("%s: keeping PyTorch (%s)", name, e)
         if replacement is not None and _supports(replacement, mode):
+            if verify:
+                replacement = verified_function(name, replacement, original)
             _swapped[key] = original
             setattr(module, attr, replacement)
         else:
@@ -199,7 +202,7 @@ def restore_function(module: ModuleType, attr: str) -> None:
 
 
 def _apply_attention(model: Any, specs: dict[str, KernelSpec], explicit: set[str],
-                     device: str, mode: Any) -> None:
+                     device: str, mode: Any, verify: bool) -> None:
     from . import attention
 
     spec = specs.get(ATTENTION_KEY)
@@ -212,7 +215,8 @@ def _apply_attention(model: Any, specs: dict[str, KernelSpec], explicit: set[str
     function = None if spec.name == attention.DEFAULT_FUNCTION else spec.name
     request = attention.AttentionRequest(spec.source, function=function)
     try:
-        name = attention.register(request, allow_all_kernels=spec.trust_remote_code)
+        name = attention.register(request, allow_all_kernels=spec.trust_remote_code,
+                                  verify=verify)
     except KernelHubError as e:
         if ATTENTION_KEY in explicit:
             raise load_failure(spec, ATTENTION_KEY, device, e) from None
@@ -261,9 +265,10 @@ def apply_kernels(model: Any, kernel_config: Any = None, mode: Any = None) -> No
     mode = current_mode(model, mode)
     device = device_type_of(model)
     specs, explicit = effective_specs(config, device)
+    verify = (config is not None and config.verify) or verify_from_env()
     extra = _apply_fusions(model, config, device)
-    _apply_layers(model, specs, explicit, extra, device, mode)
-    _apply_functions(model, specs, explicit, device, mode)
-    _apply_attention(model, specs, explicit, device, mode)
+    _apply_layers(model, specs, explicit, extra, device, mode, verify)
+    _apply_functions(model, specs, explicit, device, mode, verify)
+    _apply_attention(model, specs, explicit, device, mode, verify)
     model._use_kernels = True
     model._kernelhub_mode = mode

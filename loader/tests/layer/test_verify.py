@@ -1,0 +1,145 @@
+"""kernelize(verify=True): a kernel runs only where it is right and not slower.
+
+A real pure-Python kernel published to a real LocalHub carries three layers: a correct
+one, a wrong one and one that is much slower (it sleeps). "Slower" and "faster" are made
+deterministic by sleeping — 30 ms on one side against microseconds of math on the other
+— so no assertion depends on timing noise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+from kernelhub import kernelize, use_kernel_mapping
+from kernelhub.cli import main as cli_main
+from kernelhub.layer import LayerRepository, Mode, verification_report
+from kernelhub.layer.verify import clear_decisions, stored_decisions
+from kh_verify_toy import REPO, SiluAndMul, SlowSiluAndMul, kernel_calls, publish_verify_toy
+from torch import nn
+
+
+@pytest.fixture(scope="module")
+def verify_hub(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return publish_verify_toy(tmp_path_factory.mktemp("verify-hub"))
+
+
+@pytest.fixture
+def env(verify_hub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    monkeypatch.setenv("KERNELHUB_HUB", str(verify_hub))
+    monkeypatch.setenv("KERNELHUB_CACHE", str(tmp_path / "cache"))
+    clear_decisions()
+    yield tmp_path / "cache"
+    clear_decisions()
+
+
+def run_verified(model: nn.Module, layer: str, x: torch.Tensor) -> torch.Tensor:
+    kernel_calls().clear()
+    with use_kernel_mapping({"SiluAndMul": {"cpu": LayerRepository(REPO, layer_name=layer,
+                                                                     version=1)}}):
+        kernelize(model, mode=Mode.INFERENCE, verify=True)
+    return model(x)
+
+
+def test_wrong_kernel_is_rejected_and_pytorch_runs(env: Path) -> None:
+    model, x = SiluAndMul(), torch.randn(4, 32)
+    out = run_verified(model, "Wrong", x)
+    torch.testing.assert_close(out, SiluAndMul.forward(model, x))
+    [(where, seen)] = verification_report(model)
+    assert where == "SiluAndMul"
+    assert not seen.decision.use_kernel
+    assert seen.decision.reason.startswith("wrong: max |kernel - pytorch|"), seen.decision
+    assert seen.bucket == "float32[4, 32]"
+    kernel_calls().clear()
+    model(x)
+    assert kernel_calls() == [], "the wrong kernel ran after it was rejected"
+
+
+def test_slower_kernel_is_rejected(env: Path) -> None:
+    model, x = SiluAndMul(), torch.randn(4, 32)
+    run_verified(model, "Slow", x)
+    [(_, seen)] = verification_report(model)
+    assert not seen.decision.use_kernel
+    assert "but slower" in seen.decision.reason
+    assert seen.decision.kernel_s > seen.decision.pytorch_s
+
+
+def test_correct_faster_kernel_is_kept_and_runs(env: Path) -> None:
+    model, x = SlowSiluAndMul(), torch.randn(4, 32)
+    run_verified(model, "Good", x)
+    [(_, seen)] = verification_report(model)
+    assert seen.decision.use_kernel, seen.decision
+    kernel_calls().clear()
+    torch.testing.assert_close(model(x), SiluAndMul.forward(model, x))
+    assert kernel_calls() == ["Good"]
+
+
+def test_each_shape_bucket_is_decided_once(env: Path) -> None:
+    model = SlowSiluAndMul()
+    run_verified(model, "Good", torch.randn(3, 32))
+    model(torch.randn(4, 32))  # same bucket as 3 rows (rounded up to 4)
+    model(torch.randn(5, 32))  # a new bucket (8)
+    buckets = sorted(seen.bucket for _, seen in verification_report(model))
+    assert buckets == ["float32[4, 32]", "float32[8, 32]"]
+    assert len(stored_decisions(env / "verify")) == 2
+
+
+def test_unverified_kernelize_swaps_blindly(env: Path) -> None:
+    model, x = SiluAndMul(), torch.randn(4, 32)
+    kernel_calls().clear()
+    with use_kernel_mapping({"SiluAndMul": {"cpu": LayerRepository(REPO, layer_name="Wrong",
+                                                                     version=1)}}):
+        kernelize(model, mode=Mode.INFERENCE)
+    model(x)
+    assert kernel_calls() == ["Wrong"]
+    assert verification_report(model) == []
+
+
+SECOND_PROCESS = textwrap.dedent('''
+    import json, sys, torch, torch.nn.functional as F
+    from torch import nn
+    import kernelhub.layer.verify as verify
+    from kernelhub import kernelize, use_kernel_mapping
+    from kernelhub.layer import LayerRepository, Mode, verification_report
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a cached decision was measured again")
+
+    verify.judge = refuse
+    from kh_verify_toy import SiluAndMul, kernel_calls
+
+    model = SiluAndMul()
+    repo = LayerRepository("kernels-community/verify-toy", layer_name="Wrong", version=1)
+    with use_kernel_mapping({"SiluAndMul": {"cpu": repo}}):
+        kernelize(model, mode=Mode.INFERENCE, verify=True)
+    model(torch.randn(4, 32))
+    [(_, seen)] = verification_report(model)
+    print(json.dumps({"use_kernel": seen.decision.use_kernel, "reason": seen.decision.reason,
+                      "kernel_calls": kernel_calls()}))
+''')
+
+
+def test_decisions_are_reused_by_the_next_process(env: Path, capsys: pytest.CaptureFixture
+                                                  ) -> None:
+    run_verified(SiluAndMul(), "Wrong", torch.randn(4, 32))
+    proc = subprocess.run(
+        [sys.executable, "-c", SECOND_PROCESS],
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["use_kernel"] is False
+    assert result["reason"].startswith("wrong:")
+    assert result["kernel_calls"] == [], "the second process ran the kernel to judge it again"
+    # ... and the CLI reports the decision from the cache.
+    assert cli_main(["verify-report", "--name", "SiluAndMul"]) == 0
+    out = capsys.readouterr().out
+    assert "SiluAndMul" in out and "pytorch — wrong:" in out and "float32[4, 32]" in out
