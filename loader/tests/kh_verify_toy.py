@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from kernelhub import use_kernel_forward_from_hub
-from kernelhub.hub.local import LocalHub
+from kernelhub.publish import LocalPublisher
 from kh_doubles import make_variant
 from torch import nn
 
@@ -57,7 +57,7 @@ def publish_verify_toy(root: Path) -> Path:
     staged = root / "staged" / "torch-universal"
     make_variant(staged, name="verify_toy", init="from . import layers\nCALLS = layers.CALLS\n",
                  files={"layers.py": LAYERS}, backend="universal")
-    LocalHub(root / "hub").publish(REPO, "v1", {"torch-universal": staged}, tag="v1.0.0",
+    LocalPublisher(root / "hub").publish(REPO, "v1", {"torch-universal": staged}, tag="v1.0.0",
                                    message="verify toy")
     return root / "hub"
 
