@@ -1,0 +1,293 @@
+"""The Nix flake against the builder: one matrix, the same bytes, shared through a cache.
+
+These run the real Nix (Debian's nix-bin, set up by ci/setup-nix) on the repository's
+flake. Heavy steps build CPU variants only: one compiled (activation, torch 2.13) and one
+pure-Python (triton-activation torch-cuda); both are also what the e2e workspace builds,
+so the `builder build` side costs nothing extra in a full run.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from e2e import REPO, Workspace, builder, run, torch_python
+
+COMPILED = ("activation", "torch213-cxx11-cpu-x86_64-linux")
+PURE = ("triton-activation", "torch-cuda")
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("nix") is None, reason="nix is not installed: run ci/setup-nix (ci/setup does)"
+)
+
+
+def nix(*args: str, cwd: Path = REPO, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return run(["nix", *args], cwd=cwd, check=check)
+
+
+def nix_build(attr: str, *extra: str, cwd: Path = REPO, check: bool = True
+              ) -> subprocess.CompletedProcess[str]:
+    return nix("build", "--no-link", "--json", f".#{attr}", *extra, cwd=cwd, check=check)
+
+
+def out_path(proc: subprocess.CompletedProcess[str]) -> Path:
+    return Path(json.loads(proc.stdout)[0]["outputs"]["out"])
+
+
+@pytest.fixture(scope="module")
+def host_toolchain() -> None:
+    """This checkout's venv and torch envs recorded for the flake; torch 2.13 env ready
+    (Nix builds use the envs read-only, never create them)."""
+    run(["bash", str(REPO / "ci" / "setup-nix")])
+    torch_python("2.13")
+
+
+@pytest.fixture(scope="module")
+def nix_variants(host_toolchain: None) -> dict[tuple[str, str], Path]:
+    return {(k, v): out_path(nix_build(f"{k}-{v}")) for k, v in (COMPILED, PURE)}
+
+
+@pytest.fixture(scope="module")
+def builder_variants(workspace: Workspace) -> dict[tuple[str, str], Path]:
+    """The same variants from `builder build` (free when the e2e build already ran)."""
+    for kernel, variant in (COMPILED, PURE):
+        builder(workspace, "build", kernel, "--variant", variant)
+    return {(k, v): workspace.out / k / v for k, v in (COMPILED, PURE)}
+
+
+def files_of(variant_dir: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(variant_dir).as_posix(): p.read_bytes()
+        for p in sorted(variant_dir.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts
+    }
+
+
+def head_commit(repo: Path) -> str:
+    return run(["git", "-C", str(repo), "rev-parse", "HEAD"]).stdout.strip()
+
+
+def tree_is_clean(repo: Path) -> bool:
+    return run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"]
+               ).stdout.strip() == ""
+
+
+def without_kernel_provenance(metadata: dict) -> dict:
+    """metadata.json minus provenance.kernel: the one part that names the checkout's state."""
+    data = json.loads(json.dumps(metadata))
+    data.get("provenance", {}).pop("kernel", None)
+    return data
+
+
+def test_flake_variants_equal_builder_list_variants() -> None:
+    from_nix = json.loads(nix("eval", "--json", ".#variants").stdout)
+    from_builder = json.loads(
+        run([str(REPO / ".venv" / "bin" / "builder"), "--project", str(REPO),
+             "list-variants", "--json"]).stdout
+    )
+    keys = ("variant", "kind", "backend", "compute", "system", "torch")
+    assert sorted(from_nix) == sorted(from_builder)
+    for kernel, rows in from_builder.items():
+        assert [{k: r[k] for k in keys} for r in from_nix[kernel]] == \
+            [{k: r[k] for k in keys} for r in rows], kernel
+    # The list covers what this host cannot build too (ROCm, Metal, other systems).
+    names = {r["variant"] for r in from_nix["activation"]}
+    assert {"torch213-metal-aarch64-darwin", "torch213-cxx11-rocm70-x86_64-linux"} <= names
+
+
+def _flake_copy(tmp_path: Path, build_toml: str) -> Path:
+    """A copy of the flake with one small kernel whose build.toml is ``build_toml``."""
+    root = tmp_path / "project"
+    shutil.copytree(REPO / "nix", root / "nix")
+    shutil.copy(REPO / "flake.nix", root / "flake.nix")
+    (root / "kernels.toml").write_text('kernels = ["tiny"]\n')
+    kernel = root / "kernels-src" / "tiny"
+    (kernel / "torch-ext" / "tiny").mkdir(parents=True)
+    (kernel / "torch-ext" / "tiny" / "__init__.py").write_text("")
+    (kernel / "torch-ext" / "torch_binding.cpp").write_text("")
+    (kernel / "build.toml").write_text(build_toml)
+    return root
+
+
+@pytest.mark.parametrize(
+    ("build_toml", "expected"),
+    [
+        ('[general]\nname = "tiny"\nbackends = ["cpux"]\n[torch-noarch]\n',
+         "kernels-src/tiny/build.toml: general.backends: unknown backend 'cpux'"),
+        ('[general]\nname = "tiny"\nbackends = ["cpu"]\n'
+         '[torch]\nsrc = ["torch-ext/torch_binding.cpp"]\nminver = "two"\n'
+         '[kernel.tiny_cpu]\nbackend = "cpu"\nsrc = ["torch-ext/torch_binding.cpp"]\n',
+         "kernels-src/tiny/build.toml: torch.minver: 'two' is not a torch version such as "
+         "'2.13'"),
+        ('[general]\nname = "tiny"\nbackends = ["cpu"]\n[torch]\n'
+         'src = ["torch-ext/torch_binding.cpp"]\n',
+         "kernels-src/tiny/build.toml: general.backends: lists 'cpu' but no [kernel.<part>] "
+         "has backend = 'cpu'"),
+        ('[general]\nname = "Tiny Kernel"\n[torch-noarch]\n',
+         "kernels-src/tiny/build.toml: general.name: 'Tiny Kernel' is not a kernel name"),
+    ],
+)
+def test_bad_build_toml_is_one_error_naming_file_and_key(
+    tmp_path: Path, build_toml: str, expected: str
+) -> None:
+    root = _flake_copy(tmp_path, build_toml)
+    proc = nix("eval", "--json", f"path:{root}#variants", check=False)
+    assert proc.returncode != 0
+    first = proc.stderr.strip().splitlines()
+    message = next(line for line in first if line.startswith("error:"))
+    assert expected in message, proc.stderr
+    assert "while evaluating" not in proc.stderr  # no stack trace, just the message
+    # The builder says the same words about the same file and key.
+    said = run([str(REPO / ".venv" / "bin" / "builder"), "--project", str(root),
+                "list-variants"], check=False)
+    assert said.returncode == 1
+    assert expected.split(": ", 1)[1].split(";")[0] in " ".join((said.stdout + said.stderr).split())
+
+
+def test_nix_build_equals_builder_build(
+    nix_variants: dict[tuple[str, str], Path], builder_variants: dict[tuple[str, str], Path]
+) -> None:
+    """Same ids, same digests, same bytes; metadata differs at most in provenance.kernel."""
+    for key, from_nix in nix_variants.items():
+        from_builder = builder_variants[key]
+        nix_meta = json.loads((from_nix / "metadata.json").read_text())
+        builder_meta = json.loads((from_builder / "metadata.json").read_text())
+        assert nix_meta["id"] == builder_meta["id"], key
+        assert nix_meta["digest"] == builder_meta["digest"], key
+        assert without_kernel_provenance(nix_meta) == without_kernel_provenance(builder_meta)
+        nix_files = files_of(from_nix)
+        builder_files = files_of(from_builder)
+        nix_files.pop("metadata.json")
+        builder_files.pop("metadata.json")
+        assert nix_files == builder_files, key
+        # The store has no .git: the flake passed its revision in.
+        if tree_is_clean(REPO):
+            assert nix_meta["provenance"]["kernel"] == {"commit": head_commit(REPO),
+                                                        "dirty": False}
+        else:  # Nix 2.8 gives a dirty tree no revision
+            assert nix_meta["provenance"]["kernel"]["dirty"] is True
+
+
+def test_no_op_rebuild_is_cached(nix_variants: dict[tuple[str, str], Path]) -> None:
+    again = nix_build(f"{COMPILED[0]}-{COMPILED[1]}")
+    assert out_path(again) == nix_variants[COMPILED]
+    assert "building" not in again.stderr
+
+
+def test_two_checkouts_build_identical_bytes(
+    tmp_path: Path, builder_variants: dict[tuple[str, str], Path]
+) -> None:
+    """A clone at another path, built into another build dir: the same .so and metadata."""
+    dirty = run(["git", "-C", str(REPO), "status", "--porcelain", "--", "kernels-src/activation",
+                 "builder", "loader", "kernels.toml"]).stdout.strip()
+    if dirty:
+        pytest.skip(f"uncommitted changes to what the variant hashes (a clone cannot have "
+                    f"them): {dirty.splitlines()[0]}")
+    clone = tmp_path / "another" / "much-longer-checkout-path" / "kernelhub"
+    run(["git", "clone", "-q", "--no-hardlinks", str(REPO), str(clone)])
+    other = Workspace(root=tmp_path, out=tmp_path / "elsewhere-build", hub=tmp_path / "hub")
+    kernel, variant = COMPILED
+    builder(other, "build", kernel, "--variant", variant, project=clone)
+    mine = builder_variants[COMPILED]
+    theirs = other.out / kernel / variant
+    assert files_of(theirs).keys() == files_of(mine).keys()
+    so = next(p.name for p in mine.iterdir() if p.suffix == ".so")
+    assert (theirs / so).read_bytes() == (mine / so).read_bytes()
+    assert str(REPO).encode() not in (mine / so).read_bytes()
+    mine_meta = json.loads((mine / "metadata.json").read_text())
+    theirs_meta = json.loads((theirs / "metadata.json").read_text())
+    # Only "dirty" may differ: the clone is clean, this checkout may have other edits.
+    mine_meta["provenance"]["kernel"].pop("dirty")
+    theirs_meta["provenance"]["kernel"].pop("dirty")
+    assert theirs_meta == mine_meta
+
+
+def _keys(tmp_path: Path) -> tuple[Path, str]:
+    """A signing key made by `nix key generate-secret` and its public half."""
+    secret = tmp_path / "cache-key.sec"
+    secret.write_text(nix("key", "generate-secret", "--key-name", "kernelhub-test-1").stdout)
+    public = subprocess.run(["nix", "key", "convert-secret-to-public"], input=secret.read_text(),
+                            text=True, capture_output=True, check=True)
+    return secret, public.stdout.strip()
+
+
+def _substitute(tmp_path: Path, name: str, cache: Path, public_key: str, attr: str
+                ) -> subprocess.CompletedProcess[str]:
+    """Build ``attr`` into a fresh store that may only substitute (--max-jobs 0)."""
+    return nix_build(attr, "--store", str(tmp_path / name), "--substituters", f"file://{cache}",
+                     "--trusted-public-keys", public_key, "--max-jobs", "0", check=False)
+
+
+def _valid_in(tmp_path: Path, name: str, path: Path) -> bool:
+    return nix("path-info", "--store", str(tmp_path / name), str(path), check=False
+               ).returncode == 0
+
+
+def test_binary_cache_substitutes_signed_and_refuses_unsigned_or_tampered(
+    tmp_path: Path, nix_variants: dict[tuple[str, str], Path]
+) -> None:
+    attr = f"{COMPILED[0]}-{COMPILED[1]}"
+    path = nix_variants[COMPILED]
+    secret, public_key = _keys(tmp_path)
+    signed = tmp_path / "signed-cache"
+    nix("copy", "--to", f"file://{signed}?secret-key={secret}&compression=none", str(path))
+
+    got = _substitute(tmp_path, "store-a", signed, public_key, attr)
+    assert got.returncode == 0, got.stderr
+    assert out_path(got) == path
+    assert "copying path" in got.stderr and "from 'file://" in got.stderr
+    assert "building" not in got.stderr
+    substituted = tmp_path / "store-a" / path.relative_to("/")
+    assert files_of(substituted) == files_of(path)
+
+    unsigned = tmp_path / "unsigned-cache"
+    nix("copy", "--to", f"file://{unsigned}?compression=none", str(path))
+    refused = _substitute(tmp_path, "store-b", unsigned, public_key, attr)
+    assert refused.returncode != 0
+    assert "is not signed by any of the keys" in refused.stderr
+    assert not _valid_in(tmp_path, "store-b", path)
+
+    tampered = tmp_path / "tampered-cache"
+    shutil.copytree(signed, tampered)
+    (nar,) = (tampered / "nar").glob("*.nar")
+    data = bytearray(nar.read_bytes())
+    data[len(data) // 2] ^= 0x01  # one bit inside the .so
+    nar.write_bytes(bytes(data))
+    refused = _substitute(tmp_path, "store-c", tampered, public_key, attr)
+    assert refused.returncode != 0
+    assert "hash mismatch" in refused.stderr
+    assert not _valid_in(tmp_path, "store-c", path)
+
+
+def _hub_tree(hub: Path, repo_id: str) -> dict[str, str]:
+    git_dir = hub / "models" / repo_id
+    listing = run(["git", "--git-dir", str(git_dir), "ls-tree", "-r", "v1"]).stdout
+    return {line.split("\t", 1)[1]: line.split()[2] for line in listing.splitlines()}
+
+
+def test_publish_from_nix_result_equals_publish_from_build_dir(
+    tmp_path: Path, workspace: Workspace, nix_variants: dict[tuple[str, str], Path],
+    builder_variants: dict[tuple[str, str], Path],
+) -> None:
+    kernel, variant = COMPILED
+    result = tmp_path / "result"  # what `nix build .#activation` lays out: links into the store
+    (result / kernel).mkdir(parents=True)
+    (result / kernel / variant).symlink_to(nix_variants[COMPILED])
+    build_dir = tmp_path / "build"
+    shutil.copytree(builder_variants[COMPILED], build_dir / kernel / variant)
+
+    hubs = {}
+    for name, source in (("from-nix", result), ("from-build", build_dir)):
+        ws = Workspace(root=tmp_path, out=source, hub=tmp_path / name)
+        run([str(REPO / ".venv" / "bin" / "builder"), "--project", str(REPO), "publish", kernel,
+             "--hub", str(ws.hub), "--build-dir", str(source)], env=ws.env())
+        hubs[name] = _hub_tree(ws.hub, f"kernels-community/{kernel}")
+    meta = f"build/{variant}/metadata.json"
+    assert hubs["from-nix"].keys() == hubs["from-build"].keys()
+    differing = {k for k in hubs["from-nix"] if hubs["from-nix"][k] != hubs["from-build"][k]}
+    # Equal bytes everywhere; metadata.json too when the checkout is clean (the flake and
+    # the builder then record the same commit, dirty = false).
+    assert differing <= ({meta} if not tree_is_clean(REPO) else set())
