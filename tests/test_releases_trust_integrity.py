@@ -5,38 +5,12 @@ consent; a tampered cache is refused before anything of it is imported."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import kernelhub
 import pytest
-from e2e import REPO, Workspace, builder, run_python
+from e2e import REPO, Workspace, builder, make_project, run_python, set_release
 from kernelhub.errors import TrustError, VersionSpecError
-
-FIXTURE_KERNEL = REPO / "builder/tests/fixtures/project/kernels-src/scale_stable"
-
-
-def make_project(root: Path, org: str) -> Path:
-    """A one-kernel project (a stable-ABI kernel: ~1 s compiles) published under ``org``."""
-    root.mkdir(parents=True)
-    shutil.copytree(FIXTURE_KERNEL, root / "kernels-src/scale_stable")
-    (root / "kernels.toml").write_text(
-        'kernels = ["scale_stable"]\n'
-        f'[hub]\norg = "{org}"\n'
-        '[matrix]\ntorch = ["2.13"]\nbackends = ["cpu"]\nsystems = ["x86_64-linux"]\n'
-        '[toolchain.torch]\n"2.13" = "torch==2.13.0"\n'
-    )
-    return root
-
-
-def set_release(project: Path, version: int, release: str) -> None:
-    """Edit build.toml as an author would: bump [general] version and release."""
-    build_toml = project / "kernels-src/scale_stable/build.toml"
-    lines = [line for line in build_toml.read_text().splitlines()
-             if not line.startswith("release = ")]
-    lines = [f'version = {version}\nrelease = "{release}"' if line.startswith("version = ")
-             else line for line in lines]
-    build_toml.write_text("\n".join(lines) + "\n")
 
 
 def release_of(module) -> str:

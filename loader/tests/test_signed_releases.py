@@ -273,3 +273,29 @@ def test_signed_publish_covers_every_variant_and_unsigned_publish_drops_it(
     publish(hub, tmp_path, "v1.0.1", None, variant="torch-cpu", value=3)
     files = GitRepo(hub.repo_path(REPO)).ls_tree("v1", RELEASE_FILE, SIGNATURE_FILE)
     assert files == []
+
+
+LAYERS = "import torch\n\n\nclass Scale(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
+
+
+def test_layer_and_locked_repositories_are_checked_too(tmp_path, monkeypatch, hub) -> None:
+    from kernelhub.layer import LayerRepository, LockedLayerRepository
+
+    key, stranger = new_key(tmp_path / "key"), new_key(tmp_path / "stranger")
+    staged = tmp_path / "staging" / "layered"
+    make_variant(staged, name="scale", init="from . import layers\n",
+                 files={"layers/__init__.py": LAYERS})
+    commit = hub.publish(REPO, "v1", {"torch-universal": staged}, tag="v1.0.0", message="m",
+                         sign=signer(key)).commit
+    lockfile = tmp_path / "kernels.lock"
+    lockfile.write_text(json.dumps([{"repo_id": REPO, "sha": commit}]))
+    repos = [LayerRepository(REPO, layer_name="Scale", version=1, hub=hub),
+             LockedLayerRepository(REPO, layer_name="Scale", lockfile=lockfile, hub=hub)]
+    allow(tmp_path, monkeypatch, key)
+    for repo in repos:
+        assert repo.load().__name__ == "Scale"
+    # Warm (everything cached and imported), but the policy now allows another key only.
+    allow(tmp_path, monkeypatch, stranger)
+    for repo in repos:
+        with pytest.raises(SignatureError, match=re.escape(key.public.fingerprint)):
+            repo.load()
