@@ -291,3 +291,86 @@ def test_publish_from_nix_result_equals_publish_from_build_dir(
     # Equal bytes everywhere; metadata.json too when the checkout is clean (the flake and
     # the builder then record the same commit, dirty = false).
     assert differing <= ({meta} if not tree_is_clean(REPO) else set())
+
+
+def _derivation(drv_path: str, recursive: bool = False) -> dict:
+    args = ["show-derivation", drv_path] + (["--recursive"] if recursive else [])
+    return json.loads(nix(*args).stdout)
+
+
+def _drv_path(attr: str) -> str:
+    return nix("eval", "--raw", f".#{attr}.drvPath").stdout.strip()
+
+
+def test_hermetic_derivations_instantiate_offline_with_nixpkgs_names() -> None:
+    """Hermetic outputs instantiate against the stub set (nixpkgs' attribute names); a CUDA
+    variant depends on nvcc and the torch of its minor, a CPU one on neither nvcc nor the
+    other torch, and both read the very inputs the host derivations read. Never built."""
+    stub = "lib.hermeticStub.x86_64-linux"
+    cuda = _derivation(_drv_path(f"{stub}.activation-torch214-cxx11-cu130-x86_64-linux"),
+                       recursive=True)
+    cpu = _derivation(_drv_path(f"{stub}.activation-torch213-cxx11-cpu-x86_64-linux"),
+                      recursive=True)
+
+    def names(closure: dict) -> set[str]:
+        return {Path(p).name.split("-", 1)[1] for p in closure}
+
+    assert {"cuda_nvcc-13.0.drv", "python3-torch-bin-2.14.1.drv"} <= names(cuda)
+    assert "python3-torch-2.13.0.drv" in names(cpu)
+    assert not {"cuda_nvcc-13.0.drv", "python3-torch-bin-2.14.1.drv"} & names(cpu)
+    hermetic = next(v for k, v in cpu.items() if k.endswith("cpu-x86_64-linux-1.0.0.drv"))
+    host = _derivation(_drv_path(
+        "packages.x86_64-linux.activation-torch213-cxx11-cpu-x86_64-linux"), recursive=True)
+    host_build = next(v for k, v in host.items() if k.endswith("-build.drv"))
+    assert hermetic["env"]["kernelSrc"] == host_build["env"]["kernelSrc"]
+    assert hermetic["env"]["builderSrc"] == host_build["env"]["builderSrc"]
+    # The real package set is pinned, not floating.
+    lock = json.loads((REPO / "flake.lock").read_text())["nodes"]["nixpkgs"]["locked"]
+    assert len(lock["rev"]) == 40 and lock["narHash"].startswith("sha256-")
+
+
+def test_readme_only_change_rebuilds_nothing(tmp_path: Path) -> None:
+    """Derivations hash only what the variant id hashes: a kernel README or test edit
+    leaves every variant's derivation as it was; a source edit changes that kernel's."""
+    root = tmp_path / "tree"
+    shutil.copytree(REPO, root, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "build", ".kernelhub", "result*", "__pycache__", ".*cache"))
+    attrs = ["activation-torch213-cxx11-cpu-x86_64-linux", "rmsnorm-torch-stable-abi213-cpu-x86_64-linux"]
+
+    def drvs() -> list[str]:
+        return [nix("eval", "--raw", f"path:{root}#packages.x86_64-linux.{a}.drvPath").stdout
+                for a in attrs]
+
+    before = drvs()
+    (root / "kernels-src" / "activation" / "README.md").write_text("changed\n")
+    (root / "README.md").write_text("changed\n")
+    (root / "kernels-src" / "activation" / "tests" / "new_test.py").write_text("x = 1\n")
+    assert drvs() == before
+    with (root / "kernels-src" / "activation" / "activation_cpu" / "kernels.h").open("a") as f:
+        f.write("\n// changed\n")
+    after = drvs()
+    assert after[0] != before[0] and after[1] == before[1]
+
+
+def test_adopted_python_is_a_read_only_torch_env(tmp_path: Path, host_toolchain: None) -> None:
+    """The hermetic build's first step, with this host's torch 2.13 Python standing in
+    for nixpkgs' (the step is the same): the builder then uses it without pip."""
+    python = torch_python("2.13")
+    env = {"KERNELHUB_BUILDER_HOME": str(tmp_path / "home"),
+           "KERNELHUB_BUILDER_ENVS_READ_ONLY": "1", "PATH": "/usr/bin:/bin"}
+    said = run([str(REPO / ".venv" / "bin" / "python"), "-m", "kernelhub_builder.nix_build",
+                "adopt-env", "--project-file", str(REPO / "kernels.toml"), "--minor", "2.13",
+                "--python", str(python)], env=env)
+    assert "torch 2.13.0" in said.stdout
+    code = ("from kernelhub_builder.torch_env import ensure_torch_env;"
+            "e = ensure_torch_env('2.13', 'torch==2.13.0'); print(e.torch_version, e.root)")
+    ready = run([str(REPO / ".venv" / "bin" / "python"), "-c", code], env=env)
+    assert ready.stdout.split()[0].startswith("2.13.0")
+    # Read-only: a minor nobody adopted is an error, not a pip install.
+    missing = run([str(REPO / ".venv" / "bin" / "python"), "-m", "kernelhub_builder.nix_build",
+                   "build", "--project-file", str(REPO / "kernels.toml"), "--entry",
+                   "activation", "--kernel-src", str(REPO / "kernels-src" / "activation"),
+                   "--variant", "torch214-cxx11-cpu-x86_64-linux", "--out",
+                   str(tmp_path / "out")], env=env, check=False)
+    assert missing.returncode == 1
+    assert "no ready torch 2.14 environment" in missing.stderr

@@ -10,6 +10,8 @@ runs ``python -m kernelhub_builder.nix_build <command>``:
   The store copy of a checkout has no ``.git``; the commit is passed in instead, in a
   separate step so that a new commit re-stamps (a copy) but recompiles nothing.
 - ``check``: ``builder check`` and the kernel's tests against one built variant.
+- ``adopt-env``: the hermetic toolchain's Python (torch from nixpkgs) becomes the
+  builder's torch environment for one torch minor (no pip, no network).
 
 Errors are one line on stderr and exit status 1, as in the ``builder`` CLI.
 """
@@ -35,6 +37,7 @@ from .kernel_tests import run_kernel_tests
 from .manifest import PROJECT_FILE, load_project
 from .manifest_model import KernelManifest, Project
 from .matrix import plan_variants
+from .torch_env import adopt_python
 
 
 class NixBuildError(KernelHubError):
@@ -146,6 +149,10 @@ def _parser() -> argparse.ArgumentParser:
     commands.choices["build"].add_argument("--out", type=Path, required=True)
     commands.choices["check"].add_argument("--variant-dir", type=Path, required=True)
     commands.choices["check"].add_argument("--abi", type=AbiPolicy, default=AbiPolicy.HOST)
+    adopt = commands.add_parser("adopt-env")
+    adopt.add_argument("--project-file", type=Path, required=True)
+    adopt.add_argument("--minor", required=True)
+    adopt.add_argument("--python", type=Path, required=True)
     stamp_cmd = commands.add_parser("stamp")
     stamp_cmd.add_argument("--src", type=Path, required=True)
     stamp_cmd.add_argument("--out", type=Path, required=True)
@@ -160,6 +167,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "build":
             vid = build(args.project_file, args.entry, args.kernel_src, args.variant, args.out)
             print(f"built {args.variant} as {vid}")
+        elif args.command == "adopt-env":
+            pins = load_project(args.project_file, only=[]).torch_pins
+            env = adopt_python(args.minor, pins.get(args.minor), args.python)
+            print(f"torch {args.minor} environment: {env.python} (torch {env.torch_version})")
         elif args.command == "stamp":
             stamp(args.src, args.out, args.commit.removesuffix("-dirty") or None,
                   args.dirty == "1")

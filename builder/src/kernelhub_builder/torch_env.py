@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -215,6 +216,32 @@ def _prepare(minor: str, root: Path, requirement: Requirement) -> TorchEnv:
     tmp.write_text(json.dumps(marker, indent=2) + "\n")
     tmp.replace(root / MARKER_FILE)
     say(f"torch {minor} environment ready: torch {info['torch_version']}")
+    return _env_from_info(minor, root, info)
+
+
+def adopt_python(minor: str, pin: str | None, python: Path) -> TorchEnv:
+    """Make ``python`` (one that has torch, e.g. a Nix store Python) the env for ``minor``.
+
+    The hermetic Nix build has no pip and no network: its torch comes with its Python.
+    The env dir gets a ``bin/python`` that execs it (a wrapper, not a link: a venv's or
+    a Nix env's Python finds its packages from its own location) and a marker from
+    asking that torch about itself; the torch must satisfy the pin, as a created env's
+    would.
+    """
+    root = env_dir(minor)
+    requirement = torch_requirement(minor, pin)
+    (root / "bin").mkdir(parents=True, exist_ok=True)
+    wrapper = _python(root)
+    wrapper.unlink(missing_ok=True)
+    wrapper.write_text(f'#!/bin/sh\nexec {shlex.quote(str(python))} "$@"\n')
+    wrapper.chmod(0o755)
+    info = _query(wrapper)
+    if not requirement.specifier.contains(info["torch_version"].split("+")[0], prereleases=True):
+        raise TorchEnvError(f"{python} has torch {info['torch_version']}, which does not satisfy "
+                            f"{requirement}; give it the torch the pin names")
+    marker = {"format": _MARKER_FORMAT, "minor": minor, "requirement": str(requirement),
+              "torch": info, "loader": None}
+    (root / MARKER_FILE).write_text(json.dumps(marker, indent=2) + "\n")
     return _env_from_info(minor, root, info)
 
 
