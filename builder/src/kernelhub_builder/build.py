@@ -16,14 +16,14 @@ from pathlib import Path
 from filelock import FileLock
 from kernelhub.errors import KernelHubError
 from kernelhub.metadata import read_metadata, verify_variant
-from kernelhub.variants import Variant, VariantKind
+from kernelhub.variants import Variant
 
 from . import BUILDER_VERSION
 from .assemble import Artifacts, install_staged, stage_variant
 from .check import AbiPolicy, check_staged, raise_if_fatal, static_checks
 from .compile import run_ninja
 from .manifest_model import KernelManifest, Project
-from .matrix import PlannedVariant, build_env_minor
+from .matrix import PlannedVariant, build_env_minor, torch_env_problem
 from .progress import say
 from .render import render_ops_py, render_variant, settings_flags
 from .render_backends import device_tools
@@ -104,9 +104,8 @@ def _build_locked(
     abi: AbiPolicy = AbiPolicy.HOST, import_check: bool = True,
 ) -> BuildResult:
     dest = out_dir / kernel.name / variant.name
-    compiles = variant.kind in (VariantKind.COMPILED, VariantKind.STABLE_ABI)
-    env = _torch_env(project, variant) if compiles else None
-    cxx = host_cxx() if compiles else None
+    env = _torch_env(project, variant) if variant.compiled else None
+    cxx = host_cxx() if variant.compiled else None
     vid = _variant_id(kernel, variant, env, cxx)
 
     if _is_current(dest, vid):
@@ -164,18 +163,8 @@ def _torch_env(project: Project, variant: Variant) -> TorchEnv:
     assert variant.torch is not None and variant.compute is not None
     minor = build_env_minor(project, variant)
     env = ensure_torch_env(minor, project.torch_pins.get(minor))
-    if variant.backend == "cuda":
-        wanted = variant.compute.version_str
-        have = ".".join((env.cuda or "").split(".")[:2])
-        if have != wanted:
-            built_for = f"CUDA {env.cuda}" if env.cuda else "CPU only"
-            raise ToolchainMismatchError(
-                f"{variant.name} needs a torch {minor} built for CUDA {wanted}, but the "
-                f"torch {minor} environment has torch {env.torch_version} ({built_for}); pin "
-                f'one in kernels.toml, e.g. [toolchain.torch] "{minor}" = "torch=={minor}.0" '
-                f"from the cu{wanted.replace('.', '')} index, or build other variants with "
-                "--variant"
-            )
+    if problem := torch_env_problem(variant, minor, env):
+        raise ToolchainMismatchError(f"cannot build {variant.name}: {problem}")
     return env
 
 

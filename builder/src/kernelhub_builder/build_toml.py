@@ -16,7 +16,7 @@ import warnings
 from pathlib import Path
 
 from kernelhub.errors import VersionSpecError
-from kernelhub.variants import BACKENDS
+from kernelhub.platforms import BACKENDS, UNBUILDABLE_BACKENDS
 from kernelhub.versions import parse_release
 
 from .manifest_model import KernelManifest, KernelPart, Matrix, Project, TorchExt
@@ -31,9 +31,6 @@ from .toml_tables import (
 )
 
 KERNEL_FILE = "build.toml"
-
-#: Backends of the ecosystem schema that kernelhub has no variant names for.
-UNBUILDABLE_BACKENDS = ("neuron", "cann")
 
 _KERNEL_NAME_RE = re.compile(r"[a-z](?:[a-z0-9_-]*[a-z0-9])?")
 _PART_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")

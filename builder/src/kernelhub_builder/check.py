@@ -47,7 +47,7 @@ from .check_layout import check_files, check_library_namespaces, check_python
 from .check_violation import RULE_MANYLINUX, RULE_MISSING_FILE, Violation
 from .kernel_tests import torch_minors_for
 from .manifest_model import KernelManifest, Project
-from .matrix import build_env_minor
+from .matrix import build_env_minor, torch_env_problem
 from .progress import say
 from .toolchains import detect_host, detect_toolchains
 from .torch_env import ensure_torch_env
@@ -104,10 +104,6 @@ def fatal_violations(violations: list[Violation], policy: AbiPolicy) -> list[Vio
     return list(violations)
 
 
-def compiled(variant: Variant) -> bool:
-    return variant.kind in (VariantKind.COMPILED, VariantKind.STABLE_ABI)
-
-
 def static_checks(variant_dir: Path, variant: Variant) -> list[Violation]:
     """Layout, Python and ELF checks: no torch, no subprocess, milliseconds."""
     variant_dir = Path(variant_dir)
@@ -117,7 +113,7 @@ def static_checks(variant_dir: Path, variant: Variant) -> list[Violation]:
         return [Violation(RULE_MISSING_FILE, "metadata.json", "metadata.json", str(e))]
     found = check_files(variant_dir, variant, metadata.id)
     found += check_python(variant_dir, metadata)
-    if compiled(variant):
+    if variant.compiled:
         for so in sorted(variant_dir.rglob("*.so")):
             found += check_binary(so, variant_dir, variant, metadata.id)
     return found
@@ -164,11 +160,11 @@ def _import_python(project: Project, kernel: KernelManifest, variant: Variant
                    ) -> tuple[Path | None, str]:
     """The torch env interpreter that can import ``variant`` here, or why there is none."""
     host = detect_host().system
-    if compiled(variant) and variant.system != host:
+    if variant.compiled and variant.system != host:
         return None, f"built for {variant.system}, this host is {host}"
-    if compiled(variant) and variant.backend not in ("cpu", "cuda"):
+    if variant.compiled and variant.backend not in ("cpu", "cuda"):
         return None, f"no torch environment for {variant.backend} on this host"
-    if compiled(variant):  # the env that built it: a CUDA one for CUDA variants
+    if variant.compiled:  # the env that built it: a CUDA one for CUDA variants
         minor = build_env_minor(project, variant)
     else:  # pure Python: the newest torch it is tested under
         minors = torch_minors_for(project, kernel, variant)
@@ -176,8 +172,8 @@ def _import_python(project: Project, kernel: KernelManifest, variant: Variant
             return None, "no torch of the build matrix can load it"
         minor = minors[-1]
     env = ensure_torch_env(minor, project.torch_pins.get(minor))
-    if variant.backend == "cuda" and compiled(variant) and not env.cuda:
-        return None, f"the torch {minor} environment is a CPU-only build"
+    if variant.compiled and (problem := torch_env_problem(variant, minor, env)):
+        return None, problem
     return env.python, ""
 
 
@@ -252,7 +248,7 @@ def check_staged(
     label = f"{kernel.name} {variant.name}"
     report = check_variant(project, kernel, variant, staging, import_check=import_check)
     raise_if_fatal(label, report.violations, policy)
-    if compiled(variant):
+    if variant.compiled:
         record_abi(staging, report.violations, policy)
     host_only = [v for v in report.violations if v.rule == RULE_MANYLINUX]
     if host_only:

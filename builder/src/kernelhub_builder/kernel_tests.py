@@ -25,7 +25,9 @@ from kernelhub.variants import Variant, VariantKind
 
 from .assemble import built_variants
 from .manifest_model import KernelManifest, Project
+from .matrix import kernel_torch_versions
 from .progress import console
+from .toml_tables import version_key
 from .toolchains import detect_host
 from .torch_env import ensure_torch_env, minor_str
 
@@ -58,28 +60,20 @@ class Skipped:
 def torch_minors_for(project: Project, kernel: KernelManifest, variant: Variant) -> list[str]:
     """The torch envs a variant is tested under."""
 
-    def key(minor: str) -> tuple[int, int]:
-        major, rest = minor.split(".")[:2]
-        return int(major), int(rest)
-
-    matrix = sorted(project.matrix.torch, key=key)
-    if kernel.torch.minver:
-        matrix = [m for m in matrix if key(m) >= key(kernel.torch.minver)]
-    if kernel.torch.maxver:
-        matrix = [m for m in matrix if key(m) <= key(kernel.torch.maxver)]
+    matrix = kernel_torch_versions(project, kernel)
     if variant.kind is VariantKind.COMPILED:
         assert variant.torch is not None
         return [minor_str(variant.torch)]
     if variant.kind is VariantKind.STABLE_ABI:
         assert variant.torch is not None
-        return [m for m in matrix if key(m) >= variant.torch]
+        return [m for m in matrix if version_key(m) >= variant.torch]
     return matrix[-1:]  # pure Python: the newest torch of the matrix
 
 
 def why_not_runnable(variant: Variant) -> str | None:
     """None when this host can run the variant; else the reason it cannot."""
     host = detect_host().system
-    if variant.kind in (VariantKind.COMPILED, VariantKind.STABLE_ABI) and variant.system != host:
+    if variant.compiled and variant.system != host:
         return f"built for {variant.system}, this host is {host}"
     if variant.kind is not VariantKind.UNIVERSAL and variant.backend != "cpu":
         return f"needs a {variant.backend} device; only cpu variants are tested on this host"

@@ -37,10 +37,11 @@ from pathlib import Path
 from typing import Any
 
 from kernelhub.errors import VariantNameError
-from kernelhub.variants import ARCHES, BACKENDS, OSES, Compute
+from kernelhub.platforms import ARCHES, BACKENDS, OSES, UNBUILDABLE_BACKENDS
+from kernelhub.variants import Compute
 from packaging.requirements import InvalidRequirement, Requirement
 
-from .build_toml import KERNEL_FILE, UNBUILDABLE_BACKENDS, load_kernel
+from .build_toml import KERNEL_FILE, load_kernel
 from .manifest_model import KernelManifest, Matrix, Project
 from .toml_tables import ManifestError, Table, major_minor, read_toml, version_key
 

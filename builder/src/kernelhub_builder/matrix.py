@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernelhub.errors import KernelHubError
+from kernelhub.platforms import platform_problem
 from kernelhub.variants import Compute, Variant, VariantKind
 
 from .manifest_model import KernelManifest, Project
@@ -31,7 +32,6 @@ from .torch_env import TorchEnv, peek_torch_env
 TorchEnvLookup = Callable[[str], "TorchEnv | None"]
 """torch minor → its ready env, or None where none exists yet (it is made on demand)."""
 
-_LINUX_ONLY = ("cuda", "rocm", "xpu")
 _OS_NAMES = {"linux": "Linux", "darwin": "macOS"}
 
 
@@ -89,7 +89,7 @@ def plan_variants(
     for variant, torch_version in _compiled_variants(project, kernel, backends):
         reason = _why_not_buildable(variant, host, toolchains)
         if reason is None and torch_envs is not None:
-            reason = _torch_env_problem(variant, torch_version, torch_envs(torch_version))
+            reason = torch_env_problem(variant, torch_version, torch_envs(torch_version))
         planned.append(PlannedVariant(variant, reason is None, reason, torch_version))
     return sorted(planned, key=lambda p: p.name)
 
@@ -98,18 +98,13 @@ def _compiled_variants(
     project: Project, kernel: KernelManifest, backends: Iterable[str]
 ) -> Iterable[tuple[Variant, str]]:
     matrix = project.matrix
-    torch_versions = [
-        v
-        for v in matrix.torch
-        if (kernel.torch.minver is None or version_key(v) >= version_key(kernel.torch.minver))
-        and (kernel.torch.maxver is None or version_key(v) <= version_key(kernel.torch.maxver))
-    ]
+    torch_versions = kernel_torch_versions(project, kernel)
     for backend in backends:
         stable_abi = kernel.torch.stable_abi_for(backend)
         for compute in _computes(backend, project, kernel):
             for system in matrix.systems:
                 arch, os_name = system.split("-", 1)
-                if not _system_has_backend(backend, arch, os_name):
+                if platform_problem(backend, os_name, arch) is not None:
                     continue
                 if stable_abi is not None:
                     variant = Variant(
@@ -144,7 +139,21 @@ def build_env_minor(project: Project, variant: Variant) -> str:
     return minimum
 
 
-def _torch_env_problem(variant: Variant, minor: str, env: TorchEnv | None) -> str | None:
+def kernel_torch_versions(project: Project, kernel: KernelManifest) -> list[str]:
+    """The project's torch versions within the kernel's ``[torch] minver/maxver``, oldest first."""
+    low, high = kernel.torch.minver, kernel.torch.maxver
+    return sorted(
+        (
+            v
+            for v in project.matrix.torch
+            if (low is None or version_key(v) >= version_key(low))
+            and (high is None or version_key(v) <= version_key(high))
+        ),
+        key=version_key,
+    )
+
+
+def torch_env_problem(variant: Variant, minor: str, env: TorchEnv | None) -> str | None:
     """Why an existing torch env cannot build ``variant`` (toolkit mismatch), else None."""
     if env is None or variant.backend not in ("cuda", "rocm"):
         return None
@@ -154,11 +163,12 @@ def _torch_env_problem(variant: Variant, minor: str, env: TorchEnv | None) -> st
     have = env.cuda if variant.backend == "cuda" else env.hip
     if have is not None and ".".join(have.split(".")[:2]) == wanted:
         return None
-    built_for = f"built for {label} {have}" if have else f"without {label}"
+    built_for = f"built for {label} {have}" if have else f"CPU only (no {label})"
     return (
         f"the torch {minor} environment holds torch {env.torch_version}, {built_for}; "
-        f"the variant needs a torch built for {label} {wanted} (pin one in "
-        f'kernels.toml [toolchain.torch] "{minor}", or delete {env.root} to recreate it)'
+        f"the variant needs a torch built for {label} {wanted} (pin one in kernels.toml, "
+        f'e.g. [toolchain.torch] "{minor}" = "torch=={minor}.0" from the {variant.compute.tag} '
+        f"index, or delete {env.root} to recreate it, or build other variants with --variant)"
     )
 
 
@@ -175,14 +185,6 @@ def _computes(backend: str, project: Project, kernel: KernelManifest) -> list[Co
         versions = matrix.rocm if backend == "rocm" else matrix.xpu
         return [Compute.from_version_string(backend, v) for v in versions]
     return [Compute(backend)]
-
-
-def _system_has_backend(backend: str, arch: str, os_name: str) -> bool:
-    if backend in _LINUX_ONLY:
-        return os_name == "linux"
-    if backend == "metal":
-        return (arch, os_name) == ("aarch64", "darwin")
-    return True
 
 
 def _why_not_buildable(variant: Variant, host: HostInfo, toolchains: Toolchains) -> str | None:

@@ -23,6 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from kernelhub.platforms import ARCH_ALIASES
+
 #: Environment variables whose values change what detection finds.
 ENV_KEYS = (
     "PATH",
@@ -39,7 +41,6 @@ NVCC_FALLBACKS: tuple[Path, ...] = (Path("/usr/local/cuda/bin/nvcc"),)
 ROCM_FALLBACKS: tuple[Path, ...] = (Path("/opt/rocm"),)
 ICPX_FALLBACKS: tuple[Path, ...] = (Path("/opt/intel/oneapi/compiler/latest/bin/icpx"),)
 
-_ARCH_ALIASES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
 _TIMEOUT_S = 30
 
 
@@ -61,7 +62,7 @@ class HostInfo:
 def detect_host() -> HostInfo:
     """This machine's OS and architecture, normalised to the names variants use."""
     machine = platform.machine().lower()
-    return HostInfo(os=platform.system().lower(), arch=_ARCH_ALIASES.get(machine, machine))
+    return HostInfo(os=platform.system().lower(), arch=ARCH_ALIASES.get(machine, machine))
 
 
 @dataclass(frozen=True)

@@ -10,12 +10,9 @@ import platform
 import re
 import sys
 from dataclasses import dataclass
-from types import ModuleType
 
 from .errors import KernelHubError
-from .variants import BACKENDS
-
-_ARCH_ALIASES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
+from .platforms import ARCH_ALIASES, BACKENDS, auto_backend, gpu_capability, torch_is_rocm
 
 
 @dataclass(frozen=True)
@@ -85,18 +82,6 @@ def _os_name() -> str:
     return sys.platform
 
 
-def _auto_backend(torch: ModuleType) -> str:
-    if torch.cuda.is_available():
-        return "rocm" if torch.version.hip else "cuda"
-    xpu = getattr(torch, "xpu", None)
-    if xpu is not None and xpu.is_available():
-        return "xpu"
-    mps = getattr(torch.backends, "mps", None)
-    if mps is not None and mps.is_available():
-        return "metal"
-    return "cpu"
-
-
 def detect_system(backend: str | None = None) -> SystemInfo:
     """Describe this process's torch and machine.
 
@@ -106,8 +91,8 @@ def detect_system(backend: str | None = None) -> SystemInfo:
     """
     import torch
 
-    chosen = backend or _auto_backend(torch)
-    if chosen == "cuda" and torch.version.hip:
+    chosen = backend or auto_backend(torch)
+    if chosen == "cuda" and torch_is_rocm(torch):
         chosen = "rocm"
     if chosen not in BACKENDS:
         raise KernelHubError(f"unknown backend {chosen!r}; expected one of {', '.join(BACKENDS)}")
@@ -137,7 +122,7 @@ def detect_system(backend: str | None = None) -> SystemInfo:
 
     capability = None
     if chosen == "cuda" and torch.cuda.is_available() and torch.cuda.device_count() > 0:
-        capability = tuple(torch.cuda.get_device_capability(0))
+        capability = gpu_capability(torch, 0)
 
     macos = None
     if _os_name() == "darwin" and (release := platform.mac_ver()[0]):
@@ -149,12 +134,12 @@ def detect_system(backend: str | None = None) -> SystemInfo:
     return SystemInfo(
         torch=torch_mm,
         os=_os_name(),
-        arch=_ARCH_ALIASES.get(machine, machine),
+        arch=ARCH_ALIASES.get(machine, machine),
         backend=chosen,
         cuda=cuda,
         rocm=rocm,
         xpu=xpu,
         macos=macos,
-        capability=capability,  # type: ignore[arg-type]
+        capability=capability,
         cxx11_abi=bool(torch.compiled_with_cxx11_abi()),
     )

@@ -17,10 +17,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from .errors import VariantNameError
-
-BACKENDS: tuple[str, ...] = ("cpu", "cuda", "rocm", "xpu", "metal")
-ARCHES: tuple[str, ...] = ("x86_64", "aarch64")
-OSES: tuple[str, ...] = ("linux", "darwin")
+from .platforms import BACKENDS, TOOLKIT_BACKENDS, platform_problem
 
 
 class VariantKind(str, Enum):
@@ -46,7 +43,7 @@ class Compute:
             )
         # A versioned toolkit takes a two-part version; none means "any version", which is
         # what pure-Python (torch-<backend>) variants carry.
-        if self.backend in ("cuda", "rocm", "xpu"):
+        if self.backend in TOOLKIT_BACKENDS:
             if self.version and len(self.version) != 2:
                 raise VariantNameError(
                     f"backend {self.backend!r} needs a two-part version such as 13.0, "
@@ -58,7 +55,7 @@ class Compute:
     @property
     def tag(self) -> str:
         """The compute part of a variant name: cpu, cu130, rocm70, xpu20252, metal."""
-        if self.backend in ("cuda", "rocm", "xpu") and not self.version:
+        if self.backend in TOOLKIT_BACKENDS and not self.version:
             raise VariantNameError(f"{self.backend} compute without a version has no tag")
         major, minor = self.version or (None, None)
         if self.backend == "cuda":
@@ -115,6 +112,11 @@ class Variant:
     @property
     def backend(self) -> str | None:
         return self.compute.backend if self.compute else None
+
+    @property
+    def compiled(self) -> bool:
+        """Whether the variant holds a compiled library (as opposed to pure Python)."""
+        return self.kind in (VariantKind.COMPILED, VariantKind.STABLE_ABI)
 
     @property
     def system(self) -> str | None:
@@ -198,11 +200,8 @@ def parse_variant(name: str) -> Variant:
 
 
 def _check_platform(variant: Variant) -> None:
-    backend = variant.backend
-    if variant.os == "darwin" and backend not in ("cpu", "metal"):
-        raise VariantNameError(f"variant {variant.name!r}: {backend} builds do not exist on macOS")
-    if variant.os == "linux" and backend == "metal":
-        raise VariantNameError(f"variant {variant.name!r}: Metal builds exist only on macOS")
+    if variant.backend is not None and (problem := platform_problem(variant.backend, variant.os)):
+        raise VariantNameError(f"variant {variant.name!r}: {problem}")
 
 
 def is_variant_name(name: str) -> bool:

@@ -20,28 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..platforms import capability_number, device_type, gpu_capability, torch_device_type
+
 if TYPE_CHECKING:
     import torch
-
-DEVICE_TYPES: tuple[str, ...] = ("cuda", "rocm", "mps", "xpu", "npu", "cpu")
-"""Device types a mapping can name."""
-
-_ALIASES = {"metal": "mps"}
-"""Other names users write for a device type (Metal runs on torch's ``mps`` device)."""
-
-
-def normalize_device_type(name: object, where: str = "device") -> str:
-    """``"cuda"`` → ``"cuda"``, ``"metal"`` → ``"mps"``; anything else is a clear error."""
-    if not isinstance(name, str):
-        raise TypeError(f"{where}: a device type must be a string, got {name!r}")
-    kind = _ALIASES.get(name.strip().lower(), name.strip().lower())
-    if kind not in DEVICE_TYPES:
-        raise ValueError(
-            f"{where}: unknown device type {name!r}; valid types: {', '.join(DEVICE_TYPES)} "
-            "('metal' is accepted for 'mps')"
-        )
-    return kind
-
 
 @dataclass(frozen=True)
 class _CapabilityRange:
@@ -97,7 +79,7 @@ class Device:
     properties: CUDAProperties | ROCMProperties | None = None
 
     def __post_init__(self) -> None:
-        kind = normalize_device_type(self.type, "Device")
+        kind = device_type(self.type, "Device")
         object.__setattr__(self, "type", kind)
         if self.properties is None:
             return
@@ -157,20 +139,11 @@ def _model_device(model: torch.nn.Module) -> torch.device:
     return torch.device("cpu")
 
 
-def _is_rocm() -> bool:
-    import torch
-
-    return getattr(torch.version, "hip", None) is not None
-
-
 def _capability(index: int | None) -> int | None:
     import torch
 
-    try:
-        major, minor = torch.cuda.get_device_capability(index)
-    except (RuntimeError, AssertionError, AttributeError):  # no GPU, or not initialisable
-        return None
-    return major * 10 + minor
+    found = gpu_capability(torch, index)
+    return capability_number(found) if found is not None else None
 
 
 def runtime_device(model: torch.nn.Module, device: Any = None) -> RuntimeDevice:
@@ -184,7 +157,7 @@ def runtime_device(model: torch.nn.Module, device: Any = None) -> RuntimeDevice:
         dev = device
     elif isinstance(device, str):
         if device.strip().lower() in ("rocm", "metal"):
-            kind = normalize_device_type(device, "kernelize(device=...)")
+            kind = device_type(device, "kernelize(device=...)")
             index = None
             cap = _capability(None) if kind == "rocm" else None
             return RuntimeDevice(kind, cap, index)
@@ -199,9 +172,7 @@ def runtime_device(model: torch.nn.Module, device: Any = None) -> RuntimeDevice:
         raise TypeError(
             f"kernelize(device=...) takes a str or torch.device, got {type(device).__name__}"
         )
-    kind, index = dev.type, dev.index
-    if kind == "cuda":
-        if _is_rocm():
-            kind = "rocm"
+    kind, index = torch_device_type(dev, torch), dev.index
+    if kind in ("cuda", "rocm"):
         return RuntimeDevice(kind, _capability(index), index)
     return RuntimeDevice(kind, None, index)

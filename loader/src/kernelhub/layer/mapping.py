@@ -33,7 +33,8 @@ import contextvars
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from .device import Device, normalize_device_type
+from ..platforms import device_type
+from .device import Device
 from .mode import Mode, check_mapping_mode
 
 Repository = Any
@@ -74,7 +75,7 @@ def _device_key(key: object, where: str) -> Device:
     if isinstance(key, Device):
         return key
     if isinstance(key, str):
-        return Device(normalize_device_type(key, where))
+        return Device(device_type(key, where))
     raise TypeError(f"{where}: device keys must be a str or a Device, got {key!r}")
 
 

@@ -27,6 +27,7 @@ from typing import Any
 from ...api import get_kernel, has_kernel
 from ...errors import KernelHubError, TrustError
 from ...layer.verify import verified_function
+from ...platforms import torch_is_rocm
 from ...versions import split_repo_string
 from .table import FLASH_ATTN2
 
@@ -71,7 +72,7 @@ def _flash_attn_usable() -> bool:
         return False
     import torch
 
-    return torch.cuda.is_available() and not torch.version.hip
+    return torch.cuda.is_available() and not torch_is_rocm(torch)
 
 
 def parse(attn_implementation: Any) -> AttentionRequest | None:

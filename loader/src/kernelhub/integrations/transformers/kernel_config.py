@@ -27,11 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import KernelHubError
+from ...platforms import backend_of, torch_device_type
 from ...trust import require_bool
 from ...versions import select_spec
 from .table import (
     ATTENTION_KEY,
-    DEVICE_ALIASES,
     DEVICE_TYPES,
     function_targets,
     registered_names,
@@ -110,7 +110,7 @@ class KernelConfig:
                 raise KernelConfigError(f"kernel_mapping[{key!r}]: the per-device dict is empty")
             parsed: dict[str, KernelSpec | None] = {}
             for device, spec in value.items():
-                name = DEVICE_ALIASES.get(device, device)
+                name = backend_of(device)
                 if name not in DEVICE_TYPES:
                     raise KernelConfigError(
                         f"kernel_mapping[{key!r}]: unknown device {device!r}; valid devices: "
@@ -264,9 +264,7 @@ def device_type_of(model: Any) -> str:
         device = next(model.parameters()).device
     except StopIteration:
         device = torch.device("cpu")
-    if device.type == "cuda" and torch.version.hip:
-        return "rocm"
-    return DEVICE_ALIASES.get(device.type, device.type)
+    return backend_of(torch_device_type(device, torch))
 
 
 def from_transformers(config: Any) -> KernelConfig:

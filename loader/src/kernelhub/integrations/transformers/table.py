@@ -33,9 +33,8 @@ ATTENTION_KEY = "attention"
 """The KernelConfig key that chooses the attention kernel used with ``use_kernels=True``."""
 
 DEVICE_TYPES = ("cuda", "rocm", "xpu", "metal", "cpu")
-"""Device keys a KernelConfig may use (``"mps"`` is accepted as an alias of ``"metal"``)."""
-
-DEVICE_ALIASES = {"mps": "metal"}
+"""Device keys a KernelConfig may use: backend names (:mod:`kernelhub.platforms`), so
+``"mps"`` is accepted for ``"metal"``."""
 
 COVERED_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral", "gemma")
 """``config.model_type`` values whose layers the table names."""
