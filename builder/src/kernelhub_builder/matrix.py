@@ -163,7 +163,7 @@ def torch_env_problem(variant: Variant, minor: str, env: TorchEnv | None) -> str
     have = env.cuda if variant.backend == "cuda" else env.hip
     if have is not None and ".".join(have.split(".")[:2]) == wanted:
         return None
-    built_for = f"built for {label} {have}" if have else f"CPU only (no {label})"
+    built_for = f"built for {label} {have}" if have else f"without {label} (CPU only)"
     return (
         f"the torch {minor} environment holds torch {env.torch_version}, {built_for}; "
         f"the variant needs a torch built for {label} {wanted} (pin one in kernels.toml, "
