@@ -23,6 +23,7 @@ from .errors import (
     VersionSpecError,
 )
 from .hub.base import Hub
+from .hub.guard import hub_call
 from .importer import load_variant_dir
 from .metadata import METADATA_FILE, read_metadata
 from .release_check import check_release, signed_metadata_digest
@@ -31,7 +32,7 @@ from .selection import Selection, check_archs, select_variant
 from .signing_policy import OrgPolicy, policy_for
 from .system import SystemInfo, detect_system
 from .trust import check_trusted
-from .versions import Refs, VersionSpec, branch_major, resolve, select_spec
+from .versions import Refs, VersionSpec, branch_major, check_repo_id, resolve, select_spec
 
 try:  # Python 3.11+
     import tomllib
@@ -99,6 +100,7 @@ def default_spec(refs: Refs, repo_id: str) -> VersionSpec:
 
 def list_refs(repo_id: str, *, hub: HubArg = None) -> Refs:
     """The repository's refs from the hub, or from the cache in offline mode."""
+    check_repo_id(repo_id)
     hub = open_hub_arg(hub)
     return _refs(repo_id, hub, KernelCache())
 
@@ -113,7 +115,8 @@ def _refs(repo_id: str, hub: Hub, cache: KernelCache) -> Refs:
                 "KERNELHUB_OFFLINE/HF_HUB_OFFLINE"
             )
         return refs
-    refs = hub.list_refs(repo_id)
+    with hub_call(hub, f"listing the refs of {repo_id}"):
+        refs = hub.list_refs(repo_id)
     cache.write_refs(hub.key, repo_id, refs)
     return refs
 
@@ -139,10 +142,17 @@ def _per_commit(
     return value
 
 
+def _from_hub(hub: Hub, doing: str, call: Callable[[], T]) -> T:
+    """``call()``, with any failure of the hub reported as one HubError (see hub.guard)."""
+    with hub_call(hub, doing):
+        return call()
+
+
 def _variants_at(repo_id: str, commit: str, hub: Hub, cache: KernelCache) -> list[str]:
     return _per_commit(
         lambda: cache.read_variants(hub.key, repo_id, commit),
-        lambda: hub.list_variants(repo_id, commit),
+        lambda: _from_hub(hub, f"listing the variants of {repo_id} at {commit[:12]}",
+                          lambda: hub.list_variants(repo_id, commit)),
         lambda names: cache.write_variants(hub.key, repo_id, commit, names),
         f"{repo_id} at {commit[:12]}",
     )
@@ -157,6 +167,7 @@ def resolve_kernel(
     backend: str | None = None,
 ) -> Resolution:
     """Resolve a spec to a commit and pick a variant, without fetching or importing."""
+    check_repo_id(repo_id)
     spec = select_spec(version, revision)
     hub = open_hub_arg(hub)
     cache = KernelCache()
@@ -219,6 +230,7 @@ def get_kernel(
     Code from organisations not trusted by default or by configuration is refused
     unless ``trust_remote_code=True``. Results are memoized per process.
     """
+    check_repo_id(repo_id)
     select_spec(version, revision)  # a malformed spec fails before any hub work
     hub = open_hub_arg(hub)
     check_trusted(repo_id, hub, trust_remote_code)
@@ -241,7 +253,8 @@ def _release_files(resolution: Resolution, cache: KernelCache) -> ReleaseFiles:
     hub, repo_id, commit = resolution.hub, resolution.repo_id, resolution.commit
     return _per_commit(
         lambda: cache.read_release(hub.key, repo_id, commit),
-        lambda: hub.fetch_release(repo_id, commit),
+        lambda: _from_hub(hub, f"sending the release signature of {repo_id}",
+                          lambda: hub.fetch_release(repo_id, commit)),
         lambda files: cache.write_release(hub.key, repo_id, commit, files),
         f"the release signature of {repo_id} at {commit[:12]}",
     )
@@ -277,8 +290,9 @@ def has_kernel(
 ) -> bool:
     """Whether the repository has a build this system can load (nothing is imported).
 
-    A missing repository or version is False; a malformed spec still raises.
+    A missing repository or version is False; a malformed spec or repo id still raises.
     """
+    check_repo_id(repo_id)
     select_spec(version, revision)
     try:
         resolution = resolve_kernel(repo_id, version, revision, hub=hub, backend=backend)

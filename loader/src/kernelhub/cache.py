@@ -16,6 +16,7 @@ only once it is complete and verified (temp dir + rename), so readers never need
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import re
@@ -26,8 +27,9 @@ from pathlib import Path
 from filelock import FileLock
 
 from . import settings
-from .errors import HubError, IntegrityError, KernelHubError
+from .errors import CacheError, HubError, IntegrityError, KernelHubError
 from .hub.base import Hub
+from .hub.guard import hub_call
 from .metadata import verify_variant
 from .release_manifest import ReleaseFiles
 from .versions import Refs
@@ -60,15 +62,41 @@ def _write_json_atomic(path: Path, data: object) -> None:
         raise
 
 
+def _write_json_best_effort(path: Path, data: object) -> None:
+    with contextlib.suppress(OSError):  # a convenience: the next online load writes it again
+        _write_json_atomic(path, data)
+
+
 def _read_json(path: Path) -> object | None:
     try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        return None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        return json.loads(path.read_bytes().decode("utf-8"))
+    except (FileNotFoundError, NotADirectoryError):
+        return None  # nothing cached there; a root that is a file is reported on write
+    except (OSError, ValueError, RecursionError) as e:
+        reason = e.strerror if isinstance(e, OSError) else f"{type(e).__name__}: {e}"
         raise KernelHubError(
-            f"{path}: corrupt cache file ({e}); run `kernelhub cache clear`"
+            f"{path}: corrupt cache file ({reason}); run `kernelhub cache clear`"
         ) from None
+
+
+def _corrupt(path: Path) -> KernelHubError:
+    return KernelHubError(f"{path}: corrupt cache file; run `kernelhub cache clear`")
+
+
+def _str_map(value: object) -> dict[str, str] | None:
+    if isinstance(value, dict) and all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        return dict(value)
+    return None
+
+
+def _unwritable(root: Path, doing: str, error: OSError) -> CacheError:
+    return CacheError(
+        f"cannot {doing} in the kernel cache at {root}: {error.strerror or error}"
+        f"{f' ({error.filename})' if error.filename else ''}; free space or fix its "
+        "permissions, or set KERNELHUB_CACHE to a writable directory"
+    )
 
 
 class KernelCache:
@@ -110,12 +138,13 @@ class KernelCache:
         if data is None:
             return None
         if not isinstance(data, list) or not all(isinstance(v, str) for v in data):
-            raise KernelHubError(f"{path}: corrupt cache file; run `kernelhub cache clear`")
+            raise _corrupt(path)
         return data
 
     def write_variants(self, hub_key: str, repo_id: str, commit: str, names: list[str]) -> None:
+        """Remember a commit's variant list, if the cache can be written (see write_refs)."""
         path = self.commit_dir(hub_key, repo_id, commit) / VARIANTS_FILE
-        _write_json_atomic(path, sorted(names))
+        _write_json_best_effort(path, sorted(names))
 
     def read_release(self, hub_key: str, repo_id: str, commit: str) -> ReleaseFiles | None:
         """The release files seen at ``commit`` (None: never asked). Not trusted: they are
@@ -137,7 +166,7 @@ class KernelCache:
 
     def write_release(self, hub_key: str, repo_id: str, commit: str, files: ReleaseFiles) -> None:
         path = self.commit_dir(hub_key, repo_id, commit) / RELEASE_FILES
-        _write_json_atomic(path, {
+        _write_json_best_effort(path, {
             "manifest": None if files.manifest is None else base64.b64encode(files.manifest).decode(),
             "signature": None if files.signature is None else base64.b64encode(files.signature).decode(),
         })
@@ -148,12 +177,21 @@ class KernelCache:
         if data is None:
             return None
         if not isinstance(data, dict):
-            raise KernelHubError(f"{path}: corrupt cache file; run `kernelhub cache clear`")
-        return Refs(branches=dict(data.get("branches", {})), tags=dict(data.get("tags", {})))
+            raise _corrupt(path)
+        branches, tags = _str_map(data.get("branches", {})), _str_map(data.get("tags", {}))
+        if branches is None or tags is None:
+            raise _corrupt(path)
+        return Refs(branches=branches, tags=tags)
 
     def write_refs(self, hub_key: str, repo_id: str, refs: Refs) -> None:
+        """Remember refs for offline mode, if the cache can be written.
+
+        A read-only cache (a shared cluster cache) or a full disk must not fail an online
+        load that needs nothing new from the cache: the write is skipped, atomically (a
+        reader sees the old file or the new one, never part of one).
+        """
         path = self.repo_dir(hub_key, repo_id) / REFS_FILE
-        _write_json_atomic(path, {"branches": refs.branches, "tags": refs.tags})
+        _write_json_best_effort(path, {"branches": refs.branches, "tags": refs.tags})
 
     # -- installs ----------------------------------------------------------------
 
@@ -171,6 +209,12 @@ class KernelCache:
         dest = self.variant_dir(hub.key, repo_id, commit, variant)
         if dest.is_dir():
             return dest
+        try:
+            return self._install(hub, repo_id, commit, variant, dest)
+        except OSError as e:
+            raise _unwritable(self.root, f"install {variant} of {repo_id}", e) from None
+
+    def _install(self, hub: Hub, repo_id: str, commit: str, variant: str, dest: Path) -> Path:
         with self.lock(hub.key, repo_id):
             if dest.is_dir():
                 return dest
@@ -178,7 +222,8 @@ class KernelCache:
             self._remove_stale_partials(dest.parent, variant)
             tmp = Path(tempfile.mkdtemp(prefix=f".{variant}.", suffix=_TMP_SUFFIX, dir=dest.parent))
             try:
-                hub.fetch_variant(repo_id, commit, variant, tmp)
+                with hub_call(hub, f"sending {variant} of {repo_id} at {commit[:12]}"):
+                    hub.fetch_variant(repo_id, commit, variant, tmp)
                 if not any(tmp.iterdir()):
                     raise HubError(
                         f"{repo_id}@{commit[:12]}: the hub returned no files for {variant}"

@@ -62,3 +62,19 @@ class SignatureError(TrustError):
 
 class SigningKeyError(KernelHubError, ValueError):
     """A signing or allowed key is unreadable, malformed, or not an Ed25519 key."""
+
+
+class RepoIdError(KernelHubError, ValueError):
+    """A repository id is not a string of the form ``org/name``."""
+
+
+class MappingError(KernelHubError, TypeError, ValueError):
+    """A kernel mapping, device, mode or repository is malformed (raised when it is made)."""
+
+
+class LockFileError(KernelHubError, ValueError):
+    """A lock file is unreadable, malformed, or pins something that is not a commit."""
+
+
+class CacheError(KernelHubError):
+    """The kernel cache cannot be written (read-only, full, not a directory, no permission)."""

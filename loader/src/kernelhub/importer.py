@@ -80,6 +80,13 @@ def _torch_namespace_taken(namespace: str) -> bool:
     return any(name.startswith(prefix) for name in names)
 
 
+def _importable_elsewhere(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def _check_not_claimed(metadata: Metadata, path: Path) -> None:
     if not metadata.id.isidentifier():
         raise KernelLoadError(
@@ -90,6 +97,12 @@ def _check_not_claimed(metadata: Metadata, path: Path) -> None:
         raise KernelLoadError(
             f"cannot load {path}: a module named {metadata.id!r} was already imported from "
             f"{other} by something other than kernelhub; restart Python"
+        )
+    if _importable_elsewhere(metadata.id):
+        raise KernelLoadError(
+            f"cannot load {path}: its id {metadata.id!r} is also the name of an importable "
+            "module outside the kernel, which loading it would shadow for the whole process; "
+            "rebuild the variant (builder ids look like _<name>_<backend>_<hash>)"
         )
     if _torch_namespace_taken(metadata.id):
         raise KernelLoadError(

@@ -76,7 +76,23 @@ class Metadata:
                 raise MetadataError(f"{source}: key {key!r} has the wrong type ({type(value).__name__})")
             return value
 
+        def optional(key: str, kind: type) -> Any:
+            value = data.get(key)
+            if value is not None and not isinstance(value, kind):
+                raise MetadataError(
+                    f"{source}: key {key!r} has the wrong type ({type(value).__name__}, "
+                    f"expected {kind.__name__})"
+                )
+            return value
+
+        def strings(value: Any, key: str) -> list[str]:
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise MetadataError(f"{source}: key {key!r} must be a list of strings")
+            return list(value)
+
         backend = need("backend", dict)
+        if not isinstance(backend.get("type"), str):
+            raise MetadataError(f"{source}: key 'backend' must have a string 'type'")
         digest = need("digest", dict)
         if digest.get("algorithm") != DIGEST_ALGORITHM:
             raise MetadataError(
@@ -86,6 +102,8 @@ class Metadata:
         files = digest.get("files")
         if not isinstance(files, dict) or not files:
             raise MetadataError(f"{source}: digest.files must list every file of the variant")
+        if not all(isinstance(v, str) for v in files.values()):
+            raise MetadataError(f"{source}: key 'digest' files must map paths to base64 strings")
         known = {"name", "id", "version", "release", "license", "python-depends", "backend",
                  "digest", "provenance", "torch"}
         return cls(
@@ -93,12 +111,13 @@ class Metadata:
             id=need("id", str),
             version=need("version", int),
             release=need("release", str),
-            backend=BackendInfo(str(backend.get("type")), list(backend.get("archs") or [])),
-            digest_files={str(k): str(v) for k, v in files.items()},
-            license=data.get("license"),
-            python_depends=list(data.get("python-depends") or []),
-            provenance=dict(data.get("provenance") or {}),
-            torch=data.get("torch"),
+            backend=BackendInfo(backend["type"], strings(backend.get("archs") or [],
+                                                         "backend.archs")),
+            digest_files=dict(files),
+            license=optional("license", str),
+            python_depends=strings(data.get("python-depends") or [], "python-depends"),
+            provenance=dict(optional("provenance", dict) or {}),
+            torch=optional("torch", str),
             extra={k: v for k, v in data.items() if k not in known},
         )
 
@@ -118,6 +137,8 @@ def parse_metadata(raw: bytes, source: str) -> Metadata:
         data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise MetadataError(f"{source}: not valid JSON ({e})") from None
+    except RecursionError:
+        raise MetadataError(f"{source}: JSON nested too deeply to be metadata") from None
     return Metadata.from_json(data, source)
 
 

@@ -19,6 +19,8 @@ from __future__ import annotations
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+from .errors import MappingError
+
 if TYPE_CHECKING:
     import torch as torch_module
 
@@ -43,14 +45,14 @@ _BACKEND_OF_DEVICE = {"mps": "metal"}
 def device_type(name: object, where: str = "device") -> str:
     """A user's word for a device → its device type: ``"metal"`` → ``"mps"``.
 
-    Raises TypeError / ValueError naming ``where`` for anything else.
+    Raises MappingError (a TypeError and ValueError) naming ``where`` for anything else.
     """
     if not isinstance(name, str):
-        raise TypeError(f"{where}: a device type must be a string, got {name!r}")
+        raise MappingError(f"{where}: a device type must be a string, got {name!r}")
     word = name.strip().lower()
     kind = _DEVICE_OF_BACKEND.get(word, word)
     if kind not in DEVICE_TYPES:
-        raise ValueError(
+        raise MappingError(
             f"{where}: unknown device type {name!r}; valid types: {', '.join(DEVICE_TYPES)} "
             "('metal' is accepted for 'mps')"
         )

@@ -37,7 +37,12 @@ _BYTECODE_SUFFIXES = (".pyc", ".pyo")
 NATIVE_SUFFIXES = (*EXTENSION_SUFFIXES, ".so", ".dylib")
 """Files that are native code: loaded by the dynamic linker, never by Python."""
 _CHUNK = 1 << 20
-_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+_OPEN_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_NOFOLLOW", 0)  # a link is refused by the kernel, not after a check
+    | getattr(os, "O_NONBLOCK", 0)  # a FIFO planted in the variant must not hang the load
+    | getattr(os, "O_CLOEXEC", 0)
+)
 
 _private_root: Path | None = None
 _private_lock = threading.Lock()

@@ -10,6 +10,7 @@ from __future__ import annotations
 from . import settings
 from .errors import FlagTypeError, TrustError
 from .hub.base import Hub
+from .hub.guard import hub_call
 
 DEFAULT_TRUSTED_ORGS: frozenset[str] = frozenset({"kernels-community"})
 
@@ -24,7 +25,10 @@ def is_trusted(repo_id: str, hub: Hub | None) -> bool:
     org = repo_id.partition("/")[0]
     if org in user_trusted_orgs():
         return True
-    return hub is not None and org in hub.trusted_orgs()
+    if hub is None:
+        return False
+    with hub_call(hub, "reading its trusted organisations"):
+        return org in hub.trusted_orgs()
 
 
 def require_bool(value: object, name: str) -> bool:

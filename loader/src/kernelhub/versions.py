@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from .errors import VersionSpecError
+from .errors import RepoIdError, VersionSpecError
 
 _SHA_RE = re.compile(r"[0-9a-f]{40}")
 _SPEC_START = ("<", ">", "=", "!", "~")
@@ -33,6 +33,7 @@ def branch_major(ref: str) -> int | None:
     """``"v2"`` → 2: the major version a ``v<N>`` branch name holds, else None."""
     m = _MAJOR_BRANCH_RE.fullmatch(ref)
     return int(m[1]) if m else None
+_REPO_PART_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 @dataclass(frozen=True)
@@ -159,6 +160,33 @@ def resolve(spec: VersionSpec, refs: Refs, repo_id: str) -> tuple[str, str]:
         )
     tag = releases[max(matching)]
     return tag, refs.tags[tag]
+
+
+def is_commit_id(value: object) -> bool:
+    """Whether ``value`` is a full 40-hex (lowercase) commit id."""
+    return isinstance(value, str) and _SHA_RE.fullmatch(value) is not None
+
+
+def check_repo_id(repo_id: object) -> str:
+    """``repo_id`` if it is a string ``org/name`` (letters, digits, ``.``, ``_``, ``-``).
+
+    Checked at every entry point before a hub, the cache or the trust list sees it: the
+    id becomes a URL path, a directory name and an org lookup.
+    """
+    if not isinstance(repo_id, str):
+        raise RepoIdError(
+            f"repository id must be a string 'org/name', not {type(repo_id).__name__} "
+            f"{repo_id!r}"
+        )
+    parts = repo_id.split("/")
+    if len(parts) != 2 or not all(
+        _REPO_PART_RE.fullmatch(p) and p not in (".", "..") and ".." not in p for p in parts
+    ):
+        raise RepoIdError(
+            f"{repo_id!r} is not a repository id; write 'org/name' using letters, digits, "
+            "'.', '_' and '-' (e.g. 'kernels-community/activation')"
+        )
+    return repo_id
 
 
 def split_repo_string(text: str) -> tuple[str, str | None]:

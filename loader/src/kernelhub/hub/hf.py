@@ -11,11 +11,9 @@ Publishing to such a server lives in :mod:`kernelhub.publish.hf`.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import tempfile
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from huggingface_hub import HfApi, constants, snapshot_download
 from huggingface_hub.errors import (
@@ -30,6 +28,7 @@ from ..errors import HubError, RepoNotFoundError, VersionSpecError
 from ..release_manifest import RELEASE_FILE, SIGNATURE_FILE, ReleaseFiles
 from ..versions import Refs
 from .base import BUILD_DIR, check_variant_dir
+from .keys import endpoint_key
 
 
 class HfHub:
@@ -48,11 +47,7 @@ class HfHub:
 
     @property
     def key(self) -> str:
-        parts = urlsplit(self.endpoint)
-        host = parts.hostname or "unknown"
-        if parts.port is not None:
-            host = f"{host}-{parts.port}"
-        return "hf-" + re.sub(r"[^A-Za-z0-9.-]", "_", host)
+        return endpoint_key(self.endpoint)
 
     # -- reading -----------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..errors import MappingError
 from ..platforms import capability_number, device_type, gpu_capability, torch_device_type
 
 if TYPE_CHECKING:
@@ -34,12 +35,12 @@ class _CapabilityRange:
         for field in ("min_capability", "max_capability"):
             value = getattr(self, field)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise TypeError(
+                raise MappingError(
                     f"{type(self).__name__}.{field} must be a non-negative int "
                     f"(major * 10 + minor, e.g. 80 for 8.0), got {value!r}"
                 )
         if self.min_capability > self.max_capability:
-            raise ValueError(
+            raise MappingError(
                 f"{type(self).__name__}: min_capability {self.min_capability} is above "
                 f"max_capability {self.max_capability}"
             )
@@ -86,7 +87,7 @@ class Device:
         expected = _PROPERTIES.get(kind)
         if expected is None or type(self.properties) is not expected:
             allowed = ", ".join(f"{t}: {c.__name__}" for t, c in _PROPERTIES.items())
-            raise TypeError(
+            raise MappingError(
                 f"Device({kind!r}) cannot take {type(self.properties).__name__}; capability "
                 f"properties exist only for {allowed}"
             )
@@ -164,12 +165,12 @@ def runtime_device(model: torch.nn.Module, device: Any = None) -> RuntimeDevice:
         try:
             dev = torch.device(device)
         except RuntimeError as e:
-            raise ValueError(
+            raise MappingError(
                 f"kernelize(device={device!r}): not a device torch knows ({e}); use e.g. "
                 f"'cuda', 'cuda:1', 'cpu', 'mps', 'xpu' or 'rocm'"
             ) from None
     else:
-        raise TypeError(
+        raise MappingError(
             f"kernelize(device=...) takes a str or torch.device, got {type(device).__name__}"
         )
     kind, index = torch_device_type(dev, torch), dev.index

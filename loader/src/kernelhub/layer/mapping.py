@@ -33,6 +33,7 @@ import contextvars
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from ..errors import MappingError
 from ..platforms import device_type
 from .device import Device
 from .mode import Mode, check_mapping_mode
@@ -56,7 +57,7 @@ def _is_repository(value: object) -> bool:
 
 def _check_repository(value: object, where: str) -> Repository:
     if not _is_repository(value):
-        raise TypeError(
+        raise MappingError(
             f"{where}: expected a repository (LayerRepository, FuncRepository, "
             f"LocalLayerRepository, LocalFuncRepository, LockedLayerRepository, ...), "
             f"got {type(value).__name__}: {value!r}"
@@ -76,23 +77,23 @@ def _device_key(key: object, where: str) -> Device:
         return key
     if isinstance(key, str):
         return Device(device_type(key, where))
-    raise TypeError(f"{where}: device keys must be a str or a Device, got {key!r}")
+    raise MappingError(f"{where}: device keys must be a str or a Device, got {key!r}")
 
 
 def normalize_mapping(mapping: Mapping[str, Any]) -> KernelMapping:
     """The strict form of a user's mapping; raises on anything kernelize could not use."""
     if not isinstance(mapping, Mapping):
-        raise TypeError(f"a kernel mapping must be a dict, got {type(mapping).__name__}")
+        raise MappingError(f"a kernel mapping must be a dict, got {type(mapping).__name__}")
     result: KernelMapping = {}
     for name, devices in mapping.items():
         if not isinstance(name, str) or not name:
-            raise TypeError(f"kernel mapping keys must be layer names (str), got {name!r}")
+            raise MappingError(f"kernel mapping keys must be layer names (str), got {name!r}")
         per_type: DeviceRepos = {}
         if devices is None:
             result[name] = per_type
             continue
         if not isinstance(devices, Mapping):
-            raise TypeError(
+            raise MappingError(
                 f"mapping[{name!r}] must be a dict of device → repository (e.g. "
                 f"{{'cuda': LayerRepository(...)}}) or None to disable it, got {devices!r}"
             )

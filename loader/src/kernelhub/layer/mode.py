@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import enum
 
+from ..errors import MappingError
+
 
 class Mode(enum.Flag):
     """What the kernelized model will be used for.
@@ -64,13 +66,13 @@ def describe_mode(mode: Mode) -> str:
 def check_kernelize_mode(mode: object) -> Mode:
     """The mode kernelize was asked for, or a TypeError/ValueError saying what is valid."""
     if not isinstance(mode, Mode):
-        raise TypeError(
+        raise MappingError(
             f"mode must be a kernelhub Mode, got {mode!r}; use Mode.INFERENCE, Mode.TRAINING, "
             "or either combined with Mode.TORCH_COMPILE"
         )
     if mode not in MODE_FALLBACK_ORDER:
         valid = ", ".join(describe_mode(m) for m in MODE_FALLBACK_ORDER)
-        raise ValueError(
+        raise MappingError(
             f"kernelize cannot run in mode {describe_mode(mode)}: give exactly one of INFERENCE "
             f"or TRAINING, optionally with TORCH_COMPILE (FALLBACK is only a mapping key). "
             f"Valid modes: {valid}"
@@ -85,10 +87,10 @@ MAPPING_MODES: tuple[Mode, ...] = (_I, _I | _C, _T, _T | _C, _F)
 def check_mapping_mode(mode: object, where: str) -> Mode:
     """A mode used as a mapping key; anything kernelize would never look up is refused."""
     if not isinstance(mode, Mode):
-        raise TypeError(f"{where}: mapping mode keys must be kernelhub Mode values, got {mode!r}")
+        raise MappingError(f"{where}: mapping mode keys must be kernelhub Mode values, got {mode!r}")
     if mode not in MAPPING_MODES:
         valid = ", ".join(describe_mode(m) for m in MAPPING_MODES)
-        raise ValueError(
+        raise MappingError(
             f"{where}: {describe_mode(mode)} is not a mapping mode; use one of {valid} "
             "(a TRAINING kernel is used for inference automatically)"
         )

@@ -20,8 +20,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..errors import KernelHubError, KernelLoadError
-from ..versions import select_spec
+from ..errors import KernelHubError, KernelLoadError, LockFileError, MappingError
+from ..versions import check_repo_id, is_commit_id, select_spec
 from .decorators import forward_calling
 
 if TYPE_CHECKING:
@@ -117,10 +117,7 @@ class _HubRepository:
     hub: Hub | str | os.PathLike | None = field(default=None, kw_only=True, compare=False)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.repo_id, str) or "/" not in self.repo_id:
-            raise ValueError(
-                f"{type(self).__name__}: repo_id must be 'org/name', got {self.repo_id!r}"
-            )
+        check_repo_id(self.repo_id)
         select_spec(self.version, self.revision)  # one of them at most, well-formed
         _check_flags(self)
 
@@ -157,7 +154,7 @@ class LayerRepository(_HubRepository):
     def __post_init__(self) -> None:
         super().__post_init__()
         if not self.layer_name:
-            raise ValueError(f"LayerRepository({self.repo_id!r}): layer_name is required")
+            raise MappingError(f"LayerRepository({self.repo_id!r}): layer_name is required")
 
     def load(self) -> type[nn.Module]:
         return _layer_from(self._kernel(), self.layer_name, self._where())
@@ -179,7 +176,7 @@ class FuncRepository(_HubRepository):
     def __post_init__(self) -> None:
         super().__post_init__()
         if not self.func_name:
-            raise ValueError(f"FuncRepository({self.repo_id!r}): func_name is required")
+            raise MappingError(f"FuncRepository({self.repo_id!r}): func_name is required")
 
     def load(self) -> type[nn.Module]:
         func = _func_from(self._kernel(), self.func_name, self._where())
@@ -221,7 +218,7 @@ class LocalLayerRepository:
     def __post_init__(self) -> None:
         object.__setattr__(self, "repo_path", Path(self.repo_path).expanduser())
         if not self.layer_name:
-            raise ValueError(f"LocalLayerRepository({str(self.repo_path)!r}): layer_name is required")
+            raise MappingError(f"LocalLayerRepository({str(self.repo_path)!r}): layer_name is required")
 
     def load(self) -> type[nn.Module]:
         module = _local_kernel(self.repo_path)
@@ -246,7 +243,7 @@ class LocalFuncRepository:
     def __post_init__(self) -> None:
         object.__setattr__(self, "repo_path", Path(self.repo_path).expanduser())
         if not self.func_name:
-            raise ValueError(f"LocalFuncRepository({str(self.repo_path)!r}): func_name is required")
+            raise MappingError(f"LocalFuncRepository({str(self.repo_path)!r}): func_name is required")
 
     def load(self) -> type[nn.Module]:
         module = _local_kernel(self.repo_path)
@@ -280,32 +277,44 @@ def locked_revision(repo_id: str, lockfile: Path | None) -> str:
     """The commit ``repo_id`` is pinned to in ``lockfile`` (default ``./kernels.lock``).
 
     The lock file is JSON: a list of ``{"repo_id": …, "sha": …}`` entries (the kernel
-    ecosystem's shape; extra keys are ignored) or an object ``{repo_id: sha}``.
+    ecosystem's shape; extra keys are ignored) or an object ``{repo_id: sha}``. A pin
+    must be a full 40-hex commit id: a branch or tag would move, which defeats locking.
     """
     path = Path(lockfile) if lockfile is not None else Path.cwd() / LOCKFILE_NAME
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(path.read_bytes().decode("utf-8"))
     except FileNotFoundError:
-        raise KernelHubError(
+        raise LockFileError(
             f"lock file {path} does not exist; create it, or pass lockfile= to the locked "
             "repository"
         ) from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise KernelHubError(f"lock file {path} is not valid JSON: {e}") from None
+    except (OSError, ValueError, RecursionError) as e:
+        reason = e.strerror if isinstance(e, OSError) else type(e).__name__
+        raise LockFileError(f"lock file {path} is not readable JSON ({reason}); fix or "
+                            "regenerate it") from None
     if isinstance(data, dict):
-        pins = {k: v for k, v in data.items() if isinstance(v, str)}
+        pins = dict(data)
     elif isinstance(data, list):
-        pins = {e["repo_id"]: e["sha"] for e in data
-                if isinstance(e, dict) and isinstance(e.get("repo_id"), str)
-                and isinstance(e.get("sha"), str)}
+        pins = {e["repo_id"]: e.get("sha") for e in data
+                if isinstance(e, dict) and isinstance(e.get("repo_id"), str)}
     else:
-        pins = {}
-    if repo_id not in pins:
-        raise KernelHubError(
-            f"lock file {path} has no entry for {repo_id}; it pins: "
-            f"{', '.join(sorted(pins)) or 'nothing'}. Add it to the lock file."
+        raise LockFileError(
+            f"lock file {path} must hold a JSON list of {{\"repo_id\": …, \"sha\": …}} entries "
+            f"or an object of repo id → commit, not a {type(data).__name__}"
         )
-    return pins[repo_id]
+    if repo_id not in pins:
+        names = sorted(k for k in pins if isinstance(k, str))
+        raise LockFileError(
+            f"lock file {path} has no entry for {repo_id}; it pins: "
+            f"{', '.join(names) or 'nothing'}. Add it to the lock file."
+        )
+    sha = pins[repo_id]
+    if not is_commit_id(sha):
+        raise LockFileError(
+            f"lock file {path} pins {repo_id} to {sha!r}, which is not a full 40-hex commit "
+            "id; a lock must name a commit (a branch or tag moves)"
+        )
+    return sha
 
 
 class _LockedRepository:

@@ -1,0 +1,60 @@
+"""Turn whatever goes wrong while talking to a hub into one-line :class:`HubError`s.
+
+A hub is another program, often across a network: a refused connection, a proxy's HTML
+error page, a 500, JSON of the wrong shape or a client-library bug on a response it did
+not expect all surface as some exception from inside the client. The loader calls every
+hub through :func:`hub_call`, so each of them reaches the user as a HubError naming the
+hub and what was being done — never a traceback — whichever Hub implementation is used.
+Errors of the local disk (full, read-only, no permission) pass through unchanged: they
+are the cache's to report, not the hub's.
+"""
+
+from __future__ import annotations
+
+import errno
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from ..errors import HubError, KernelHubError
+
+_DISK_ERRNOS = frozenset({
+    errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR,
+    errno.EISDIR, errno.EEXIST,
+})
+
+
+def hub_name(hub: object) -> str:
+    """How a hub is named in messages: its endpoint or root when it has one."""
+    for attr in ("endpoint", "root"):
+        if (value := getattr(hub, attr, None)) is not None:
+            return str(value)
+    return getattr(hub, "key", type(hub).__name__)
+
+
+@contextmanager
+def hub_call(hub: object, doing: str) -> Iterator[None]:
+    """Run a hub operation; re-raise any non-kernelhub failure as a one-line HubError."""
+    try:
+        yield
+    except KernelHubError as e:
+        message = str(e)
+        if "\n" not in message:
+            raise
+        # A hub implementation quoted a multi-line server answer: keep the type, one line.
+        raise type(e)(" ".join(message.split())) from e
+    except OSError as e:
+        if e.errno in _DISK_ERRNOS:
+            raise
+        raise _failed(hub, doing, e) from e
+    except Exception as e:
+        raise _failed(hub, doing, e) from e
+
+
+def _failed(hub: object, doing: str, error: Exception) -> HubError:
+    detail = " ".join(str(error).split()) or "no details"
+    if len(detail) > 300:
+        detail = detail[:300] + "…"
+    return HubError(
+        f"the hub at {hub_name(hub)} failed while {doing}: {type(error).__name__}: {detail}; "
+        "check that it is reachable and serves the Hub API, or retry later"
+    )
