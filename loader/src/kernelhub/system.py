@@ -6,10 +6,12 @@
 
 from __future__ import annotations
 
+import functools
 import platform
 import re
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 from .errors import KernelHubError
 from .platforms import ARCH_ALIASES, BACKENDS, auto_backend, gpu_capability, torch_is_rocm
@@ -143,3 +145,44 @@ def detect_system(backend: str | None = None) -> SystemInfo:
         capability=capability,
         cxx11_abi=bool(torch.compiled_with_cxx11_abi()),
     )
+
+
+@functools.cache
+def _cpu_identity() -> tuple[str, frozenset[str]]:
+    """(model name, feature flags) from /proc/cpuinfo; elsewhere the platform's processor."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.processor() or platform.machine(), frozenset()
+    model, flags = "", frozenset()
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if key in ("model name", "Model", "CPU part") and not model:
+            model = value.strip()
+        elif key in ("flags", "Features") and not flags:
+            flags = frozenset(value.split())
+    return model or platform.machine(), flags
+
+
+_SPEED_FLAGS = ("avx2", "fma", "avx512f", "avx512bw", "avx512_bf16", "avx512_fp16", "amx_tile",
+                "amx_bf16", "amx_fp16", "asimd", "sve", "sve2")
+
+
+def cpu_features() -> str:
+    """The CPU facts a speed decision depends on: model name and vector/matrix extensions.
+
+    Only the flags that change which loops run are kept (verification decisions are
+    keyed by this, so an unrelated flag does not invalidate them).
+    """
+    model, flags = _cpu_identity()
+    return f"{model} [{' '.join(f for f in _SPEED_FLAGS if f in flags)}]"
+
+
+def cpu_summary() -> str:
+    """One line for benchmark headers: the CPU, and whether AVX-512 and AMX are present."""
+    model, flags = _cpu_identity()
+    avx512 = "yes" if "avx512f" in flags else "no"
+    amx = "yes" if {"amx_tile", "amx_bf16"} <= flags else "no"
+    return (f"CPU {model}; flags {' '.join(f for f in _SPEED_FLAGS if f in flags) or '-'}; "
+            f"AVX-512 {avx512}; AMX {amx}")

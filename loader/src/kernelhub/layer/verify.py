@@ -27,7 +27,6 @@ import functools
 import hashlib
 import json
 import os
-import platform
 import tempfile
 import time
 import weakref
@@ -37,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import settings
+from ..system import cpu_features
 
 TOLERANCES: dict[str, tuple[float, float]] = {
     "float64": (1e-7, 1e-7),
@@ -91,31 +91,6 @@ class Seen:
 def verify_from_env() -> bool:
     """``KERNELHUB_VERIFY=1``: verification for ``use_kernels=True`` without a KernelConfig."""
     return os.environ.get("KERNELHUB_VERIFY", "").strip().lower() in {"1", "true", "yes", "on"}
-
-
-@functools.cache
-def cpu_features() -> str:
-    """The CPU facts a speed decision depends on: model name and vector/matrix extensions.
-
-    Read from /proc/cpuinfo where it exists (Linux); elsewhere the platform's processor
-    string. Only the flags that change which loops run are kept, so a kernel update of
-    unrelated flags does not invalidate decisions.
-    """
-    wanted = ("avx2", "fma", "avx512f", "avx512bw", "avx512_bf16", "avx512_fp16", "amx_tile",
-              "amx_bf16", "amx_fp16", "asimd", "sve", "sve2")
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return platform.processor() or platform.machine()
-    model, flags = "", set()
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        key = key.strip()
-        if key in ("model name", "Model", "CPU part") and not model:
-            model = value.strip()
-        elif key in ("flags", "Features") and not flags:
-            flags = set(value.split())
-    return f"{model} [{' '.join(f for f in wanted if f in flags)}]"
 
 
 def _bucket_dim(n: int) -> int:

@@ -168,6 +168,13 @@ def register(request: AttentionRequest, *, allow_all_kernels: bool = False,
     return request.name
 
 
+def register_function(name: str, fn: Any) -> None:
+    """Register ``fn`` as the attention function of ``name`` (its mask stays as it is)."""
+    from transformers import AttentionInterface
+
+    AttentionInterface.register(name, fn)
+
+
 def attention_function(name: str) -> Any:
     """The function registered under ``name`` (for mode checks such as ``has_backward``)."""
     from transformers import AttentionInterface

@@ -222,10 +222,14 @@ def _apply_attention(model: Any, specs: dict[str, KernelSpec], explicit: set[str
             raise load_failure(spec, ATTENTION_KEY, device, e) from None
         logger.warning("attention: keeping %s (%s)", current, e)
         return
-    if _supports(attention.attention_function(name), mode):
+    function = attention.attention_function(name)
+    if _supports(function, mode):
         model._kernelhub_attn_previous = previous or current
         if current != name:
+            # Transformers checks the name again, which registers the plain kernel:
+            # put the (possibly verified) function chosen here back afterwards.
             model.set_attn_implementation(name)
+            attention.register_function(name, function)
     elif previous is not None:
         model.set_attn_implementation(previous)
 

@@ -1,0 +1,186 @@
+"""End to end: a Llama- and a Qwen3-shaped model with and without hub kernels.
+
+Each model is built from a Transformers config with random weights (nothing is
+downloaded): 4 layers, hidden 2048, intermediate 5632, 16 heads, GQA with 4 KV heads.
+Per family and dtype (float32, bfloat16) it times a prefill of 512 tokens and 32 decode
+steps (one token each, on the prefill's KV cache; logits for the last position only) in
+these configurations, all in one process and one run, so the ratios are comparable:
+
+* ``pytorch``     — Transformers as is (sdpa attention);
+* ``use_kernels`` — ``set_use_kernels(True)``: the hub kernels of kernelhub's table
+  (RMSNorm, SiLU, rotary, flash-attn2 attention);
+* ``verify``      — the same with ``KernelConfig(verify=True)``: each kernel is kept only
+  where it is right and not slower (decisions made during warm-up, cached on disk);
+* ``compile``     — ``torch.compile`` of the PyTorch model;
+* ``both``        — ``use_kernels`` and ``torch.compile``.
+
+The kernels come from the hub at ``--hub`` (default ``$KERNELHUB_HUB``, else the
+``.kernelhub/hub`` that ``ci/main-job`` publishes to). Prints the CPU (with AVX-512/AMX
+presence), torch, threads, and one table: milliseconds and speed relative to
+``pytorch`` (higher is faster). ``--no-compile`` skips the two compiled configurations
+(their compilation takes minutes on 2 cores).
+
+    .venv/bin/python benchmarks/model.py [--families llama qwen3] [--dtypes float32 bfloat16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import gc
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SHAPE = dict(num_hidden_layers=4, hidden_size=2048, intermediate_size=5632,
+             num_attention_heads=16, num_key_value_heads=4, head_dim=128, vocab_size=32000,
+             max_position_embeddings=4096)
+
+
+def make_model(family: str, dtype: Any) -> Any:
+    import torch
+    from transformers import AutoModelForCausalLM, LlamaConfig, Qwen3Config
+
+    config_cls = {"llama": LlamaConfig, "qwen3": Qwen3Config}[family]
+    torch.manual_seed(0)
+    config = config_cls(**SHAPE, attn_implementation="sdpa")
+    model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    return model.eval()
+
+
+def prepare(base: Any, config: str) -> Any:
+    """A copy of ``base`` set up for one configuration (the base stays PyTorch)."""
+    import torch
+    from kernelhub.integrations.transformers import KernelConfig
+
+    model = copy.deepcopy(base)
+    if config in ("use_kernels", "verify", "both"):
+        kernel_config = KernelConfig(verify=True) if config == "verify" else None
+        model.set_use_kernels(True, kernel_config)
+    if config in ("compile", "both"):
+        model.forward = torch.compile(model.forward, dynamic=None)
+    return model
+
+
+def prefill(model: Any, ids: Any) -> tuple[Any, Any]:
+    from transformers import DynamicCache
+
+    cache = DynamicCache(config=model.config)
+    out = model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
+    return out.logits[:, -1:].argmax(-1), cache
+
+
+def decode(model: Any, token: Any, cache: Any, steps: int) -> None:
+    for _ in range(steps):
+        out = model(input_ids=token, past_key_values=cache, use_cache=True, logits_to_keep=1)
+        token = out.logits[:, -1:].argmax(-1)
+
+
+def measure(model: Any, ids: Any, decode_steps: int, repeats: int) -> tuple[float, float]:
+    """(best prefill seconds, best seconds for all decode steps), after two warm-ups."""
+    import torch
+
+    best_prefill = best_decode = float("inf")
+    with torch.inference_mode():
+        for i in range(repeats + 2):
+            start = time.perf_counter()
+            token, cache = prefill(model, ids)
+            middle = time.perf_counter()
+            decode(model, token, cache, decode_steps)
+            end = time.perf_counter()
+            if i >= 2:
+                best_prefill = min(best_prefill, middle - start)
+                best_decode = min(best_decode, end - middle)
+    return best_prefill, best_decode
+
+
+def verification_lines(model: Any) -> list[str]:
+    from kernelhub import verification_report
+
+    lines = []
+    for where, seen in verification_report(model):
+        if where.endswith((".0.input_layernorm", ".0.mlp.act_fn")) or "." not in where:
+            lines.append(f"    {where} {seen.bucket}: {seen.decision.chosen} — {seen.decision.reason}")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hub", default=os.environ.get("KERNELHUB_HUB", str(ROOT / ".kernelhub/hub")))
+    parser.add_argument("--families", nargs="+", default=["llama", "qwen3"])
+    parser.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
+    parser.add_argument("--prefill", type=int, default=512)
+    parser.add_argument("--decode", type=int, default=32)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--no-compile", action="store_true")
+    parser.add_argument("--configs", nargs="+",
+                        default=["pytorch", "use_kernels", "verify", "compile", "both"])
+    args = parser.parse_args(argv)
+    os.environ["KERNELHUB_HUB"] = args.hub
+    if not Path(args.hub).is_dir():
+        print(f"model.py: no hub at {args.hub}; run ci/main-job (or builder publish) first",
+              file=sys.stderr)
+        return 2
+
+    import torch
+    import transformers
+    from kernelhub.integrations.transformers import enable
+    from kernelhub.system import cpu_summary
+
+    torch.set_num_threads(args.threads)
+    enable()
+    configs = [c for c in args.configs if not (args.no_compile and c in ("compile", "both"))]
+    print(cpu_summary())
+    print(f"torch {torch.__version__} (loops {torch.backends.cpu.get_cpu_capability()}), "
+          f"transformers {transformers.__version__}, {torch.get_num_threads()} threads; "
+          f"{SHAPE['num_hidden_layers']} layers, hidden {SHAPE['hidden_size']}, intermediate "
+          f"{SHAPE['intermediate_size']}, {SHAPE['num_attention_heads']} heads / "
+          f"{SHAPE['num_key_value_heads']} KV heads; prefill {args.prefill}, decode "
+          f"{args.decode}; best of {args.repeats}")
+    rows = []
+    notes = []
+    for family in args.families:
+        for dtype_name in args.dtypes:
+            dtype = getattr(torch, dtype_name)
+            base = make_model(family, dtype)
+            ids = torch.randint(0, SHAPE["vocab_size"], (1, args.prefill),
+                                generator=torch.Generator().manual_seed(0))
+            times: dict[str, tuple[float, float]] = {}
+            for config in configs:
+                model = prepare(base, config)
+                times[config] = measure(model, ids, args.decode, args.repeats)
+                if config == "verify":
+                    notes += [f"  {family} {dtype_name} verify decisions (layer 0):",
+                              *verification_lines(model)]
+                del model
+                gc.collect()
+            rows.append((family, dtype_name, times))
+            del base
+            gc.collect()
+
+    print()
+    header = f"{'model':<8}{'dtype':<10}{'phase':<9}" + "".join(f"{c:>22}" for c in configs)
+    print(header)
+    for family, dtype_name, times in rows:
+        for phase, index, scale in (("prefill", 0, 1), ("decode", 1, args.decode)):
+            ref = times["pytorch"][index] if "pytorch" in times else None
+            cells = []
+            for config in configs:
+                seconds = times[config][index]
+                ms = seconds * 1e3 / scale
+                ratio = f" ({ref / seconds:4.2f}x)" if ref else ""
+                cells.append(f"{ms:11.2f} ms{ratio}")
+            print(f"{family:<8}{dtype_name:<10}{phase:<9}" + "".join(f"{c:>22}" for c in cells))
+    print("(decode: ms per token; ratio: pytorch time / this time, higher is faster)")
+    if notes:
+        print("\n".join(notes))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
