@@ -52,8 +52,27 @@ def test_one_kernel_can_be_disabled(hub_env, model_dirs):
     assert not any(n.endswith("act_fn") for n in kernels_in(model))
 
 
-def test_failed_load_suggests_a_newer_version(hub_env, model_dirs):
+def test_failed_load_suggests_a_newer_version_that_exists(hub_env, model_dirs):
+    with pytest.raises(KernelConfigError) as err:
+        load(model_dirs["qwen3"], kernel_config=KernelConfig({"SiLU": (SILU, {"version": 0})}))
+    text = str(err.value)
+    assert "newer version" in text and "'version': 1" in text and "cpu" in text
+
+
+def test_failed_load_names_no_version_that_does_not_exist(hub_env, model_dirs):
     with pytest.raises(KernelConfigError) as err:
         load(model_dirs["qwen3"], kernel_config=KernelConfig({"SiLU": (SILU, {"version": 7})}))
     text = str(err.value)
-    assert "newer version" in text and "'version': 8" in text and "cpu" in text
+    assert "'version': 8" not in text
+    assert "no version newer than 7" in text and "it has: version 1" in text
+
+
+def test_version_after_at_sign_is_the_one_grammar(hub_env, model_dirs):
+    config = KernelConfig({"SiLU": "kernels-community/activation@>=1.0,<2.0:Silu"})
+    assert config.entries["SiLU"]["cpu"].version == ">=1.0,<2.0"
+    model = load(model_dirs["qwen3"], kernel_config=config)
+    assert any(n.endswith("act_fn") for n in kernels_in(model))
+    with pytest.raises(KernelConfigError, match="given twice"):
+        KernelConfig({"SiLU": ("kernels-community/activation@1:Silu", {"version": 1})})
+    with pytest.raises(KernelConfigError, match="malformed"):
+        KernelConfig({"SiLU": "kernels-community/activation@>=1.0,<<2:Silu"})

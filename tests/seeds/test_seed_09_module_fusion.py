@@ -34,9 +34,37 @@ def test_fused_rmsnorm_mlp_matches_pytorch(hub_env, model_dirs, family):
     reference = load(model_dirs[family])
     model = load(model_dirs[family],
                  kernel_config=KernelConfig({(NORM, MLP): "kernels-community/rmsnorm:RMSNormMLP"}))
-    layer = model.model.layers[0]
-    assert isinstance(layer.mlp, torch.nn.Identity)
-    assert "RMSNormMLP" in kernels_in(model)["model.layers.0.post_attention_layernorm"]
+    used = kernels_in(model)
+    assert "RMSNormMLP" in used["model.layers.0.post_attention_layernorm"]
+    assert "RMSNormMLP" in used["model.layers.0.mlp"]
     with torch.no_grad():
         torch.testing.assert_close(model(ids()).logits, reference(ids()).logits,
                                    rtol=1e-3, atol=1e-4)
+
+
+def test_fusion_keeps_the_checkpoint_format(hub_env, model_dirs, tmp_path):
+    """Fusing changes no state_dict key: a fused model saves and reloads with every weight."""
+    require_kernel("kernels-community/rmsnorm")
+    config = KernelConfig({(NORM, MLP): "kernels-community/rmsnorm:RMSNormMLP"})
+    reference = load(model_dirs["llama"])
+    model = load(model_dirs["llama"], kernel_config=config)
+    assert sorted(model.state_dict()) == sorted(reference.state_dict())
+    model.save_pretrained(tmp_path)
+    again = load(tmp_path)
+    with torch.no_grad():
+        torch.testing.assert_close(again(ids()).logits, reference(ids()).logits)
+
+
+def test_fused_model_trains(hub_env, model_dirs):
+    """The Layout sits beside the tree; RMSNormMLP has a backward, so training stays fused."""
+    require_kernel("kernels-community/rmsnorm")
+    model = load(model_dirs["llama"],
+                 kernel_config=KernelConfig({(NORM, MLP): "kernels-community/rmsnorm:RMSNormMLP"}))
+    from kernelhub.integrations.transformers import fusion
+
+    kernel_cls = type(model.model.layers[0].post_attention_layernorm.__dict__[fusion.LAYOUT_ATTR])
+    assert kernel_cls.__name__ == "RMSNormMLPLayout"
+    model.train()
+    assert "RMSNormMLP" in kernels_in(model)["model.layers.0.mlp"]
+    model(ids(), labels=ids()).loss.backward()
+    assert model.model.layers[0].mlp.gate_proj.weight.grad is not None

@@ -13,7 +13,15 @@ from .decorators import (
     use_kernelized_func,
 )
 from .device import CUDAProperties, Device, ROCMProperties, runtime_device
-from .kernelize import KernelizeError, clear_layer_cache, kernel_of, kernelize, restore_forward
+from .kernelize import (
+    KernelizeError,
+    clear_layer_cache,
+    install_forward,
+    kernel_of,
+    kernelize,
+    restore_forward,
+    unsupported_reason,
+)
 from .mapping import (
     get_kernel_mapping,
     normalize_mapping,
@@ -49,6 +57,7 @@ __all__ = [
     "clear_layer_cache",
     "format_report",
     "get_kernel_mapping",
+    "install_forward",
     "kernel_of",
     "kernelize",
     "normalize_mapping",
@@ -56,6 +65,7 @@ __all__ = [
     "replace_kernel_forward_from_hub",
     "restore_forward",
     "runtime_device",
+    "unsupported_reason",
     "use_kernel_forward_from_hub",
     "use_kernel_func_from_hub",
     "use_kernel_mapping",

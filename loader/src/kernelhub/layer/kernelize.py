@@ -90,7 +90,8 @@ def _candidates(devices: DeviceRepos, device: RuntimeDevice, mode: Mode
                 yield modes[key], key
 
 
-def _supports(layer: type, mode: Mode) -> str | None:
+def unsupported_reason(layer: type, mode: Mode) -> str | None:
+    """Why ``layer`` cannot run in ``mode`` (None: it can)."""
     if Mode.TRAINING in mode and not getattr(layer, "has_backward", True):
         return "has no backward (has_backward = False), so it cannot train"
     if Mode.TORCH_COMPILE in mode and not getattr(layer, "can_torch_compile", False):
@@ -113,6 +114,15 @@ def _load_layer(repo: Repository, cls: type, failures: dict[Any, Exception]) -> 
         raise
     _layer_cache[key] = layer
     return layer
+
+
+def install_forward(module: nn.Module, layer: type, repo: Repository) -> None:
+    """Run ``layer.forward`` as ``module``'s forward (per instance, undone by restore_forward).
+
+    For callers that place kernels themselves (module fusion) yet want
+    :func:`kernel_of` and :func:`restore_forward` to treat them like kernelize's own.
+    """
+    _install(module, layer, repo)
 
 
 def _install(module: nn.Module, layer: type, repo: Repository, verify_as: str | None = None
@@ -218,7 +228,7 @@ def _choose(target: _Target, devices: DeviceRepos, where: RuntimeDevice, mode: M
         except Exception as e:
             reasons.append(f"{repo} ({describe_mode(key)} entry) failed to load: {e}")
             continue
-        if (why := _supports(layer, mode)) is not None:
+        if (why := unsupported_reason(layer, mode)) is not None:
             reasons.append(f"{repo} ({describe_mode(key)} entry) {why}")
             continue
         return (layer, repo), reasons

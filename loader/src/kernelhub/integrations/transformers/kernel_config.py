@@ -7,7 +7,8 @@ fetched, so a typo never costs a download and the error can list the valid names
 
 Values, per key:
 
-* ``"org/repo:LayerName"`` (hub) or ``"/abs/path:LayerName"`` (``use_local_kernel=True``);
+* ``"org/repo:LayerName"`` or ``"org/repo@<version>:LayerName"`` (hub; ``<version>`` in
+  the one grammar: ``2``, ``v2.1.0``, ``>=2.0,<3.0``, a branch or a sha) or ``"/abs/path:LayerName"`` (``use_local_kernel=True``);
 * ``(spec, {"version": 2})`` / ``(spec, {"revision": "main"})`` — which build to load
   (``trust_remote_code`` may be given there too);
 * ``{"cuda": …, "rocm": …, "xpu": …, "metal": …, "cpu": …}`` — one per device type; all
@@ -21,8 +22,9 @@ A key is a layer or function name the model registers (``"RMSNorm"``,
 
 from __future__ import annotations
 
+import copy
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,9 +39,14 @@ from .table import (
     registered_names,
 )
 
-_HUB_SPEC_RE = re.compile(r"([A-Za-z0-9][\w.-]*/[\w.-]+):([A-Za-z_]\w*)")
+_HUB_SPEC_RE = re.compile(r"([A-Za-z0-9][\w.-]*/[\w.-]+)(?:@([^:]+))?:([A-Za-z_]\w*)")
+"""``org/repo:Name`` or ``org/repo@<version>:Name`` (the one version grammar after ``@``)."""
 _LOCAL_SPEC_RE = re.compile(r"(/.+):([A-Za-z_]\w*)")
 _METADATA_KEYS = ("version", "revision", "trust_remote_code")
+
+ALLOW_ALL_ATTR = "_kernelhub_allow_all_kernels"
+"""Set on a model built with ``from_pretrained(..., allow_all_kernels=True)``: the
+entries of its KernelConfig are trusted like its attention kernel."""
 
 
 class KernelConfigError(KernelHubError, ValueError):
@@ -163,11 +170,37 @@ class KernelConfig:
         if m is None:
             hint = (" (a local path: pass use_local_kernel=True)" if value.startswith("/") else "")
             raise KernelConfigError(
-                f"kernel_mapping[{key!r}] = {value!r}: expected 'org/repo:LayerName'{hint}"
+                f"kernel_mapping[{key!r}] = {value!r}: expected 'org/repo:LayerName' or "
+                f"'org/repo@<version>:LayerName'{hint}"
             )
-        return KernelSpec(m[1], m[2], version=version, revision=revision, trust_remote_code=trust)
+        repo_id, pinned = m[1], m[2]
+        if pinned is not None:
+            if version is not None or revision is not None:
+                raise KernelConfigError(
+                    f"kernel_mapping[{key!r}] = {value!r}: the version is given twice (after "
+                    "'@' and in the metadata dict); give it once"
+                )
+            try:
+                select_spec(pinned, None)
+            except KernelHubError as e:
+                raise KernelConfigError(f"kernel_mapping[{key!r}]: {e}") from None
+            version = pinned
+        return KernelSpec(repo_id, m[3], version=version, revision=revision,
+                          trust_remote_code=trust)
 
     # -- applying ------------------------------------------------------------------
+
+    def trusting_all(self) -> KernelConfig:
+        """This config with every hub entry trusted (``allow_all_kernels=True``)."""
+        trusted = copy.copy(self)
+
+        def trust(per: dict[str, KernelSpec | None]) -> dict[str, KernelSpec | None]:
+            return {d: replace(s, trust_remote_code=True) if s and not s.local else s
+                    for d, s in per.items()}
+
+        trusted.entries = {k: trust(v) for k, v in self.entries.items()}
+        trusted.fusions = {k: trust(v) for k, v in self.fusions.items()}
+        return trusted
 
     def for_device(self, device: str) -> dict[str, KernelSpec | None]:
         """Layer/function name → spec (or None: disabled) for this device type.

@@ -7,8 +7,9 @@ integration enabled that lands in :func:`apply_kernels`, which kernelizes for
 ``Mode.TRAINING | Mode.TORCH_COMPILE``) is remembered and kept across switches of the
 same kind.
 
-Four parts, in this order: module fusion (explicit KernelConfig entries only), layers
-(per instance, through :func:`kernelhub.layer.kernelize`), module-global functions
+Four parts, in this order: layers (per instance, through
+:func:`kernelhub.layer.kernelize`), module fusion (explicit KernelConfig entries only,
+:mod:`.fusion`), module-global functions
 (swapped in the model's module, reversibly) and attention (an ``AttentionInterface``
 registration). Default entries that cannot load fall back to PyTorch with a warning;
 entries the user named explicitly raise, suggesting a newer ``version`` first.
@@ -23,13 +24,14 @@ from typing import Any
 from ... import settings
 from ...errors import KernelHubError
 from ...layer.verify import verified_function, verify_from_env
+from .fusion import apply_fusions
 from .kernel_config import (
+    ALLOW_ALL_ATTR,
     KernelConfig,
     KernelConfigError,
     KernelSpec,
     device_type_of,
     from_transformers,
-    fusion_parents,
 )
 from .table import (
     ATTENTION_KEY,
@@ -57,7 +59,8 @@ def _default_specs(device: str) -> dict[str, KernelSpec]:
 def effective_specs(config: KernelConfig | None, device: str) -> tuple[dict[str, KernelSpec], set[str]]:
     """(name → spec for this device, names the user chose explicitly)."""
     specs: dict[str, KernelSpec] = {}
-    if config is None or config.inherit_mapping:
+    # As in Transformers: a local-kernel config never inherits the hub defaults.
+    if config is None or (config.inherit_mapping and not config.use_local_kernel):
         specs.update(_default_specs(device))
     explicit: set[str] = set()
     if config is not None:
@@ -70,16 +73,43 @@ def effective_specs(config: KernelConfig | None, device: str) -> tuple[dict[str,
     return specs, explicit
 
 
+def _major_versions(spec: KernelSpec) -> list[int]:
+    """The major versions (``v<N>`` branches) the hub has for ``spec`` (best effort)."""
+    from ...api import list_refs
+
+    if spec.local:
+        return []
+    try:
+        refs = list_refs(spec.source)
+    except KernelHubError:
+        return []
+    return sorted(int(b[1:]) for b in refs.branches if b[:1] == "v" and b[1:].isdigit())
+
+
 def load_failure(spec: KernelSpec, key: Any, device: str, error: Exception) -> KernelConfigError:
-    """The error for an explicit entry that failed to load: try a newer version first."""
-    newer = ""
-    if isinstance(spec.version, int):
-        newer = f" e.g. ('{spec.source}:{spec.name}', {{'version': {spec.version + 1}}})"
+    """The error for an explicit entry that failed to load: try a newer version first.
+
+    The suggestion names only versions the hub has; with none newer it says so and
+    points at the hardware, driver and torch causes instead.
+    """
+    majors = _major_versions(spec)
+    asked = spec.version if isinstance(spec.version, int) else None
+    newer = [m for m in majors if asked is None or m > asked]
+    if newer:
+        hint = (f"Try a newer version of the kernel first (it has "
+                f"{', '.join(f'version {m}' for m in newer)}), e.g. "
+                f"('{spec.source}:{spec.name}', {{'version': {newer[-1]}}}) — builds for more "
+                "hardware, drivers and torch versions arrive in later versions — before "
+                "concluding that this device is unsupported.")
+    else:
+        has = ", ".join(f"version {m}" for m in majors) or "no major versions"
+        hint = (f"{spec.source} has no version newer than {asked if asked is not None else 'this'} "
+                f"(it has: {has}); check that this device, its driver and this torch are among "
+                "the builds it provides (`kernelhub versions REPO` lists each build and why it "
+                "does or does not fit).")
     return KernelConfigError(
         f"kernel_mapping[{key!r}] = {spec.describe()} could not be loaded on {device}: {error}\n"
-        f"Try a newer version of the kernel first{newer} — builds for more hardware, drivers "
-        "and torch versions arrive in later versions — before concluding that this device "
-        "is unsupported."
+        + hint
     )
 
 
@@ -116,48 +146,11 @@ def _supports(obj: Any, mode: Any) -> bool:
 # -- the four parts ----------------------------------------------------------------
 
 
-def _apply_fusions(model: Any, config: KernelConfig | None, device: str) -> dict[str, Any]:
-    """Put each fused kernel's Layout in place of the first child; return extra mapping."""
-    mapping: dict[str, Any] = {}
-    if config is None:
-        return mapping
-    for key, spec in config.fusions_for_device(device).items():
-        try:
-            kernel = kernel_module(spec)
-        except KernelHubError as e:
-            raise load_failure(spec, key, device, e) from None
-        layers = getattr(kernel, "layers", kernel)
-        layout = getattr(layers, f"{spec.name}Layout", None)
-        if getattr(layers, spec.name, None) is None or layout is None:
-            raise KernelConfigError(
-                f"fusion {key!r}: {spec.describe()} must provide {spec.name} and its companion "
-                f"{spec.name}Layout (the module that holds the fused children's weights)"
-            )
-        children = [pattern.rpartition(".")[2] for _, pattern in key]
-        for _, parent in fusion_parents(model, key):
-            if key in getattr(parent, "_kernelhub_fused", ()):
-                continue
-            fused = layout(*(getattr(parent, c) for c in children))
-            type(fused).kernel_layer_name = spec.name
-            setattr(parent, children[0], fused)
-            for name in children[1:]:
-                setattr(parent, name, _identity())
-            parent._kernelhub_fused = (*getattr(parent, "_kernelhub_fused", ()), key)
-        mapping[spec.name] = {device: _repository(spec)}
-    return mapping
-
-
-def _identity() -> Any:
-    from torch import nn
-
-    return nn.Identity()
-
-
 def _apply_layers(model: Any, specs: dict[str, KernelSpec], explicit: set[str],
-                  extra: dict[str, Any], device: str, mode: Any, verify: bool) -> None:
+                  device: str, mode: Any, verify: bool) -> None:
     from ...layer import kernelize, use_kernel_mapping
 
-    mapping: dict[str, Any] = dict(extra)
+    mapping: dict[str, Any] = {}
     for name, spec in specs.items():
         if name in FUNCTION_NAMES or name == ATTENTION_KEY:
             continue
@@ -263,6 +256,8 @@ def apply_kernels(model: Any, kernel_config: Any = None, mode: Any = None) -> No
     model.kernel_config = config
     if config is not None:
         config.check_keys(model)
+        if getattr(model, ALLOW_ALL_ATTR, False):
+            config = config.trusting_all()
     if not is_covered(model) and not getattr(model, "_kernelhub_coverage_told", False):
         model._kernelhub_coverage_told = True
         logger.warning(coverage_message(model))
@@ -270,8 +265,8 @@ def apply_kernels(model: Any, kernel_config: Any = None, mode: Any = None) -> No
     device = device_type_of(model)
     specs, explicit = effective_specs(config, device)
     verify = (config is not None and config.verify) or verify_from_env()
-    extra = _apply_fusions(model, config, device)
-    _apply_layers(model, specs, explicit, extra, device, mode, verify)
+    _apply_layers(model, specs, explicit, device, mode, verify)
+    apply_fusions(model, config, device, mode, _repository)
     _apply_functions(model, specs, explicit, device, mode, verify)
     _apply_attention(model, specs, explicit, device, mode, verify)
     model._use_kernels = True

@@ -3,12 +3,11 @@ reaches kernelhub.
 
 Transformers 5.x routes these arguments to its pinned ``kernels`` package and, when that
 package is missing, refuses ``use_kernels=True`` and hub ``attn_implementation`` strings.
-We considered installing a module named ``kernels`` that Transformers'
-``is_kernels_available()`` would accept; that means impersonating another project's
-distribution (a fake version in its metadata), it must be in place before Transformers
-is imported, and it would silently change meaning the day the real package is
-installed. Instead :func:`enable` replaces, on the Transformers classes, exactly the
-three seams where those arguments are acted on, and :func:`disable` puts them back:
+We do not make Transformers believe its ``kernels`` package is installed (that would
+mean impersonating another project's distribution, a fake version in its metadata, and
+a silent change of meaning the day the real package is installed). Instead we replace,
+on the Transformers classes, exactly the seams where those arguments are acted on, and
+:func:`disable` puts them back:
 
 * ``PreTrainedModel.set_use_kernels`` — called by ``from_pretrained`` after loading and
   by ``PreTrainedModel.train``/``eval`` on a mode change → :func:`~.mode_switch.apply_kernels`;
@@ -16,10 +15,15 @@ three seams where those arguments are acted on, and :func:`disable` puts them ba
   ``attn_implementation`` (constructor, ``from_pretrained``, ``set_attn_implementation``)
   is checked → hub strings and the FlashAttention fallback go to :mod:`.attention`,
   everything else to Transformers;
+* ``transformers.integrations.hub_kernels.kernelize`` (``transformers.kernelize``) →
+  :func:`~.mode_switch.apply_kernels` with the given mode;
 * ``transformers.integrations.hub_kernels.register_kernel_replacements_and_fusions`` —
   called by ``from_pretrained`` with the KernelConfig before the model is built → we
   validate the config against the model's structure (meta device, no weights) before any
   kernel is fetched; fusion itself happens after loading, on the real modules.
+
+:func:`enable` does all of this at once; :mod:`.autoload` does each part as the
+Transformers module that defines it is imported (no user code needed).
 
 It also marks the table's classes with ``kernel_layer_name`` (what Transformers'
 decorators would have done), recording which marks it added so that ``disable`` removes
@@ -29,10 +33,12 @@ only those. ``enable`` is idempotent.
 from __future__ import annotations
 
 import importlib
+import sys
+from types import ModuleType
 from typing import Any
 
 from ... import settings
-from .kernel_config import from_transformers
+from .kernel_config import ALLOW_ALL_ATTR, from_transformers
 from .table import LAYER_CLASSES, import_target
 
 _saved: dict[tuple[Any, str], Any] = {}
@@ -45,19 +51,23 @@ def is_enabled() -> bool:
 
 
 def _replace(owner: Any, attr: str, value: Any) -> None:
-    _saved[(owner, attr)] = owner.__dict__[attr] if isinstance(owner, type) else getattr(owner, attr)
+    if (owner, attr) not in _saved:
+        _saved[(owner, attr)] = (owner.__dict__[attr] if isinstance(owner, type)
+                                 else getattr(owner, attr))
     setattr(owner, attr, value)
+
+
+def _mark(cls: type, layer_name: str) -> None:
+    if "kernel_layer_name" not in cls.__dict__:
+        cls.kernel_layer_name = layer_name
+        _marked.append(cls)
 
 
 def _mark_classes() -> None:
     for path, layer_name in LAYER_CLASSES.items():
         hit = import_target(path)
-        if hit is None:
-            continue
-        cls = hit[2]
-        if "kernel_layer_name" not in cls.__dict__:
-            cls.kernel_layer_name = layer_name
-            _marked.append(cls)
+        if hit is not None:
+            _mark(hit[2], layer_name)
 
 
 SUPPORTED_TRANSFORMERS = ">=5.0,<6"
@@ -89,15 +99,32 @@ def check_transformers() -> None:
         raise ImportError(problem)
 
 
-def enable() -> None:
-    """Route Transformers' kernel arguments to kernelhub (see the module docstring)."""
-    if _saved:
-        return
-    check_transformers()
-    from transformers import PreTrainedModel
+def patch_hub_kernels(hub_kernels: ModuleType) -> None:
+    """Replace the seams of ``transformers.integrations.hub_kernels`` (idempotent)."""
 
-    hub_kernels = importlib.import_module("transformers.integrations.hub_kernels")
-    original_check = PreTrainedModel.__dict__["_check_and_adjust_attn_implementation"]
+    def validate_before_loading(cls: Any, config: Any, kernel_config: Any) -> None:
+        import torch
+
+        checked = from_transformers(kernel_config)
+        with torch.device("meta"):
+            skeleton = cls(config)
+        checked.check_keys(skeleton)
+
+    def kernelize(model: Any, mode: Any = None) -> Any:
+        from .mode_switch import apply_kernels
+
+        apply_kernels(model, None, mode)
+        return model
+
+    _replace(hub_kernels, "register_kernel_replacements_and_fusions", validate_before_loading)
+    _replace(hub_kernels, "kernelize", kernelize)
+
+
+def patch_pretrained_model(pretrained_model: type) -> None:
+    """Replace ``set_use_kernels`` and the attention check of ``PreTrainedModel`` (idempotent)."""
+    original_check = pretrained_model.__dict__["_check_and_adjust_attn_implementation"]
+    if (pretrained_model, "_check_and_adjust_attn_implementation") in _saved:
+        original_check = _saved[(pretrained_model, "_check_and_adjust_attn_implementation")]
 
     def set_use_kernels(self: Any, use_kernels: bool, kernel_config: Any = None,
                         mode: Any = None) -> None:
@@ -112,25 +139,40 @@ def enable() -> None:
                    allow_all_kernels: bool = False) -> str:
         from . import attention
 
+        hub_kernels = sys.modules.get("transformers.integrations.hub_kernels")
+        allow = allow_all_kernels or bool(getattr(hub_kernels, "ALLOW_ALL_KERNELS", False))
+        if allow:
+            # from_pretrained(allow_all_kernels=True) reaches the model only here (inside
+            # Transformers' allow_all_hub_kernels() context); KernelConfig entries need it too.
+            self.__dict__[ALLOW_ALL_ATTR] = True
         request = attention.parse(attn_implementation)
         if request is None:
             return original_check(self, attn_implementation, is_init_check, allow_all_kernels)
         if not settings.hub_kernels_enabled():
             return original_check(self, "sdpa", is_init_check, allow_all_kernels)
-        allow = allow_all_kernels or bool(getattr(hub_kernels, "ALLOW_ALL_KERNELS", False))
         return attention.register(request, allow_all_kernels=allow)
 
-    def validate_before_loading(cls: Any, config: Any, kernel_config: Any) -> None:
-        import torch
+    _replace(pretrained_model, "set_use_kernels", set_use_kernels)
+    _replace(pretrained_model, "_check_and_adjust_attn_implementation", check_attn)
 
-        checked = from_transformers(kernel_config)
-        with torch.device("meta"):
-            skeleton = cls(config)
-        checked.check_keys(skeleton)
 
-    _replace(PreTrainedModel, "set_use_kernels", set_use_kernels)
-    _replace(PreTrainedModel, "_check_and_adjust_attn_implementation", check_attn)
-    _replace(hub_kernels, "register_kernel_replacements_and_fusions", validate_before_loading)
+def mark_module(module: ModuleType) -> None:
+    """Mark the table's classes defined in ``module`` (as Transformers' decorators would)."""
+    prefix = module.__name__ + "."
+    for path, layer_name in LAYER_CLASSES.items():
+        if path.startswith(prefix) and "." not in path[len(prefix):]:
+            cls = getattr(module, path[len(prefix):], None)
+            if isinstance(cls, type):
+                _mark(cls, layer_name)
+
+
+def enable() -> None:
+    """Route Transformers' kernel arguments to kernelhub (see the module docstring)."""
+    check_transformers()
+    from transformers import PreTrainedModel
+
+    patch_hub_kernels(importlib.import_module("transformers.integrations.hub_kernels"))
+    patch_pretrained_model(PreTrainedModel)
     _mark_classes()
 
 

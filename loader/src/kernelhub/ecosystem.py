@@ -1,0 +1,127 @@
+"""The kernel ecosystem's loader API (the ``kernels`` package), served by kernelhub.
+
+Code written for the ecosystem calls ``get_kernel(repo_id, revision, version, …)``
+with *revision before version*, ``get_local_kernel(repo_path, package_name)`` and the
+lock-file loaders; kernelhub's own functions take ``version`` first and keyword-only
+options. This module gives the ecosystem's signatures (positions and keywords) over
+kernelhub's implementation, and is what ``import kernels`` returns when the ecosystem's
+own package is not installed (see ``_kernelhub_autoload``).
+
+Where ours is better we keep ours in :mod:`kernelhub` and say so in docs/ecosystem.md:
+versions accept the one grammar (int major, tag, specifier, sha) rather than an int
+only, and ``trust_remote_code`` is checked on every path.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from . import api
+from .layer import (
+    CUDAProperties,
+    Device,
+    FuncRepository,
+    LayerRepository,
+    LocalFuncRepository,
+    LocalLayerRepository,
+    LockedFuncRepository,
+    LockedLayerRepository,
+    Mode,
+    ROCMProperties,
+    kernelize,
+    register_kernel_mapping,
+    replace_kernel_forward_from_hub,
+    use_kernel_forward_from_hub,
+    use_kernel_func_from_hub,
+    use_kernel_mapping,
+    use_kernelized_func,
+)
+
+BACKENDS = frozenset({"cpu", "cuda", "rocm", "xpu", "metal", "mps", "npu"})
+"""Backend names the ecosystem's ``backend=`` accepts (second positional of get_local_kernel)."""
+
+
+def get_kernel(
+    repo_id: str,
+    revision: str | None = None,
+    version: int | str | None = None,
+    backend: str | None = None,
+    user_agent: str | dict | None = None,
+    trust_remote_code: bool = False,
+) -> ModuleType:
+    """Load a kernel from the hub (the ecosystem's argument order).
+
+    ``user_agent`` is accepted for compatibility; kernelhub sends its own.
+    """
+    del user_agent
+    return api.get_kernel(repo_id, version, revision, trust_remote_code=trust_remote_code,
+                          backend=backend)
+
+
+def has_kernel(
+    repo_id: str,
+    revision: str | None = None,
+    version: int | str | None = None,
+    backend: str | None = None,
+) -> bool:
+    """Whether the hub has a build of ``repo_id`` this system can load."""
+    return api.has_kernel(repo_id, version, revision, backend=backend)
+
+
+def get_local_kernel(repo_path: Path | str, package_name: str | None = None,
+                     backend: str | None = None) -> ModuleType:
+    """Load a local build.
+
+    The second positional argument was ``package_name`` in older ecosystem releases and
+    is ``backend`` in newer ones; a backend name is taken as the backend, anything else
+    as the package name, which is checked against the build's metadata.
+    """
+    if package_name is not None and package_name in BACKENDS and backend is None:
+        package_name, backend = None, package_name
+    module = api.get_local_kernel(repo_path, backend=backend)
+    if package_name is not None:
+        from .metadata import METADATA_FILE, read_metadata
+
+        variant = api.find_local_variant(repo_path, backend=backend)
+        name = read_metadata(variant).name if (variant / METADATA_FILE).is_file() else None
+        if name is not None and name.replace("-", "_") != package_name.replace("-", "_"):
+            from .errors import KernelHubError
+
+            raise KernelHubError(
+                f"{repo_path} holds kernel {name!r}, not {package_name!r}; pass the package "
+                "name its metadata.json declares"
+            )
+    return module
+
+
+__all__ = [
+    "CUDAProperties",
+    "Device",
+    "FuncRepository",
+    "LayerRepository",
+    "LocalFuncRepository",
+    "LocalLayerRepository",
+    "LockedFuncRepository",
+    "LockedLayerRepository",
+    "Mode",
+    "ROCMProperties",
+    "get_kernel",
+    "get_local_kernel",
+    "has_kernel",
+    "kernelize",
+    "register_kernel_mapping",
+    "replace_kernel_forward_from_hub",
+    "use_kernel_forward_from_hub",
+    "use_kernel_func_from_hub",
+    "use_kernel_mapping",
+    "use_kernelized_func",
+]
+
+
+def __getattr__(name: str) -> Any:
+    raise AttributeError(
+        f"kernelhub serves the ecosystem's `kernels` API in part; {name!r} is not part of it. "
+        "Install the ecosystem's package (pip install kernels) to use it instead."
+    )
