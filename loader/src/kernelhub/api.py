@@ -228,7 +228,10 @@ def get_kernel(
 
     ``backend`` overrides the detected backend (e.g. ``"cpu"`` on a GPU machine).
     Code from organisations not trusted by default or by configuration is refused
-    unless ``trust_remote_code=True``. Results are memoized per process.
+    unless ``trust_remote_code=True``. Where the user's signing policy names the org,
+    the release's signature is checked before anything is fetched or imported
+    (docs/signing.md); ``trust_remote_code`` does not bypass that. Results are memoized
+    per process (per policy).
     """
     check_repo_id(repo_id)
     select_spec(version, revision)  # a malformed spec fails before any hub work

@@ -24,15 +24,13 @@ import hashlib
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-
-from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import (
-    Ed25519PrivateKey,
-    Ed25519PublicKey,
-)
+from typing import TYPE_CHECKING
 
 from .errors import SignatureError, SigningKeyError
+
+if TYPE_CHECKING:  # cryptography is imported where it is used: a load with no signing
+    # policy never pays for importing it (tens of ms)
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 KEY_TYPE = "ssh-ed25519"
 _MAGIC = b"SSHSIG"
@@ -94,8 +92,6 @@ class PublicKey:
         line = f"{KEY_TYPE} {base64.b64encode(self.blob).decode()}"
         return f"{line} {self.comment}" if self.comment else line
 
-    def _crypto(self) -> Ed25519PublicKey:
-        return Ed25519PublicKey.from_public_bytes(self.raw)
 
 
 def _key_from_blob(blob: bytes, where: str) -> PublicKey:
@@ -141,10 +137,7 @@ class SigningKey:
 
     @property
     def public(self) -> PublicKey:
-        raw = self._key.public_key().public_bytes(
-            serialization.Encoding.Raw, serialization.PublicFormat.Raw
-        )
-        return PublicKey(raw, comment=str(self.path))
+        return PublicKey(self._key.public_key().public_bytes_raw(), comment=str(self.path))
 
     def sign(self, message: bytes, namespace: str) -> str:
         """An armored SSHSIG signature of ``message``, as ``ssh-keygen -Y sign`` writes it."""
@@ -167,6 +160,10 @@ class SigningKey:
 
 def load_signing_key(path: Path | str, passphrase: str | None = None) -> SigningKey:
     """Read an OpenSSH Ed25519 private key (``ssh-keygen -t ed25519`` output)."""
+    from cryptography.exceptions import UnsupportedAlgorithm
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
     path = Path(path).expanduser()
     try:
         data = path.read_bytes()
@@ -256,10 +253,13 @@ def signature_valid(signature: Signature, message: bytes, namespace: str) -> boo
     Says nothing about whether that key is trusted: the caller compares it to its
     allowed keys.
     """
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
     if signature.namespace != namespace:
         return False
     try:
-        signature.key._crypto().verify(
+        Ed25519PublicKey.from_public_bytes(signature.key.raw).verify(
             signature.raw, _signed_data(message, namespace, signature.hash_alg)
         )
     except InvalidSignature:
