@@ -159,9 +159,7 @@ class KernelCache:
             try:
                 found[key] = None if value is None else base64.b64decode(value, validate=True)
             except (TypeError, ValueError):
-                raise KernelHubError(
-                    f"{path}: corrupt cache file; run `kernelhub cache clear`"
-                ) from None
+                raise _corrupt(path) from None
         return ReleaseFiles(found["manifest"], found["signature"])
 
     def write_release(self, hub_key: str, repo_id: str, commit: str, files: ReleaseFiles) -> None:
