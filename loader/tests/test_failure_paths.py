@@ -34,6 +34,7 @@ from kernelhub.importer import load_variant_dir
 from kernelhub.layer.mapping import normalize_mapping
 from kernelhub.layer.repos import LayerRepository, locked_revision
 from kernelhub.metadata import Metadata, parse_metadata
+from kernelhub.publish import LocalPublisher
 from kh_doubles import DirHub, make_variant, unique_id
 
 REPO = "kernels-community/kern"
@@ -346,3 +347,31 @@ def test_a_fifo_in_a_variant_does_not_hang_the_load(tmp_path: Path) -> None:
     thread.join(10)
     assert not thread.is_alive(), "loading a variant with a FIFO in it hung"
     assert "pipe" in one_line(result[0])
+
+
+# -- a git ref lock left by a crashed publish ----------------------------------------
+
+
+def _publish_once(hub: LocalPublisher, tmp_path: Path, label: str) -> str | None:
+    staged = tmp_path / "staging" / label / "torch-universal"
+    make_variant(staged, init=f"LABEL = {label!r}\n")
+    return hub.publish(REPO, "v1", {"torch-universal": staged}, tag=None,
+                       message=label).commit
+
+
+def test_stale_ref_lock_names_the_file_to_remove(tmp_path: Path) -> None:
+    hub = LocalPublisher(tmp_path / "hub")
+    first = _publish_once(hub, tmp_path, "first")
+    lock = hub.repo_path(REPO) / "refs" / "heads" / "v1.lock"
+    lock.write_text("")  # what `git update-ref` leaves when it is killed mid-update
+    an_hour_ago = time.time() - 3600
+    os.utime(lock, (an_hour_ago, an_hour_ago))
+    start = time.monotonic()
+    with pytest.raises(HubError) as err:
+        _publish_once(hub, tmp_path, "second")
+    message = one_line(err.value)
+    assert str(lock) in message and "remove that file" in message
+    assert time.monotonic() - start < 10, "a stale lock must not be retried for long"
+    assert LocalHub(tmp_path / "hub").list_refs(REPO).branches["v1"] == first
+    lock.unlink()
+    assert _publish_once(hub, tmp_path, "third") != first

@@ -13,10 +13,12 @@ prompts, a fixed committer identity, no commit signing, C locale (stable message
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +26,9 @@ from pathlib import Path
 from ..errors import HubError
 
 ZERO_OID = "0" * 40
+STALE_LOCK_SECONDS = 10.0
+"""git holds a ref lock for milliseconds; one this old was left by a process that died."""
+_LOCK_FILE_RE = re.compile(r"Unable to create '(.+?\.lock)': File exists")
 """git's "no object": the expected old value when a ref must not exist yet."""
 
 _IDENTITY = {
@@ -294,5 +299,30 @@ class GitRepo:
             return None
         stderr = proc.stderr.decode(errors="replace").strip()
         if "cannot lock ref" in stderr:
+            _check_stale_lock(stderr)
             return stderr.splitlines()[0]
         raise HubError(self._failure(["update-ref", "--stdin"], proc.stderr))
+
+
+def _check_stale_lock(stderr: str) -> None:
+    """Raise HubError naming a ref lock file that a crashed git process left behind.
+
+    A live writer's lock is retried by the caller; a stale one would make every retry
+    fail the same way, so the user is told which file to remove. kernelhub does not
+    remove it itself: it cannot tell a crashed writer from a very slow one on a shared
+    filesystem.
+    """
+    m = _LOCK_FILE_RE.search(stderr)
+    if m is None:
+        return
+    lock = Path(os.path.normpath(m[1]))
+    try:
+        age = time.time() - lock.stat().st_mtime
+    except OSError:
+        return  # gone already: the writer finished, a retry will do
+    if age >= STALE_LOCK_SECONDS:
+        raise HubError(
+            f"{lock} was left by a git process that stopped {age:.0f} s ago (a crashed "
+            "publish); if no publish to this repository is running, remove that file and "
+            "publish again"
+        )
