@@ -25,9 +25,10 @@ from kernelhub_builder.cuda_archs import (
     metadata_archs,
     parse_capability,
 )
+from kernelhub_builder.errors import RenderError
 from kernelhub_builder.manifest import load_kernel, load_project
 from kernelhub_builder.manifest_model import KernelManifest
-from kernelhub_builder.render import RenderError, render_variant
+from kernelhub_builder.render import render_variant
 from kernelhub_builder.render_backends import DeviceTools, device_tools
 from kernelhub_builder.toolchains import Toolchain, Toolchains
 from kernelhub_builder.torch_env import TorchEnv

@@ -20,9 +20,9 @@ from elftools.elf.elffile import ELFFile
 from kernelhub.errors import KernelHubError
 from kernelhub.metadata import read_metadata, verify_variant
 from kernelhub.variants import parse_variant
-from kernelhub_builder import BUILDER_VERSION, build
+from kernelhub_builder import BUILDER_VERSION, build, layout
 from kernelhub_builder.build import BuildResult, build_kernel, build_variant
-from kernelhub_builder.compile import CompileError
+from kernelhub_builder.errors import CompileError
 from kernelhub_builder.kernel_tests import run_kernel_tests
 from kernelhub_builder.manifest import load_kernel, load_project
 from kernelhub_builder.manifest_model import KernelManifest, Project
@@ -126,7 +126,7 @@ def test_rebuild_of_unchanged_sources_runs_no_compiler(
     built: Built, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     variant_dir = built.out / "scale" / SCALE_213
-    work_dir = built.out / build.WORK_DIR / "scale" / SCALE_213
+    work_dir = built.out / layout.WORK_DIR / "scale" / SCALE_213
     before = (_snapshot(variant_dir), _snapshot(work_dir))
 
     def no_compiler(*args: object, **kwargs: object) -> bool:

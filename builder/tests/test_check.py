@@ -13,7 +13,7 @@ import pytest
 from kernelhub.metadata import read_metadata
 from kernelhub.publish import LocalPublisher
 from kernelhub_builder.build import build_kernel
-from kernelhub_builder.check import AbiPolicy, CheckFailed, check_kernel
+from kernelhub_builder.check import AbiPolicy, check_kernel
 from kernelhub_builder.check_violation import (
     RULE_IMPORT,
     RULE_IMPORT_CHECK,
@@ -21,6 +21,7 @@ from kernelhub_builder.check_violation import (
     RULE_OP_NAMESPACE,
 )
 from kernelhub_builder.cli import main
+from kernelhub_builder.errors import CheckFailed
 from kernelhub_builder.manifest import load_kernel, load_project
 from kernelhub_builder.manifest_model import KernelManifest, Project
 from kernelhub_builder.matrix import filter_variants, plan_variants

@@ -9,8 +9,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from kernelhub_builder.ci_matrix import ShardError, parse_shard, shard_of
+from kernelhub_builder.ci_matrix import parse_shard, shard_of
 from kernelhub_builder.cli import main
+from kernelhub_builder.errors import ShardError
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE = Path(__file__).parent / "fixtures" / "project"

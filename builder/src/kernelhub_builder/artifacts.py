@@ -22,9 +22,7 @@ from kernelhub.errors import KernelHubError
 from kernelhub.metadata import METADATA_FILE, verify_variant
 from kernelhub.variants import parse_variant
 
-
-class ArtifactMergeError(KernelHubError):
-    """An artifact is malformed, fails its digests, or conflicts with another one."""
+from .errors import ArtifactMergeError
 
 
 @dataclass(frozen=True)

@@ -15,18 +15,17 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelhub.errors import VariantNameError
 from kernelhub.metadata import (
-    METADATA_FILE,
     BackendInfo,
     Metadata,
     compute_digests,
     write_metadata,
 )
-from kernelhub.variants import Variant, VariantKind, parse_variant
+from kernelhub.variants import Variant, VariantKind
 
 from . import BUILDER_VERSION
 from .cuda_archs import metadata_archs, read_compiled_archs
+from .layout import STAGING_PREFIX, kernel_dir
 from .manifest_model import KernelManifest
 
 
@@ -47,9 +46,9 @@ def stage_variant(
     torch_version: str | None,
 ) -> Path:
     """Write a complete variant into a new staging dir under out_dir/<kernel>/."""
-    kernel_out = out_dir / kernel.name
+    kernel_out = kernel_dir(out_dir, kernel)
     kernel_out.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".staging-{variant.name}-", dir=kernel_out))
+    staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{variant.name}-", dir=kernel_out))
     try:
         staging.chmod(0o755)  # mkdtemp makes it private; a build dir is not a secret
         copy_package(kernel, staging)
@@ -166,18 +165,3 @@ def install_staged(staging: Path, dest: Path) -> None:
         raise
     if aside is not None:
         shutil.rmtree(aside, ignore_errors=True)
-
-
-def built_variants(out_dir: Path, kernel: KernelManifest) -> list[tuple[Variant, Path]]:
-    """Variant dirs under ``out_dir/<kernel>/`` that hold a build (staging dirs skipped)."""
-    kernel_out = Path(out_dir) / kernel.name
-    found = []
-    if kernel_out.is_dir():
-        for path in sorted(kernel_out.iterdir()):
-            if not (path / METADATA_FILE).is_file():
-                continue
-            try:
-                found.append((parse_variant(path.name), path))
-            except VariantNameError:
-                continue
-    return found

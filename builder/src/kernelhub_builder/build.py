@@ -22,16 +22,16 @@ from . import BUILDER_VERSION
 from .assemble import Artifacts, install_staged, stage_variant
 from .check import AbiPolicy, check_staged, raise_if_fatal, static_checks
 from .compile import run_ninja
+from .errors import BuilderError, ToolchainMismatchError
+from .layout import lock_file, variant_dir, work_dir
 from .manifest_model import KernelManifest, Project
 from .matrix import PlannedVariant, build_env_minor, torch_env_problem
-from .progress import say
 from .render import render_ops_py, render_variant, settings_flags
 from .render_backends import device_tools
+from .report import note
 from .source_hash import BuildSettings, build_id
 from .toolchains import Toolchain, detect_toolchains
 from .torch_env import TorchEnv, ensure_torch_env
-
-WORK_DIR = ".work"
 
 
 @dataclass(frozen=True)
@@ -46,14 +46,6 @@ class BuildResult:
     """Whether a compiler ran for this variant."""
     up_to_date: bool
     """True when an existing build already had this id: nothing was done."""
-
-
-class ToolchainMismatchError(KernelHubError):
-    """The variant's torch env was built for another CUDA (or none): it cannot build it."""
-
-
-def default_out_dir(project: Project) -> Path:
-    return project.build_dir or project.root / "build"
 
 
 def build_kernel(
@@ -83,7 +75,7 @@ def build_kernel(
         except ToolchainMismatchError as e:
             if strict:
                 raise
-            say(f"{kernel.name} {plan.name}: skipped: {e}")
+            note(f"{kernel.name} {plan.name}: skipped: {e}")
     return results
 
 
@@ -92,18 +84,18 @@ def build_variant(
     *, abi: AbiPolicy = AbiPolicy.HOST, import_check: bool = True,
 ) -> BuildResult:
     out_dir = Path(out_dir)
-    work_dir = out_dir / WORK_DIR / kernel.name / variant.name
-    work_dir.mkdir(parents=True, exist_ok=True)
+    work = work_dir(out_dir, kernel, variant)
+    work.mkdir(parents=True, exist_ok=True)
     # Two builders on one out dir must not swap the same variant at once.
-    with FileLock(str(work_dir.parent / f"{variant.name}.lock")):
-        return _build_locked(project, kernel, variant, out_dir, work_dir, abi, import_check)
+    with FileLock(str(lock_file(out_dir, kernel, variant))):
+        return _build_locked(project, kernel, variant, out_dir, work, abi, import_check)
 
 
 def _build_locked(
     project: Project, kernel: KernelManifest, variant: Variant, out_dir: Path, work_dir: Path,
     abi: AbiPolicy = AbiPolicy.HOST, import_check: bool = True,
 ) -> BuildResult:
-    dest = out_dir / kernel.name / variant.name
+    dest = variant_dir(out_dir, kernel, variant)
     env = _torch_env(project, variant) if variant.compiled else None
     cxx = host_cxx() if variant.compiled else None
     vid = _variant_id(kernel, variant, env, cxx)
@@ -111,7 +103,7 @@ def _build_locked(
     if _is_current(dest, vid):
         if abi is not AbiPolicy.HOST:  # checked at build time, but maybe under host policy
             raise_if_fatal(f"{kernel.name} {variant.name}", static_checks(dest, variant), abi)
-        say(f"{kernel.name} {variant.name}: up to date (no compile work)")
+        note(f"{kernel.name} {variant.name}: up to date (no compile work)")
         return BuildResult(kernel.name, variant.name, vid, dest, compiled=False, up_to_date=True)
 
     if env is None or cxx is None:  # pure Python: the package and _ops.py, nothing to compile
@@ -126,7 +118,7 @@ def _build_locked(
         shutil.rmtree(staging, ignore_errors=True)
         raise
     install_staged(staging, dest)
-    say(f"{kernel.name} {variant.name}: built {dest}")
+    note(f"{kernel.name} {variant.name}: built {dest}")
     return BuildResult(kernel.name, variant.name, vid, dest, compiled=compiled, up_to_date=False)
 
 
@@ -150,7 +142,7 @@ def _compile(
     work_dir: Path,
 ) -> tuple[Artifacts, bool]:
     """Render and run ninja; returns the artifacts and whether a compiler ran."""
-    say(f"{kernel.name} {variant.name}: building {vid} against torch {env.torch_version}")
+    note(f"{kernel.name} {variant.name}: building {vid} against torch {env.torch_version}")
     rendered = render_variant(kernel, variant, vid, env, cxx=str(cxx.path), work_dir=work_dir,
                               tools=device_tools(detect_toolchains(), variant.backend))
     compiled = run_ninja(work_dir, f"{kernel.name} {variant.name}")
@@ -186,7 +178,7 @@ def host_cxx() -> Toolchain:
     """The host C++ compiler ($CXX, else c++/g++/clang++ on PATH)."""
     found = detect_toolchains().cxx
     if found is None:
-        raise KernelHubError(
+        raise BuilderError(
             "no working C++ compiler found; install g++ or clang++, or point CXX at one"
         )
     return found

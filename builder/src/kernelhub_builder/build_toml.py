@@ -19,9 +19,9 @@ from kernelhub.errors import VersionSpecError
 from kernelhub.platforms import BACKENDS, UNBUILDABLE_BACKENDS
 from kernelhub.versions import parse_release
 
+from .errors import ManifestError
 from .manifest_model import KernelManifest, KernelPart, Matrix, Project, TorchExt
 from .toml_tables import (
-    ManifestError,
     Table,
     existing_dirs,
     existing_files,
@@ -251,8 +251,12 @@ def _stable_abi(table: Table, matrix: Matrix) -> tuple[str | None, dict[str, str
     if isinstance(value, dict):
         sub = Table(value, table.file, table.key("stable-abi"))
         sub.check_keys(BACKENDS)
-        by_backend = {b: major_minor(sub, b, sub.get_str(b), "torch") for b in value}
-        return min(by_backend.values(), key=version_key), by_backend  # type: ignore[arg-type]
+        by_backend: dict[str, str] = {}
+        for backend in value:
+            minimum = major_minor(sub, backend, sub.get_str(backend), "torch")
+            if minimum is not None:
+                by_backend[backend] = minimum
+        return min(by_backend.values(), key=version_key), by_backend
     raise table.error(
         "stable-abi",
         "expected true, a torch version such as '2.13', or a "

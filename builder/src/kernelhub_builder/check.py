@@ -33,7 +33,6 @@ from kernelhub.errors import KernelHubError
 from kernelhub.metadata import read_metadata, write_metadata
 from kernelhub.variants import Variant, VariantKind
 
-from .assemble import built_variants
 from .check_abi import (
     NotAnElfError,
     check_limited_api,
@@ -45,10 +44,12 @@ from .check_abi import (
 from .check_import import check_import
 from .check_layout import check_files, check_library_namespaces, check_python
 from .check_violation import RULE_MANYLINUX, RULE_MISSING_FILE, Violation
+from .errors import CheckFailed
 from .kernel_tests import torch_minors_for
+from .layout import built_variants
 from .manifest_model import KernelManifest, Project
 from .matrix import build_env_minor, torch_env_problem
-from .progress import say
+from .report import warn
 from .toolchains import detect_host, detect_toolchains
 from .torch_env import ensure_torch_env
 
@@ -66,14 +67,6 @@ class AbiPolicy(str, Enum):
     """Whatever the host toolchain produced; recorded, and refused by publish."""
     MANYLINUX_2_28 = "manylinux_2_28"
     """Only what a manylinux_2_28 system provides; anything newer fails the build."""
-
-
-class CheckFailed(KernelHubError):
-    """A variant broke a rule that its policy does not allow."""
-
-    def __init__(self, message: str, violations: list[Violation]) -> None:
-        super().__init__(message)
-        self.violations = violations
 
 
 @dataclass
@@ -252,5 +245,5 @@ def check_staged(
         record_abi(staging, report.violations, policy)
     host_only = [v for v in report.violations if v.rule == RULE_MANYLINUX]
     if host_only:
-        say(f"{label}: warning: not manylinux_2_28-compliant; {how_to_comply(host_only)}")
+        warn(f"{label}: warning: not manylinux_2_28-compliant; {how_to_comply(host_only)}")
     return report

@@ -38,6 +38,7 @@ from .check_violation import (
     RULE_STABLE_ABI,
     Violation,
 )
+from .errors import NotAnElfError
 
 # The newest symbol version manylinux_2_28 (glibc 2.28, gcc 8's libstdc++) provides.
 MANYLINUX_2_28_LIMITS: dict[str, tuple[int, ...]] = {
@@ -96,10 +97,6 @@ class ElfInfo:
     """Every version the binary needs → the library that must provide it."""
     local_names: list[str] = field(default_factory=list)
     """Names in .symtab (absent from stripped binaries)."""
-
-
-class NotAnElfError(ValueError):
-    """The file is not an ELF shared library."""
 
 
 def read_elf(path: Path) -> ElfInfo:

@@ -22,9 +22,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from kernelhub.errors import KernelHubError
 from kernelhub.variants import Variant, VariantKind
 
+from .errors import ShardError
 from .manifest_model import KernelManifest, Project
 from .matrix import PlannedVariant, plan_variants
 
@@ -39,10 +39,6 @@ _SELF_HOSTED_ARCH = {"x86_64": "X64", "aarch64": "ARM64"}
 _DEVICE_LABEL = {"cuda": "nvidia-gpu", "rocm": "amd-gpu", "xpu": "intel-gpu"}
 _NOARCH_HOST = ("x86_64", "linux")
 """Pure-Python variants build anywhere; they are built (and tested) on Linux x86_64."""
-
-
-class ShardError(KernelHubError, ValueError):
-    """``--shard`` is not ``i/n`` with 1 <= i <= n."""
 
 
 @dataclass(frozen=True)

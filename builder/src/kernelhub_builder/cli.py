@@ -15,10 +15,11 @@ from pathlib import Path
 
 from kernelhub.errors import KernelHubError
 from kernelhub.publish import open_publisher
+from rich.markup import escape
 
 from . import __version__
 from .artifacts import merge_artifacts
-from .build import build_kernel, default_out_dir
+from .build import build_kernel
 from .check import (
     ALLOW_HOST_ABI_ENV,
     AbiPolicy,
@@ -26,12 +27,14 @@ from .check import (
     check_kernel,
     format_violations,
 )
-from .ci_matrix import ShardError, ci_jobs, parse_shard, shard_plans
+from .ci_matrix import ci_jobs, parse_shard, shard_plans
+from .cli_render import ConsoleReporter, make_console
+from .errors import ShardError, UsageError
 from .kernel_tests import run_kernel_tests
+from .layout import default_out_dir, kernel_dir
 from .manifest import PROJECT_FILE, load_kernels, load_project
 from .manifest_model import KernelManifest, Project
 from .matrix import PlannedVariant, filter_variants, format_plan, plan_to_json, plan_variants
-from .progress import console
 from .publish import (
     SIGN_KEY_ENV,
     SIGN_PASSPHRASE_ENV,
@@ -40,10 +43,10 @@ from .publish import (
     load_release_key,
     publish_kernel,
 )
+from .report import reporting_to
 
-
-class UsageError(KernelHubError):
-    """The command line names something the project does not have."""
+console = make_console()
+"""The one console of the command; library code reaches it only through the reporter."""
 
 
 def find_project(start: Path) -> Path:
@@ -155,7 +158,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         project = load_project(args.project if args.project else find_project(Path.cwd()))
         out_dir = (args.out or default_out_dir(project)).resolve()
-        return _COMMANDS[args.command](args, project, out_dir)
+        with reporting_to(ConsoleReporter(console)):
+            return _COMMANDS[args.command](args, project, out_dir)
     except KernelHubError as e:
         console.print(f"[bold red]error:[/] {_escape(str(e))}")
         return 1
@@ -165,8 +169,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _escape(text: str) -> str:
-    from rich.markup import escape
-
     return escape(text)
 
 
@@ -322,7 +324,7 @@ def _check(args: argparse.Namespace, project: Project, out_dir: Path) -> int:
         if not reports:
             if args.kernels:  # named: checking nothing is not a pass
                 raise UsageError(f"no built variants of {kernel.name} under "
-                                 f"{out_dir / kernel.name}; run builder build {kernel.name} first")
+                                 f"{kernel_dir(out_dir, kernel)}; run builder build {kernel.name} first")
             console.print(f"{kernel.name}: no built variants, nothing to check")
         for report in reports:
             checked += 1

@@ -11,20 +11,11 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from kernelhub.errors import KernelHubError
-
-from .progress import console
+from .errors import CompileError
+from .report import task
 from .reproducible import build_environment
 
 _PROGRESS_RE = re.compile(r"^\[(\d+)/(\d+)\]\s+(.*)$")
-
-
-class CompileError(KernelHubError):
-    """The compiler or linker failed; ``output`` is what it printed."""
-
-    def __init__(self, message: str, output: str) -> None:
-        super().__init__(f"{message}\n{output.rstrip()}" if output.strip() else message)
-        self.output = output
 
 
 def ninja_program() -> str:
@@ -49,7 +40,7 @@ def run_ninja(work_dir: Path, what: str) -> bool:
     cmd = [ninja_program(), "-C", str(work_dir)]
     lines: list[str] = []
     ran_something = False
-    with console.status(f"compiling {what}") as status, subprocess.Popen(
+    with task(f"compiling {what}") as progress, subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env=build_environment(),
     ) as proc:
@@ -58,9 +49,7 @@ def run_ninja(work_dir: Path, what: str) -> bool:
             lines.append(line)
             if m := _PROGRESS_RE.match(line):
                 ran_something = True
-                status.update(f"compiling {what}: [{m[1]}/{m[2]}] {m[3]}")
-                if not console.is_terminal:  # CI logs get no spinner: print each step
-                    console.print(f"  [{m[1]}/{m[2]}] {m[3]}", markup=False)
+                progress.step(m[3], int(m[1]), int(m[2]))
         returncode = proc.wait()
     output = "".join(lines)
     if returncode != 0:

@@ -34,7 +34,8 @@ from pathlib import Path
 
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
-from kernelhub.errors import KernelHubError
+
+from .errors import CudaArchError
 
 FATBIN_SECTION = ".nv_fatbin"
 FATBIN_MAGIC = 0xBA55ED50
@@ -52,10 +53,6 @@ CUDA_13_CAPABILITIES: tuple[str, ...] = (
 (planning on a machine without the toolkit). Volta (7.0/7.2) left CUDA in 13.0."""
 
 _KNOWN_CAPABILITIES: dict[tuple[int, int], tuple[str, ...]] = {(13, 0): CUDA_13_CAPABILITIES}
-
-
-class CudaArchError(KernelHubError):
-    """A capability list cannot be compiled, or a binary's device code cannot be read."""
 
 
 @dataclass(frozen=True, order=True)

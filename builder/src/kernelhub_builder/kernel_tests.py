@@ -20,13 +20,13 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelhub.errors import KernelHubError
 from kernelhub.variants import Variant, VariantKind
 
-from .assemble import built_variants
+from .errors import BuilderError
+from .layout import built_variants, kernel_dir
 from .manifest_model import KernelManifest, Project
 from .matrix import kernel_torch_versions
-from .progress import console
+from .report import task
 from .toml_tables import version_key
 from .toolchains import detect_host
 from .torch_env import ensure_torch_env, minor_str
@@ -86,14 +86,14 @@ def run_kernel_tests(
     """Run the kernel's tests against each built, runnable variant."""
     tests_dir = kernel.root / "tests"
     if not tests_dir.is_dir():
-        raise KernelHubError(
+        raise BuilderError(
             f"{kernel.name} has no tests directory ({tests_dir}); add tests for builder test "
             "to run"
         )
     variants = built_variants(out_dir, kernel)
     if not variants:
-        raise KernelHubError(
-            f"no built variants of {kernel.name} under {Path(out_dir) / kernel.name}; "
+        raise BuilderError(
+            f"no built variants of {kernel.name} under {kernel_dir(out_dir, kernel)}; "
             f"run builder build {kernel.name} first"
         )
     runs: list[TestRun] = []
@@ -147,7 +147,7 @@ def _run_pytest(
     cmd = [str(env.python), "-m", "pytest", "-p", "kernelhub.testing", "-p",
            "no:cacheprovider", "--confcutdir", str(kernel.root), str(tests_dir), "-q"]
     how = " (TRITON_INTERPRET=1)" if interpret else ""
-    with console.status(f"testing {kernel.name} {variant.name} under torch {minor}{how}"):
+    with task(f"testing {kernel.name} {variant.name} under torch {minor}{how}"):
         done = subprocess.run(cmd, cwd=kernel.root, env=child_env, capture_output=True,
                               text=True, check=False)
     output = done.stdout + done.stderr

@@ -37,20 +37,19 @@ from pathlib import Path
 from typing import Any
 
 from kernelhub.errors import VariantNameError
-from kernelhub.platforms import ARCHES, BACKENDS, OSES, UNBUILDABLE_BACKENDS
+from kernelhub.platforms import ARCHES, BACKENDS, OSES
 from kernelhub.variants import Compute
 from packaging.requirements import InvalidRequirement, Requirement
 
 from .build_toml import KERNEL_FILE, load_kernel
+from .errors import ManifestError
 from .manifest_model import KernelManifest, Matrix, Project
-from .toml_tables import ManifestError, Table, major_minor, read_toml, version_key
+from .toml_tables import Table, major_minor, read_toml, version_key
 
 __all__ = [
     "KERNEL_FILE",
     "PROJECT_FILE",
     "SYSTEMS",
-    "UNBUILDABLE_BACKENDS",
-    "ManifestError",
     "load_kernel",
     "load_kernels",
     "load_project",

@@ -20,10 +20,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from kernelhub.errors import KernelHubError
 from kernelhub.platforms import platform_problem
 from kernelhub.variants import Compute, Variant, VariantKind
 
+from .errors import VariantSelectionError
 from .manifest_model import KernelManifest, Project
 from .toml_tables import version_key
 from .toolchains import HostInfo, Toolchain, Toolchains, detect_host, detect_toolchains
@@ -33,10 +33,6 @@ TorchEnvLookup = Callable[[str], "TorchEnv | None"]
 """torch minor → its ready env, or None where none exists yet (it is made on demand)."""
 
 _OS_NAMES = {"linux": "Linux", "darwin": "macOS"}
-
-
-class VariantSelectionError(KernelHubError, ValueError):
-    """A ``--variant`` pattern matched none of the kernel's variants."""
 
 
 @dataclass(frozen=True)

@@ -33,15 +33,13 @@ from kernelhub.variants import parse_variant
 
 from .build import build_variant
 from .check import AbiPolicy, check_variant, fatal_violations, format_violations
+from .errors import NixBuildError
 from .kernel_tests import run_kernel_tests
+from .layout import built_variants
 from .manifest import PROJECT_FILE, load_project
 from .manifest_model import KernelManifest, Project
 from .matrix import plan_variants
 from .torch_env import adopt_python
-
-
-class NixBuildError(KernelHubError):
-    """A flake derivation was asked for something this source tree cannot give."""
 
 
 def scratch_project(project_file: Path, entry: str, kernel_src: Path, where: Path) -> Project:
@@ -116,7 +114,6 @@ def check(project_file: Path, entry: str, kernel_src: Path, variant_name: str,
 
 def _check_in(project: Project, kernel: KernelManifest, out_dir: Path, abi: AbiPolicy
               ) -> list[str]:
-    from .assemble import built_variants
 
     lines = []
     ((variant, path),) = built_variants(out_dir, kernel)

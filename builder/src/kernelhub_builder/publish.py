@@ -16,14 +16,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from kernelhub.errors import KernelHubError, MetadataError
+from kernelhub.errors import MetadataError
 from kernelhub.metadata import verify_variant
 from kernelhub.publish import HubPublisher, PublishResult
 from kernelhub.release_manifest import NAMESPACE
 from kernelhub.sshsig import SigningKey, load_signing_key
 
-from .assemble import built_variants
 from .check import AbiPolicy, raise_if_fatal, static_checks
+from .errors import BuilderError
+from .layout import built_variants, kernel_dir
 from .manifest_model import KernelManifest, Project
 
 SIGN_KEY_ENV = "KERNELHUB_SIGNING_KEY"
@@ -41,9 +42,9 @@ def collect_variants(
     the checks."""
     found = built_variants(out_dir, kernel)
     if not found:
-        raise KernelHubError(
+        raise BuilderError(
             f"nothing to publish for {kernel.name}: no built variants under "
-            f"{Path(out_dir) / kernel.name}; run builder build {kernel.name} first"
+            f"{kernel_dir(out_dir, kernel)}; run builder build {kernel.name} first"
         )
     variants: dict[str, Path] = {}
     for variant, path in found:

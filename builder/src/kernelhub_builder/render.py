@@ -15,10 +15,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import jinja2
-from kernelhub.errors import KernelHubError
 from kernelhub.variants import Variant, VariantKind
 
 from .cuda_archs import supported_capabilities
+from .errors import RenderError
 from .manifest_model import KernelManifest, KernelPart
 from .render_backends import (
     CXX_SUFFIXES,
@@ -47,10 +47,6 @@ CXX_STANDARD = "-std=c++20"
 """torch 2.13's headers need C++20 (its own cpp_extension passes -std=c++20)."""
 
 GENERATED_DIR = "generated"
-
-
-class RenderError(KernelHubError):
-    """The manifest asks for a build this host or this variant cannot express."""
 
 
 @dataclass(frozen=True)

@@ -176,12 +176,12 @@ def metal_units(kernel: KernelManifest, part: KernelPart, base: list[str],
     for src in part.src:
         suffix = Path(src).suffix
         if suffix in METAL_SUFFIXES:
-            flags = (METAL_STD, *_metal_includes(includes))
+            metal_flags = (METAL_STD, *_metal_includes(includes))
             units.append(CompileUnit(kernel.root / src, f"obj/{Path(src).as_posix()}.air",
-                                     "metal", flags, link=False))
+                                     "metal", metal_flags, link=False))
         elif suffix in OBJCXX_SUFFIXES:
-            flags = ["-x", "objective-c++", "-fobjc-arc", *base, *part.cxx_flags, *includes]
-            units.append(_unit(kernel, src, "cxx", flags))
+            objcxx_flags = ["-x", "objective-c++", "-fobjc-arc", *base, *part.cxx_flags, *includes]
+            units.append(_unit(kernel, src, "cxx", objcxx_flags))
         elif suffix in CXX_SUFFIXES:
             units.append(_unit(kernel, src, "cxx", [*base, *part.cxx_flags, *includes]))
     airs = [u.object for u in units if u.rule == "metal"]

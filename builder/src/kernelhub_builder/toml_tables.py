@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from kernelhub.errors import KernelHubError
+from .errors import ManifestError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -21,15 +21,6 @@ else:  # pragma: no cover - exercised only on Python 3.10
     import tomli as tomllib
 
 _MAJOR_MINOR_RE = re.compile(r"(\d+)\.(\d+)(?:\.\d+)?")
-
-
-class ManifestError(KernelHubError, ValueError):
-    """kernels.toml or build.toml is malformed; the message names file, key and fix."""
-
-    def __init__(self, file: Path, key: str | None, problem: str) -> None:
-        self.file = file
-        self.key = key
-        super().__init__(f"{file}: {key}: {problem}" if key else f"{file}: {problem}")
 
 
 def read_toml(file: Path) -> dict[str, Any]:

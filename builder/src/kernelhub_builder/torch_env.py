@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from filelock import FileLock
-from kernelhub.errors import KernelHubError
 from packaging.requirements import InvalidRequirement, Requirement
 
-from .progress import say
+from .errors import TorchEnvError
+from .report import note
 
 MARKER_FILE = "kernelhub-builder-env.json"
 _MARKER_FORMAT = 1
@@ -49,10 +49,6 @@ _QUERY_SCRIPT = textwrap.dedent(
     }))
     """
 )
-
-
-class TorchEnvError(KernelHubError):
-    """A torch environment could not be created or queried."""
 
 
 @dataclass(frozen=True)
@@ -197,17 +193,17 @@ def _env_from_info(minor: str, root: Path, info: dict) -> TorchEnv:
 def _prepare(minor: str, root: Path, requirement: Requirement) -> TorchEnv:
     python = _python(root)
     if not python.exists():
-        say(f"creating torch {minor} environment at {root}")
+        note(f"creating torch {minor} environment at {root}")
         _run([sys.executable, "-m", "venv", str(root)], f"create a venv at {root}")
     installed = _installed_torch(python)
     if installed is None or not requirement.specifier.contains(installed, prereleases=True):
-        say(f"installing {requirement}, numpy and pytest into {root} (this takes a while)")
+        note(f"installing {requirement}, numpy and pytest into {root} (this takes a while)")
         _pip(python, [str(requirement), "numpy", "pytest"])
     target = loader_requirement()
     if not _can_import(python, "kernelhub") or _marker_loader(root) != target:
         # The env must run the loader of the checkout that builds and tests with it, not
         # whichever checkout created the env first.
-        say(f"installing the kernelhub loader ({target[-1]}) into {root}")
+        note(f"installing the kernelhub loader ({target[-1]}) into {root}")
         _pip(python, target)
     info = _query(python)
     marker = {"format": _MARKER_FORMAT, "minor": minor, "requirement": str(requirement),
@@ -215,7 +211,7 @@ def _prepare(minor: str, root: Path, requirement: Requirement) -> TorchEnv:
     tmp = root / f".{MARKER_FILE}.tmp"
     tmp.write_text(json.dumps(marker, indent=2) + "\n")
     tmp.replace(root / MARKER_FILE)
-    say(f"torch {minor} environment ready: torch {info['torch_version']}")
+    note(f"torch {minor} environment ready: torch {info['torch_version']}")
     return _env_from_info(minor, root, info)
 
 
