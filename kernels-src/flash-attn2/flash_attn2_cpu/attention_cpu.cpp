@@ -74,18 +74,31 @@ void run(at::Tensor& out, const at::Tensor& q, const at::Tensor& k, const at::Te
   if (out.numel() == 0) {
     return;
   }
+  // Short queries read k and v as they are (see kDecodeMaxQuery); longer ones
+  // get float copies, k transposed, which the blocked loops amortise.
+  const bool short_query = p.seq_q <= kDecodeMaxQuery;
   const at::Tensor qf = as_float_rows(q);
-  const at::Tensor vf = as_float_rows(v);
-  const at::Tensor kt = transposed_keys(k);
+  const at::Tensor vf = short_query ? flash_attn2::rows_contiguous(v) : as_float_rows(v);
+  const at::Tensor kr = short_query ? flash_attn2::rows_contiguous(k) : at::Tensor();
+  const at::Tensor kt = short_query ? at::Tensor() : transposed_keys(k);
   flash_attn2::write_into(out, [&](at::Tensor& dst) {
     AttentionArgs args{};
     args.q = qf.const_data_ptr<float>();
     args.q_sb = qf.stride(0);
     args.q_sh = qf.stride(1);
     args.q_ss = qf.stride(2);
-    args.kt = kt.const_data_ptr<float>();
-    args.sk_padded = kt.size(3);
-    args.v = vf.const_data_ptr<float>();
+    if (short_query) {
+      args.k_raw = kr.const_data_ptr();
+      args.k_sb = kr.stride(0);
+      args.k_sh = kr.stride(1);
+      args.k_ss = kr.stride(2);
+      args.v_raw = vf.const_data_ptr();
+      args.kv_dtype = kr.scalar_type();
+    } else {
+      args.kt = kt.const_data_ptr<float>();
+      args.sk_padded = kt.size(3);
+      args.v = vf.const_data_ptr<float>();
+    }
     args.v_sb = vf.stride(0);
     args.v_sh = vf.stride(1);
     args.v_ss = vf.stride(2);
@@ -111,7 +124,8 @@ void run(at::Tensor& out, const at::Tensor& q, const at::Tensor& k, const at::Te
     args.softcap = static_cast<float>(softcap);
     args.window_left = p.window_left;
     args.window_right = p.window_right;
-    active_table().load()->attention(args);
+    const KernelTable* table = active_table().load();
+    (short_query ? table->decode : table->attention)(args);
   });
 }
 

@@ -37,6 +37,14 @@ struct AttentionArgs {
   int64_t o_sb, o_sh, o_ss;
   c10::ScalarType out_dtype;
 
+  // Short queries only (seq_q <= kDecodeMaxQuery, the decode path): k and v
+  // in their own dtype (kv_dtype: float32, bfloat16 or float16), [B, Hkv, Sk,
+  // D] with the given strides (last stride 1); kt and v above are unused.
+  const void* k_raw;
+  int64_t k_sb, k_sh, k_ss;
+  const void* v_raw;
+  c10::ScalarType kv_dtype;
+
   int64_t batch, heads_q, heads_kv, seq_q, seq_k, head_dim, head_dim_v;
   float scale;
   float softcap;         // <= 0: off
@@ -48,10 +56,17 @@ struct AttentionArgs {
 // column step of any compiled copy of the loops.
 constexpr int64_t kKeyPadding = 64;
 
+// Queries of at most this many rows (a decode step, a short speculative chunk)
+// take the decode path: k and v are read once, in their own dtype, by every
+// query head of a KV group together, instead of being converted to float and
+// transposed first (which for one query costs more than the attention).
+constexpr int64_t kDecodeMaxQuery = 4;
+
 // One set of loops, compiled for one CPU capability.
 struct KernelTable {
   const char* capability;
   void (*attention)(const AttentionArgs&);
+  void (*decode)(const AttentionArgs&);
 };
 
 // Defined by kernels_<capability>.cpp. A capability the compiler or target

@@ -333,10 +333,159 @@ void attention(const AttentionArgs& args) {
   });
 }
 
+// ---- the decode path: few query rows against a long KV cache ----------------
+//
+// One task per (batch, KV head): its G = Hq / Hkv query heads x Sq positions
+// are the task's rows, so each key and value row is loaded (and widened to
+// float) once and used by every row. Per key block: scores by dot products,
+// the same masking and online softmax as the blocked path, then O += P V.
+
+inline float dot(const float* a, const float* b, int64_t n) {
+  V acc0(0.0f);
+  V acc1(0.0f);
+  int64_t j = 0;
+  for (; j + 2 * kVec <= n; j += 2 * kVec) {
+    acc0 = at::vec::fmadd(V::loadu(a + j), V::loadu(b + j), acc0);
+    acc1 = at::vec::fmadd(V::loadu(a + j + kVec), V::loadu(b + j + kVec), acc1);
+  }
+  if (j + kVec <= n) {
+    acc0 = at::vec::fmadd(V::loadu(a + j), V::loadu(b + j), acc0);
+    j += kVec;
+  }
+  float sum = reduce_sum(acc0 + acc1);
+  for (; j < n; ++j) {
+    sum += a[j] * b[j];
+  }
+  return sum;
+}
+
+// acc += p * row over n floats.
+inline void axpy(float* acc, const float* row, float p, int64_t n) {
+  const V vp(p);
+  int64_t j = 0;
+  for (; j + kVec <= n; j += kVec) {
+    at::vec::fmadd(vp, V::loadu(row + j), V::loadu(acc + j)).store(acc + j);
+  }
+  for (; j < n; ++j) {
+    acc[j] += p * row[j];
+  }
+}
+
+// Row `index` of a [.., n] tensor of `dtype` as float: a pointer into the
+// tensor itself for float32, else widened into `buffer`.
+inline const float* float_row(const void* base, int64_t offset, c10::ScalarType dtype, int64_t n,
+                              float* buffer) {
+  switch (dtype) {
+    case c10::ScalarType::BFloat16:
+      at::vec::convert(static_cast<const c10::BFloat16*>(base) + offset, buffer, n);
+      return buffer;
+    case c10::ScalarType::Half:
+      at::vec::convert(static_cast<const c10::Half*>(base) + offset, buffer, n);
+      return buffer;
+    default:
+      return static_cast<const float*>(base) + offset;
+  }
+}
+
+void decode_task(const AttentionArgs& args, const Window& window, int64_t b, int64_t hk,
+                 std::vector<float>& buffer) {
+  const int64_t group = args.heads_q / args.heads_kv;
+  const int64_t rows = group * args.seq_q;
+  const int64_t d = args.head_dim;
+  const int64_t dv = args.head_dim_v;
+  // scores [rows x kKeyBlock] | acc [rows x dv] | max, sum [rows] | k row | v row | staging
+  buffer.resize(rows * (kKeyBlock + dv + 2) + d + 2 * dv);
+  float* scores = buffer.data();
+  float* acc = scores + rows * kKeyBlock;
+  float* row_max = acc + rows * dv;
+  float* row_sum = row_max + rows;
+  float* k_buffer = row_sum + rows;
+  float* v_buffer = k_buffer + d;
+  float* staging = v_buffer + dv;
+  std::fill_n(acc, rows * dv, 0.0f);
+  std::fill_n(row_max, rows, kNegInf);
+  std::fill_n(row_sum, rows, 0.0f);
+  auto head_of = [&](int64_t r) { return hk * group + r / args.seq_q; };
+  auto position_of = [&](int64_t r) { return r % args.seq_q; };
+  auto q_row = [&](int64_t r) {
+    return args.q + b * args.q_sb + head_of(r) * args.q_sh + position_of(r) * args.q_ss;
+  };
+  const int64_t k_base = b * args.k_sb + hk * args.k_sh;
+  const int64_t v_base = b * args.v_sb + hk * args.v_sh;
+  const int64_t keys_begin = window.lo(0);
+  const int64_t keys_end = window.hi(args.seq_q - 1);
+  for (int64_t k0 = keys_begin; k0 < keys_end; k0 += kKeyBlock) {
+    const int64_t k1 = std::min(k0 + kKeyBlock, keys_end);
+    for (int64_t j = k0; j < k1; ++j) {
+      const float* key = float_row(args.k_raw, k_base + j * args.k_ss, args.kv_dtype, d, k_buffer);
+      for (int64_t r = 0; r < rows; ++r) {
+        scores[r * kKeyBlock + (j - k0)] = dot(q_row(r), key, d);
+      }
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      float* s = scores + r * kKeyBlock;
+      const int64_t i = position_of(r);
+      const int64_t lo = std::clamp(window.lo(i), k0, k1) - k0;
+      const int64_t hi = std::clamp(window.hi(i), k0, k1) - k0;
+      if (lo >= hi) {
+        std::fill(s, s + (k1 - k0), 0.0f);
+        continue;
+      }
+      std::fill(s, s + lo, 0.0f);
+      std::fill(s + hi, s + (k1 - k0), 0.0f);
+      const float* mask_row =
+          args.mask == nullptr
+              ? nullptr
+              : args.mask + b * args.m_sb + head_of(r) * args.m_sh + i * args.m_ss + k0;
+      const float block_max = prepare_scores(s, lo, hi, mask_row, args.scale, args.softcap);
+      const float new_max = std::max(row_max[r], block_max);
+      if (new_max == kNegInf) {
+        std::fill(s + lo, s + hi, 0.0f);
+        continue;
+      }
+      const float correction = std::exp(row_max[r] - new_max);
+      const float block_sum = exponentiate(s, lo, hi, new_max);
+      if (correction != 1.0f) {
+        scale_row(acc + r * dv, dv, correction);
+      }
+      row_sum[r] = row_sum[r] * correction + block_sum;
+      row_max[r] = new_max;
+    }
+    for (int64_t j = k0; j < k1; ++j) {
+      const float* value =
+          float_row(args.v_raw, v_base + j * args.v_ss, args.kv_dtype, dv, v_buffer);
+      for (int64_t r = 0; r < rows; ++r) {
+        const float p = scores[r * kKeyBlock + (j - k0)];
+        if (p != 0.0f) {
+          axpy(acc + r * dv, value, p, dv);
+        }
+      }
+    }
+  }
+  const int64_t element = c10::elementSize(args.out_dtype);
+  for (int64_t r = 0; r < rows; ++r) {
+    char* out = static_cast<char*>(args.out) +
+                (b * args.o_sb + head_of(r) * args.o_sh + position_of(r) * args.o_ss) * element;
+    store_row(args, out, acc + r * dv, row_sum[r], staging);
+  }
+}
+
+void decode(const AttentionArgs& args) {
+  const Window window{args.seq_k - args.seq_q, args.window_left, args.window_right,
+                      args.seq_k};
+  const int64_t tasks = args.batch * args.heads_kv;
+  at::parallel_for(0, tasks, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> buffer;
+    for (int64_t task = begin; task < end; ++task) {
+      decode_task(args, window, task / args.heads_kv, task % args.heads_kv, buffer);
+    }
+  });
+}
+
 #define FLASH_ATTN2_STRINGIFY_(x) #x
 #define FLASH_ATTN2_STRINGIFY(x) FLASH_ATTN2_STRINGIFY_(x)
 
-constexpr KernelTable kTable{FLASH_ATTN2_STRINGIFY(CPU_CAPABILITY), &attention};
+constexpr KernelTable kTable{FLASH_ATTN2_STRINGIFY(CPU_CAPABILITY), &attention, &decode};
 
 }  // namespace
 

@@ -188,6 +188,21 @@ def test_sliding_window(capability, window):
     check(out, reference(q, k, v, window=window), torch.float32)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("seq_q", [1, 3])
+def test_decode_path_window_mask_softcap(capability, seq_q, dtype):
+    """Short queries (decode) read k/v in their own dtype; every option still applies."""
+    q, k, v = qkv(2, 6, 2, seq_q, 530, 72, dtype, seed=7, dim_v=40)
+    mask = torch.randn(2, 1, seq_q, 530, generator=torch.Generator().manual_seed(2)).to(dtype)
+    mask[1, ..., 100:200] = float("-inf")
+    for kwargs in ({"causal": True}, {"window_size": (300, 0)}, {"softcap": 4.0, "scale": 0.2}):
+        out = flash_attn2.attention(q, k, v, mask, **kwargs)
+        expected = reference(q, k, v, mask, causal=kwargs.get("causal", False),
+                             window=kwargs.get("window_size", (-1, -1)), softcap=kwargs.get("softcap", 0.0),
+                             scale=kwargs.get("scale"))
+        check(out, expected, dtype)
+
+
 def test_softcap_and_scale():
     q, k, v = qkv(1, 2, 2, 30, 30, 64, torch.float32)
     out = flash_attn2.attention(q, k, v, causal=True, scale=0.3, softcap=5.0)
