@@ -12,6 +12,7 @@ from .api import (
     get_kernel,
     get_local_kernel,
     has_kernel,
+    load_locked_kernel,
     locate_kernel,
     resolve_kernel,
 )
@@ -83,6 +84,7 @@ __all__ = [
     "get_local_kernel",
     "has_kernel",
     "kernelize",
+    "load_locked_kernel",
     "load_variant_dir",
     "locate_kernel",
     "register_kernel_mapping",

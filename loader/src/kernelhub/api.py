@@ -7,6 +7,7 @@ are immutable, so nothing the hub could say would change the answer.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,7 +18,9 @@ from typing import TypeVar
 from . import settings
 from .cache import KernelCache
 from .errors import (
+    IntegrityError,
     KernelHubError,
+    LockFileError,
     NoCompatibleVariantError,
     RepoNotFoundError,
     VersionSpecError,
@@ -25,6 +28,7 @@ from .errors import (
 from .hub.base import Hub
 from .hub.guard import hub_call
 from .importer import load_variant_dir
+from .lockfile import LockEntry
 from .metadata import METADATA_FILE, read_metadata
 from .release_check import check_release, signed_metadata_digest
 from .release_manifest import ReleaseFiles
@@ -233,23 +237,84 @@ def get_kernel(
     (docs/signing.md); ``trust_remote_code`` does not bypass that. Results are memoized
     per process (per policy).
     """
+    return _load_kernel(repo_id, version, revision, trust_remote_code, hub, backend, None)
+
+
+def load_locked_kernel(
+    repo_id: str,
+    *,
+    lockfile: Path | str | None = None,
+    trust_remote_code: bool = False,
+    hub: HubArg = None,
+    backend: str | None = None,
+) -> ModuleType:
+    """Load the commit ``lockfile`` (default ``./kernels.lock``) pins for ``repo_id``.
+
+    Before anything is imported, the variant for this system must match the hash the
+    lock records for it (kernelhub's metadata sha256 when present, else the ecosystem's
+    ``git_lfs_concat``); a lock with hashes but none for this variant is refused. Once
+    the variant is in the cache (``kernelhub download``) this asks the hub nothing.
+    """
+    from .lockfile import lock_entry
+
+    entry = lock_entry(repo_id, Path(lockfile) if lockfile is not None else None)
+    return _load_kernel(repo_id, None, entry.sha, trust_remote_code, hub, backend, entry)
+
+
+def _load_kernel(repo_id: str, version: int | str | None, revision: str | None,
+                 trust_remote_code: bool, hub: HubArg, backend: str | None,
+                 locked: LockEntry | None) -> ModuleType:
     check_repo_id(repo_id)
     select_spec(version, revision)  # a malformed spec fails before any hub work
     hub = open_hub_arg(hub)
     check_trusted(repo_id, hub, trust_remote_code)
     policy = policy_for(repo_id.partition("/")[0])
-    # The policy is part of the key: tightening it makes the next call check again.
-    key = (hub.key, repo_id, f"{version!r}|{revision!r}", backend, policy.token)
+    # The policy is part of the key: tightening it makes the next call check again; so
+    # is the lock entry, so an edited lock is checked again.
+    pins = json.dumps(locked.to_json(), sort_keys=True) if locked is not None else None
+    key = (hub.key, repo_id, f"{version!r}|{revision!r}", backend, policy.token, pins)
     if (module := _memo.get(key)) is not None:
         return module
     resolution = resolve_kernel(repo_id, version, revision, hub=hub, backend=backend)
     signed_sha256 = _signed_metadata_sha256(resolution, policy)
     path, _ = install_kernel(resolution)
+    if locked is not None:
+        check_locked(locked, resolution.variant, path)
     # A build without code for this GPU must fail here, not at its first kernel launch.
     check_archs(resolution.variant, read_metadata(path).backend.archs, resolution.system)
     module = load_variant_dir(path, metadata_sha256=signed_sha256)
     _memo[key] = module
     return module
+
+
+def check_locked(entry: LockEntry, variant: str, path: Path) -> None:
+    """Refuse a variant dir that does not match the hash its lock entry records."""
+    from .lockfile import variant_dir_hash
+    from .metadata import read_metadata_bytes
+    from .release_manifest import metadata_sha256
+
+    where = f"{variant} of {entry.repo_id} at {entry.sha[:12]}"
+    if (want := entry.metadata_sha256.get(variant)) is not None:
+        actual = metadata_sha256(read_metadata_bytes(path))
+        kind = "metadata sha256"
+    elif (want := entry.variant_hashes.get(variant)) is not None:
+        actual = variant_dir_hash(path)
+        kind = "hash (git_lfs_concat)"
+    elif entry.variant_hashes or entry.metadata_sha256:
+        raise LockFileError(
+            f"the lock file has no hash for {where}, the build this system loads; it locks "
+            f"{', '.join(sorted(entry.variant_hashes or entry.metadata_sha256))}. Run "
+            "`kernelhub lock` again"
+        )
+    else:
+        return  # a pin without hashes (the older {repo: sha} form): the commit is the pin
+    if actual != want:
+        raise IntegrityError(
+            f"refusing to load {where}: its {kind} is {actual[:23]}…, but the lock file "
+            f"records {want[:23]}…; nothing of it was imported. Run `kernelhub cache clear` "
+            "and `kernelhub download` if the cache is damaged, or `kernelhub lock` if the "
+            "lock is stale"
+        )
 
 
 def _release_files(resolution: Resolution, cache: KernelCache) -> ReleaseFiles:

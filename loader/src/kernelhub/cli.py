@@ -121,6 +121,20 @@ def build_parser() -> argparse.ArgumentParser:
     cache.add_argument("action", choices=["path", "clear"])
     cache.set_defaults(func=_cache)
 
+    lock = sub.add_parser(
+        "lock", help="write kernels.lock for the kernels pyproject.toml depends on"
+    )
+    lock.add_argument("project_dir", nargs="?", type=Path, default=Path("."))
+    lock.set_defaults(func=_lock)
+
+    download = sub.add_parser(
+        "download", help="fetch every kernel kernels.lock pins into the cache (then load offline)"
+    )
+    download.add_argument("project_dir", nargs="?", type=Path, default=Path("."))
+    download.add_argument("--all-variants", action="store_true",
+                          help="every variant, not only the one this system loads")
+    download.set_defaults(func=_download)
+
     verify = sub.add_parser(
         "verify-report",
         help="what kernelize(verify=True) decided per layer and shape, and why (from the cache)",
@@ -128,6 +142,22 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--name", help="only this layer or function name (e.g. RMSNorm)")
     verify.set_defaults(func=_print_verify_report)
     return parser
+
+
+def _lock(args: argparse.Namespace) -> None:
+    from .locking import lock_project
+
+    path, entries = lock_project(args.project_dir)
+    for entry in entries:
+        print(f"{entry.repo_id}: {entry.sha} ({len(entry.variant_hashes)} variants)")
+    print(f"wrote {path}")
+
+
+def _download(args: argparse.Namespace) -> None:
+    from .locking import download_locked
+
+    for path in download_locked(args.project_dir, all_variants=args.all_variants):
+        print(path)
 
 
 def _print_verify_report(args: argparse.Namespace) -> None:

@@ -14,30 +14,20 @@ only, and ``trust_remote_code`` is checked on every path.
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from . import api
-from .layer import (
-    CUDAProperties,
-    Device,
-    FuncRepository,
-    LayerRepository,
-    LocalFuncRepository,
-    LocalLayerRepository,
-    LockedFuncRepository,
-    LockedLayerRepository,
-    Mode,
-    ROCMProperties,
-    kernelize,
-    register_kernel_mapping,
-    replace_kernel_forward_from_hub,
-    use_kernel_forward_from_hub,
-    use_kernel_func_from_hub,
-    use_kernel_mapping,
-    use_kernelized_func,
+_LAYER_NAMES = (
+    "CUDAProperties", "Device", "FuncRepository", "LayerRepository", "LocalFuncRepository",
+    "LocalLayerRepository", "LockedFuncRepository", "LockedLayerRepository", "Mode",
+    "ROCMProperties", "kernelize", "register_kernel_mapping", "replace_kernel_forward_from_hub",
+    "use_kernel_forward_from_hub", "use_kernel_func_from_hub", "use_kernel_mapping",
+    "use_kernelized_func",
 )
+"""Served from :mod:`kernelhub.layer` as they are, imported on first use: Transformers
+imports ``kernels`` just to probe for it, which must stay cheap."""
 
 BACKENDS = frozenset({"cpu", "cuda", "rocm", "xpu", "metal", "mps", "npu"})
 """Backend names the ecosystem's ``backend=`` accepts (second positional of get_local_kernel)."""
@@ -55,6 +45,8 @@ def get_kernel(
 
     ``user_agent`` is accepted for compatibility; kernelhub sends its own.
     """
+    from . import api
+
     del user_agent
     return api.get_kernel(repo_id, version, revision, trust_remote_code=trust_remote_code,
                           backend=backend)
@@ -67,6 +59,8 @@ def has_kernel(
     backend: str | None = None,
 ) -> bool:
     """Whether the hub has a build of ``repo_id`` this system can load."""
+    from . import api
+
     return api.has_kernel(repo_id, version, revision, backend=backend)
 
 
@@ -78,6 +72,8 @@ def get_local_kernel(repo_path: Path | str, package_name: str | None = None,
     is ``backend`` in newer ones; a backend name is taken as the backend, anything else
     as the package name, which is checked against the build's metadata.
     """
+    from . import api
+
     if package_name is not None and package_name in BACKENDS and backend is None:
         package_name, backend = None, package_name
     module = api.get_local_kernel(repo_path, backend=backend)
@@ -96,31 +92,53 @@ def get_local_kernel(repo_path: Path | str, package_name: str | None = None,
     return module
 
 
-__all__ = [
-    "CUDAProperties",
-    "Device",
-    "FuncRepository",
-    "LayerRepository",
-    "LocalFuncRepository",
-    "LocalLayerRepository",
-    "LockedFuncRepository",
-    "LockedLayerRepository",
-    "Mode",
-    "ROCMProperties",
-    "get_kernel",
-    "get_local_kernel",
-    "has_kernel",
-    "kernelize",
-    "register_kernel_mapping",
-    "replace_kernel_forward_from_hub",
-    "use_kernel_forward_from_hub",
-    "use_kernel_func_from_hub",
-    "use_kernel_mapping",
-    "use_kernelized_func",
-]
+def load_kernel(repo_id: str, *, lockfile: Path | str | None = None,
+                backend: str | None = None) -> ModuleType:
+    """Load the commit ``lockfile`` pins for ``repo_id``, checked against its hash."""
+    from . import api
+
+    return api.load_locked_kernel(repo_id, lockfile=lockfile, backend=backend)
+
+
+def get_locked_kernel(repo_id: str) -> ModuleType:
+    """Load ``repo_id`` as ``./kernels.lock`` pins it (the project's lock file)."""
+    return load_kernel(repo_id, lockfile=None)
+
+
+def install_kernel(repo_id: str, revision: str, local_files_only: bool = False,
+                   backend: str | None = None, user_agent: str | dict | None = None,
+                   **_: Any) -> Path:
+    """Fetch the variant of ``repo_id`` at ``revision`` for this system; return its directory.
+
+    ``local_files_only=True`` uses the cache only (kernelhub's offline mode for this call).
+    """
+    from . import api
+
+    del user_agent
+    if local_files_only:
+        import os
+
+        previous = os.environ.get("KERNELHUB_OFFLINE")
+        os.environ["KERNELHUB_OFFLINE"] = "1"
+        try:
+            return api.locate_kernel(repo_id, revision=revision, backend=backend)
+        finally:
+            if previous is None:
+                del os.environ["KERNELHUB_OFFLINE"]
+            else:
+                os.environ["KERNELHUB_OFFLINE"] = previous
+    return api.locate_kernel(repo_id, revision=revision, backend=backend)
+
+
+__all__ = [*_LAYER_NAMES, "get_kernel", "get_local_kernel", "get_locked_kernel", "has_kernel",
+           "install_kernel", "load_kernel"]
 
 
 def __getattr__(name: str) -> Any:
+    if name in _LAYER_NAMES:
+        value = getattr(importlib.import_module("kernelhub.layer"), name)
+        globals()[name] = value
+        return value
     raise AttributeError(
         f"kernelhub serves the ecosystem's `kernels` API in part; {name!r} is not part of it. "
         "Install the ecosystem's package (pip install kernels) to use it instead."

@@ -13,15 +13,15 @@ its alias ``allow_all_kernels``) is the only way past an untrusted organisation.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..errors import KernelHubError, KernelLoadError, LockFileError, MappingError
-from ..versions import check_repo_id, is_commit_id, select_spec
+from ..errors import KernelHubError, KernelLoadError, MappingError
+from ..lockfile import lock_entry
+from ..versions import check_repo_id, select_spec
 from .decorators import forward_calling
 
 if TYPE_CHECKING:
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
 
     from ..hub.base import Hub
 
-LOCKFILE_NAME = "kernels.lock"
 
 
 class LayerRepositoryProtocol(Protocol):
@@ -274,47 +273,9 @@ def _check_package(module: ModuleType, package_name: str | None, path: Path) -> 
 
 
 def locked_revision(repo_id: str, lockfile: Path | None) -> str:
-    """The commit ``repo_id`` is pinned to in ``lockfile`` (default ``./kernels.lock``).
-
-    The lock file is JSON: a list of ``{"repo_id": …, "sha": …}`` entries (the kernel
-    ecosystem's shape; extra keys are ignored) or an object ``{repo_id: sha}``. A pin
-    must be a full 40-hex commit id: a branch or tag would move, which defeats locking.
-    """
-    path = Path(lockfile) if lockfile is not None else Path.cwd() / LOCKFILE_NAME
-    try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
-    except FileNotFoundError:
-        raise LockFileError(
-            f"lock file {path} does not exist; create it, or pass lockfile= to the locked "
-            "repository"
-        ) from None
-    except (OSError, ValueError, RecursionError) as e:
-        reason = e.strerror if isinstance(e, OSError) else type(e).__name__
-        raise LockFileError(f"lock file {path} is not readable JSON ({reason}); fix or "
-                            "regenerate it") from None
-    if isinstance(data, dict):
-        pins = dict(data)
-    elif isinstance(data, list):
-        pins = {e["repo_id"]: e.get("sha") for e in data
-                if isinstance(e, dict) and isinstance(e.get("repo_id"), str)}
-    else:
-        raise LockFileError(
-            f"lock file {path} must hold a JSON list of {{\"repo_id\": …, \"sha\": …}} entries "
-            f"or an object of repo id → commit, not a {type(data).__name__}"
-        )
-    if repo_id not in pins:
-        names = sorted(k for k in pins if isinstance(k, str))
-        raise LockFileError(
-            f"lock file {path} has no entry for {repo_id}; it pins: "
-            f"{', '.join(names) or 'nothing'}. Add it to the lock file."
-        )
-    sha = pins[repo_id]
-    if not is_commit_id(sha):
-        raise LockFileError(
-            f"lock file {path} pins {repo_id} to {sha!r}, which is not a full 40-hex commit "
-            "id; a lock must name a commit (a branch or tag moves)"
-        )
-    return sha
+    """The commit ``repo_id`` is pinned to in ``lockfile`` (default ``./kernels.lock``);
+    the format is :mod:`kernelhub.lockfile`'s."""
+    return lock_entry(repo_id, lockfile).sha
 
 
 class _LockedRepository:
@@ -324,11 +285,22 @@ class _LockedRepository:
     def _pinned(self) -> LayerRepository | FuncRepository:
         raise NotImplementedError
 
-    def load(self) -> type[nn.Module]:
-        return self._pinned().load()
+    repo_id: str
+    lockfile: Path | None
+    trust_remote_code: bool
+    allow_all_kernels: bool
+    hub: Any
+
+    def _locked_kernel(self) -> ModuleType:
+        """The kernel at the locked commit, checked against the lock's hash before import."""
+        from ..api import load_locked_kernel
+
+        return load_locked_kernel(self.repo_id, lockfile=self.lockfile, hub=self.hub,
+                                  trust_remote_code=self.trust_remote_code
+                                  or self.allow_all_kernels)
 
     def cache_key(self) -> tuple[Any, ...]:
-        return self._pinned().cache_key()
+        return (*self._pinned().cache_key(), "locked", str(self.lockfile))
 
 
 @dataclass(frozen=True)
@@ -350,6 +322,9 @@ class LockedLayerRepository(_LockedRepository):
                                revision=locked_revision(self.repo_id, self.lockfile),
                                trust_remote_code=self.trust_remote_code,
                                allow_all_kernels=self.allow_all_kernels, hub=self.hub)
+
+    def load(self) -> type[nn.Module]:
+        return _layer_from(self._locked_kernel(), self.layer_name, str(self))
 
     def __str__(self) -> str:
         return f"{self.repo_id} (locked):{self.layer_name}"
@@ -374,6 +349,10 @@ class LockedFuncRepository(_LockedRepository):
                               revision=locked_revision(self.repo_id, self.lockfile),
                               trust_remote_code=self.trust_remote_code,
                               allow_all_kernels=self.allow_all_kernels, hub=self.hub)
+
+    def load(self) -> type[nn.Module]:
+        func = _func_from(self._locked_kernel(), self.func_name, str(self))
+        return func_layer(func, self.func_name)
 
     def __str__(self) -> str:
         return f"{self.repo_id} (locked):{self.func_name}"

@@ -1,0 +1,207 @@
+"""``kernels.lock``: the kernel ecosystem's lock-file format, plus kernelhub's own hash.
+
+The file is a JSON list with one entry per repository, as the ecosystem's CLI writes it::
+
+    [{"repo_id": "org/name", "sha": "<40-hex commit>",
+      "variants": {"<variant>": {"hash": "sha256-<hex>", "hash_type": "git_lfs_concat"}},
+      "kernelhub": {"metadata-sha256": {"<variant>": "<hex>"}}}]
+
+* ``variants[v].hash`` (``git_lfs_concat``): sha256 over the variant's files sorted by
+  their path (relative to ``build/<v>/``, UTF-8 bytes), each path followed by the raw
+  bytes of the file's git blob id (or, for a file stored with Git LFS, its sha256). The
+  ecosystem's loader checks it; so do we, from the cached files' git blob ids.
+* ``kernelhub["metadata-sha256"][v]`` (ours, ignored by the ecosystem's loader, which
+  reads only the keys above): the sha256 of the variant's ``metadata.json``. Since every
+  other file is checked against that metadata's digests before import, it pins the
+  whole variant whatever the hub's storage (LFS or not).
+
+A lock also accepts the older ``{"org/name": "<sha>"}`` object (pins without hashes).
+A pin must be a full commit id: a branch or tag moves, which defeats locking.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import LockFileError
+from .versions import is_commit_id
+
+LOCKFILE_NAME = "kernels.lock"
+GIT_LFS_CONCAT = "git_lfs_concat"
+OURS = "kernelhub"
+
+
+@dataclass(frozen=True)
+class LockEntry:
+    """One locked repository: its commit and, per variant, the hashes it must match."""
+
+    repo_id: str
+    sha: str
+    variant_hashes: dict[str, str] = field(default_factory=dict)
+    """variant → ``sha256-<hex>`` (``git_lfs_concat``)."""
+    metadata_sha256: dict[str, str] = field(default_factory=dict)
+    """variant → sha256 hex of its metadata.json (kernelhub's addition)."""
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "repo_id": self.repo_id,
+            "sha": self.sha,
+            "variants": {v: {"hash": h, "hash_type": GIT_LFS_CONCAT}
+                         for v, h in sorted(self.variant_hashes.items())},
+        }
+        if self.metadata_sha256:
+            out[OURS] = {"metadata-sha256": dict(sorted(self.metadata_sha256.items()))}
+        return out
+
+
+def _entry(raw: Any, path: Path) -> LockEntry:
+    bad = LockFileError(f"lock file {path}: malformed entry {raw!r:.120}; regenerate it with "
+                        "`kernelhub lock`")
+    if not isinstance(raw, dict) or not isinstance(raw.get("repo_id"), str):
+        raise bad
+    hashes: dict[str, str] = {}
+    for variant, lock in (raw.get("variants") or {}).items():
+        if not isinstance(lock, dict) or not isinstance(lock.get("hash"), str):
+            raise bad
+        if lock.get("hash_type", GIT_LFS_CONCAT) != GIT_LFS_CONCAT:
+            raise LockFileError(f"lock file {path}: {raw['repo_id']} {variant}: unknown "
+                                f"hash_type {lock.get('hash_type')!r}")
+        hashes[variant] = lock["hash"]
+    ours = raw.get(OURS) or {}
+    meta = ours.get("metadata-sha256", {}) if isinstance(ours, dict) else {}
+    if not isinstance(meta, dict):
+        raise bad
+    return LockEntry(raw["repo_id"], raw.get("sha"), hashes, dict(meta))
+
+
+def read_lock(path: Path) -> dict[str, LockEntry]:
+    """Every entry of the lock file at ``path``, by repository id."""
+    try:
+        data = json.loads(Path(path).read_bytes().decode("utf-8"))
+    except FileNotFoundError:
+        raise LockFileError(
+            f"lock file {path} does not exist; create it with `kernelhub lock`, or pass "
+            "lockfile= to the locked load"
+        ) from None
+    except (OSError, ValueError, RecursionError) as e:
+        reason = e.strerror if isinstance(e, OSError) else type(e).__name__
+        raise LockFileError(f"lock file {path} is not readable JSON ({reason}); fix or "
+                            "regenerate it") from None
+    if isinstance(data, dict):
+        return {k: LockEntry(k, v) for k, v in data.items() if isinstance(k, str)}
+    if isinstance(data, list):
+        entries = [_entry(e, path) for e in data]
+        return {e.repo_id: e for e in entries}
+    raise LockFileError(
+        f"lock file {path} must hold a JSON list of {{\"repo_id\": …, \"sha\": …}} entries "
+        f"or an object of repo id → commit, not a {type(data).__name__}"
+    )
+
+
+def lock_entry(repo_id: str, lockfile: Path | None) -> LockEntry:
+    """The entry for ``repo_id`` in ``lockfile`` (default ``./kernels.lock``), checked."""
+    path = Path(lockfile) if lockfile is not None else Path.cwd() / LOCKFILE_NAME
+    entries = read_lock(path)
+    if repo_id not in entries:
+        raise LockFileError(
+            f"lock file {path} has no entry for {repo_id}; it pins: "
+            f"{', '.join(sorted(entries)) or 'nothing'}. Add it to the project's kernel "
+            "dependencies and run `kernelhub lock`."
+        )
+    entry = entries[repo_id]
+    if not is_commit_id(entry.sha):
+        raise LockFileError(
+            f"lock file {path} pins {repo_id} to {entry.sha!r}, which is not a full 40-hex "
+            "commit id; a lock must name a commit (a branch or tag moves)"
+        )
+    return entry
+
+
+def write_lock(path: Path, entries: list[LockEntry]) -> None:
+    """Write ``entries`` atomically (a reader sees the old file or the new one)."""
+    text = json.dumps([e.to_json() for e in entries], indent=2) + "\n"
+    tmp = Path(f"{path}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+# -- hashes ------------------------------------------------------------------------
+
+
+def git_blob_id(data: bytes) -> bytes:
+    """The git blob id (sha1 of ``blob <size>\\0<data>``) of a file's bytes."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).digest()
+
+
+def git_lfs_concat(files: dict[str, bytes]) -> str:
+    """The ecosystem's variant hash over ``relative path → blob id (or LFS sha256)``."""
+    m = hashlib.sha256()
+    for name, digest in sorted((p.encode("utf-8"), d) for p, d in files.items()):
+        m.update(name)
+        m.update(digest)
+    return f"sha256-{m.hexdigest()}"
+
+
+def _variant_files(variant_dir: Path) -> dict[str, Path]:
+    """Files of a variant as published: no bytecode (the interpreter makes that)."""
+    found: dict[str, Path] = {}
+    for path in sorted(variant_dir.rglob("*")):
+        rel = path.relative_to(variant_dir)
+        if path.is_file() and "__pycache__" not in rel.parts and path.suffix != ".pyc":
+            found[rel.as_posix()] = path
+    return found
+
+
+def variant_dir_hash(variant_dir: Path) -> str:
+    """``git_lfs_concat`` of a variant directory, every file taken as a git blob."""
+    return git_lfs_concat({rel: git_blob_id(p.read_bytes())
+                           for rel, p in _variant_files(variant_dir).items()})
+
+
+# -- the project's dependencies ----------------------------------------------------
+
+
+def project_dependencies(project_dir: Path) -> dict[str, int | str]:
+    """Kernel dependencies of a project's ``pyproject.toml``: repo id → version.
+
+    Read from the ecosystem's ``[tool.kernels.dependencies]`` (int majors) and
+    kernelhub's ``[tool.kernelhub.dependencies]`` (any version in the one grammar);
+    a repository in both must agree.
+    """
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+
+    path = Path(project_dir) / "pyproject.toml"
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise LockFileError(f"{path} does not exist; a project declares its kernels there "
+                            "under [tool.kernels.dependencies]") from None
+    except (OSError, ValueError) as e:
+        raise LockFileError(f"{path} is not readable TOML: {e}") from None
+    tool = data.get("tool", {})
+    found: dict[str, int | str] = {}
+    for table in ("kernels", "kernelhub"):
+        deps = tool.get(table, {}).get("dependencies", {})
+        if not isinstance(deps, dict):
+            raise LockFileError(f"{path}: [tool.{table}.dependencies] must be a table of "
+                                "\"org/name\" = version")
+        for repo_id, version in deps.items():
+            if isinstance(version, bool) or not isinstance(version, int | str):
+                raise LockFileError(f"{path}: [tool.{table}.dependencies] {repo_id!r} = "
+                                    f"{version!r}: expected an int major or a version string")
+            if repo_id in found and str(found[repo_id]) != str(version):
+                raise LockFileError(f"{path}: {repo_id} is {found[repo_id]!r} in one table and "
+                                    f"{version!r} in the other; keep one")
+            found[repo_id] = version
+    if not found:
+        raise LockFileError(f"{path} declares no kernels: add [tool.kernels.dependencies] "
+                            "with entries such as \"kernels-community/activation\" = 1")
+    return found
