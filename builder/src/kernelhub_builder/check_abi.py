@@ -75,6 +75,8 @@ ALLOWED_NEEDED: dict[str, tuple[str, ...]] = {
 
 # Outermost C++ namespaces of torch: a mangled symbol bound in one of them is unstable ABI.
 TORCH_NAMESPACES = frozenset({"at", "c10", "torch", "caffe2"})
+_NEEDED = "needed"
+"""pyelftools sets ``DynamicTag.needed`` at run time; its type hints do not declare it."""
 _VERSION_RE = re.compile(r"^(?P<lib>[A-Z]+)_(?P<num>\d+(?:\.\d+)*)$")
 
 
@@ -110,13 +112,13 @@ def read_elf(path: Path) -> ElfInfo:
             dynsym: SymbolTableSection | None = None
             for section in elf.iter_sections():
                 if isinstance(section, DynamicSection):
-                    info.needed += [t.needed for t in section.iter_tags()
+                    info.needed += [str(getattr(t, _NEEDED)) for t in section.iter_tags()
                                     if t.entry.d_tag == "DT_NEEDED"]
                 elif isinstance(section, GNUVerNeedSection):
                     for verneed, aux in section.iter_versions():
                         for vernaux in aux:
-                            versions[vernaux["vna_other"]] = vernaux.name
-                            info.required_versions[vernaux.name] = verneed.name
+                            versions[vernaux["vna_other"]] = str(vernaux.name)
+                            info.required_versions[str(vernaux.name)] = str(verneed.name)
                 elif isinstance(section, GNUVerSymSection):
                     versym = section
                 elif isinstance(section, SymbolTableSection):

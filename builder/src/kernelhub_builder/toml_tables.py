@@ -8,17 +8,13 @@ from __future__ import annotations
 
 import difflib
 import re
-import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from .errors import ManifestError
+from kernelhub import tomlfile
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised only on Python 3.10
-    import tomli as tomllib
+from .errors import ManifestError
 
 _MAJOR_MINOR_RE = re.compile(r"(\d+)\.(\d+)(?:\.\d+)?")
 
@@ -31,8 +27,8 @@ def read_toml(file: Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as e:
         raise ManifestError(file, None, f"cannot read: {e}") from None
     try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
+        return tomlfile.loads(text)
+    except tomlfile.TOMLDecodeError as e:
         detail = str(e)
         if m := re.search(r"line (\d+)", detail):
             lines = text.splitlines()

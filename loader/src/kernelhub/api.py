@@ -15,7 +15,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TypeVar
 
-from . import settings
+from . import settings, tomlfile
 from .cache import KernelCache
 from .errors import (
     IntegrityError,
@@ -38,17 +38,12 @@ from .system import SystemInfo, detect_system
 from .trust import check_trusted
 from .versions import Refs, VersionSpec, branch_major, check_repo_id, resolve, select_spec
 
-try:  # Python 3.11+
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-    tomllib = None  # type: ignore[assignment]
-
 T = TypeVar("T")
 
 HubArg = Hub | str | os.PathLike | None
 """A Hub, or what :func:`kernelhub.hub.select.open_hub` accepts: a path, URL, "hf", None."""
 
-_memo: dict[tuple[str, str, str, str | None], ModuleType] = {}
+_memo: dict[tuple[str, str, str, str | None, bytes], ModuleType] = {}
 """(hub key, repo, spec, backend) → module, so repeated get_kernel calls cost a dict lookup."""
 
 
@@ -374,10 +369,10 @@ def has_kernel(
 
 def _kernel_name(source_dir: Path) -> str:
     build_toml = source_dir / "build.toml"
-    if tomllib is not None and build_toml.is_file():
+    if build_toml.is_file():
         try:
-            name = tomllib.loads(build_toml.read_text()).get("general", {}).get("name")
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError, AttributeError):
+            name = tomlfile.loads(build_toml.read_text()).get("general", {}).get("name")
+        except (tomlfile.TOMLDecodeError, UnicodeDecodeError, AttributeError):
             name = None
         if isinstance(name, str) and name:
             return name

@@ -23,6 +23,7 @@ import re
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from filelock import FileLock
 
@@ -155,7 +156,7 @@ class KernelCache:
             return None
         found: dict[str, bytes | None] = {}
         for key in ("manifest", "signature"):
-            value = data.get(key) if isinstance(data, dict) else 0
+            value: Any = data.get(key) if isinstance(data, dict) else 0
             try:
                 found[key] = None if value is None else base64.b64decode(value, validate=True)
             except (TypeError, ValueError):

@@ -207,7 +207,8 @@ def _rank_key(
     variant: Variant, arch: int
 ) -> tuple[int, int, tuple[int, ...], tuple[int, ...], str]:
     # Newer stable ABI first; for a fixed torch, the newest compatible toolkit first.
-    torch_key = tuple(-p for p in variant.torch) if variant.kind is VariantKind.STABLE_ABI else ()
+    stable = variant.kind is VariantKind.STABLE_ABI and variant.torch is not None
+    torch_key = tuple(-p for p in variant.torch) if stable and variant.torch else ()
     compute_key = tuple(-p for p in variant.compute.version) if variant.compute else ()
     return _TIER[variant.kind], arch, torch_key, compute_key, variant.name
 

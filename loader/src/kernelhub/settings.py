@@ -13,12 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import tomlfile
 from .errors import KernelHubError
-
-try:  # Python 3.11+
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-    tomllib = None  # type: ignore[assignment]
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -60,14 +56,9 @@ def read_config() -> dict[str, Any]:
         raw = path.read_bytes()
     except FileNotFoundError:
         return {}
-    if tomllib is None:  # pragma: no cover - Python 3.10
-        raise KernelHubError(
-            f"{path}: reading the config needs Python 3.11+ (tomllib); remove the file or "
-            "set KERNELHUB_TRUSTED_ORGS instead"
-        )
     try:
-        return tomllib.loads(raw.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        return tomlfile.loads(raw.decode("utf-8"))
+    except (tomlfile.TOMLDecodeError, UnicodeDecodeError) as e:
         raise KernelHubError(f"{path}: not valid TOML ({e}); fix or remove the file") from None
 
 

@@ -154,7 +154,7 @@ def _cpu_identity() -> tuple[str, frozenset[str]]:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
         return platform.processor() or platform.machine(), frozenset()
-    model, flags = "", frozenset()
+    model, flags = "", frozenset[str]()
     for line in text.splitlines():
         key, _, value = line.partition(":")
         key = key.strip()

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import importlib.abc
 import importlib.machinery
+import importlib.util
 import linecache
 import sys
 import threading
-from types import ModuleType
+from collections.abc import Sequence
+from types import CodeType, ModuleType
 
 from .snapshot import VerifiedVariant
 
@@ -34,7 +36,7 @@ class _VerifiedSourceLoader(importlib.abc.InspectLoader):
     def get_source(self, fullname: str) -> str:
         return importlib.util.decode_source(self.source)
 
-    def get_code(self, fullname: str):  # type: ignore[override]
+    def get_code(self, fullname: str) -> CodeType:
         return compile(self.source, self.path, "exec", dont_inherit=True)
 
     def exec_module(self, module: ModuleType) -> None:
@@ -62,7 +64,9 @@ class VerifiedFinder(importlib.abc.MetaPathFinder):
         with self._lock:
             self._variants.pop(name, None)
 
-    def find_spec(self, fullname, path=None, target=None):  # type: ignore[override]
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None = None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
         top, _, rest = fullname.partition(".")
         variant = self._variants.get(top)
         if variant is None:

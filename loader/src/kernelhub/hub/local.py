@@ -36,19 +36,14 @@ from __future__ import annotations
 
 import hashlib
 import re
-import sys
 from pathlib import Path, PurePosixPath
 
+from .. import tomlfile
 from ..errors import HubError, RepoNotFoundError, VersionSpecError
 from ..release_manifest import RELEASE_FILE, SIGNATURE_FILE, ReleaseFiles
 from ..versions import Refs
 from .base import BUILD_DIR, check_variant_dir
 from .git import GitRepo
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
 
 MODELS_DIR = "models"
 """Repositories live under ``<root>/models/`` — the repo-type directory olah expects."""
@@ -189,8 +184,8 @@ class LocalHub:
         if not path.is_file():
             return frozenset()
         try:
-            config = tomllib.loads(path.read_text())
-        except (OSError, tomllib.TOMLDecodeError) as exc:
+            config = tomlfile.loads(path.read_text())
+        except (OSError, tomlfile.TOMLDecodeError) as exc:
             raise HubError(f"cannot read the hub config {path}: {exc}") from None
         trust = config.get("trust", {})
         orgs = trust.get("orgs", []) if isinstance(trust, dict) else None

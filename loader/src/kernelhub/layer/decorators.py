@@ -20,6 +20,8 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 KERNEL_FUNCS_ATTR = "_kernel_funcs"
+LAYER_NAME_ATTR = "kernel_layer_name"
+"""The class attribute that marks a layer class, as the kernel ecosystem names it."""
 
 
 def _check_name(layer_name: object, what: str) -> str:
@@ -57,7 +59,7 @@ def _function_layer(func: Callable[..., Any], layer_name: str) -> Any:
     name = getattr(func, "__name__", layer_name)
     cls = type(name, (nn.Module,), {
         "forward": forward_calling(func),
-        "kernel_layer_name": layer_name,
+        LAYER_NAME_ATTR: layer_name,
         "__doc__": func.__doc__,
         "__module__": getattr(func, "__module__", __name__),
         "__qualname__": getattr(func, "__qualname__", name),
@@ -78,7 +80,7 @@ def use_kernel_forward_from_hub(layer_name: str) -> Callable[[T], T]:
 
     def mark(obj: Any) -> Any:
         if isinstance(obj, type):
-            obj.kernel_layer_name = layer_name
+            setattr(obj, LAYER_NAME_ATTR, layer_name)
             return obj
         if callable(obj):
             return _function_layer(obj, layer_name)
@@ -111,7 +113,7 @@ def replace_kernel_forward_from_hub(cls: type, layer_name: str) -> None:
     _check_name(layer_name, "replace_kernel_forward_from_hub")
     if not isinstance(cls, type):
         raise TypeError(f"replace_kernel_forward_from_hub takes a class, got {cls!r}")
-    cls.kernel_layer_name = layer_name  # type: ignore[attr-defined]
+    setattr(cls, LAYER_NAME_ATTR, layer_name)
 
 
 def use_kernelized_func(*funcs: Any) -> Callable[[type[T]], type[T]]:
@@ -123,7 +125,7 @@ def use_kernelized_func(*funcs: Any) -> Callable[[type[T]], type[T]]:
     the model defines them.
     """
     for f in funcs:
-        if getattr(type(f), "kernel_layer_name", None) is None:
+        if getattr(type(f), LAYER_NAME_ATTR, None) is None:
             raise TypeError(
                 f"use_kernelized_func takes functions marked with use_kernel_forward_from_hub "
                 f"or use_kernel_func_from_hub; {f!r} is not marked"

@@ -133,10 +133,10 @@ class RuntimeDevice:
 def _model_device(model: torch.nn.Module) -> torch.device:
     import torch
 
-    for tensor in model.parameters():
-        return tensor.device
-    for tensor in model.buffers():
-        return tensor.device
+    for parameter in model.parameters():
+        return parameter.device
+    for buffer in model.buffers():
+        return buffer.device
     return torch.device("cpu")
 
 

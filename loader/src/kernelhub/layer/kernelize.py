@@ -34,7 +34,7 @@ from .decorators import KERNEL_FUNCS_ATTR
 from .device import RuntimeDevice, order_device_entries, runtime_device
 from .mapping import DeviceRepos, Repository, get_kernel_mapping
 from .mode import MODE_FALLBACK_ORDER, Mode, check_kernelize_mode, describe_mode
-from .validate import validate_layer
+from .validate import forward_of, validate_layer
 from .verify import verified_forward
 
 if TYPE_CHECKING:
@@ -129,9 +129,10 @@ def _install(module: nn.Module, layer: type, repo: Repository, verify_as: str | 
              ) -> None:
     # A plain bound method, as torch.compile expects of a forward; it survives deepcopy
     # (rebound to the copy), and the function identifies it as ours for restore.
-    forward = layer.forward
+    forward = forward_of(layer)
     if verify_as is not None:
-        forward = verified_forward(layer, type(module), verify_as)
+        owner: type = type(module)
+        forward = verified_forward(layer, owner, verify_as)
     _installed.add(forward)
     module.__dict__["forward"] = types.MethodType(forward, module)
     module.__dict__[_REPO_ATTR] = repo

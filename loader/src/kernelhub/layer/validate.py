@@ -10,6 +10,7 @@ accepts. Checking this before the swap turns a silent wrong result into a clear 
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import KernelHubError
@@ -114,14 +115,23 @@ def forward_incompatibility(original: Any, replacement: Any) -> str | None:
     return None
 
 
+FORWARD = "forward"
+
+
+def forward_of(cls: type) -> Callable[..., Any]:
+    """``cls.forward``: layers are plain classes, so their forward is read by name."""
+    forward: Callable[..., Any] = getattr(cls, FORWARD)
+    return forward
+
+
 def check_forward_compatible(original_cls: type, layer: type, where: str) -> None:
     """Raise unless ``layer.forward`` accepts every call ``original_cls.forward`` accepts."""
-    why = forward_incompatibility(original_cls.forward, layer.forward)
+    original, kernel = forward_of(original_cls), forward_of(layer)
+    why = forward_incompatibility(original, kernel)
     if why is not None:
         raise LayerValidationError(
             f"{where}: forward is not compatible with {original_cls.__qualname__}.forward: "
-            f"{why}. Original: forward{_sig(original_cls.forward)}, kernel: "
-            f"forward{_sig(layer.forward)}"
+            f"{why}. Original: forward{_sig(original)}, kernel: forward{_sig(kernel)}"
         )
 
 

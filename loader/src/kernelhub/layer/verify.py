@@ -37,6 +37,7 @@ from typing import Any
 
 from .. import settings
 from ..system import cpu_features
+from .validate import forward_of
 
 TOLERANCES: dict[str, tuple[float, float]] = {
     "float64": (1e-7, 1e-7),
@@ -357,9 +358,9 @@ def verified_function(name: str, kernel: Callable[..., Any], pytorch: Callable[.
 def verified_forward(layer: type, cls: type, name: str) -> Callable[..., Any]:
     """``layer.forward`` verified against ``cls.forward`` (one function per pair, so
     kernelize can recognise and restore it)."""
-    verifier = Verifier(name, build_id_of(layer), layer.forward, cls.forward)
+    verifier = Verifier(name, build_id_of(layer), forward_of(layer), forward_of(cls))
 
-    @functools.wraps(layer.forward)
+    @functools.wraps(forward_of(layer))
     def forward(self: Any, *args: Any, **kwargs: Any) -> Any:
         return verifier(self, *args, **kwargs)
 

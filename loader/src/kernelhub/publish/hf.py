@@ -90,8 +90,8 @@ class HfPublisher(HfHub):
                 if old is None:
                     self.api.create_branch(repo_id, branch=branch, exist_ok=True)
                     old = self.list_refs(repo_id).branches[branch]
-                changed = {name: staged[name] for name in added + replaced}
-                operations = commit_operations(changed, existing=before)
+                to_send = {name: staged[name] for name in added + replaced}
+                operations = commit_operations(to_send, existing=before)
                 try:
                     info = self.api.create_commit(
                         repo_id,

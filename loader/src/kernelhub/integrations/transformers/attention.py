@@ -21,8 +21,9 @@ from __future__ import annotations
 import importlib.util
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from ...api import get_kernel, has_kernel
 from ...errors import KernelHubError, TrustError
@@ -157,7 +158,7 @@ def register(request: AttentionRequest, *, allow_all_kernels: bool = False,
             logger.warning("%s: cannot verify (Transformers has no %r attention to compare "
                            "with); using the kernel unverified", request.name, wanted)
         else:
-            fn = verified_function(ATTENTION_NAME, fn, reference)
+            fn = verified_function(ATTENTION_NAME, fn, cast("Callable[..., Any]", reference))
     AttentionInterface.register(request.name, fn)
     AttentionMaskInterface.register(request.name, _mask_function(kernel))
     if request.replaces:

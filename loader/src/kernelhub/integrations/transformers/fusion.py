@@ -21,6 +21,7 @@ import sys
 from typing import Any
 
 from ...errors import KernelHubError
+from ...layer.validate import forward_of
 from .kernel_config import KernelConfig, KernelConfigError, KernelSpec, fusion_parents
 
 LAYOUT_ATTR = "_kernelhub_fusion_layout"
@@ -41,7 +42,7 @@ def _first_child_layer(kernel_cls: type) -> type:
     if (cls := _fused_classes.get(kernel_cls)) is None:
 
         def forward(self: Any, *args: Any, **kwargs: Any) -> Any:
-            return kernel_cls.forward(self.__dict__[LAYOUT_ATTR], *args, **kwargs)
+            return forward_of(kernel_cls)(self.__dict__[LAYOUT_ATTR], *args, **kwargs)
 
         cls = type(f"{kernel_cls.__name__}OnLayout", (), {"forward": forward})
         _fused_classes[kernel_cls] = cls

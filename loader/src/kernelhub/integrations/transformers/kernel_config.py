@@ -211,7 +211,7 @@ class KernelConfig:
         return {k: v[device] for k, v in self.entries.items() if device in v}
 
     def fusions_for_device(self, device: str) -> dict[FusionKey, KernelSpec]:
-        return {k: v[device] for k, v in self.fusions.items() if v.get(device) is not None}
+        return {k: spec for k, v in self.fusions.items() if (spec := v.get(device)) is not None}
 
     def valid_keys(self, model: Any) -> list[str]:
         """The names a mapping key may use for ``model``."""
@@ -221,10 +221,10 @@ class KernelConfig:
     def check_keys(self, model: Any) -> None:
         """Reject keys the model does not register, and fusion patterns that match nothing."""
         valid = self.valid_keys(model)
-        for key in self.entries:
-            if key not in valid:
+        for name in self.entries:
+            if name not in valid:
                 raise KernelConfigError(
-                    f"kernel_mapping key {key!r} is not a layer or function that "
+                    f"kernel_mapping key {name!r} is not a layer or function that "
                     f"{type(model).__name__} registers; valid keys: {', '.join(valid)}"
                 )
         for key in self.fusions:

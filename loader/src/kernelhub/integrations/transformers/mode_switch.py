@@ -18,6 +18,7 @@ entries the user named explicitly raise, suggesting a newer ``version`` first.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -128,7 +129,7 @@ def _repository(spec: KernelSpec) -> Any:
     from ...layer import LayerRepository, LocalLayerRepository
 
     if spec.local:
-        return LocalLayerRepository(spec.source, layer_name=spec.name)
+        return LocalLayerRepository(Path(spec.source), layer_name=spec.name)
     return LayerRepository(
         spec.source, layer_name=spec.name, version=spec.version, revision=spec.revision,
         trust_remote_code=spec.trust_remote_code,

@@ -38,6 +38,7 @@ from types import ModuleType
 from typing import Any
 
 from ... import settings
+from ...layer.decorators import LAYER_NAME_ATTR
 from .kernel_config import ALLOW_ALL_ATTR, from_transformers
 from .table import LAYER_CLASSES, import_target
 
@@ -58,8 +59,8 @@ def _replace(owner: Any, attr: str, value: Any) -> None:
 
 
 def _mark(cls: type, layer_name: str) -> None:
-    if "kernel_layer_name" not in cls.__dict__:
-        cls.kernel_layer_name = layer_name
+    if LAYER_NAME_ATTR not in cls.__dict__:
+        setattr(cls, LAYER_NAME_ATTR, layer_name)
         _marked.append(cls)
 
 
@@ -182,6 +183,6 @@ def disable() -> None:
         setattr(owner, attr, value)
     _saved.clear()
     for cls in _marked:
-        if "kernel_layer_name" in cls.__dict__:
-            del cls.kernel_layer_name
+        if LAYER_NAME_ATTR in cls.__dict__:
+            delattr(cls, LAYER_NAME_ATTR)
     _marked.clear()
