@@ -43,7 +43,7 @@ T = TypeVar("T")
 HubArg = Hub | str | os.PathLike | None
 """A Hub, or what :func:`kernelhub.hub.select.open_hub` accepts: a path, URL, "hf", None."""
 
-_memo: dict[tuple[str, str, str, str | None, bytes], ModuleType] = {}
+_memo: dict[tuple[str, str, str, str | None, bytes, str | None], ModuleType] = {}
 """(hub key, repo, spec, backend) → module, so repeated get_kernel calls cost a dict lookup."""
 
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import tomlfile
 from .errors import LockFileError
 from .versions import is_commit_id
 
@@ -64,6 +65,8 @@ def _entry(raw: Any, path: Path) -> LockEntry:
                         "`kernelhub lock`")
     if not isinstance(raw, dict) or not isinstance(raw.get("repo_id"), str):
         raise bad
+    if not isinstance(sha := raw.get("sha"), str):
+        raise bad
     hashes: dict[str, str] = {}
     for variant, lock in (raw.get("variants") or {}).items():
         if not isinstance(lock, dict) or not isinstance(lock.get("hash"), str):
@@ -76,7 +79,7 @@ def _entry(raw: Any, path: Path) -> LockEntry:
     meta = ours.get("metadata-sha256", {}) if isinstance(ours, dict) else {}
     if not isinstance(meta, dict):
         raise bad
-    return LockEntry(raw["repo_id"], raw.get("sha"), hashes, dict(meta))
+    return LockEntry(raw["repo_id"], sha, hashes, dict(meta))
 
 
 def read_lock(path: Path) -> dict[str, LockEntry]:
@@ -173,14 +176,9 @@ def project_dependencies(project_dir: Path) -> dict[str, int | str]:
     kernelhub's ``[tool.kernelhub.dependencies]`` (any version in the one grammar);
     a repository in both must agree.
     """
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
-
     path = Path(project_dir) / "pyproject.toml"
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomlfile.loads(path.read_text())
     except FileNotFoundError:
         raise LockFileError(f"{path} does not exist; a project declares its kernels there "
                             "under [tool.kernels.dependencies]") from None
