@@ -13,6 +13,7 @@ installed and the marker written, rather than throwing the env away.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shlex
@@ -170,8 +171,10 @@ def _read_marker(root: Path, requirement: Requirement) -> TorchEnv | None:
         return None
     if not requirement.specifier.contains(info.get("torch_version", ""), prereleases=True):
         return None
-    if data.get("loader") != loader_requirement() and not envs_read_only():
-        return None  # another checkout's loader: _prepare installs this one (seconds)
+    if _loader_stamp(data) != _loader_stamp_now() and not envs_read_only():
+        # another checkout's loader, or this one's with new dependencies: _prepare
+        # installs this one (seconds)
+        return None
     return _env_from_info(data["minor"], root, info)
 
 
@@ -200,14 +203,14 @@ def _prepare(minor: str, root: Path, requirement: Requirement) -> TorchEnv:
         note(f"installing {requirement}, numpy and pytest into {root} (this takes a while)")
         _pip(python, [str(requirement), "numpy", "pytest"])
     target = loader_requirement()
-    if not _can_import(python, "kernelhub") or _marker_loader(root) != target:
+    if not _can_import(python, "kernelhub") or _marker_loader(root) != _loader_stamp_now():
         # The env must run the loader of the checkout that builds and tests with it, not
         # whichever checkout created the env first.
         note(f"installing the kernelhub loader ({target[-1]}) into {root}")
         _pip(python, target)
     info = _query(python)
     marker = {"format": _MARKER_FORMAT, "minor": minor, "requirement": str(requirement),
-              "torch": info, "loader": target}
+              "torch": info, "loader": target, "loader-deps": loader_dependencies_digest()}
     tmp = root / f".{MARKER_FILE}.tmp"
     tmp.write_text(json.dumps(marker, indent=2) + "\n")
     tmp.replace(root / MARKER_FILE)
@@ -241,11 +244,29 @@ def adopt_python(minor: str, pin: str | None, python: Path) -> TorchEnv:
     return _env_from_info(minor, root, info)
 
 
-def _marker_loader(root: Path) -> list[str] | None:
+def _marker_loader(root: Path) -> tuple | None:
     try:
-        return json.loads((root / MARKER_FILE).read_text()).get("loader")
+        return _loader_stamp(json.loads((root / MARKER_FILE).read_text()))
     except (OSError, json.JSONDecodeError):
         return None
+
+
+def _loader_stamp(marker: dict) -> tuple:
+    return marker.get("loader"), marker.get("loader-deps")
+
+
+def _loader_stamp_now() -> tuple:
+    return loader_requirement(), loader_dependencies_digest()
+
+
+def loader_dependencies_digest() -> str | None:
+    """A digest of the editable loader's pyproject.toml: an env made before the loader
+    gained a dependency must be reinstalled, though its pip arguments are the same."""
+    requirement = loader_requirement()
+    if requirement[0] != "-e":
+        return None  # a released kernelhub pins its own dependencies
+    pyproject = Path(requirement[1]) / "pyproject.toml"
+    return hashlib.sha256(pyproject.read_bytes()).hexdigest()[:16]
 
 
 def loader_requirement() -> list[str]:
