@@ -27,7 +27,7 @@ from kernelhub_builder.kernel_tests import run_kernel_tests
 from kernelhub_builder.manifest import load_kernel, load_project
 from kernelhub_builder.manifest_model import KernelManifest, Project
 from kernelhub_builder.matrix import filter_variants, plan_variants
-from kernelhub_builder.torch_env import MARKER_FILE, ensure_torch_env
+from kernelhub_builder.torch_env import MARKER_FILE, ensure_torch_env, loader_dependencies_digest
 
 pytestmark = pytest.mark.slow
 
@@ -255,6 +255,8 @@ def test_torch_envs_are_ready_and_recorded(built: Built) -> None:
     assert any((d / "torch" / "library.h").is_file() for d in env.include_dirs)
     marker = json.loads((env.root / MARKER_FILE).read_text())
     assert marker["torch"]["torch_version"] == env.torch_version
+    # A loader that gains a dependency gets reinstalled: the marker knows which it has.
+    assert marker["loader-deps"] == loader_dependencies_digest()
     # The loader is installed, so builder test can load variants there.
     done = subprocess.run([str(env.python), "-c", "import kernelhub.testing"], check=False)
     assert done.returncode == 0
