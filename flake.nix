@@ -69,6 +69,7 @@
           name = "kernelhub-dev-shell";
           inherit system;
           builder = "/bin/bash";
+          outputs = [ "out" ];
           args = [ "-c" "echo 'use: nix develop' > $out" ];
           PATH = "/usr/local/bin:/usr/bin:/bin";
           shellHook = ''

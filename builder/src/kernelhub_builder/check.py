@@ -183,8 +183,9 @@ def how_to_comply(violations: list[Violation]) -> str:
     needs = sorted({v.detail.rsplit("@", 1)[-1] for v in violations if v.rule == RULE_MANYLINUX})
     return (
         f"this binary needs {', '.join(needs)} (built with {host_toolchain()}), newer than "
-        "manylinux_2_28 allows. To ship it, build with the manylinux_2_28 toolchain (nix "
-        "build .#kernels, or builder build inside a manylinux_2_28 container); to use it "
+        "manylinux_2_28 allows. To ship it, build with a manylinux_2_28 toolchain (builder "
+        "build inside a manylinux_2_28 container; nix build .#kernels uses this host's); "
+        "to use it "
         "anyway on machines as new as this one, build with --abi host (the default) and "
         "publish with --allow-host-abi"
     )
