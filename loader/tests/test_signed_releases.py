@@ -6,6 +6,7 @@ access to the hub or the cache would make them — with git plumbing and file ed
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import subprocess
@@ -243,7 +244,7 @@ def test_verification_is_cached_by_content_not_by_path(tmp_path, monkeypatch, hu
     cached = next((tmp_path / "cache").rglob("release-files.json"))
     data = json.loads(cached.read_text())
     forged = new_key(tmp_path / "forger").sign(b"x", NAMESPACE).encode()
-    data["signature"] = __import__("base64").b64encode(forged).decode()
+    data["signature"] = base64.b64encode(forged).decode()
     cached.write_text(json.dumps(data))
     api._memo.clear()
     with pytest.raises(SignatureError, match="not allowed to sign"):
@@ -299,3 +300,54 @@ def test_layer_and_locked_repositories_are_checked_too(tmp_path, monkeypatch, hu
     for repo in repos:
         with pytest.raises(SignatureError, match=re.escape(key.public.fingerprint)):
             repo.load()
+
+
+def test_a_new_process_reuses_its_own_verification_without_crypto(
+    tmp_path, monkeypatch, hub
+) -> None:
+    from kernelhub import verified_marks
+
+    key = new_key(tmp_path / "key")
+    allow(tmp_path, monkeypatch, key)
+    publish(hub, tmp_path, "v1.0.0", key, value=8)
+    assert api.get_kernel(REPO, 1, hub=hub).VALUE == 8
+    secret = tmp_path / verified_marks.SECRET_FILE
+    assert secret.stat().st_mode & 0o777 == 0o600
+
+    def no_crypto(*args):
+        raise AssertionError("the signature was verified again")
+
+    monkeypatch.setattr(release_check, "signature_valid", no_crypto)
+    fresh_process()
+    assert api.get_kernel(REPO, 1, hub=hub).VALUE == 8
+    # A record readable by others could have been copied: it is not used.
+    secret.chmod(0o644)
+    fresh_process()
+    with pytest.raises(AssertionError, match="verified again"):
+        api.get_kernel(REPO, 1, hub=hub)
+
+
+def test_a_forged_verification_record_is_ignored(tmp_path, monkeypatch, hub) -> None:
+    """Whoever can write the cache swaps in their own signature and records it as checked."""
+    from kernelhub import verified_marks
+
+    key, forger = new_key(tmp_path / "key"), new_key(tmp_path / "forger")
+    allow(tmp_path, monkeypatch, key)
+    publish(hub, tmp_path, "v1.0.0", key)
+    api.get_kernel(REPO, 1, hub=hub)
+    cached = next((tmp_path / "cache").rglob("release-files.json"))
+    data = json.loads(cached.read_text())
+    manifest = base64.b64decode(data["manifest"])
+    forged_sig = forger.sign(manifest, NAMESPACE).encode()
+    data["signature"] = base64.b64encode(forged_sig).decode()
+    cached.write_text(json.dumps(data))
+    from kernelhub.release_manifest import ReleaseFiles
+    from kernelhub.signing_policy import policy_for
+
+    policy = policy_for("acme")
+    content_key = release_check._content_key(ReleaseFiles(manifest, forged_sig), policy)
+    mark = tmp_path / "cache" / verified_marks.MARKS_DIR / content_key.hex()
+    mark.write_text(f"{key.public.fingerprint}\n{'0' * 64}\n")
+    fresh_process()
+    with pytest.raises(SignatureError, match="not allowed to sign"):
+        api.get_kernel(REPO, 1, hub=hub)

@@ -1,10 +1,12 @@
 """Check a release's signature against the org's policy before anything of it is loaded.
 
 Runs on every hub load, warm ones included: the release files are cached per commit
-like the variant lists, and the outcome of the signature check is remembered in this
-process keyed by *content* — the manifest bytes, the signature bytes and the allowed key
-set — never by a path or commit id, so an edited file or a changed policy is checked
-afresh while a repeated load costs one hash of a few hundred bytes.
+like the variant lists, and the outcome of the signature check is remembered keyed by
+*content* — the manifest bytes, the signature bytes and the allowed key set — never by a
+path or commit id, so an edited file or a changed policy is checked afresh while a
+repeated load costs one hash of a few hundred bytes. It is remembered in this process
+and, under an HMAC only this user can make, on disk (:mod:`kernelhub.verified_marks`),
+so a new process need not load the crypto library to re-verify what it verified before.
 
 What is verified here is the manifest; the variant's own ``metadata.json`` is compared
 with the manifest by the importer, on the very bytes it then parses
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 
-from . import settings
+from . import settings, verified_marks
 from .errors import SignatureError
 from .release_manifest import NAMESPACE, RELEASE_FILE, SIGNATURE_FILE, ReleaseFiles, ReleaseManifest
 from .signing_policy import OrgPolicy
@@ -46,7 +48,8 @@ def _content_key(files: ReleaseFiles, policy: OrgPolicy) -> bytes:
 def _verify_signature(files: ReleaseFiles, policy: OrgPolicy, where: str) -> str:
     """The fingerprint of the allowed key that signed the manifest, or SignatureError."""
     key = _content_key(files, policy)
-    if (fingerprint := _verified.get(key)) is not None:
+    if (fingerprint := _verified.get(key) or verified_marks.recall(key)) is not None:
+        _verified[key] = fingerprint
         return fingerprint
     assert files.manifest is not None and files.signature is not None
     try:
@@ -68,6 +71,7 @@ def _verify_signature(files: ReleaseFiles, policy: OrgPolicy, where: str) -> str
             "— do not use it, and tell its publisher"
         )
     _verified[key] = signer
+    verified_marks.remember(key, signer)
     return signer
 
 
