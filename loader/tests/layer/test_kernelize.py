@@ -13,6 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from kernelhub import TrustError
+from kernelhub.errors import SignatureError
 from kernelhub.layer import (
     FuncRepository,
     KernelizeError,
@@ -223,6 +224,17 @@ def test_untrusted_org_is_refused_unless_trusted_explicitly(model: MLP) -> None:
         with use_kernel_mapping({"SiluAndMul": {"cpu": repo}}):
             kernelize(model, mode=Mode.INFERENCE)
         assert kernel_of(model.act) == repo
+
+
+def test_a_release_the_signing_policy_refuses_is_raised_not_skipped(
+    model: MLP, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with use_kernel_mapping({"SiluAndMul": {"cpu": silu_repo()}}):
+        kernelize(model, mode=Mode.INFERENCE)  # the toy release is unsigned: no policy, fine
+        # Tightened while the layer is loaded and cached: the next kernelize checks again.
+        monkeypatch.setenv("KERNELHUB_REQUIRE_SIGNED", TRUSTED_REPO.partition("/")[0])
+        with pytest.raises(SignatureError, match="unsigned"):
+            kernelize(model, mode=Mode.INFERENCE)
 
 
 def test_layers_load_once_per_repository_and_class(model: MLP) -> None:

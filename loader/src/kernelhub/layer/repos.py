@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import KernelHubError, KernelLoadError, MappingError
 from ..lockfile import lock_entry
+from ..signing_policy import policy_for
 from ..versions import check_repo_id, select_spec
 from .decorators import forward_calling
 
@@ -104,6 +105,11 @@ def _hub_key(hub: Any) -> str:
     return open_hub_arg(hub).key
 
 
+def _policy_token(repo_id: str) -> bytes:
+    """The org's signing policy, so a layer loaded under a looser one is checked again."""
+    return policy_for(repo_id.partition("/")[0]).token
+
+
 @dataclass(frozen=True)
 class _HubRepository:
     """Shared fields of repositories that load from a hub."""
@@ -160,7 +166,7 @@ class LayerRepository(_HubRepository):
 
     def cache_key(self) -> tuple[Any, ...]:
         return ("layer", _hub_key(self.hub), self.repo_id, repr(self.version),
-                self.revision, self.layer_name)
+                self.revision, self.layer_name, _policy_token(self.repo_id))
 
     def __str__(self) -> str:
         return f"{self._where()}:{self.layer_name}"
@@ -183,7 +189,7 @@ class FuncRepository(_HubRepository):
 
     def cache_key(self) -> tuple[Any, ...]:
         return ("func", _hub_key(self.hub), self.repo_id, repr(self.version),
-                self.revision, self.func_name)
+                self.revision, self.func_name, _policy_token(self.repo_id))
 
     def __str__(self) -> str:
         return f"{self._where()}:{self.func_name}"
