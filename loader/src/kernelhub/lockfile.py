@@ -30,7 +30,7 @@ from typing import Any
 
 from . import tomlfile
 from .errors import LockFileError
-from .versions import is_commit_id
+from .versions import is_commit_id, shown_name
 
 LOCKFILE_NAME = "kernels.lock"
 GIT_LFS_CONCAT = "git_lfs_concat"
@@ -68,7 +68,9 @@ def _entry(raw: Any, path: Path) -> LockEntry:
     if not isinstance(sha := raw.get("sha"), str):
         raise bad
     hashes: dict[str, str] = {}
-    for variant, lock in (raw.get("variants") or {}).items():
+    if not isinstance(variants := raw.get("variants") or {}, dict):
+        raise bad
+    for variant, lock in variants.items():
         if not isinstance(lock, dict) or not isinstance(lock.get("hash"), str):
             raise bad
         if lock.get("hash_type", GIT_LFS_CONCAT) != GIT_LFS_CONCAT:
@@ -77,7 +79,7 @@ def _entry(raw: Any, path: Path) -> LockEntry:
         hashes[variant] = lock["hash"]
     ours = raw.get(OURS) or {}
     meta = ours.get("metadata-sha256", {}) if isinstance(ours, dict) else {}
-    if not isinstance(meta, dict):
+    if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
         raise bad
     return LockEntry(raw["repo_id"], sha, hashes, dict(meta))
 
@@ -113,7 +115,7 @@ def lock_entry(repo_id: str, lockfile: Path | None) -> LockEntry:
     if repo_id not in entries:
         raise LockFileError(
             f"lock file {path} has no entry for {repo_id}; it pins: "
-            f"{', '.join(sorted(entries)) or 'nothing'}. Add it to the project's kernel "
+            f"{', '.join(sorted(map(shown_name, entries))) or 'nothing'}. Add it to the project's kernel "
             "dependencies and run `kernelhub lock`."
         )
     entry = entries[repo_id]

@@ -33,7 +33,14 @@ def branch_major(ref: str) -> int | None:
     """``"v2"`` → 2: the major version a ``v<N>`` branch name holds, else None."""
     m = _MAJOR_BRANCH_RE.fullmatch(ref)
     return int(m[1]) if m else None
+_PLAIN_REF_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/+-]*")
 _REPO_PART_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def shown_name(name: str) -> str:
+    """A name from a hub or a file, safe to put in a one-line message: plain names as
+    they are, anything else quoted (so it cannot add lines or fake text)."""
+    return name if _PLAIN_REF_RE.fullmatch(name) else repr(name)
 
 
 @dataclass(frozen=True)
@@ -55,9 +62,10 @@ class Refs:
         return found
 
     def describe(self) -> str:
-        """What exists, for error messages."""
-        branches = ", ".join(sorted(self.branches)) or "none"
-        tags = ", ".join(t for _, t in sorted(self.releases().items())) or "none"
+        """What exists, for error messages (names a hub sent are quoted unless plain, so
+        a ref name cannot add lines or fake text to the message)."""
+        branches = ", ".join(shown_name(b) for b in sorted(self.branches)) or "none"
+        tags = ", ".join(shown_name(t) for _, t in sorted(self.releases().items())) or "none"
         return f"branches: {branches}; release tags: {tags}"
 
 
