@@ -351,3 +351,24 @@ def test_a_forged_verification_record_is_ignored(tmp_path, monkeypatch, hub) -> 
     fresh_process()
     with pytest.raises(SignatureError, match="not allowed to sign"):
         api.get_kernel(REPO, 1, hub=hub)
+
+
+def test_kernelhub_versions_says_who_signed_and_what_the_policy_says(
+    tmp_path, monkeypatch, hub, capsys
+) -> None:
+    from kernelhub.cli import main
+
+    key, stranger = new_key(tmp_path / "key"), new_key(tmp_path / "stranger")
+    publish(hub, tmp_path, "v1.0.0", key)
+
+    def release_line() -> str:
+        assert main(["versions", REPO, "--hub", str(hub.root)]) == 0
+        return next(line for line in capsys.readouterr().out.splitlines()
+                    if line.startswith("release:"))
+
+    assert f"signed by {key.public.fingerprint}; no signing policy" in release_line()
+    allow(tmp_path, monkeypatch, key)
+    assert "accepted by your policy for 'acme'" in release_line()
+    allow(tmp_path, monkeypatch, stranger)
+    line = release_line()
+    assert "REFUSED by your policy" in line and stranger.public.fingerprint in line

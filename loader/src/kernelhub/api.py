@@ -30,7 +30,7 @@ from .hub.guard import hub_call
 from .importer import load_variant_dir
 from .lockfile import LockEntry
 from .metadata import METADATA_FILE, read_metadata
-from .release_check import check_release, signed_metadata_digest
+from .release_check import check_release, describe_release, signed_metadata_digest
 from .release_manifest import ReleaseFiles
 from .selection import Selection, check_archs, select_variant
 from .signing_policy import OrgPolicy, policy_for
@@ -341,6 +341,15 @@ def _signed_metadata_sha256(resolution: Resolution, policy: OrgPolicy) -> str | 
         return None
     where = f"{resolution.repo_id} at {resolution.ref} ({resolution.commit[:12]})"
     return signed_metadata_digest(manifest, resolution.variant, where)
+
+
+def describe_signature(resolution: Resolution) -> str:
+    """The release signature at the resolved commit and the verdict of the user's policy."""
+    policy = policy_for(resolution.repo_id.partition("/")[0])
+    files = _release_files(resolution, KernelCache())
+    return describe_release(
+        files, policy, resolution.repo_id, resolution.ref, resolution.commit
+    )
 
 
 def has_kernel(

@@ -33,6 +33,7 @@ def _print_versions(args: argparse.Namespace) -> None:
         args.repo, args.version, args.revision, hub=hub, backend=args.backend
     )
     print(f"resolved: {resolution.ref} -> {resolution.commit}")
+    print(f"release:  {api.describe_signature(resolution)}")
     print(f"system:   {resolution.system.describe()}")
     print("variants:")
     report = resolution.selection.report()

@@ -138,3 +138,24 @@ def signed_metadata_digest(manifest: ReleaseManifest, variant: str, where: str) 
             "after signing — ask the publisher to publish it with builder publish --sign"
         )
     return digest
+
+
+def describe_release(
+    files: ReleaseFiles, policy: OrgPolicy, repo_id: str, ref: str, commit: str
+) -> str:
+    """One line for ``kernelhub versions``: who signed, and what the user's policy says."""
+    if files.signed:
+        assert files.signature is not None
+        try:
+            state = f"signed by {parse_signature(files.signature).key.fingerprint}"
+        except SignatureError:
+            state = f"signed, but {SIGNATURE_FILE} is unreadable"
+    else:
+        state = "unsigned"
+    if not policy.active:
+        return f"{state}; no signing policy for {policy.org!r}, so loads do not check it"
+    try:
+        check_release(files, policy, repo_id, ref, commit)
+    except SignatureError as e:
+        return f"{state}; REFUSED by your policy: {e}"
+    return f"{state}; accepted by your policy for {policy.org!r}"
