@@ -38,6 +38,7 @@ from .matrix import PlannedVariant, filter_variants, format_plan, plan_to_json, 
 from .publish import (
     SIGN_KEY_ENV,
     SIGN_PASSPHRASE_ENV,
+    StalePolicy,
     default_release_key,
     describe_result,
     load_release_key,
@@ -130,6 +131,15 @@ def _parser() -> argparse.ArgumentParser:
                          help="sign the release with this OpenSSH Ed25519 private key "
                               f"(ssh-keygen -t ed25519; env {SIGN_KEY_ENV}; passphrase from "
                               f"{SIGN_PASSPHRASE_ENV}); loaders check it against their policy")
+    stale = publish.add_mutually_exclusive_group()
+    stale.add_argument("--drop-stale", dest="stale", action="store_const",
+                       const=StalePolicy.DROP, default=StalePolicy.REFUSE,
+                       help="remove variants of other releases from the branch in the same "
+                            "commit (default: refuse to publish while the branch has any)")
+    stale.add_argument("--carry-stale", dest="stale", action="store_const",
+                       const=StalePolicy.CARRY,
+                       help="keep variants of other releases on the branch; the new release "
+                            "tag then marks them too (said in the output and the commit)")
     publish.add_argument("--build-dir", dest="out", type=Path, metavar="DIR",
                          default=argparse.SUPPRESS,
                          help="publish the variants under DIR/<kernel>/<variant> (the same as "
@@ -312,7 +322,8 @@ def _publish(args: argparse.Namespace, project: Project, out_dir: Path) -> int:
     key = load_release_key(args.sign) if args.sign else None
     for kernel in _select(project, args.kernels):
         result = publish_kernel(project, kernel, out_dir, hub, dry_run=args.dry_run,
-                                allow_host_abi=args.allow_host_abi, key=key)
+                                allow_host_abi=args.allow_host_abi, key=key,
+                                stale=args.stale)
         print(describe_result(result, key))
     return 0
 

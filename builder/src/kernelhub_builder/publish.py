@@ -14,6 +14,9 @@ commit also carries a signed release manifest (:mod:`kernelhub.release_manifest`
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
+from dataclasses import replace
+from enum import Enum
 from pathlib import Path
 
 from kernelhub.errors import MetadataError
@@ -66,6 +69,30 @@ def collect_variants(
     return variants
 
 
+class StalePolicy(str, Enum):
+    """What to do with variants of an older release on the branch head (docs/shipping.md)."""
+
+    REFUSE = "refuse"
+    """Default: publish nothing and say which variants would be mislabelled."""
+    DROP = "drop"
+    """Delete them from the branch in the same commit: the new tag holds only this release."""
+    CARRY = "carry"
+    """Keep them: the new tag then also marks builds of an older release, said aloud."""
+
+
+class StaleVariantsError(BuilderError):
+    """The branch holds variants of another release that this publish does not replace."""
+
+
+def stale_variants(
+    hub: HubPublisher, repo_id: str, branch: str, release: str, publishing: Iterable[str]
+) -> dict[str, str | None]:
+    """Variants on the branch head, not being published now, built for another release."""
+    skip = set(publishing)
+    return {name: rel for name, rel in sorted(hub.branch_releases(repo_id, branch).items())
+            if name not in skip and rel != release}
+
+
 def publish_kernel(
     project: Project,
     kernel: KernelManifest,
@@ -75,24 +102,52 @@ def publish_kernel(
     dry_run: bool = False,
     allow_host_abi: bool = False,
     key: SigningKey | None = None,
+    stale: StalePolicy = StalePolicy.REFUSE,
 ) -> PublishResult:
-    """Publish ``kernel``'s built variants; with ``key``, sign the release (see
-    :mod:`kernelhub.release_manifest`: the signature covers every variant the tagged
-    commit holds)."""
+    """Publish ``kernel``'s built variants as one commit on ``v<major>``, tagged with the
+    release; variants of other releases on the branch are handled by ``stale``; with
+    ``key``, sign the release (see :mod:`kernelhub.release_manifest`: the signature covers
+    every variant the tagged commit holds)."""
     variants = collect_variants(kernel, out_dir, allow_host_abi=allow_host_abi)
+    repo_id = repo_id_for(project, kernel)
+    branch, tag = f"v{kernel.version}", f"v{kernel.release}"
+    old = stale_variants(hub, repo_id, branch, kernel.release, variants)
+    listing = ", ".join(f"{name} ({rel or 'unknown release'})" for name, rel in old.items())
+    if old and stale is StalePolicy.REFUSE:
+        raise StaleVariantsError(
+            f"{repo_id}@{branch} holds variants of another release that this publish of "
+            f"{kernel.release} does not rebuild: {listing}; tag {tag} would carry them. Build "
+            "them too, or pass --drop-stale (remove them from the branch) or --carry-stale "
+            "(keep them under the new tag). Nothing was published"
+        )
     message = (
         f"Publish {kernel.name} {kernel.release}: {len(variants)} variant(s)\n\n"
         + "\n".join(sorted(variants))
     )
-    return hub.publish(
-        repo_id_for(project, kernel),
-        f"v{kernel.version}",
-        variants,
-        tag=f"v{kernel.release}",
-        message=message,
-        dry_run=dry_run,
+    if old and stale is StalePolicy.DROP:
+        message += "\n\nRemoved (older releases): " + listing
+    if old and stale is StalePolicy.CARRY:
+        message += "\n\nCarried from older releases: " + listing
+    from kernelhub.publish.hf import HfPublisher  # huggingface_hub only when publishing
+
+    extra = {"readme": render_readme(project, kernel)} if isinstance(hub, HfPublisher) else {}
+    result = hub.publish(
+        repo_id, branch, variants, tag=tag, message=message, dry_run=dry_run,
         sign=(lambda data: key.sign(data, NAMESPACE)) if key is not None else None,
+        remove=list(old) if stale is StalePolicy.DROP else [], **extra,
     )
+    if old and stale is StalePolicy.CARRY:
+        result = replace(result, notes=[*result.notes, f"carried under {tag} (built for "
+                                        f"another release): {listing}"])
+    return result
+
+
+def render_readme(project: Project, kernel: KernelManifest) -> str:
+    """The README.md a Hub repository shows on main: what the kernel is and how to load it."""
+    from .render import template_environment
+
+    return template_environment().get_template("README.md.j2").render(
+        kernel=kernel, repo_id=repo_id_for(project, kernel))
 
 
 def default_release_key() -> str | None:
@@ -109,7 +164,7 @@ def describe_result(result: PublishResult, key: SigningKey | None = None) -> str
     """What a publish did, in the words a user wants after running it."""
     where = f"{result.repo_id}@{result.branch}"
     new_repo = " (new repository)" if result.created_repo else ""
-    if not result.changed:
+    if not result.changed and not (result.dry_run and result.operations):
         lines = [f"{where}: no change ({len(result.unchanged)} variant(s) already up to date)"]
     elif result.dry_run:
         lines = [f"dry run: would publish {where}{new_repo}; nothing was changed"]
@@ -118,6 +173,7 @@ def describe_result(result: PublishResult, key: SigningKey | None = None) -> str
         lines = [f"published {where} → commit {head}{new_repo}"]
     lines += [f"  added     {v}" for v in result.added]
     lines += [f"  replaced  {v}" for v in result.replaced]
+    lines += [f"  removed   {v}" for v in result.removed]
     lines += [f"  unchanged {v}" for v in result.unchanged]
     if result.tag:
         lines.append(f"  tag       {result.tag}")
@@ -125,4 +181,8 @@ def describe_result(result: PublishResult, key: SigningKey | None = None) -> str
         lines.append(f"  signed    by {key.public.fingerprint}: {', '.join(result.signed)}")
     elif key is None and not result.dry_run:
         lines.append("  unsigned  (publish with --sign KEY to sign the release)")
+    lines += [f"  note: {n}" for n in result.notes]
+    if result.operations:
+        lines.append("  operations" + (" that would run:" if result.dry_run else ":"))
+        lines += [f"    {op}" for op in result.operations]
     return "\n".join(lines)

@@ -19,6 +19,7 @@ from kernelhub.variants import Variant, VariantKind
 
 from .cuda_archs import supported_capabilities
 from .errors import RenderError
+from .glibc_compat import HEADER_NAME, header_text, pinning, settings_token, with_compat_header
 from .manifest_model import KernelManifest, KernelPart
 from .render_backends import (
     CXX_SUFFIXES,
@@ -81,6 +82,8 @@ def settings_flags(kernel: KernelManifest, variant: Variant, env: TorchEnv) -> t
     for part in _parts(kernel, variant):
         flags += [f"[{part.name}]", *part.cxx_flags, *part.cuda_flags, *part.cuda_capabilities]
     flags += [f for f in _link_flags(kernel, variant, env) if not f.startswith("-L")]
+    if variant.os == "linux":
+        flags.append(settings_token(variant))
     return tuple(flags)
 
 
@@ -232,10 +235,12 @@ def compile_units(
     cuda_lib = cuda_library_dir(tools.nvcc) if variant.backend == "cuda" and tools.nvcc else None
     maps = path_maps(kernel.name, kernel.root, generated.parent, env,
                      cuda_lib.parent / "include" if cuda_lib else None)
-    return with_prefix_maps(units, maps)
+    mapped = with_prefix_maps(units, maps)
+    return with_compat_header(mapped, generated / HEADER_NAME) if pinning(variant) else mapped
 
 
-def _environment() -> jinja2.Environment:
+def template_environment() -> jinja2.Environment:
+    """The builder's jinja2 templates (``templates/``), strict about undefined names."""
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("kernelhub_builder", "templates"),
         undefined=jinja2.StrictUndefined,
@@ -257,7 +262,7 @@ def _ninja_escape_dollar(text: str) -> str:
 
 
 def render_ops_py(variant: Variant, vid: str, so_name: str | None) -> str:
-    return _environment().get_template("_ops.py.j2").render(
+    return template_environment().get_template("_ops.py.j2").render(
         variant=variant.name, ext_name=vid, so_name=so_name
     )
 
@@ -314,7 +319,7 @@ def render_variant(
     tools = _complete_tools(variant, tools, nvcc)
     generated = work_dir / GENERATED_DIR
     generated.mkdir(parents=True, exist_ok=True)
-    templates = _environment()
+    templates = template_environment()
     so_name = so_name_for(vid)
     units = compile_units(kernel, variant, vid, env, generated, tools)
     if not units:
@@ -336,6 +341,8 @@ def render_variant(
             _write_if_changed(generated / name, templates.get_template(f"{name}.j2").render(
                 variant=variant.name, ext_name=vid, metallib=work_dir / metallib,
                 namespace=metallib_namespace(vid)))
+    if pinning(variant):
+        _write_if_changed(generated / HEADER_NAME, header_text(variant))
     ops_py = generated / "_ops.py"
     _write_if_changed(ops_py, render_ops_py(variant, vid, so_name))
     # XPU compiles and links with icpx (SYCL needs its driver to link); ROCm links with

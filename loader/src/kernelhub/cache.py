@@ -31,8 +31,7 @@ from . import settings
 from .errors import CacheError, HubError, IntegrityError, KernelHubError
 from .hub.base import Hub
 from .hub.guard import hub_call
-from .hub_hashes import check_against_hub, write_record
-from .metadata import hub_digest_path, parse_metadata, read_metadata_bytes, verify_variant
+from .metadata import verify_variant
 from .release_manifest import ReleaseFiles
 from .versions import Refs
 
@@ -229,12 +228,7 @@ class KernelCache:
                         f"{repo_id}@{commit[:12]}: the hub returned no files for {variant}"
                     )
                 try:
-                    metadata = parse_metadata(read_metadata_bytes(tmp), str(tmp))
-                    if not metadata.digest_files:  # an ecosystem build: the hub vouches
-                        metadata = check_against_hub(hub, repo_id, commit, variant, tmp,
-                                                     metadata)
-                        write_record(hub_digest_path(dest), metadata)
-                    verify_variant(tmp, metadata)
+                    verify_variant(tmp)
                 except IntegrityError as e:
                     raise IntegrityError(
                         f"{variant} of {repo_id} at {commit[:12]}, as fetched from {hub.key}, "

@@ -34,12 +34,16 @@ from .keys import endpoint_key
 class HfHub:
     """A hub reached through huggingface_hub at ``endpoint`` (default: ``HF_ENDPOINT``)."""
 
-    def __init__(self, endpoint: str | None = None, token: str | bool | None = None) -> None:
+    def __init__(self, endpoint: str | None = None, token: str | bool | None = None,
+                 repo_type: str = "model") -> None:
         # HF_ENDPOINT is read here, not through huggingface_hub.constants, which froze it at
         # import time.
         chosen = endpoint or os.environ.get("HF_ENDPOINT") or constants.ENDPOINT
         self.endpoint = chosen.rstrip("/")
         self.token = token
+        self.repo_type = repo_type
+        """``model`` (what mirrors such as olah serve) or ``kernel`` (the Hub's kernel
+        repositories)."""
         self.api = HfApi(endpoint=self.endpoint, token=token)
 
     def __repr__(self) -> str:
@@ -53,7 +57,7 @@ class HfHub:
 
     def list_refs(self, repo_id: str) -> Refs:
         try:
-            refs = self.api.list_repo_refs(repo_id, repo_type="model")
+            refs = self.api.list_repo_refs(repo_id, repo_type=self.repo_type)
         except (RepositoryNotFoundError, EntryNotFoundError):
             raise RepoNotFoundError(
                 f"no repository {repo_id} on {self.endpoint}; check the name, and for a "
@@ -70,7 +74,7 @@ class HfHub:
         try:
             entries = list(
                 self.api.list_repo_tree(
-                    repo_id, path_in_repo=BUILD_DIR, revision=commit, repo_type="model"
+                    repo_id, path_in_repo=BUILD_DIR, revision=commit, repo_type=self.repo_type
                 )
             )
         except (RepositoryNotFoundError, RevisionNotFoundError, EntryNotFoundError):
@@ -88,7 +92,7 @@ class HfHub:
         refs = self.list_refs(repo_id)
         try:
             # The listing is lazy: taking its first entry is what sends the request.
-            next(iter(self.api.list_repo_tree(repo_id, revision=commit, repo_type="model")), None)
+            next(iter(self.api.list_repo_tree(repo_id, revision=commit, repo_type=self.repo_type)), None)
         except (RepositoryNotFoundError, RevisionNotFoundError, EntryNotFoundError):
             raise VersionSpecError(
                 f"{repo_id} has no commit {commit!r} on {self.endpoint}; {refs.describe()}"
@@ -112,29 +116,6 @@ class HfHub:
             for item in source.iterdir():
                 shutil.move(str(item), dest / item.name)
 
-    def file_hashes(self, repo_id: str, commit: str, variant: str) -> dict[str, str]:
-        """The Hub's own content hash of every file of a variant, from its tree listing:
-        ``sha256:<hex>`` for files stored with Git LFS, ``git:<blob id>`` for the others."""
-        check_variant_dir(variant)
-        prefix = f"{BUILD_DIR}/{variant}/"
-        try:
-            entries = list(self.api.list_repo_tree(repo_id, path_in_repo=prefix.rstrip("/"),
-                                                   revision=commit, repo_type="model",
-                                                   recursive=True))
-        except HfHubHTTPError as exc:
-            raise HubError(f"{self.endpoint} failed to list {variant} of {repo_id}@{commit}: "
-                           f"{exc}") from exc
-        hashes = {}
-        for entry in entries:
-            if not isinstance(entry, RepoFile):
-                continue
-            lfs = getattr(entry, "lfs", None)
-            sha256 = getattr(lfs, "sha256", None) or (lfs.get("sha256") if isinstance(lfs, dict)
-                                                      else None)
-            hashes[entry.path[len(prefix):]] = (f"sha256:{sha256}" if sha256
-                                                else f"git:{entry.blob_id}")
-        return hashes
-
     def _download(
         self, repo_id: str, commit: str, patterns: list[str], local_dir: str, what: str
     ) -> None:
@@ -142,7 +123,7 @@ class HfHub:
         try:
             snapshot_download(
                 repo_id,
-                repo_type="model",
+                repo_type=self.repo_type,
                 revision=commit,
                 allow_patterns=patterns,
                 local_dir=local_dir,

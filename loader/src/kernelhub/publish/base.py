@@ -6,6 +6,7 @@ code that writes them. The builder publishes through :class:`HubPublisher`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -30,10 +31,16 @@ class PublishResult:
     dry_run: bool = False
     signed: list[str] = field(default_factory=list)
     """Every variant the commit's release signature covers (empty: unsigned)."""
+    removed: list[str] = field(default_factory=list)
+    """Variant dirs this publish deleted from the branch (``remove=``)."""
+    operations: list[str] = field(default_factory=list)
+    """The hub operations, in order, that were made (or, for a dry run, would be)."""
+    notes: list[str] = field(default_factory=list)
+    """Things the user should know, e.g. a repository type fallback."""
 
     @property
     def changed(self) -> bool:
-        return bool(self.added or self.replaced)
+        return bool(self.added or self.replaced or self.removed)
 
     @classmethod
     def dry_run_new_repo(
@@ -59,14 +66,21 @@ class HubPublisher(Protocol):
     def publish(
         self, repo_id: str, branch: str, variants: dict[str, Path], *,
         tag: str | None, message: str, dry_run: bool = False, sign: Signer | None = None,
+        remove: Sequence[str] = (),
     ) -> PublishResult:
         """Commit ``variants`` (name → staged dir) to ``branch`` as one commit.
 
-        Only the named variant dirs are replaced; others on the branch stay. The branch
-        moves by compare-and-swap; a publish that changes nothing makes no commit.
+        Only the named variant dirs are replaced, and the ``remove`` ones deleted, in the
+        same commit; others on the branch stay. The branch moves by compare-and-swap; a
+        publish that changes nothing makes no commit.
         With ``sign``, the commit carries a release manifest over every variant in the
         resulting tree and its signature (:mod:`kernelhub.release_manifest`; ``tag`` must
         then be ``v<release>``); without, release files left by an earlier signed publish
         are removed, since they no longer describe the tree.
         """
+        ...
+
+    def branch_releases(self, repo_id: str, branch: str) -> dict[str, str | None]:
+        """Each variant at the head of ``branch`` → the release its metadata.json records
+        (None when unreadable); empty when the repository or branch does not exist."""
         ...

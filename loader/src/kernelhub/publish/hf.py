@@ -1,130 +1,361 @@
 """Publishing to the Hugging Face Hub, or to any server that speaks its API.
 
-``create_commit`` with ``parent_commit`` is the compare-and-swap and ``create_tag`` makes
-releases. olah is a read-only mirror, so publishing cannot be tested against it; the
-pieces that decide what to send (:func:`commit_operations`, :func:`same_content`) are
-pure functions with tests of their own. Unlike a LocalHub, the branch and the tag cannot
-move in one transaction here: the tag is written right after the commit lands.
+One publish, in this order, every step read from the server first so that ``dry_run``
+reports exactly the operations a real run makes:
+
+1. the repository: the Hub's ``kernel`` type where the server has it (what the
+   ecosystem's loader asks for), else ``model`` (mirrors such as olah have only models),
+   said in the result's notes; created when missing;
+2. branch ``v<major>``, created from ``main`` when missing;
+3. one ``create_commit`` on that branch with ``parent_commit`` as compare-and-swap,
+   deleting and re-adding exactly the published variant dirs (and deleting the
+   ``remove`` ones); retried on a fresh head when another publish got there first;
+4. the release tag, created (or moved forward, within the release rule of
+   :mod:`kernelhub.publish.release`) to that commit;
+5. ``README.md`` on ``main``, when given and different.
+
+Nothing is written before every read has succeeded and every check has passed, and the
+variants land in one commit, so an error leaves no partial set of variants. The Hub API
+cannot move a branch and a tag in one transaction: if the tag step fails after the
+commit landed, the error says so, and running the same publish again only adds the tag.
+
+Server errors become one-line :class:`~kernelhub.errors.HubError` subclasses: unreachable
+server, timeout, 401/403 (with the token source that was used and how to get write
+access), 404, 405/409 (a read-only server or a conflicting write), anything else with its
+status. Large-file transfer (LFS/Xet) is left to huggingface_hub itself.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
-from dataclasses import replace
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TypeVar
 
-from huggingface_hub import CommitOperationAdd, CommitOperationDelete
-from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError
+from huggingface_hub import CommitOperationAdd, CommitOperationDelete, constants, hf_hub_download
+from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError, RepositoryNotFoundError
 from huggingface_hub.hf_api import RepoFile
+from huggingface_hub.utils import get_session
 
-from ..errors import HubError, PublishConflictError
-from ..hub.base import BUILD_DIR
+from ..errors import HubError, KernelHubError, PublishConflictError
+from ..hub.base import BUILD_DIR, check_variant_dir
 from ..hub.hf import HfHub
+from ..metadata import METADATA_FILE, parse_metadata
 from ..release_manifest import Signer
+from ..versions import Refs
 from .base import PublishResult
 from .release import check_release, tag_needs_update
 from .staged import StagedFile, stage_variants
 
+try:  # huggingface_hub 2.x talks through httpx2, 1.x through httpx
+    import httpx2 as _httpx
+except ImportError:  # pragma: no cover - depends on the installed huggingface_hub
+    import httpx as _httpx  # type: ignore[no-redef]
+
 CommitOperation = CommitOperationAdd | CommitOperationDelete
 RemoteVariants = dict[str, dict[str, RepoFile]]
 """Variant name → (path inside the variant → the file on the hub)."""
+T = TypeVar("T")
 
 _MAX_ATTEMPTS = 3
 _PRECONDITION_FAILED = 412
+TIMEOUT_ENV = "KERNELHUB_HUB_TIMEOUT"
+DEFAULT_TIMEOUT = 60.0
+README = "README.md"
+README_BRANCH = "main"
+
+
+class HubUnreachableError(HubError):
+    """The server could not be reached, or did not answer in time."""
+
+
+class HubAuthError(HubError, PermissionError):
+    """The server refused the credentials (401) or their rights (403)."""
+
+
+class HubRefusedError(HubError):
+    """The server refused the operation: not found, not allowed, or a conflict."""
+
+
+@dataclass(frozen=True)
+class _Target:
+    """Which repository type a publish uses, and what the user should be told about it."""
+
+    repo_type: str
+    exists: bool
+    note: str | None = None
 
 
 class HfPublisher(HfHub):
     """An HfHub that can also be published to (reading stays :class:`HfHub`'s)."""
 
+    def __init__(self, endpoint: str | None = None, token: str | bool | None = None,
+                 timeout: float | None = None) -> None:
+        super().__init__(endpoint, token)
+        self.timeout = timeout if timeout is not None else float(
+            os.environ.get(TIMEOUT_ENV) or DEFAULT_TIMEOUT)
+
     def __repr__(self) -> str:
         return f"HfPublisher({self.endpoint!r})"
+
+    # -- the publish -------------------------------------------------------------------
 
     def publish(
         self, repo_id: str, branch: str, variants: dict[str, Path], *,
         tag: str | None, message: str, dry_run: bool = False, sign: Signer | None = None,
+        remove: Sequence[str] = (), readme: str | None = None,
     ) -> PublishResult:
-        """Commit the variants to ``branch`` with ``create_commit``; see the module docstring.
-
-        Only added or replaced variants are uploaded. ``parent_commit`` makes the commit
-        fail if the branch moved since it was read; the publish then starts over on the new
-        head, a few times.
-        """
+        """Publish as the module docstring says; ``readme`` is the text for main's README."""
         if sign is not None:
             raise HubError(
                 f"signed publishing to {self.endpoint} is not supported yet; publish signed "
                 "releases to a LocalHub (served to clients through olah), or publish unsigned"
             )
         staged = stage_variants(repo_id, variants)
-        created = not self.api.repo_exists(repo_id, repo_type="model")
-        if created and dry_run:
-            return PublishResult.dry_run_new_repo(repo_id, branch, tag, list(staged))
-        if created:
-            self.api.create_repo(repo_id, repo_type="model", exist_ok=True)
+        for name in remove:
+            check_variant_dir(name)
+        return self._guarded(repo_id, lambda: self._publish(
+            repo_id, branch, staged, tag=tag, message=message, dry_run=dry_run,
+            remove=sorted(set(remove) - set(staged)), readme=readme))
+
+    def _publish(
+        self, repo_id: str, branch: str, staged: Mapping[str, list[StagedFile]], *,
+        tag: str | None, message: str, dry_run: bool, remove: list[str], readme: str | None,
+    ) -> PublishResult:
+        target = self._target(repo_id)
+        created = not target.exists
+        ops: list[str] = []
+        if not target.exists:
+            ops.append(f"create {target.repo_type} repository {repo_id} (a model repository "
+                       "where the server has no kernel type)")
+            if dry_run:
+                ops += [f"create branch {branch} from {README_BRANCH}",
+                        *_commit_lines(branch, staged, list(staged), [], []),
+                        *([f"create tag {tag} at the new commit"] if tag else []),
+                        *([f"add {README} on {README_BRANCH}"] if readme else [])]
+                return replace(PublishResult.dry_run_new_repo(repo_id, branch, tag, list(staged)),
+                               operations=ops)
+            target = self._create_repo(repo_id)
+            ops[-1] = f"create {target.repo_type} repository {repo_id}"
+        reader = HfHub(self.endpoint, self.token, repo_type=target.repo_type)
+        notes = [target.note] if target.note else []
 
         for _ in range(_MAX_ATTEMPTS):
-            refs = self.list_refs(repo_id)
+            refs = reader.list_refs(repo_id)
             old = refs.branches.get(branch)
-            before = self._remote_variants(repo_id, old) if old else {}
+            before = self._remote_variants(repo_id, old, target.repo_type) if old else {}
             added, replaced, unchanged = classify(staged, before)
+            removed = [name for name in remove if name in before]
+            changed = bool(added or replaced or removed)
             tagged = refs.tags.get(tag) if tag is not None else None
-            changed = bool(added or replaced)
             if tag is not None and tagged is not None and tag_needs_update(tagged, old, changed):
-                self._check_release(repo_id, branch, tag, tagged, old, staged, before)
+                self._check_release(repo_id, branch, tag, tagged, old, staged, before,
+                                    removed, target.repo_type)
+            attempt_ops = list(ops)
+            if old is None:
+                attempt_ops.append(f"create branch {branch} from {README_BRANCH}")
+            if changed:
+                attempt_ops += _commit_lines(branch, staged, added + replaced, removed,
+                                             [n for n in added + replaced if n in before])
+            if tag is not None and (changed or tagged != old):
+                where = "the new commit" if changed else f"{branch} head {str(old)[:12]}"
+                verb = f"move tag {tag} to" if tagged is not None else f"create tag {tag} at"
+                attempt_ops.append(f"{verb} {where}")
+            readme_op = self._readme_operation(repo_id, readme, target.repo_type, refs)
+            if readme_op:
+                attempt_ops.append(readme_op)
             result = PublishResult(
-                repo_id,
-                branch,
-                commit=old,
-                previous=old,
-                tag=tag,
-                added=added,
-                replaced=replaced,
-                unchanged=unchanged,
-                created_repo=created,
-                dry_run=dry_run,
+                repo_id, branch, commit=old, previous=old, tag=tag, added=added,
+                replaced=replaced, unchanged=unchanged, created_repo=created,
+                dry_run=dry_run, removed=removed, operations=attempt_ops, notes=notes,
             )
             if dry_run:
                 return result
             head = old
-            if added or replaced:
+            if changed:
                 if old is None:
-                    self.api.create_branch(repo_id, branch=branch, exist_ok=True)
-                    old = self.list_refs(repo_id).branches[branch]
-                to_send = {name: staged[name] for name in added + replaced}
-                operations = commit_operations(to_send, existing=before)
+                    self.api.create_branch(repo_id, branch=branch, repo_type=target.repo_type,
+                                           exist_ok=True)
+                    old = reader.list_refs(repo_id).branches[branch]
+                operations = commit_operations({n: staged[n] for n in added + replaced},
+                                               existing=before, remove=removed)
                 try:
                     info = self.api.create_commit(
-                        repo_id,
-                        operations,
-                        commit_message=message,
-                        repo_type="model",
-                        revision=branch,
-                        parent_commit=old,
-                    )
+                        repo_id, operations, commit_message=message,
+                        repo_type=target.repo_type, revision=branch, parent_commit=old)
                 except HfHubHTTPError as exc:
-                    status = exc.response.status_code if exc.response is not None else None
-                    if status == _PRECONDITION_FAILED:
+                    if _status(exc) == _PRECONDITION_FAILED:
                         continue  # the branch moved: rebuild on the new head
-                    raise HubError(
-                        f"publishing to {repo_id} on {self.endpoint} failed: {exc}"
-                    ) from exc
+                    raise
                 head = info.oid
             if tag is not None and head is not None and tagged != head:
-                if tagged is not None:
-                    self.api.delete_tag(repo_id, tag=tag, repo_type="model")
-                self.api.create_tag(repo_id, tag=tag, revision=head, repo_type="model")
+                self._move_tag(repo_id, tag, head, tagged, target.repo_type)
+            if readme_op and readme is not None:
+                self.api.upload_file(
+                    path_or_fileobj=readme.encode(), path_in_repo=README, repo_id=repo_id,
+                    repo_type=target.repo_type, revision=README_BRANCH,
+                    commit_message=f"{README}: {repo_id}")
             return replace(result, commit=head)
         raise PublishConflictError(
             f"could not publish to {repo_id} branch {branch} on {self.endpoint}: it kept "
             f"moving under {_MAX_ATTEMPTS} attempts. Nothing was changed; try again"
         )
 
-    def _remote_variants(self, repo_id: str, commit: str) -> RemoteVariants:
+    # -- steps -------------------------------------------------------------------------
+
+    def _target(self, repo_id: str) -> _Target:
+        """Which repository type to publish to; reads only."""
+        if self._exists(repo_id, "kernel"):
+            return _Target("kernel", exists=True)
+        if self._exists(repo_id, "model"):
+            return _Target("model", exists=True, note=(
+                f"{repo_id} is a model repository on {self.endpoint} (not the kernel type); "
+                "publishing there"))
+        return _Target("kernel", exists=False)
+
+    def _exists(self, repo_id: str, repo_type: str) -> bool:
+        """Whether the repo exists as ``repo_type``; a server without that type (it answers
+        a bare 404 or 400 rather than "repository not found") has no such repo."""
+        try:
+            return self.api.repo_exists(repo_id, repo_type=repo_type)
+        except HfHubHTTPError as exc:
+            if _status(exc) in (400, 404):
+                return False
+            raise
+
+    def _create_repo(self, repo_id: str) -> _Target:
+        """Create the repo as a kernel repo, or as a model repo where the server has no
+        kernel type (it refuses the type with 400, 404 or 422; 405 is a read-only server
+        and stays an error)."""
+        try:
+            self.api.create_repo(repo_id, repo_type="kernel", exist_ok=True)
+            return _Target("kernel", exists=True)
+        except HfHubHTTPError as exc:
+            if _status(exc) not in (400, 404, 422):
+                raise
+            refusal = _status(exc)
+        self.api.create_repo(repo_id, repo_type="model", exist_ok=True)
+        return _Target("model", exists=True, note=(
+            f"{self.endpoint} has no kernel repository type (it answered {refusal}); created "
+            f"{repo_id} as a model repository"))
+
+    def _move_tag(self, repo_id: str, tag: str, head: str, tagged: str | None,
+                  repo_type: str) -> None:
+        try:
+            if tagged is not None:
+                self.api.delete_tag(repo_id, tag=tag, repo_type=repo_type)
+            self.api.create_tag(repo_id, tag=tag, revision=head, repo_type=repo_type)
+        except (HfHubHTTPError, _httpx.TransportError) as exc:
+            raise HubError(
+                f"the variants of {repo_id} landed in commit {head[:12]}, but tagging it "
+                f"{tag} failed ({_one_line(exc)}); run the same publish again to add the tag"
+            ) from exc
+
+    def _readme_operation(self, repo_id: str, readme: str | None, repo_type: str,
+                          refs: Refs) -> str | None:
+        """The README step, if main's README differs from ``readme``; reads only."""
+        if readme is None:
+            return None
+        main = refs.branches.get(README_BRANCH)
+        if main is not None:
+            try:
+                current = self.api.get_paths_info(repo_id, [README], revision=main,
+                                                  repo_type=repo_type)
+            except (EntryNotFoundError, RepositoryNotFoundError):
+                current = []
+            for entry in current:
+                if isinstance(entry, RepoFile) and entry.blob_id == git_blob_id(readme.encode()):
+                    return None
+            if current:
+                return f"update {README} on {README_BRANCH}"
+        return f"add {README} on {README_BRANCH}"
+
+    def _guarded(self, repo_id: str, call: Callable[[], T]) -> T:
+        """Run ``call`` with a timeout on every request; server errors become one line."""
+        session = get_session()
+        previous = session.timeout
+        session.timeout = _httpx.Timeout(self.timeout)
+        try:
+            return call()
+        except KernelHubError:
+            raise
+        except _httpx.TimeoutException:
+            raise HubUnreachableError(
+                f"{self.endpoint} did not answer within {self.timeout:g} s while publishing "
+                f"{repo_id}; nothing was published (raise {TIMEOUT_ENV} for a slow server)"
+            ) from None
+        except _httpx.TransportError as exc:
+            raise HubUnreachableError(
+                f"cannot reach {self.endpoint} ({_one_line(exc)}); check the URL and the "
+                f"network. Nothing was published to {repo_id}"
+            ) from None
+        except HfHubHTTPError as exc:
+            raise self._http_error(repo_id, exc) from None
+        finally:
+            session.timeout = previous
+
+    def _http_error(self, repo_id: str, exc: HfHubHTTPError) -> HubError:
+        status = _status(exc)
+        said = _server_message(exc)
+        if status in (401, 403):
+            source = token_source(self.token)
+            what = "rejected the token" if status == 401 else "gave the token no write access"
+            return HubAuthError(
+                f"{self.endpoint} {what} to {repo_id} ({status}: {said}); token from "
+                f"{source}. Create a token with write access to the {repo_id.split('/')[0]} "
+                "organisation and set HF_TOKEN (or run `hf auth login`). Nothing was published"
+            )
+        if status == 404:
+            return HubRefusedError(
+                f"{self.endpoint} answered 404 for {repo_id} ({said}): no such repository, "
+                "branch or endpoint there; check --hub and the repository id. Nothing was "
+                "published")
+        if status == 405:
+            return HubRefusedError(
+                f"{self.endpoint} does not accept writes (405: {said}); it is a read-only "
+                "server or mirror; publish to the hub it mirrors. Nothing was published")
+        if status == 409:
+            return PublishConflictError(
+                f"{self.endpoint} reported a conflict for {repo_id} (409: {said}); another "
+                "publish changed it at the same time. Nothing was published; run it again")
+        return HubError(f"{self.endpoint} failed while publishing {repo_id} "
+                        f"({status}: {said}). Nothing was published")
+
+    # -- reading the branch ------------------------------------------------------------
+
+    def branch_releases(self, repo_id: str, branch: str) -> dict[str, str | None]:
+        return self._guarded(repo_id, lambda: self._branch_releases(repo_id, branch))
+
+    def _branch_releases(self, repo_id: str, branch: str) -> dict[str, str | None]:
+        target = self._target(repo_id)
+        if not target.exists:
+            return {}
+        reader = HfHub(self.endpoint, self.token, repo_type=target.repo_type)
+        head = reader.list_refs(repo_id).branches.get(branch)
+        if head is None:
+            return {}
+        releases: dict[str, str | None] = {}
+        with tempfile.TemporaryDirectory(prefix="kernelhub-releases-") as tmp:
+            for name in reader.list_variants(repo_id, head):
+                try:
+                    path = hf_hub_download(
+                        repo_id, f"{BUILD_DIR}/{name}/{METADATA_FILE}", revision=head,
+                        repo_type=target.repo_type, endpoint=self.endpoint, token=self.token,
+                        local_dir=tmp)
+                    releases[name] = parse_metadata(Path(path).read_bytes(), path).release
+                except (EntryNotFoundError, KernelHubError):
+                    releases[name] = None
+        return releases
+
+    def _remote_variants(self, repo_id: str, commit: str, repo_type: str) -> RemoteVariants:
         found: RemoteVariants = {}
         try:
             entries = self.api.list_repo_tree(
-                repo_id, path_in_repo=BUILD_DIR, revision=commit, recursive=True, repo_type="model"
-            )
+                repo_id, path_in_repo=BUILD_DIR, revision=commit, recursive=True,
+                repo_type=repo_type)
             for entry in entries:
                 parts = entry.path.split("/", 2)
                 if isinstance(entry, RepoFile) and len(parts) == 3:
@@ -134,36 +365,69 @@ class HfPublisher(HfHub):
         return found
 
     def _check_release(
-        self,
-        repo_id: str,
-        branch: str,
-        tag: str,
-        tagged: str,
-        old: str | None,
-        staged: Mapping[str, list[StagedFile]],
-        before: RemoteVariants,
+        self, repo_id: str, branch: str, tag: str, tagged: str, old: str | None,
+        staged: Mapping[str, list[StagedFile]], before: RemoteVariants, removed: list[str],
+        repo_type: str,
     ) -> None:
         """The release rule of :mod:`kernelhub.publish.release`, on Hub file listings."""
         on_branch = old is not None and (
             tagged == old
-            or tagged in {c.commit_id for c in self.api.list_repo_commits(repo_id, revision=old)}
+            or tagged in {c.commit_id for c in self.api.list_repo_commits(
+                repo_id, revision=old, repo_type=repo_type)}
         )
-        at_tag = self._remote_variants(repo_id, tagged) if on_branch else {}
+        at_tag = self._remote_variants(repo_id, tagged, repo_type) if on_branch else {}
 
         def keeps_content(name: str) -> bool:
+            if name in removed:
+                return False
             if name in staged:
                 return same_content(staged[name], at_tag[name])
             return _blob_ids(at_tag[name]) == _blob_ids(before.get(name, {}))
 
-        check_release(
-            repo_id,
-            branch,
-            tag,
-            tagged,
-            on_branch=on_branch,
-            tagged_variants=at_tag,
-            keeps_content=keeps_content,
-        )
+        check_release(repo_id, branch, tag, tagged, on_branch=on_branch,
+                      tagged_variants=at_tag, keeps_content=keeps_content)
+
+
+def token_source(token: str | bool | None) -> str:
+    """Where huggingface_hub took the token from, in words (never the token itself)."""
+    if isinstance(token, str):
+        return "the caller"
+    if token is False:
+        return "nowhere (tokens disabled)"
+    if os.environ.get("HF_TOKEN"):
+        return "the HF_TOKEN environment variable"
+    path = Path(constants.HF_TOKEN_PATH)
+    if path.is_file() and path.read_text().strip():
+        return f"the token file {path}"
+    return "nowhere: no HF_TOKEN and no token file"
+
+
+def _status(exc: HfHubHTTPError) -> int | None:
+    return exc.response.status_code if exc.response is not None else None
+
+
+def _server_message(exc: HfHubHTTPError) -> str:
+    if exc.response is not None:
+        said = exc.response.headers.get("X-Error-Message")
+        if said:
+            return said
+    return _one_line(exc)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def _commit_lines(branch: str, staged: Mapping[str, list[StagedFile]], written: list[str],
+                  removed: list[str], replaced: list[str]) -> list[str]:
+    """The commit step in words: what it deletes and adds."""
+    files = sum(len(staged[n]) for n in written)
+    size = sum(f.source.stat().st_size for n in written for f in staged[n])
+    lines = [f"commit to {branch} ({files} file(s), {size} bytes):"]
+    lines += [f"  delete {BUILD_DIR}/{n}/" for n in sorted(set(replaced) | set(removed))]
+    lines += [f"  add    {BUILD_DIR}/{n}/ ({len(staged[n])} files)" for n in sorted(written)]
+    return lines
 
 
 def classify(
@@ -182,18 +446,19 @@ def classify(
 
 
 def commit_operations(
-    variants: Mapping[str, list[StagedFile]], existing: Iterable[str]
+    variants: Mapping[str, list[StagedFile]], existing: Iterable[str],
+    remove: Iterable[str] = (),
 ) -> list[CommitOperation]:
     """The operations of one commit that replaces exactly these variant dirs.
 
     A variant dir that exists on the branch is deleted first, so files dropped from the
-    new build don't linger; then every staged file is added.
+    new build don't linger; then every staged file is added. ``remove`` dirs are deleted.
     """
     present = set(existing)
+    gone = sorted({n for n in variants if n in present} | set(remove))
     operations: list[CommitOperation] = [
         CommitOperationDelete(path_in_repo=f"{BUILD_DIR}/{name}/", is_folder=True)
-        for name in sorted(variants)
-        if name in present
+        for name in gone
     ]
     for name in sorted(variants):
         operations += [

@@ -11,13 +11,15 @@ from __future__ import annotations
 import random
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..errors import HubError, PublishConflictError
-from ..hub.base import BUILD_DIR
+from ..errors import HubError, KernelHubError, PublishConflictError
+from ..hub.base import BUILD_DIR, check_variant_dir
 from ..hub.git import ZERO_OID, GitRepo, IndexEntry, RefUpdate, RefValue
 from ..hub.local import LocalHub, variant_trees
+from ..metadata import METADATA_FILE, parse_metadata
 from ..release_manifest import Signer
 from .base import PublishResult
 from .release import check_release, tag_needs_update
@@ -38,6 +40,7 @@ class _Plan:
     added: list[str] = field(default_factory=list)
     replaced: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
     tag_old: str | None = None
     """The tag's current oid when the tag must be created (ZERO_OID) or moved; else None."""
     signed: list[str] = field(default_factory=list)
@@ -53,12 +56,16 @@ class LocalPublisher(LocalHub):
     def publish(
         self, repo_id: str, branch: str, variants: dict[str, Path], *,
         tag: str | None, message: str, dry_run: bool = False, sign: Signer | None = None,
+        remove: Sequence[str] = (),
     ) -> PublishResult:
         _check_ref_name(branch, "branch")
         if tag is not None:
             _check_ref_name(tag, "tag")
         release = release_of_tag(repo_id, tag) if sign is not None else None
         staged = stage_variants(repo_id, variants)
+        for name in remove:
+            check_variant_dir(name)
+        dropped = sorted(set(remove) - set(staged))
         path = self.repo_path(repo_id)
         repo = GitRepo(path)
 
@@ -74,7 +81,8 @@ class LocalPublisher(LocalHub):
 
         race = ""
         for attempt in range(_MAX_ATTEMPTS):
-            plan = self._plan(repo, repo_id, branch, tag, sorted(staged), entries, (release, sign))
+            plan = self._plan(repo, repo_id, branch, tag, sorted(staged), entries, (release, sign),
+                              dropped)
             result = PublishResult(
                 repo_id,
                 branch,
@@ -87,6 +95,7 @@ class LocalPublisher(LocalHub):
                 created_repo=created,
                 dry_run=dry_run,
                 signed=plan.signed,
+                removed=plan.removed,
             )
             if dry_run:
                 return result
@@ -110,6 +119,25 @@ class LocalPublisher(LocalHub):
             f"{_MAX_ATTEMPTS} attempts ({race}). Nothing was changed; try again"
         )
 
+    def branch_releases(self, repo_id: str, branch: str) -> dict[str, str | None]:
+        repo = GitRepo(self.repo_path(repo_id))
+        if not repo.is_repo():
+            return {}
+        head = repo.resolve_commit(f"refs/heads/{branch}")
+        if head is None:
+            return {}
+        releases: dict[str, str | None] = {}
+        for name in variant_trees(repo, head):
+            found = repo.ls_tree(head, f"{BUILD_DIR}/{name}/{METADATA_FILE}")
+            releases[name] = None
+            if found and found[0].kind == "blob":
+                try:
+                    raw = next(repo.read_blobs([found[0].oid]))
+                    releases[name] = parse_metadata(raw, f"{repo_id}@{head[:12]}:{name}").release
+                except KernelHubError:
+                    pass
+        return releases
+
     def _plan(
         self,
         repo: GitRepo,
@@ -119,6 +147,7 @@ class LocalPublisher(LocalHub):
         names: list[str],
         entries: list[IndexEntry],
         signing: tuple[str | None, Signer | None],
+        dropped: list[str],
     ) -> _Plan:
         """Build the new tree on the current branch head and check the release tag."""
         patterns = [f"refs/heads/{branch}"] + ([f"refs/tags/{tag}"] if tag else [])
@@ -128,14 +157,15 @@ class LocalPublisher(LocalHub):
         before = variant_trees(repo, old) if old else {}
         remove: list[str] = []
         if old:
-            dirs = [f"{BUILD_DIR}/{name}/" for name in names if name in before]
+            dirs = [f"{BUILD_DIR}/{name}/" for name in [*names, *dropped] if name in before]
             if dirs:
                 remove = [e.path for e in repo.ls_tree(old, *dirs, recursive=True)]
         tree = repo.write_tree(old, remove, entries)
         after = variant_trees(repo, tree)
         tree, signed = with_release_files(repo, repo_id, tree, after, *signing)
 
-        plan = _Plan(old=old, tree=tree, commit_needed=old is None or tree != repo.tree_of(old))
+        plan = _Plan(old=old, tree=tree, commit_needed=old is None or tree != repo.tree_of(old),
+                     removed=[name for name in dropped if name in before])
         plan.signed = signed
         for name in names:
             if name not in before:
