@@ -18,15 +18,17 @@ let
     PATH = "/usr/local/bin:/usr/bin:/bin";
   };
 
-  # Variants of this system that the host toolchain is expected to build: CPU and CUDA
-  # (nvcc 13.0 and the CUDA torch env, as on this project's CI machines) and every
-  # pure-Python variant. ROCm, XPU and Metal variants have packages too (their build
-  # stops with the builder's reason when the toolchain is missing) but are not in
-  # `kernels`.
+  # Variants of this system that the host toolchain is expected to build: CPU, pure
+  # Python, and CUDA where the variant's torch env is the newest torch of the matrix —
+  # the only one pinned to a CUDA build (matrix.py build_env_minor; torch 2.13 is CPU-only
+  # here), with nvcc of the variant's CUDA on the host, as on this project's CI machines.
+  # Every other variant (older-torch CUDA, ROCm, XPU, Metal) has its own package, whose
+  # build stops with the builder's reason where the toolchain is missing.
   isPure = v: v.kind == "noarch" || v.kind == "universal";
   ofSystem = v: isPure v || v.system == system;
-  hostBackends = [ "cpu" "cuda" ];
-  inDefault = v: isPure v || elem v.backend hostBackends;
+  newestTorch = builtins.foldl' (a: b: if manifest.versionKey b > manifest.versionKey a then b else a)
+    (builtins.head manifest.matrix.torch) manifest.matrix.torch;
+  inDefault = v: isPure v || v.backend == "cpu" || (v.backend == "cuda" && v.torch == newestTorch);
   inCpu = v: isPure v || v.backend == "cpu";
 
   variantDrvs = kernel: v: rec {

@@ -32,7 +32,7 @@ from .render_backends import (
     rocm_units,
     xpu_units,
 )
-from .reproducible import path_maps, with_prefix_maps
+from .reproducible import path_maps, stable_cuda_sources, with_prefix_maps
 from .torch_env import TorchEnv, minor_str
 
 BACKEND_DEFINES = {
@@ -321,7 +321,7 @@ def render_variant(
     generated.mkdir(parents=True, exist_ok=True)
     templates = template_environment()
     so_name = so_name_for(vid)
-    units = compile_units(kernel, variant, vid, env, generated, tools)
+    units = stable_cuda_sources(compile_units(kernel, variant, vid, env, generated, tools))
     if not units:
         raise RenderError(
             f"{kernel.name}: variant {variant.name} has no C++ sources to compile; list them "

@@ -8,10 +8,16 @@ outputs for one input. A compiler writes absolute paths into the binary wherever
 debug info; prefix maps rewrite those paths to fixed names. Timestamps (``__DATE__``)
 follow ``SOURCE_DATE_EPOCH``. The rest (object order, link order, file copy order) is
 already fixed by the sorted manifest and the generated ninja file.
+
+nvcc is the exception to "flags suffice": it names anonymous namespaces after the
+physical path of the translation unit (prefix maps do not apply, symlinks do not help),
+so each ``.cu`` is compiled from a copy at a path made of its content digest
+(:func:`stable_cuda_sources`), the same in every checkout and build dir.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
@@ -74,8 +80,12 @@ def with_prefix_maps(units: Iterable[CompileUnit], maps: list[tuple[Path, str]]
             unit = replace(unit, flags=(*unit.flags, *flags))
         elif unit.rule in _NVCC_RULES:
             # nvcc preprocesses through the host compiler, so __FILE__ in device code
-            # is mapped by the same flags.
-            unit = replace(unit, flags=(*unit.flags, *(f"-Xcompiler={f}" for f in flags)))
+            # is mapped by the same flags. Its own generated symbol names use a random
+            # number unless seeded (one seed per output, as nvcc asks), and its
+            # intermediate files get random /tmp names unless kept beside the object.
+            seed = hashlib.sha256(unit.object.encode()).hexdigest()[:16]
+            unit = replace(unit, flags=(*unit.flags, *(f"-Xcompiler={f}" for f in flags),
+                                        f"-frandom-seed={seed}", "--objdir-as-tempdir"))
         result.append(unit)
     return tuple(result)
 
@@ -85,3 +95,42 @@ def build_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ if base is None else base)
     env.setdefault("SOURCE_DATE_EPOCH", SOURCE_DATE_EPOCH)
     return env
+
+
+STABLE_CUDA_ROOT = Path("/tmp/kernelhub-nvcc")
+"""Where ``.cu`` copies live: a fixed absolute path (not $TMPDIR, which differs between a
+shell and a Nix build), one directory per content digest, so every builder on a machine
+and every machine use the same path for the same file."""
+
+
+def stable_cuda_sources(units: Iterable[CompileUnit]) -> tuple[CompileUnit, ...]:
+    """Point every nvcc step at a copy of its source under :data:`STABLE_CUDA_ROOT`.
+
+    The copy's directory name is the sha256 of the source's name and bytes; its own
+    directory is added first to the include path, so its quoted includes resolve as
+    before. Where the fixed root cannot be written (another user's /tmp), the step keeps
+    its source: the build still works, only its bytes then depend on the checkout path.
+    """
+    result = []
+    for unit in units:
+        if unit.rule not in _NVCC_RULES or unit.inputs:
+            result.append(unit)
+            continue
+        data = unit.source.read_bytes()
+        digest = hashlib.sha256(unit.source.name.encode() + b"\0" + data).hexdigest()[:32]
+        copy = STABLE_CUDA_ROOT / digest / unit.source.name
+        try:
+            if not copy.is_file() or copy.read_bytes() != data:
+                if not STABLE_CUDA_ROOT.is_dir():
+                    STABLE_CUDA_ROOT.mkdir(exist_ok=True)
+                    STABLE_CUDA_ROOT.chmod(0o1777)  # shared by every user, like /tmp
+                copy.parent.mkdir(exist_ok=True)
+                tmp = copy.with_name(f".{copy.name}.{os.getpid()}")
+                tmp.write_bytes(data)
+                tmp.replace(copy)
+        except OSError:
+            result.append(unit)
+            continue
+        result.append(replace(unit, inputs=(str(copy),),
+                              flags=(f"-I{unit.source.parent}", *unit.flags)))
+    return tuple(result)
