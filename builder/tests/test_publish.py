@@ -128,3 +128,18 @@ def test_a_changed_file_in_a_build_is_refused(setup: Setup) -> None:
 def test_nothing_built_says_what_to_run(setup: Setup, tmp_path: Path) -> None:
     with pytest.raises(KernelHubError, match="run builder build relu_py"):
         publish_kernel(setup.project, setup.kernel, tmp_path / "empty", setup.hub)
+
+
+def test_an_unreachable_hub_is_one_hub_error(setup: Setup, monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    from kernelhub.errors import HubError
+    from kernelhub.publish import open_publisher
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        endpoint = f"http://127.0.0.1:{s.getsockname()[1]}"  # closed once the block ends
+    monkeypatch.setenv("HF_HUB_ETAG_TIMEOUT", "2")
+    with pytest.raises(HubError) as err:
+        publish_kernel(setup.project, setup.kernel, setup.out, open_publisher(endpoint))
+    assert endpoint in str(err.value) and "\n" not in str(err.value)

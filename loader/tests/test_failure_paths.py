@@ -375,3 +375,36 @@ def test_stale_ref_lock_names_the_file_to_remove(tmp_path: Path) -> None:
     assert LocalHub(tmp_path / "hub").list_refs(REPO).branches["v1"] == first
     lock.unlink()
     assert _publish_once(hub, tmp_path, "third") != first
+
+
+# -- more probes: what a careless caller passes ---------------------------------------
+
+
+def test_config_path_that_is_a_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                         dirhub: DirHub) -> None:
+    monkeypatch.setenv("KERNELHUB_CONFIG", str(tmp_path))
+    with pytest.raises(KernelHubError) as err:
+        api.get_kernel("someone/kernel", 1, hub=dirhub)
+    assert str(tmp_path) in one_line(err.value)
+
+
+def test_loading_a_file_as_a_variant_dir(tmp_path: Path) -> None:
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("x")
+    with pytest.raises(MetadataError) as err:
+        load_variant_dir(not_a_dir)
+    assert str(not_a_dir) in one_line(err.value)
+
+
+@pytest.mark.parametrize("path", [5, None, ["a"], b"/tmp"])
+def test_local_kernel_path_of_the_wrong_type(path: object) -> None:
+    with pytest.raises(KernelHubError) as err:
+        api.get_local_kernel(path)  # type: ignore[arg-type]
+    one_line(err.value)
+
+
+@pytest.mark.parametrize("hub", [5, 1.5, ["hf"], object()])
+def test_hub_argument_of_the_wrong_type(hub: object) -> None:
+    with pytest.raises(KernelHubError) as err:
+        api.get_kernel(REPO, 1, hub=hub)  # type: ignore[arg-type]
+    one_line(err.value)

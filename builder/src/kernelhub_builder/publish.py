@@ -20,6 +20,7 @@ from enum import Enum
 from pathlib import Path
 
 from kernelhub.errors import MetadataError
+from kernelhub.hub.guard import hub_call
 from kernelhub.metadata import verify_variant
 from kernelhub.publish import HubPublisher, PublishResult
 from kernelhub.release_manifest import NAMESPACE
@@ -131,11 +132,13 @@ def publish_kernel(
     from kernelhub.publish.hf import HfPublisher  # huggingface_hub only when publishing
 
     extra = {"readme": render_readme(project, kernel)} if isinstance(hub, HfPublisher) else {}
-    result = hub.publish(
-        repo_id, branch, variants, tag=tag, message=message, dry_run=dry_run,
-        sign=(lambda data: key.sign(data, NAMESPACE)) if key is not None else None,
-        remove=list(old) if stale is StalePolicy.DROP else [], **extra,
-    )
+    # A refused connection or a server's odd answer reaches the user as one HubError.
+    with hub_call(hub, f"publishing {repo_id} {kernel.release}"):
+        result = hub.publish(
+            repo_id, branch, variants, tag=tag, message=message, dry_run=dry_run,
+            sign=(lambda data: key.sign(data, NAMESPACE)) if key is not None else None,
+            remove=list(old) if stale is StalePolicy.DROP else [], **extra,
+        )
     if old and stale is StalePolicy.CARRY:
         result = replace(result, notes=[*result.notes, f"carried under {tag} (built for "
                                         f"another release): {listing}"])

@@ -18,6 +18,7 @@ from typing import TypeVar
 from . import settings, tomlfile
 from .cache import KernelCache
 from .errors import (
+    HubError,
     IntegrityError,
     KernelHubError,
     LockFileError,
@@ -79,6 +80,10 @@ def open_hub_arg(hub: HubArg) -> Hub:
     """Accept a Hub, a target string (path, URL, "hf") or None (the default hub)."""
     if isinstance(hub, Hub):
         return hub
+    if hub is not None and not isinstance(hub, str | os.PathLike):
+        raise HubError(
+            f"hub={hub!r} is not a hub: pass a Hub, a path, an http(s) URL, 'hf' or None"
+        )
     from .hub.select import open_hub
 
     return open_hub(hub)
@@ -431,6 +436,10 @@ def find_local_variant(path: Path | str, *, backend: str | None = None) -> Path:
     for a source dir directly under the project's ``kernels-src/``). Parent directories
     are never searched.
     """
+    if not isinstance(path, str | os.PathLike):
+        raise KernelHubError(
+            f"a local kernel path must be a str or a Path, not {type(path).__name__} {path!r}"
+        )
     path = Path(path).expanduser().resolve()
     if (path / METADATA_FILE).is_file():
         return path

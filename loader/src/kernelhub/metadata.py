@@ -127,8 +127,10 @@ def read_metadata_bytes(variant_dir: Path) -> bytes:
     path = Path(variant_dir) / METADATA_FILE
     try:
         return path.read_bytes()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         raise MetadataError(f"{path} does not exist: {variant_dir} is not a built variant") from None
+    except OSError as e:
+        raise MetadataError(f"cannot read {path}: {e.strerror or e}") from None
 
 
 def parse_metadata(raw: bytes, source: str) -> Metadata:

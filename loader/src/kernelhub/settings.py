@@ -56,6 +56,11 @@ def read_config() -> dict[str, Any]:
         raw = path.read_bytes()
     except FileNotFoundError:
         return {}
+    except OSError as e:
+        raise KernelHubError(
+            f"cannot read the config file {path}: {e.strerror or e}; fix it, or point "
+            "KERNELHUB_CONFIG at a file"
+        ) from None
     try:
         return tomlfile.loads(raw.decode("utf-8"))
     except (tomlfile.TOMLDecodeError, UnicodeDecodeError) as e:
