@@ -110,12 +110,69 @@ def run(
     )
 
 
+def cpu_header() -> str:
+    """The CPU this ran on (with AVX-512/AMX presence), torch's loops and the threads."""
+    from kernelhub.system import cpu_summary
+
+    return (f"{cpu_summary()}; torch {torch.__version__} loops "
+            f"{torch.backends.cpu.get_cpu_capability()}, {torch.get_num_threads()} threads")
+
+
+MODEL_TOKENS = (1, 128, 512, 2048)
+"""Model shapes: tokens x hidden 4096 (norms, rotary) / intermediate 11008 (activation)."""
+
+
+def model_row(label: str, times: dict[str, float], moved_bytes: int, copy_bytes: int) -> str:
+    """One row of the model-shape table: times (ms) and the ratios the targets are about."""
+    out, layer, compiled = times["out="], times["layer"], times["compile"]
+    copy_gbs = copy_bytes / times["copy"] / 1e9
+    return (f"  {label:<22}" + "".join(f"{times[k] * 1e3:10.3f}" for k in
+                                       ("out=", "layer", "eager", "compile", "copy"))
+            + f"{compiled / out:9.2f}x{compiled / layer:9.2f}x"
+            + f"{moved_bytes / out / 1e9 / copy_gbs:8.0%}")
+
+
+MODEL_HEADER = (f"  {'shape':<22}{'out= ms':>10}{'layer ms':>10}{'eager ms':>10}"
+                f"{'compile':>10}{'copy ms':>10}{'out=/cmp':>10}{'layer/cmp':>10}{'%copy':>8}")
+
+
+def _model_case(kernel: ModuleType, name: str, tokens: int, layer: torch.nn.Module, min_run_time: float) -> None:
+    dtype = getattr(torch, name)
+    x = torch.randn(tokens, 2 * 11008, dtype=dtype)
+    out = torch.empty(tokens, 11008, dtype=dtype)
+    copy_dst = torch.empty_like(x)
+    compiled = torch.compile(eager_silu_and_mul)
+    for _ in range(3):
+        compiled(x)
+    candidates = {
+        "out=": lambda: kernel.silu_and_mul(out, x),
+        "layer": lambda: layer(x),
+        "eager": lambda: eager_silu_and_mul(x),
+        "compile": lambda: compiled(x),
+        "copy": lambda: copy_dst.copy_(x),
+    }
+    times = {k: median_seconds(fn, min_run_time) for k, fn in candidates.items()}
+    moved = (x.numel() + out.numel()) * x.element_size()
+    print(model_row(f"{name} {tokens}x11008", times, moved, 2 * x.numel() * x.element_size()))
+
+
 def device_name(device: str) -> str:
     if device == "cuda":
         return torch.cuda.get_device_name()
     if device == "xpu":
         return torch.xpu.get_device_name()
     return device
+
+
+def model_shapes(kernel: ModuleType, dtypes: list[str], min_run_time: float) -> None:
+    """silu_and_mul at model shapes, on the layer path and on out=, fp32 and bf16."""
+    print(f"\nsilu_and_mul at model shapes (input [tokens, 2 x 11008]; loops "
+          f"{kernel.cpu_capability()}); ratios: torch.compile time / ours")
+    print(MODEL_HEADER)
+    layer = kernel.layers.SiluAndMul()
+    for name in dtypes:
+        for tokens in MODEL_TOKENS:
+            _model_case(kernel, name, tokens, layer, min_run_time)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -128,6 +185,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--capability", choices=["DEFAULT", "AVX2", "AVX512"])
     parser.add_argument("--min-run-time", type=float, default=1.0)
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda", "mps", "xpu"])
+    parser.add_argument("--model-shapes", action=argparse.BooleanOptionalAction, default=True,
+                        help="also the model-shape table (CPU; default on)")
+    parser.add_argument("--model-min-run-time", type=float, default=0.3)
     args = parser.parse_args(argv)
     if (args.path is None) == (args.import_dir is None):
         parser.error("give either a built variant path or --import-dir")
@@ -135,8 +195,11 @@ def main(argv: list[str] | None = None) -> None:
     kernel = load_kernel(args)
     if args.capability is not None:
         kernel.set_cpu_capability(args.capability)
+    print(cpu_header())
     for name in args.dtypes:
         run(kernel, args.tokens, args.d, getattr(torch, name), args.min_run_time, args.device)
+    if args.model_shapes and args.device == "cpu":
+        model_shapes(kernel, args.dtypes, args.model_min_run_time)
 
 
 if __name__ == "__main__":

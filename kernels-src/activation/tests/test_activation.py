@@ -394,3 +394,25 @@ def test_layer_under_torch_compile(device):
     compiled = torch.compile(layer, fullgraph=True)
     x = _input((4, 2 * 40), torch.float32, device)
     _check(compiled(x), _ref(GATED["silu_and_mul"], x), torch.float32)
+
+
+def test_layer_outputs_reuse_released_memory_only():
+    """Large layer outputs come from a pool (no page faults); live outputs are never reused."""
+    x = torch.randn(64, 2 * 8192)  # a 2 MB output: pooled
+    layer = activation.layers.SiluAndMul()
+    expected = F.silu(x[..., :8192]) * x[..., 8192:]
+    first = layer(x)
+    view = first[1:]
+    second = layer(x)
+    assert second.data_ptr() != first.data_ptr(), "an output still in use was handed out again"
+    pointer = first.data_ptr()
+    del first
+    third = layer(x)
+    assert third.data_ptr() != pointer, "memory still used by a view was handed out again"
+    del view
+    fourth = layer(x)
+    assert fourth.data_ptr() == pointer, "released memory was not reused"
+    for out in (second, third, fourth):
+        torch.testing.assert_close(out, expected)
+    small = layer(torch.randn(2, 16))  # below the pool's threshold: a plain allocation
+    assert small.shape == (2, 8)

@@ -72,6 +72,67 @@ def run(kernel: ModuleType, args: argparse.Namespace, dtype: torch.dtype) -> Non
         )
 
 
+def cpu_header() -> str:
+    """The CPU this ran on (with AVX-512/AMX presence), torch's loops and the threads."""
+    from kernelhub.system import cpu_summary
+
+    return (f"{cpu_summary()}; torch {torch.__version__} loops "
+            f"{torch.backends.cpu.get_cpu_capability()}, {torch.get_num_threads()} threads")
+
+
+MODEL_SEQS = (128, 512, 1024, 2048, 4096)
+EAGER_MAX_SEQ = 1024
+"""Eager and compiled attention materialise [heads, seq, seq] scores: only up to here."""
+
+
+def _model_case(kernel: ModuleType, name: str, seq: int | str, compiled: object, min_run_time: float) -> None:
+    dtype = getattr(torch, name)
+    decode = seq == "decode"
+    seq_q, seq_k = (1, 4096) if decode else (seq, seq)
+    q = torch.randn(1, 32, seq_q, 128, dtype=dtype)
+    k, v = (torch.randn(1, 8, seq_k, 128, dtype=dtype) for _ in range(2))
+    out = torch.empty_like(q)
+    causal = not decode
+    candidates = {
+        "out=": lambda: kernel.attention(q, k, v, causal=causal, out=out),
+        "layer": lambda: kernel.attention(q, k, v, causal=causal),
+        "sdpa": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal,
+                                                       enable_gqa=True),
+    }
+    if seq_k <= EAGER_MAX_SEQ:
+        kr, vr = k.repeat_interleave(4, 1), v.repeat_interleave(4, 1)
+        mask = torch.zeros(seq_q, seq_k, dtype=dtype).masked_fill(
+            ~torch.ones(seq_q, seq_k, dtype=torch.bool).tril(seq_k - seq_q),
+            float("-inf"))
+        for _ in range(3):
+            compiled(q, kr, vr, mask)
+        candidates["eager"] = lambda: eager_attention(q, kr, vr, mask)
+        candidates["compile"] = lambda: compiled(q, kr, vr, mask)
+    t = {key: median_seconds(fn, min_run_time) for key, fn in candidates.items()}
+    pairs = seq_q * seq_k / (2 if causal else 1)
+    flops = 4 * 32 * pairs * 128
+    cells = "".join(f"{t[key] * 1e3:10.3f}" if key in t else f"{'-':>10}"
+                    for key in ("out=", "layer", "sdpa", "eager", "compile"))
+    label = f"{name} " + ("decode 1x4096" if decode else f"causal {seq}")
+    print(f"  {label:<24}{cells}{t['sdpa'] / t['out=']:10.2f}x"
+          f"{t['sdpa'] / t['layer']:10.2f}x{flops / t['out='] / 1e9:9.1f}")
+
+
+def model_shapes(kernel: ModuleType, dtypes: list[str], min_run_time: float) -> None:
+    """Causal prefill at seq 128..4096 and decode (one query against a 4096-key cache), with
+    Llama-shaped heads (32 query heads, 8 KV heads, dim 128): the allocating call that
+    Transformers' attention interface makes ("layer"), out=, sdpa (the target), and eager /
+    torch.compile of explicit-mask attention where its scores fit."""
+    print(f"\nattention at model shapes (32 query / 8 KV heads, head dim 128; loops "
+          f"{kernel.cpu_capability()}); ratios: sdpa time / ours (higher is faster)")
+    print(f"  {'case':<24}{'out= ms':>10}{'layer ms':>10}{'sdpa ms':>10}{'eager ms':>10}"
+          f"{'compile':>10}{'out=/sdpa':>11}{'layer/sdpa':>11}{'GFLOP/s':>9}")
+    compiled = torch.compile(eager_attention)
+    for name in dtypes:
+        for seq in (*MODEL_SEQS, "decode"):
+            _model_case(kernel, name, seq, compiled, min_run_time)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("path", type=Path, help="built variant (or kernel) path")
@@ -81,12 +142,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--head-dim", type=int, default=128)
     parser.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
     parser.add_argument("--min-run-time", type=float, default=1.0)
+    parser.add_argument("--model-shapes", action=argparse.BooleanOptionalAction, default=True,
+                        help="also the model-shape table (default on)")
+    parser.add_argument("--model-min-run-time", type=float, default=0.3)
     args = parser.parse_args(argv)
     import kernelhub
 
     kernel = kernelhub.get_local_kernel(args.path)
+    print(cpu_header())
     for name in args.dtypes:
         run(kernel, args, getattr(torch, name))
+    if args.model_shapes:
+        model_shapes(kernel, args.dtypes, args.model_min_run_time)
 
 
 if __name__ == "__main__":

@@ -232,3 +232,18 @@ def test_layer_compiles_without_graph_breaks(device):
     x = torch.randn(8, 96, device=device)
     expected = model(x)
     torch.testing.assert_close(torch.compile(model, fullgraph=True)(x), expected)
+
+
+def test_allocating_calls_reuse_released_memory_only():
+    """Large outputs come from a pool (no page faults); live outputs are never reused."""
+    x, weight, bias = torch.randn(512, 1024), torch.randn(1024), torch.randn(1024)
+    expected = F.layer_norm(x, (1024,), weight, bias, 1e-5)
+    first = layernorm.layer_norm(x, weight, bias, 1e-5)
+    second = layernorm.layer_norm(x, weight, bias, 1e-5)
+    assert second.data_ptr() != first.data_ptr()
+    pointer = first.data_ptr()
+    del first
+    third = layernorm.layer_norm(x, weight, bias, 1e-5)
+    assert third.data_ptr() == pointer, "released memory was not reused"
+    torch.testing.assert_close(second, expected, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(third, expected, rtol=1e-5, atol=1e-5)

@@ -109,6 +109,65 @@ def run(kernel: ModuleType, rows: int, hidden: int, dtype: torch.dtype, min_run_
     )
 
 
+def cpu_header() -> str:
+    """The CPU this ran on (with AVX-512/AMX presence), torch's loops and the threads."""
+    from kernelhub.system import cpu_summary
+
+    return (f"{cpu_summary()}; torch {torch.__version__} loops "
+            f"{torch.backends.cpu.get_cpu_capability()}, {torch.get_num_threads()} threads")
+
+
+MODEL_TOKENS = (1, 128, 512, 2048)
+"""Model shapes: tokens x hidden 4096 (norms, rotary) / intermediate 11008 (activation)."""
+
+
+def model_row(label: str, times: dict[str, float], moved_bytes: int, copy_bytes: int) -> str:
+    """One row of the model-shape table: times (ms) and the ratios the targets are about."""
+    out, layer, compiled = times["out="], times["layer"], times["compile"]
+    copy_gbs = copy_bytes / times["copy"] / 1e9
+    return (f"  {label:<22}" + "".join(f"{times[k] * 1e3:10.3f}" for k in
+                                       ("out=", "layer", "eager", "compile", "copy"))
+            + f"{compiled / out:9.2f}x{compiled / layer:9.2f}x"
+            + f"{moved_bytes / out / 1e9 / copy_gbs:8.0%}")
+
+
+MODEL_HEADER = (f"  {'shape':<22}{'out= ms':>10}{'layer ms':>10}{'eager ms':>10}"
+                f"{'compile':>10}{'copy ms':>10}{'out=/cmp':>10}{'layer/cmp':>10}{'%copy':>8}")
+
+
+def _model_case(kernel: ModuleType, name: str, tokens: int, layer: torch.nn.Module, min_run_time: float) -> None:
+    dtype = getattr(torch, name)
+    x = torch.randn(tokens, 4096, dtype=dtype)
+    layer.weight = torch.randn(4096, dtype=dtype)
+    layer.variance_epsilon = EPS
+    weight = layer.weight
+    out, copy_dst = torch.empty_like(x), torch.empty_like(x)
+    compiled = torch.compile(eager_rms_norm)
+    for _ in range(3):
+        compiled(x, weight)
+    candidates = {
+        "out=": lambda: kernel.rms_norm(x, weight, EPS, out=out),
+        "layer": lambda: layer(x),
+        "eager": lambda: eager_rms_norm(x, weight),
+        "compile": lambda: compiled(x, weight),
+        "copy": lambda: copy_dst.copy_(x),
+    }
+    times = {k: median_seconds(fn, min_run_time) for k, fn in candidates.items()}
+    moved = 2 * x.numel() * x.element_size()
+    print(model_row(f"{name} {tokens}x4096", times, moved, moved))
+
+
+def model_shapes(kernel: ModuleType, dtypes: list[str], min_run_time: float) -> None:
+    """rms_norm at model shapes: the RMSNorm layer kernelize installs, and out=."""
+    print(f"\nrms_norm at model shapes ([tokens, 4096]; loops {kernel.cpu_capability()}); "
+          "ratios: torch.compile time / ours")
+    print(MODEL_HEADER)
+    layer = kernel.layers.RMSNorm()
+    for name in dtypes:
+        for tokens in MODEL_TOKENS:
+            _model_case(kernel, name, tokens, layer, min_run_time)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("path", type=Path, help="built variant (or kernel) path")
@@ -117,6 +176,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
     parser.add_argument("--capability", choices=["DEFAULT", "AVX2", "AVX512"])
     parser.add_argument("--min-run-time", type=float, default=1.0)
+    parser.add_argument("--model-shapes", action=argparse.BooleanOptionalAction, default=True,
+                        help="also the model-shape table (default on)")
+    parser.add_argument("--model-min-run-time", type=float, default=0.3)
     args = parser.parse_args(argv)
 
     import kernelhub
@@ -124,8 +186,11 @@ def main(argv: list[str] | None = None) -> None:
     kernel = kernelhub.get_local_kernel(args.path)
     if args.capability is not None:
         kernel.set_cpu_capability(args.capability)
+    print(cpu_header())
     for name in args.dtypes:
         run(kernel, args.rows, args.hidden, getattr(torch, name), args.min_run_time)
+    if args.model_shapes:
+        model_shapes(kernel, args.dtypes, args.model_min_run_time)
 
 
 if __name__ == "__main__":

@@ -196,3 +196,21 @@ def test_rmsnorm_mlp_compiles_without_graph_breaks(device):
     x = torch.randn(3, 64, device=device)
     compiled = torch.compile(fused, fullgraph=True)
     torch.testing.assert_close(compiled(x), mlp(norm(x)), rtol=1e-5, atol=1e-5)
+
+
+def test_allocating_calls_reuse_released_memory_only():
+    """Large outputs come from a pool (no page faults); live outputs are never reused."""
+    x, weight = torch.randn(512, 1024), torch.randn(1024)
+    expected = rmsnorm.rms_norm(x, weight, 1e-6, out=torch.empty_like(x))
+    first = rmsnorm.rms_norm(x, weight, 1e-6)
+    second = rmsnorm.rms_norm(x, weight, 1e-6)
+    assert second.data_ptr() != first.data_ptr()
+    pointer = first.data_ptr()
+    del first
+    third = rmsnorm.rms_norm(x, weight, 1e-6)
+    assert third.data_ptr() == pointer, "released memory was not reused"
+    torch.testing.assert_close(second, expected)
+    torch.testing.assert_close(third, expected)
+    x.requires_grad_(True)
+    with_grad = rmsnorm.rms_norm(x, weight, 1e-6)  # autograd: never pooled
+    assert with_grad.grad_fn is not None

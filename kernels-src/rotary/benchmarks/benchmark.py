@@ -89,6 +89,61 @@ def run(kernel: ModuleType, args: argparse.Namespace, dtype: torch.dtype) -> Non
         )
 
 
+def cpu_header() -> str:
+    """The CPU this ran on (with AVX-512/AMX presence), torch's loops and the threads."""
+    from kernelhub.system import cpu_summary
+
+    return (f"{cpu_summary()}; torch {torch.__version__} loops "
+            f"{torch.backends.cpu.get_cpu_capability()}, {torch.get_num_threads()} threads")
+
+
+MODEL_TOKENS = (1, 128, 512, 2048)
+"""Model shapes: tokens x hidden 4096 = 32 query heads (8 KV heads) x head dim 128."""
+
+
+def _model_case(kernel: ModuleType, name: str, tokens: int, min_run_time: float) -> None:
+    dtype = getattr(torch, name)
+    q = torch.randn(1, 32, tokens, 128, dtype=dtype)
+    k = torch.randn(1, 8, tokens, 128, dtype=dtype)
+    angles = torch.randn(1, tokens, 64)
+    cos = torch.cat([angles.cos()] * 2, dim=-1).to(dtype)
+    sin = torch.cat([angles.sin()] * 2, dim=-1).to(dtype)
+    q_out, k_out = torch.empty_like(q), torch.empty_like(k)
+    q_copy, k_copy = torch.empty_like(q), torch.empty_like(k)
+    compiled = torch.compile(eager_rotary)
+    for _ in range(3):
+        compiled(q, k, cos, sin)
+
+    def copy() -> None:
+        q_copy.copy_(q)
+        k_copy.copy_(k)
+
+    candidates = {
+        "out=": lambda: kernel.apply_rotary_out(q_out, k_out, q, k, cos, sin),
+        "layer": lambda: kernel.apply_rotary_transformers(q, k, cos, sin),
+        "eager": lambda: eager_rotary(q, k, cos, sin),
+        "compile": lambda: compiled(q, k, cos, sin),
+        "copy": copy,
+    }
+    t = {key: median_seconds(fn, min_run_time) for key, fn in candidates.items()}
+    print(f"  {name + ' ' + str(tokens) + 'x4096':<22}"
+          + "".join(f"{t[key] * 1e3:10.3f}" for key in candidates)
+          + f"{t['compile'] / t['out=']:9.2f}x{t['compile'] / t['layer']:9.2f}x"
+          + f"{t['copy'] / t['out=']:8.0%}")
+
+
+def model_shapes(kernel: ModuleType, dtypes: list[str], min_run_time: float) -> None:
+    """Rotary at model shapes: the Transformers entry use_kernels installs (allocating,
+    "layer") and out=, against eager, torch.compile and a copy of q and k."""
+    print(f"\nrotary at model shapes (q [1, 32, tokens, 128], k [1, 8, tokens, 128]; loops "
+          f"{kernel.cpu_capability()}); ratios: torch.compile time / ours")
+    print(f"  {'shape':<22}{'out= ms':>10}{'layer ms':>10}{'eager ms':>10}{'compile':>10}"
+          f"{'copy ms':>10}{'out=/cmp':>10}{'layer/cmp':>10}{'%copy':>8}")
+    for name in dtypes:
+        for tokens in MODEL_TOKENS:
+            _model_case(kernel, name, tokens, min_run_time)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("path", type=Path, help="built variant (or kernel) path")
@@ -100,6 +155,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
     parser.add_argument("--capability", choices=["DEFAULT", "AVX2", "AVX512"])
     parser.add_argument("--min-run-time", type=float, default=1.0)
+    parser.add_argument("--model-shapes", action=argparse.BooleanOptionalAction, default=True,
+                        help="also the model-shape table (default on)")
+    parser.add_argument("--model-min-run-time", type=float, default=0.3)
     args = parser.parse_args(argv)
 
     import kernelhub
@@ -107,8 +165,11 @@ def main(argv: list[str] | None = None) -> None:
     kernel = kernelhub.get_local_kernel(args.path)
     if args.capability is not None:
         kernel.set_cpu_capability(args.capability)
+    print(cpu_header())
     for name in args.dtypes:
         run(kernel, args, getattr(torch, name))
+    if args.model_shapes:
+        model_shapes(kernel, args.dtypes, args.model_min_run_time)
 
 
 if __name__ == "__main__":

@@ -397,3 +397,18 @@ def test_in_place_op_under_torch_compile(device):
     _check(q, expected_q, torch.float32)
     _check(k, expected_k, torch.float32)
     _check(doubled, 2 * expected_q, torch.float32)
+
+
+def test_transformers_entry_reuses_released_memory_only():
+    """Large outputs come from a pool (no page faults); live outputs are never reused."""
+    q, k = torch.randn(1, 8, 256, 128), torch.randn(1, 8, 256, 128)
+    angles = torch.randn(1, 256, 64)
+    cos, sin = torch.cat([angles.cos()] * 2, -1), torch.cat([angles.sin()] * 2, -1)
+    q1, k1 = rotary.apply_rotary_transformers(q, k, cos, sin)
+    q2, _ = rotary.apply_rotary_transformers(q, k, cos, sin)
+    assert q2.data_ptr() not in (q1.data_ptr(), k1.data_ptr())
+    pointer = q1.data_ptr()
+    del q1, k1
+    q3, k3 = rotary.apply_rotary_transformers(q, k, cos, sin)
+    assert pointer in (q3.data_ptr(), k3.data_ptr()), "released memory was not reused"
+    torch.testing.assert_close(q3, q2)

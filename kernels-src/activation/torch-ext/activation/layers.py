@@ -12,11 +12,16 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from . import _buffers
 from ._ops import ops
 
 
 def _gated_out(x: torch.Tensor) -> torch.Tensor:
-    return torch.empty((*x.shape[:-1], x.shape[-1] // 2), dtype=x.dtype, device=x.device)
+    return _buffers.empty((*x.shape[:-1], x.shape[-1] // 2), x)
+
+
+def _same_out(x: torch.Tensor) -> torch.Tensor:
+    return _buffers.empty(tuple(x.shape), x)
 
 
 class SiluAndMul(nn.Module):
@@ -89,7 +94,7 @@ class FastGELU(nn.Module):
     can_torch_compile: bool = True
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = torch.empty_like(x)
+        out = _same_out(x)
         ops.gelu_fast(out, x)
         return out
 
@@ -101,7 +106,7 @@ class NewGELU(nn.Module):
     can_torch_compile: bool = True
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = torch.empty_like(x)
+        out = _same_out(x)
         ops.gelu_new(out, x)
         return out
 
@@ -113,7 +118,7 @@ class QuickGELU(nn.Module):
     can_torch_compile: bool = True
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = torch.empty_like(x)
+        out = _same_out(x)
         ops.gelu_quick(out, x)
         return out
 
@@ -125,7 +130,7 @@ class Silu(nn.Module):
     can_torch_compile: bool = True
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = torch.empty_like(x)
+        out = _same_out(x)
         ops.silu(out, x)
         return out
 
@@ -137,7 +142,7 @@ class Gelu(nn.Module):
     can_torch_compile: bool = True
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = torch.empty_like(x)
+        out = _same_out(x)
         ops.gelu(out, x)
         return out
 
@@ -149,7 +154,7 @@ class GeluTanh(nn.Module):
     can_torch_compile: bool = True
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = torch.empty_like(x)
+        out = _same_out(x)
         ops.gelu_tanh(out, x)
         return out
 

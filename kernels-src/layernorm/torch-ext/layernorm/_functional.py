@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import torch
 
+from . import _buffers
 from ._ops import ops
 
 
@@ -23,10 +24,13 @@ def layer_norm(
     The variance is the biased one, as ``torch.nn.functional.layer_norm``;
     weight and bias are optional (an ``nn.LayerNorm`` without affine terms).
     """
-    if out is None:
-        return ops.layer_norm(x, weight, bias, eps)
     tensors = [t for t in (x, weight, bias) if t is not None]
-    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+    needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+    if out is None:
+        out = None if needs_grad else _buffers.reusable(tuple(x.shape), x)
+        if out is None:
+            return ops.layer_norm(x, weight, bias, eps)
+    elif needs_grad:
         raise RuntimeError(
             "layer_norm(out=...) does not support autograd (like PyTorch's out= functions); "
             "call it without out= when gradients are needed"

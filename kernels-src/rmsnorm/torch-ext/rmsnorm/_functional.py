@@ -8,11 +8,19 @@ from __future__ import annotations
 
 import torch
 
+from . import _buffers
 from ._ops import ops
 
 
 def _needs_grad(*tensors: torch.Tensor) -> bool:
     return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+
+
+def _pooled_out(x: torch.Tensor, *tensors: torch.Tensor) -> torch.Tensor | None:
+    """A reusable output like ``x`` for a call without gradients (see ``_buffers``)."""
+    if _needs_grad(x, *tensors):
+        return None
+    return _buffers.reusable(tuple(x.shape), x)
 
 
 def _no_grad_for_out(name: str, *tensors: torch.Tensor) -> None:
@@ -28,7 +36,9 @@ def rms_norm(
 ) -> torch.Tensor:
     """weight * x / sqrt(mean(x**2, -1) + eps), over the last dimension of ``x``."""
     if out is None:
-        return ops.rms_norm(x, weight, eps)
+        out = _pooled_out(x, weight)
+        if out is None:
+            return ops.rms_norm(x, weight, eps)
     _no_grad_for_out("rms_norm", x, weight)
     ops.rms_norm_out(out, x, weight, eps)
     return out
@@ -42,7 +52,9 @@ def gemma_rms_norm(
     Gemma stores its norm weight as an offset from one.
     """
     if out is None:
-        return ops.rms_norm(x, weight, eps, True)
+        out = _pooled_out(x, weight)
+        if out is None:
+            return ops.rms_norm(x, weight, eps, True)
     _no_grad_for_out("gemma_rms_norm", x, weight)
     ops.rms_norm_out(out, x, weight, eps, True)
     return out
@@ -69,13 +81,19 @@ def fused_add_rms_norm(
         normed, summed = ops.add_rms_norm(x, residual, weight, eps)
         residual.copy_(summed)
         return normed
+    out = _pooled_out(x, residual, weight)
+    if out is not None:
+        ops.fused_add_rms_norm_out(out, x, residual, weight, eps)
+        return out
     return ops.fused_add_rms_norm(x, residual, weight, eps)
 
 
 def silu_mul(gate: torch.Tensor, up: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     """silu(gate) * up: the SwiGLU activation of Llama-style MLPs, in one pass."""
     if out is None:
-        return ops.silu_mul(gate, up)
+        out = _pooled_out(gate, up)
+        if out is None:
+            return ops.silu_mul(gate, up)
     _no_grad_for_out("silu_mul", gate, up)
     ops.silu_mul_out(out, gate, up)
     return out

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import torch
 
-from . import _autograd, _fake
+from . import _autograd, _buffers, _fake
 from ._ops import add_op_namespace_prefix, ops
 
 __all__ = [
@@ -144,6 +144,12 @@ def apply_rotary_transformers(
     if transposed:
         q_embed, k_embed = ops.rotary(q.transpose(1, 2), k.transpose(1, 2), cos, sin, False)
         return q_embed.transpose(1, 2), k_embed.transpose(1, 2)
+    if not (torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, cos, sin))):
+        q_out = _buffers.reusable(tuple(q.shape), q)
+        k_out = _buffers.reusable(tuple(k.shape), k) if q_out is not None else None
+        if k_out is not None:  # pooled memory: no page faults on fresh outputs
+            ops.apply_rotary_out(q_out, k_out, q, k, cos, sin, False)
+            return q_out, k_out
     return ops.rotary(q, k, cos, sin, False)
 
 

@@ -6,39 +6,108 @@ is made, a mapping is used by kernelize, or a layer is loaded.
 
 from __future__ import annotations
 
-from .decorators import (
-    replace_kernel_forward_from_hub,
-    use_kernel_forward_from_hub,
-    use_kernel_func_from_hub,
-    use_kernelized_func,
-)
-from .device import CUDAProperties, Device, ROCMProperties, runtime_device
-from .kernelize import (
-    KernelizeError,
-    clear_layer_cache,
-    install_forward,
-    kernel_of,
-    kernelize,
-    restore_forward,
-    unsupported_reason,
-)
-from .mapping import (
-    get_kernel_mapping,
-    normalize_mapping,
-    register_kernel_mapping,
-    use_kernel_mapping,
-)
-from .mode import MODE_FALLBACK_ORDER, Mode
-from .repos import (
-    FuncRepository,
-    LayerRepository,
-    LocalFuncRepository,
-    LocalLayerRepository,
-    LockedFuncRepository,
-    LockedLayerRepository,
-)
-from .validate import LayerValidationError, validate_layer
-from .verify import format_report, verification_report
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers
+    from .decorators import (
+        replace_kernel_forward_from_hub,
+        use_kernel_forward_from_hub,
+        use_kernel_func_from_hub,
+        use_kernelized_func,
+    )
+    from .device import (
+        CUDAProperties,
+        Device,
+        ROCMProperties,
+        runtime_device,
+    )
+    from .kernelize import (
+        KernelizeError,
+        clear_layer_cache,
+        install_forward,
+        kernel_of,
+        kernelize,
+        restore_forward,
+        unsupported_reason,
+    )
+    from .mapping import (
+        get_kernel_mapping,
+        normalize_mapping,
+        register_kernel_mapping,
+        use_kernel_mapping,
+    )
+    from .mode import (
+        MODE_FALLBACK_ORDER,
+        Mode,
+    )
+    from .repos import (
+        FuncRepository,
+        LayerRepository,
+        LocalFuncRepository,
+        LocalLayerRepository,
+        LockedFuncRepository,
+        LockedLayerRepository,
+    )
+    from .validate import (
+        LayerValidationError,
+        validate_layer,
+    )
+    from .verify import (
+        format_report,
+        verification_report,
+    )
+
+_LAZY: dict[str, str] = {
+    "replace_kernel_forward_from_hub": "decorators",
+    "use_kernel_forward_from_hub": "decorators",
+    "use_kernel_func_from_hub": "decorators",
+    "use_kernelized_func": "decorators",
+    "CUDAProperties": "device",
+    "Device": "device",
+    "ROCMProperties": "device",
+    "runtime_device": "device",
+    "KernelizeError": "kernelize",
+    "clear_layer_cache": "kernelize",
+    "install_forward": "kernelize",
+    "kernel_of": "kernelize",
+    "kernelize": "kernelize",
+    "restore_forward": "kernelize",
+    "unsupported_reason": "kernelize",
+    "get_kernel_mapping": "mapping",
+    "normalize_mapping": "mapping",
+    "register_kernel_mapping": "mapping",
+    "use_kernel_mapping": "mapping",
+    "MODE_FALLBACK_ORDER": "mode",
+    "Mode": "mode",
+    "FuncRepository": "repos",
+    "LayerRepository": "repos",
+    "LocalFuncRepository": "repos",
+    "LocalLayerRepository": "repos",
+    "LockedFuncRepository": "repos",
+    "LockedLayerRepository": "repos",
+    "LayerValidationError": "validate",
+    "validate_layer": "validate",
+    "format_report": "verify",
+    "verification_report": "verify",
+}
+"""Public name → the submodule that defines it, imported on first use (PEP 562): a model
+file that only marks its layers (``use_kernel_forward_from_hub``) imports the decorators,
+not the loading code."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kernelhub.layer' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "MODE_FALLBACK_ORDER",
