@@ -7,6 +7,8 @@ is made, a mapping is used by kernelize, or a layer is loaded.
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers
@@ -107,6 +109,21 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
+
+
+class _Package(types.ModuleType):
+    """This package's module type: importing a submodule binds it as an attribute of the
+    package, which for ``kernelize`` (module and function share the name) would hide the
+    function; keep the function instead."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if (isinstance(value, types.ModuleType) and _LAZY.get(name) == name
+                and value.__name__ == f"{__name__}.{name}"):
+            value = getattr(value, name)
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 __all__ = [
