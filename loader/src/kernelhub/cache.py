@@ -23,9 +23,7 @@ import re
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
-
-from filelock import FileLock
+from typing import TYPE_CHECKING, Any
 
 from . import settings
 from .errors import CacheError, HubError, IntegrityError, KernelHubError
@@ -34,6 +32,9 @@ from .hub.guard import hub_call
 from .metadata import verify_variant
 from .release_manifest import ReleaseFiles
 from .versions import Refs
+
+if TYPE_CHECKING:  # imported when a lock is taken: a warm load never needs one
+    from filelock import FileLock
 
 _SEGMENT_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
 _COMMIT_RE = re.compile(r"[0-9a-f]{40}")
@@ -127,6 +128,8 @@ class KernelCache:
 
     def lock(self, hub_key: str, repo_id: str) -> FileLock:
         """The lock that serialises installs into one repository's cache."""
+        from filelock import FileLock
+
         repo_dir = self.repo_dir(hub_key, repo_id)
         repo_dir.mkdir(parents=True, exist_ok=True)
         return FileLock(repo_dir / ".lock")

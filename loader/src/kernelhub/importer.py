@@ -21,8 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from packaging.requirements import InvalidRequirement, Requirement
-
 from .errors import KernelLoadError, SignatureError
 from .metadata import METADATA_FILE, Metadata, parse_metadata, read_metadata_bytes
 from .release_manifest import metadata_sha256 as release_digest
@@ -114,6 +112,10 @@ def _check_not_claimed(metadata: Metadata, path: Path) -> None:
 
 def check_python_depends(metadata: Metadata, path: Path) -> None:
     """Fail clearly when a Python package the kernel needs is missing or too old."""
+    if not metadata.python_depends:
+        return
+    from packaging.requirements import InvalidRequirement, Requirement
+
     for dep in metadata.python_depends:
         try:
             req = Requirement(dep)

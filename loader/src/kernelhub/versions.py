@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
+from typing import TYPE_CHECKING
 
 from .errors import RepoIdError, VersionSpecError
+
+if TYPE_CHECKING:  # packaging is imported where a release or specifier is parsed
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
 
 _SHA_RE = re.compile(r"[0-9a-f]{40}")
 _SPEC_START = ("<", ">", "=", "!", "~")
@@ -52,6 +54,8 @@ class Refs:
 
     def releases(self) -> dict[Version, str]:
         """``v<semver>`` tags as versions → the tag name."""
+        from packaging.version import InvalidVersion, Version
+
         found: dict[Version, str] = {}
         for tag in self.tags:
             if (release := tag_release(tag)) is not None:
@@ -110,6 +114,8 @@ def parse_version(version: int | str) -> VersionSpec:
     if _SHA_RE.fullmatch(text):
         return VersionSpec(commit=text)
     if text.startswith(_SPEC_START) or "," in text:
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
         try:
             return VersionSpec(specifier=SpecifierSet(text))
         except InvalidSpecifier:
@@ -209,4 +215,6 @@ def parse_release(release: str) -> Version:
     """A release number as written in build.toml (``general.release``): plain semver."""
     if not re.fullmatch(r"\d+\.\d+\.\d+(?:[-.]?(?:a|b|rc|alpha|beta|dev)\.?\d*)?", release):
         raise VersionSpecError(f"release {release!r} is not semver (expected e.g. '1.2.0')")
+    from packaging.version import Version
+
     return Version(release)
