@@ -19,6 +19,15 @@ Scenarios:
   g  kernels (reference), warm, HF_HUB_OFFLINE=1 (pinned sha; version=1 is also tried)
   h  kernelhub via olah (HfHub), cold     the same server the reference loader uses
   i  kernelhub via olah (HfHub), warm, version=1
+  i1 kernelhub via olah, warm, KERNELHUB_OFFLINE=1
+  i2 kernelhub via olah, warm, pinned sha       no request, no huggingface_hub import
+  i3 kernelhub via olah, warm, locked           load_locked_kernel with a kernels.lock
+  c1 kernelhub LocalHub, warm, locked
+
+Also reported: ``import kernelhub`` after ``import torch`` (best of the fresh processes, and
+with ``-X importtime``: what the import pulls in), whether ``huggingface_hub`` was imported
+by the load (column "hf"), and the CPU. Processes use bytecode caches as a user's would
+(``PYTHONDONTWRITEBYTECODE`` is dropped; one untimed process per scenario writes them).
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
+from kernelhub.lockfile import LockEntry, write_lock  # noqa: E402
 from reference_loader import (  # noqa: E402 - the shared helper lives with the tests
     KernelRepoProxy,
     install_reference_loader,
@@ -58,7 +68,10 @@ else:
     spec.setdefault("trust_remote_code", True)
 t1 = time.perf_counter()
 try:
-    module = loader.get_kernel(REPO_ID, **spec)
+    if "lockfile" in spec:
+        module = loader.load_locked_kernel(REPO_ID, **spec)
+    else:
+        module = loader.get_kernel(REPO_ID, **spec)
 except Exception as e:
     print(json.dumps({"error": f"{type(e).__name__}: {str(e).splitlines()[0]}"}))
     raise SystemExit(0)
@@ -67,7 +80,8 @@ x = torch.randn(8, 64)
 out = torch.empty(8, 32)
 module.silu_and_mul(out, x)
 assert torch.allclose(out, torch.nn.functional.silu(x[:, :32]) * x[:, 32:], atol=1e-5)
-print(json.dumps({"import_s": t1 - t0, "load_s": t2 - t1, "file": module.__file__}))
+print(json.dumps({"import_s": t1 - t0, "load_s": t2 - t1, "file": module.__file__,
+                  "hf_imported": "huggingface_hub" in sys.modules}))
 """.replace("REPO_ID", repr(REPO_ID))
 
 
@@ -78,6 +92,7 @@ class Row:
     loads: list[float] = field(default_factory=list)
     imports: list[float] = field(default_factory=list)
     requests: list[int] = field(default_factory=list)
+    hf_imported: set[bool] = field(default_factory=set)
     error: str | None = None
 
     def median_ms(self) -> float:
@@ -104,6 +119,7 @@ def load_once(spec: dict, env: dict[str, str], proxy: KernelRepoProxy, row: Row,
         row.loads.append(result["load_s"])
         row.imports.append(result["import_s"])
         row.requests.append(proxy.count() - before)
+        row.hf_imported.add(bool(result.get("hf_imported")))
 
 
 def prepare_hub(work: Path) -> Path:
@@ -126,8 +142,12 @@ def head_commit(hub: Path) -> str:
 def run_benchmark(hub: Path, work: Path, runs: int, reference_dir: Path) -> list[Row]:
     sha = head_commit(hub)
     ours = dict(os.environ)
-    for name in ("KERNELHUB_TRUSTED_ORGS", "KERNELHUB_OFFLINE", "HF_HUB_OFFLINE"):
+    for name in ("KERNELHUB_TRUSTED_ORGS", "KERNELHUB_OFFLINE", "HF_HUB_OFFLINE",
+                 "PYTHONDONTWRITEBYTECODE"):
         ours.pop(name, None)
+    lockfile = work / "kernels.lock"
+    write_lock(lockfile, [LockEntry(REPO_ID, sha)])
+    locked = {"lockfile": str(lockfile)}
     ours.update(KERNELHUB_CONFIG=str(work / "no-config.toml"), NO_PROXY="127.0.0.1",
                 no_proxy="127.0.0.1")
 
@@ -169,12 +189,20 @@ def run_benchmark(hub: Path, work: Path, runs: int, reference_dir: Path) -> list
                  lambda i: kh("kh-olah-warm", via_olah), kh("kh-olah-warm", via_olah)),
                 ("i1", "kernelhub via olah warm OFFLINE", "kernelhub", v1,
                  lambda i: kh("kh-olah-warm", via_olah, KERNELHUB_OFFLINE="1"), None),
+                ("i2", "kernelhub via olah warm pinned sha", "kernelhub", pinned,
+                 lambda i: kh("kh-olah-warm", via_olah), None),
+                ("i3", "kernelhub via olah warm locked", "kernelhub", locked,
+                 lambda i: kh("kh-olah-warm", via_olah), None),
+                ("c1", "kernelhub LocalHub warm locked", "kernelhub", locked,
+                 lambda i: kh("kh-warm", local), None),
             ]
             rows = []
             for key, label, loader, spec, env_for, warmup in plan:
                 row = Row(key, label)
-                if warmup is not None:
-                    load_once({"loader": loader, **spec}, warmup, proxy, row, record=False)
+                # One untimed process first: the warm-up of a warm scenario, and for every
+                # scenario the bytecode caches a user's installation has.
+                load_once({"loader": loader, **spec}, warmup or env_for(runs), proxy, row,
+                          record=False)
                 for i in range(runs):
                     load_once({"loader": loader, **spec}, env_for(i), proxy, row)
                     if row.error:
@@ -192,7 +220,7 @@ def report(rows: list[Row], runs: int) -> str:
     lines = [f"median of {runs} fresh processes; load = the get_kernel call only "
              "(after import torch and the loader)", "",
              f"{'':3}{'scenario':42} {'load ms':>9} {'min ms':>8} {'import ms':>10} "
-             f"{'import+load':>12} {'HTTP req/load':>14}"]
+             f"{'import+load':>12} {'HTTP req/load':>14} {'hf':>4}"]
     for r in rows:
         if r.error:
             lines.append(f"{r.key:3}{r.label:42} fails: {r.error}")
@@ -201,7 +229,8 @@ def report(rows: list[Row], runs: int) -> str:
         lines.append(
             f"{r.key:3}{r.label:42} {r.median_ms():9.1f} {min(r.loads) * 1000:8.1f} "
             f"{statistics.median(r.imports) * 1000:10.1f} {r.median_total_ms():12.1f} "
-            f"{'/'.join(map(str, reqs)):>14}")
+            f"{'/'.join(map(str, reqs)):>14} "
+            f"{'/'.join('yes' if h else 'no' for h in sorted(r.hf_imported)):>4}")
     lines += ["", "ratios of load ms (reference / ours, > 1 means ours is faster); "
               "in brackets the same for import+load:"]
     for ref_key, our_key, what in (("e", "a", "cold, each from its own hub"),
@@ -209,12 +238,40 @@ def report(rows: list[Row], runs: int) -> str:
                                    ("f", "b", "warm version=1, each from its own hub"),
                                    ("f", "i", "warm version=1, both via olah"),
                                    ("g", "c", "warm pinned sha, no hub call"),
-                                   ("g", "d", "warm offline")):
+                                   ("g", "d", "warm offline"),
+                                   ("g", "i2", "warm pinned sha, ours via olah")):
         a, b = by.get(ref_key), by.get(our_key)
         if a and b and a.loads and b.loads:
             lines.append(f"  {ref_key}/{our_key}  {a.median_ms() / b.median_ms():6.2f}x "
                          f"({a.median_total_ms() / b.median_total_ms():5.2f}x)  {what}")
     return "\n".join(lines)
+
+
+IMPORT_ONLY = r"""
+import time
+import torch
+t0 = time.perf_counter()
+import kernelhub
+print(time.perf_counter() - t0)
+"""
+
+
+def header() -> str:
+    """The machine, and what ``import kernelhub`` costs after ``import torch``."""
+    from kernelhub.system import cpu_summary
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    times = [float(subprocess.run([sys.executable, "-c", IMPORT_ONLY], env=env, check=True,
+                                  capture_output=True, text=True).stdout)
+             for _ in range(5)]
+    trace = subprocess.run([sys.executable, "-X", "importtime", "-c",
+                            "import torch; import kernelhub"], env=env, check=True,
+                           capture_output=True, text=True).stderr.splitlines()
+    start = max(i for i, line in enumerate(trace) if line.rstrip().endswith("| torch"))
+    ours = [line.split("|")[-1].strip() for line in trace[start + 1:]]
+    return (f"{cpu_summary()}\nimport kernelhub after import torch: best {min(times) * 1e3:.1f} "
+            f"ms, median {statistics.median(times) * 1e3:.1f} ms of 5 processes; it imports "
+            f"{len(ours)} modules: {', '.join(ours)}\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -232,6 +289,7 @@ def main(argv: list[str] | None = None) -> int:
         reference_dir = install_reference_loader(args.reference_dir or work / "reference")
         rows = run_benchmark(hub, work, args.runs, reference_dir)
     print()
+    print(header())
     print(report(rows, args.runs))
     print(f"\n(total {time.monotonic() - started:.0f} s)")
     return 0

@@ -14,21 +14,35 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-
-from huggingface_hub import HfApi, constants, snapshot_download
-from huggingface_hub.errors import (
-    EntryNotFoundError,
-    HfHubHTTPError,
-    RepositoryNotFoundError,
-    RevisionNotFoundError,
-)
-from huggingface_hub.hf_api import RepoFile
+from typing import TYPE_CHECKING, Any
 
 from ..errors import HubError, RepoNotFoundError, VersionSpecError
 from ..release_manifest import RELEASE_FILE, SIGNATURE_FILE, ReleaseFiles
 from ..versions import Refs
 from .base import BUILD_DIR, check_variant_dir
 from .keys import endpoint_key
+
+if TYPE_CHECKING:
+    from huggingface_hub import HfApi
+
+DEFAULT_ENDPOINT = "https://huggingface.co"
+"""huggingface_hub's default endpoint, where ``HF_ENDPOINT`` is unset."""
+
+
+def _import_huggingface_hub() -> None:
+    """Bind the huggingface_hub names this module uses, on the first call that talks to
+    the server. A warm load (pinned, locked or offline) needs only the hub's cache key,
+    and importing huggingface_hub costs it more than everything else together."""
+    global EntryNotFoundError, HfHubHTTPError, RepositoryNotFoundError
+    global RevisionNotFoundError, RepoFile, snapshot_download
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import (
+        EntryNotFoundError,
+        HfHubHTTPError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+    from huggingface_hub.hf_api import RepoFile
 
 
 class HfHub:
@@ -37,14 +51,24 @@ class HfHub:
     def __init__(self, endpoint: str | None = None, token: str | bool | None = None,
                  repo_type: str = "model") -> None:
         # HF_ENDPOINT is read here, not through huggingface_hub.constants, which froze it at
-        # import time.
-        chosen = endpoint or os.environ.get("HF_ENDPOINT") or constants.ENDPOINT
+        # import time (and which would import huggingface_hub for a warm load).
+        chosen = endpoint or os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT
         self.endpoint = chosen.rstrip("/")
         self.token = token
         self.repo_type = repo_type
         """``model`` (what mirrors such as olah serve) or ``kernel`` (the Hub's kernel
         repositories)."""
-        self.api = HfApi(endpoint=self.endpoint, token=token)
+        self._api: Any = None
+
+    @property
+    def api(self) -> HfApi:
+        """The huggingface_hub client, made (and the library imported) on first use."""
+        if self._api is None:
+            _import_huggingface_hub()
+            from huggingface_hub import HfApi
+
+            self._api = HfApi(endpoint=self.endpoint, token=self.token)
+        return self._api
 
     def __repr__(self) -> str:
         return f"HfHub({self.endpoint!r})"
@@ -120,6 +144,7 @@ class HfHub:
         self, repo_id: str, commit: str, patterns: list[str], local_dir: str, what: str
     ) -> None:
         """snapshot_download the files matching ``patterns`` at ``commit`` into ``local_dir``."""
+        _import_huggingface_hub()
         try:
             snapshot_download(
                 repo_id,
