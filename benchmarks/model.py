@@ -80,19 +80,21 @@ def decode(model: Any, token: Any, cache: Any, steps: int) -> None:
         token = out.logits[:, -1:].argmax(-1)
 
 
-def measure(model: Any, ids: Any, decode_steps: int, repeats: int) -> tuple[float, float]:
-    """(best prefill seconds, best seconds for all decode steps), after two warm-ups."""
+def measure(model: Any, ids: Any, decode_steps: int, repeats: int, warmup: int
+            ) -> tuple[float, float]:
+    """(best prefill seconds, best seconds for all decode steps), after ``warmup`` untimed
+    rounds (compilation, verification decisions, first-touch allocations)."""
     import torch
 
     best_prefill = best_decode = float("inf")
     with torch.inference_mode():
-        for i in range(repeats + 2):
+        for i in range(repeats + warmup):
             start = time.perf_counter()
             token, cache = prefill(model, ids)
             middle = time.perf_counter()
             decode(model, token, cache, decode_steps)
             end = time.perf_counter()
-            if i >= 2:
+            if i >= warmup:
                 best_prefill = min(best_prefill, middle - start)
                 best_decode = min(best_decode, end - middle)
     return best_prefill, best_decode
@@ -117,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--decode", type=int, default=32)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=1,
+                        help="untimed rounds before timing (compile, verify decisions)")
     parser.add_argument("--no-compile", action="store_true")
     parser.add_argument("--configs", nargs="+",
                         default=["pytorch", "use_kernels", "verify", "compile", "both"])
@@ -141,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{SHAPE['num_hidden_layers']} layers, hidden {SHAPE['hidden_size']}, intermediate "
           f"{SHAPE['intermediate_size']}, {SHAPE['num_attention_heads']} heads / "
           f"{SHAPE['num_key_value_heads']} KV heads; prefill {args.prefill}, decode "
-          f"{args.decode}; best of {args.repeats}")
+          f"{args.decode}; best of {args.repeats} after {args.warmup} warm-up round(s)")
     rows = []
     notes = []
     for family in args.families:
@@ -153,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
             times: dict[str, tuple[float, float]] = {}
             for config in configs:
                 model = prepare(base, config)
-                times[config] = measure(model, ids, args.decode, args.repeats)
+                times[config] = measure(model, ids, args.decode, args.repeats, args.warmup)
                 if config == "verify":
                     notes += [f"  {family} {dtype_name} verify decisions (layer 0):",
                               *verification_lines(model)]
