@@ -76,3 +76,25 @@ def test_version_after_at_sign_is_the_one_grammar(hub_env, model_dirs):
         KernelConfig({"SiLU": ("kernels-community/activation@1:Silu", {"version": 1})})
     with pytest.raises(KernelConfigError, match="malformed"):
         KernelConfig({"SiLU": "kernels-community/activation@>=1.0,<<2:Silu"})
+
+
+def test_verify_judges_every_swapped_call_site_with_the_real_kernels(hub_env, model_dirs,
+                                                                     monkeypatch, tmp_path):
+    """KernelConfig(verify=True): norms, activation, rotary and attention are each run
+    against the PyTorch code they replace on the model's own shapes; whatever is chosen,
+    the model's output matches PyTorch and every decision says why."""
+    import torch
+    from kernelhub import verification_report
+    from seeds.seedkit import ids
+
+    monkeypatch.setenv("KERNELHUB_CACHE", str(tmp_path / "cache"))
+    reference = load(model_dirs["llama"])
+    model = load(model_dirs["llama"], use_kernels=True, kernel_config=KernelConfig(verify=True))
+    with torch.no_grad():
+        expected, got = reference(ids()).logits, model(ids()).logits
+    torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
+    names = {seen.name for _, seen in verification_report(model)}
+    assert {"RMSNorm", "SiLU", "rotary_pos_emb", "attention"} <= names, names
+    for where, seen in verification_report(model):
+        assert seen.decision.reason.startswith("correct"), (where, seen.decision)
+    assert any((tmp_path / "cache" / "verify").rglob("*.json")), "decisions were not stored"
