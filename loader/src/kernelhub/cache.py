@@ -29,7 +29,8 @@ from . import settings
 from .errors import CacheError, HubError, IntegrityError, KernelHubError
 from .hub.base import Hub
 from .hub.guard import hub_call
-from .metadata import verify_variant
+from .hub_hashes import check_against_hub, write_record
+from .metadata import hub_digest_path, parse_metadata, read_metadata_bytes, verify_variant
 from .release_manifest import ReleaseFiles
 from .versions import Refs
 
@@ -231,7 +232,12 @@ class KernelCache:
                         f"{repo_id}@{commit[:12]}: the hub returned no files for {variant}"
                     )
                 try:
-                    verify_variant(tmp)
+                    metadata = parse_metadata(read_metadata_bytes(tmp), str(tmp))
+                    if not metadata.digest_files:  # an ecosystem build: the hub vouches
+                        metadata = check_against_hub(hub, repo_id, commit, variant, tmp,
+                                                     metadata)
+                        write_record(hub_digest_path(dest), metadata)
+                    verify_variant(tmp, metadata)
                 except IntegrityError as e:
                     raise IntegrityError(
                         f"{variant} of {repo_id} at {commit[:12]}, as fetched from {hub.key}, "

@@ -22,7 +22,13 @@ from pathlib import Path
 from types import ModuleType
 
 from .errors import KernelLoadError, SignatureError
-from .metadata import METADATA_FILE, Metadata, parse_metadata, read_metadata_bytes
+from .metadata import (
+    METADATA_FILE,
+    Metadata,
+    complete_digest,
+    parse_metadata,
+    read_metadata_bytes,
+)
 from .release_manifest import metadata_sha256 as release_digest
 from .snapshot import NATIVE_SUFFIXES, VerifiedVariant, snapshot_variant
 from .verified_import import FINDER
@@ -172,7 +178,8 @@ def _check_signed(raw: bytes, signed_sha256: str | None, path: Path) -> None:
 def _load(path: Path, signed_sha256: str | None) -> ModuleType:
     raw = read_metadata_bytes(path)
     _check_signed(raw, signed_sha256, path)
-    if (module := _already_loaded(parse_metadata(raw, str(path / METADATA_FILE)), path)) is not None:
+    metadata = complete_digest(parse_metadata(raw, str(path / METADATA_FILE)), path)
+    if (module := _already_loaded(metadata, path)) is not None:
         return module
     variant = snapshot_variant(path)
     try:

@@ -152,20 +152,12 @@ def git_lfs_concat(files: dict[str, bytes]) -> str:
     return f"sha256-{m.hexdigest()}"
 
 
-def _variant_files(variant_dir: Path) -> dict[str, Path]:
-    """Files of a variant as published: no bytecode (the interpreter makes that)."""
-    found: dict[str, Path] = {}
-    for path in sorted(variant_dir.rglob("*")):
-        rel = path.relative_to(variant_dir)
-        if path.is_file() and "__pycache__" not in rel.parts and path.suffix != ".pyc":
-            found[rel.as_posix()] = path
-    return found
-
-
 def variant_dir_hash(variant_dir: Path) -> str:
     """``git_lfs_concat`` of a variant directory, every file taken as a git blob."""
-    return git_lfs_concat({rel: git_blob_id(p.read_bytes())
-                           for rel, p in _variant_files(variant_dir).items()})
+    from .metadata import stored_files
+
+    return git_lfs_concat({rel: git_blob_id((variant_dir / rel).read_bytes())
+                           for rel in stored_files(variant_dir)})
 
 
 # -- the project's dependencies ----------------------------------------------------

@@ -8,6 +8,7 @@ read and written back, so older loaders keep working as the format grows.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import json
 import os
@@ -93,24 +94,28 @@ class Metadata:
         backend = need("backend", dict)
         if not isinstance(backend.get("type"), str):
             raise MetadataError(f"{source}: key 'backend' must have a string 'type'")
-        digest = need("digest", dict)
-        if digest.get("algorithm") != DIGEST_ALGORITHM:
-            raise MetadataError(
-                f"{source}: digest algorithm {digest.get('algorithm')!r} is not supported "
-                f"(expected {DIGEST_ALGORITHM!r})"
-            )
-        files = digest.get("files")
-        if not isinstance(files, dict) or not files:
-            raise MetadataError(f"{source}: digest.files must list every file of the variant")
-        if not all(isinstance(v, str) for v in files.values()):
-            raise MetadataError(f"{source}: key 'digest' files must map paths to base64 strings")
+        # Variants built by the ecosystem's builder may carry no digest: the cache then
+        # records the hub's own content hashes at fetch (see complete_digest).
+        digest = optional("digest", dict)
+        files: dict[str, str] = {}
+        if digest is not None:
+            if digest.get("algorithm") != DIGEST_ALGORITHM:
+                raise MetadataError(
+                    f"{source}: digest algorithm {digest.get('algorithm')!r} is not supported "
+                    f"(expected {DIGEST_ALGORITHM!r})"
+                )
+            files = digest.get("files")
+            if not isinstance(files, dict) or not files:
+                raise MetadataError(f"{source}: digest.files must list every file of the variant")
+            if not all(isinstance(v, str) for v in files.values()):
+                raise MetadataError(f"{source}: key 'digest' files must map paths to base64 strings")
         known = {"name", "id", "version", "release", "license", "python-depends", "backend",
                  "digest", "provenance", "torch"}
         return cls(
             name=need("name", str),
             id=need("id", str),
             version=need("version", int),
-            release=need("release", str),
+            release=optional("release", str) or f"{need('version', int)}.0.0",
             backend=BackendInfo(backend["type"], strings(backend.get("archs") or [],
                                                          "backend.archs")),
             digest_files=dict(files),
@@ -146,7 +151,45 @@ def parse_metadata(raw: bytes, source: str) -> Metadata:
 
 def read_metadata(variant_dir: Path) -> Metadata:
     raw = read_metadata_bytes(variant_dir)
-    return parse_metadata(raw, str(Path(variant_dir) / METADATA_FILE))
+    return complete_digest(parse_metadata(raw, str(Path(variant_dir) / METADATA_FILE)),
+                           variant_dir)
+
+
+HUB_DIGEST_SUFFIX = ".hub-digest.json"
+"""Sidecar of a cached variant without a digest: ``{relpath: base64 sha256}`` of the files,
+written at fetch after they matched the hub's own content hashes."""
+
+
+def hub_digest_path(variant_dir: Path) -> Path:
+    variant_dir = Path(variant_dir)
+    return variant_dir.parent / f"{variant_dir.name}{HUB_DIGEST_SUFFIX}"
+
+
+def complete_digest(metadata: Metadata, variant_dir: Path) -> Metadata:
+    """``metadata`` with the digest recorded at fetch when its own has none.
+
+    A variant with neither (an ecosystem build outside the cache, or a cache entry
+    whose record is gone) is refused: nothing unverified is executed.
+    """
+    if metadata.digest_files:
+        return metadata
+    path = hub_digest_path(variant_dir)
+    try:
+        recorded = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise IntegrityError(
+            f"{variant_dir}: metadata.json has no digest (an ecosystem build) and no hub "
+            "content hashes were recorded for it; load it from a hub so they are checked "
+            "and recorded, or rebuild it with builder build"
+        ) from None
+    except (OSError, ValueError) as e:
+        raise IntegrityError(f"{path}: unreadable record of the hub's hashes ({e}); run "
+                             "`kernelhub cache clear`") from None
+    if not isinstance(recorded, dict) or not recorded or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in recorded.items()):
+        raise IntegrityError(f"{path}: malformed record of the hub's hashes; run "
+                             "`kernelhub cache clear`")
+    return dataclasses.replace(metadata, digest_files=recorded)
 
 
 def write_metadata(variant_dir: Path, metadata: Metadata) -> None:

@@ -30,7 +30,7 @@ from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 
 from .errors import IntegrityError, KernelLoadError, MetadataError
-from .metadata import METADATA_FILE, Metadata, check_digests, parse_metadata
+from .metadata import METADATA_FILE, Metadata, check_digests, complete_digest, parse_metadata
 
 _BYTECODE_DIRS = frozenset({"__pycache__"})
 _BYTECODE_SUFFIXES = (".pyc", ".pyo")
@@ -80,7 +80,8 @@ def snapshot_variant(variant_dir: Path) -> VerifiedVariant:
     copy = Path(tempfile.mkdtemp(prefix=f"{source.name}-", dir=_private_dir()))
     try:
         metadata_bytes, digests, sources = _copy_verified(source, copy)
-        metadata = parse_metadata(metadata_bytes, str(source / METADATA_FILE))
+        metadata = complete_digest(parse_metadata(metadata_bytes, str(source / METADATA_FILE)),
+                                   source)
         check_digests(source, metadata, digests)
         files = frozenset(digests)
         if any(rel.endswith(NATIVE_SUFFIXES) for rel in files):

@@ -140,6 +140,29 @@ class HfHub:
             for item in source.iterdir():
                 shutil.move(str(item), dest / item.name)
 
+    def file_hashes(self, repo_id: str, commit: str, variant: str) -> dict[str, str]:
+        """The Hub's own content hash of every file of a variant, from its tree listing:
+        ``sha256:<hex>`` for files stored with Git LFS, ``git:<blob id>`` for the others."""
+        check_variant_dir(variant)
+        prefix = f"{BUILD_DIR}/{variant}/"
+        try:
+            entries = list(self.api.list_repo_tree(repo_id, path_in_repo=prefix.rstrip("/"),
+                                                   revision=commit, repo_type="model",
+                                                   recursive=True))
+        except HfHubHTTPError as exc:
+            raise HubError(f"{self.endpoint} failed to list {variant} of {repo_id}@{commit}: "
+                           f"{exc}") from exc
+        hashes = {}
+        for entry in entries:
+            if not isinstance(entry, RepoFile):
+                continue
+            lfs = getattr(entry, "lfs", None)
+            sha256 = getattr(lfs, "sha256", None) or (lfs.get("sha256") if isinstance(lfs, dict)
+                                                      else None)
+            hashes[entry.path[len(prefix):]] = (f"sha256:{sha256}" if sha256
+                                                else f"git:{entry.blob_id}")
+        return hashes
+
     def _download(
         self, repo_id: str, commit: str, patterns: list[str], local_dir: str, what: str
     ) -> None:

@@ -167,6 +167,15 @@ class LocalHub:
             target.write_bytes(data)
             target.chmod(0o755 if entry.mode == "100755" else 0o644)
 
+    def file_hashes(self, repo_id: str, commit: str, variant: str) -> dict[str, str]:
+        """The hub's own content hash of every file of a variant: ``git:<blob id>``."""
+        check_variant_dir(variant)
+        repo = self.open_repo(repo_id)
+        resolved = self._resolve(repo, repo_id, commit)
+        prefix = f"{BUILD_DIR}/{variant}/"
+        return {e.path[len(prefix):]: f"git:{e.oid}"
+                for e in repo.ls_tree(resolved, prefix, recursive=True) if e.kind == "blob"}
+
     def fetch_release(self, repo_id: str, commit: str) -> ReleaseFiles:
         repo = self.open_repo(repo_id)
         resolved = self._resolve(repo, repo_id, commit)
