@@ -103,7 +103,7 @@ let
     else "${stripZeros (head m)}.${stripZeros (builtins.elemAt m 1)}";
 
   matrix =
-    assert top.checkKeys [ "kernels" "build-dir" "hub" "matrix" "toolchain" ];
+    assert top.checkKeys [ "kernels" "build-dir" "hub" "matrix" "toolchain" "releases" ];
     assert matrixTable.checkKeys [ "torch" "backends" "systems" "cuda" "rocm" "xpu" ];
     let torch = matrixValues "torch" (v: majorMinor matrixTable "torch" v "torch"); in
     if torch == [ ] then matrixTable.fail "torch" "is empty; list at least one torch version such as '2.13'"
@@ -147,7 +147,10 @@ let
         then general.fail "name" "${repr n} is not a kernel name: use lowercase letters, digits, '-' or '_', starting with a letter (e.g. 'activation', 'flash-attn2')"
         else n;
       version = let v = general.int "version"; in if v == null then 1 else v;
-      release = let r = general.str "release" false; in if r == null then "${toString version}.0.0" else r;
+      # kernels.toml [releases] first (edition 5 has no general.release), then the older key.
+      releases = let r = top.sub "releases"; in if r == null then { } else r.data;
+      release = if releases ? ${name} then releases.${name}
+        else let r = general.str "release" false; in if r == null then "${toString version}.0.0" else r;
 
       kernelTable = t.sub "kernel";
       parts = if kernelTable == null then [ ] else concatMap (partName:

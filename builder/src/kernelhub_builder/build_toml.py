@@ -1,6 +1,7 @@
 """Parse a kernel's ``build.toml`` into a :class:`~.manifest_model.KernelManifest`.
 
-The schema is the kernel ecosystem's (edition 5) plus ``general.release``; the older
+The schema is the kernel ecosystem's (edition 5; ``general.release`` of older trees of ours
+is still read, but releases now live in kernels.toml's ``[releases]``); the older
 forms (no ``general.backends``: backends inferred from the kernel parts; ``universal =
 true``: one pure-Python build for every backend; parts without ``backend``: CUDA) are read
 too, so existing trees build unchanged. ``[torch] stable-abi`` may be ``true`` (the lowest
@@ -74,7 +75,7 @@ def load_kernel(kernel_dir: Path, project: Project | None = None) -> KernelManif
     if general is None:
         raise top.error("general", "missing; every build.toml starts with [general] name = …")
     general.check_keys(_GENERAL_KEYS)
-    name, version, release = _identity(general)
+    name, version, release = _identity(general, project.releases if project else {})
     parts = _load_parts(top, root)
     torch, backends, skipped, universal = _framework(
         top, general, parts, root, project.matrix if project else Matrix()
@@ -117,8 +118,10 @@ def load_kernel(kernel_dir: Path, project: Project | None = None) -> KernelManif
     return manifest
 
 
-def _identity(general: Table) -> tuple[str, int, str]:
-    """general.name, general.version (default 1) and general.release (default v.0.0)."""
+def _identity(general: Table, releases: dict[str, str]) -> tuple[str, int, str]:
+    """general.name, general.version (default 1) and the release: kernels.toml's
+    ``[releases]`` entry, else ``general.release`` (older trees of ours; the ecosystem's
+    edition-5 schema refuses the key), else ``<version>.0.0``."""
     name = general.get_str("name", required=True)
     assert name is not None
     if not _KERNEL_NAME_RE.fullmatch(name):
@@ -129,7 +132,7 @@ def _identity(general: Table) -> tuple[str, int, str]:
         )
     version = general.get_int("version")
     version = 1 if version is None else version
-    release = general.get_str("release") or f"{version}.0.0"
+    release = releases.get(name) or general.get_str("release") or f"{version}.0.0"
     try:
         release_major = parse_release(release).major
     except VersionSpecError as e:

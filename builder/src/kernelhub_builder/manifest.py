@@ -22,6 +22,8 @@ and every error names the file, the dotted key, what was wrong and what is allow
     xpu = ["2025.2"]
     [toolchain.torch]                 # optional pip requirement per torch major.minor
     "2.13" = "torch==2.13.0"
+    [releases]                        # optional semver release per kernel name
+    activation = "1.2.0"              # (major = general.version; default <version>.0.0)
 
 TOML puts top-level keys before the first table, so ``kernels`` comes first.
 
@@ -36,9 +38,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from kernelhub.errors import VariantNameError
+from kernelhub.errors import VariantNameError, VersionSpecError
 from kernelhub.platforms import ARCHES, BACKENDS, OSES
 from kernelhub.variants import Compute
+from kernelhub.versions import parse_release
 from packaging.requirements import InvalidRequirement, Requirement
 
 from .build_toml import KERNEL_FILE, load_kernel
@@ -72,7 +75,7 @@ def load_project(path: Path, *, only: Sequence[str] | None = None) -> Project:
     file = path / PROJECT_FILE if path.is_dir() else path
     root = file.parent.resolve()
     top = Table(read_toml(file), file)
-    top.check_keys(("kernels", "build-dir", "hub", "matrix", "toolchain"))
+    top.check_keys(("kernels", "build-dir", "hub", "matrix", "toolchain", "releases"))
 
     hub = top.get_table("hub") or Table({}, file, "hub")
     hub.check_keys(("org", "target"))
@@ -97,6 +100,7 @@ def load_project(path: Path, *, only: Sequence[str] | None = None) -> Project:
                                        f"{', '.join(kernels) or 'none'}")
         kernels = tuple(name for name in kernels if name in only)
     build_dir = top.get_str("build-dir")
+    releases = _load_releases(top.get_table("releases") or Table({}, file, "releases"))
     project = Project(
         root=root,
         kernels=kernels,
@@ -105,6 +109,7 @@ def load_project(path: Path, *, only: Sequence[str] | None = None) -> Project:
         matrix=matrix,
         torch_pins=pins,
         build_dir=(root / build_dir) if build_dir else None,
+        releases=releases,
     )
     for name in kernels:
         if not (project.kernel_dir(name) / KERNEL_FILE).is_file():
@@ -114,6 +119,21 @@ def load_project(path: Path, *, only: Sequence[str] | None = None) -> Project:
                 "create the kernel there or remove it from the list",
             )
     return project
+
+
+def _load_releases(table: Table) -> dict[str, str]:
+    """``[releases]``: kernel name → semver release (the ecosystem's build.toml has no key
+    for it, so it lives here, beside the project's other publishing settings)."""
+    releases = {}
+    for name in table.data:
+        release = table.get_str(name, required=True)
+        assert release is not None
+        try:
+            parse_release(release)
+        except VersionSpecError as e:
+            raise table.error(name, str(e)) from None
+        releases[name] = release
+    return releases
 
 
 def _hub_target(target: str | None, root: Path) -> str | None:

@@ -40,6 +40,8 @@ class Project:
     """torch major.minor → pip requirement used for its toolchain env (e.g. 'torch==2.14.1')."""
     build_dir: Path | None = None
     """Where built variants go; default <root>/build."""
+    releases: dict[str, str] = field(default_factory=dict)
+    """Kernel name → semver release (kernels.toml ``[releases]``)."""
 
     def kernel_dir(self, name: str) -> Path:
         """A bare name lives under kernels-src/; an entry with a slash is a path from root."""
