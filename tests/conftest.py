@@ -5,6 +5,9 @@ from __future__ import annotations
 import pytest
 from e2e import Workspace, builder
 
+collect_ignore_glob = ["fixtures/*"]
+"""Kernel trees used as test data; their own tests run under `builder test`, not here."""
+
 
 @pytest.fixture(scope="session")
 def workspace(tmp_path_factory: pytest.TempPathFactory) -> Workspace:

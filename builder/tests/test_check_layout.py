@@ -66,10 +66,45 @@ def test_absolute_self_import_and_undeclared_packages_are_violations(tmp_path: P
     assert checks(path) == [
         (RULE_IMPORT, "__init__.py", "line 1: import numpy"),
         (RULE_IMPORT, "__init__.py", "line 2: import toy"),
-        (RULE_IMPORT, "__init__.py", "line 6: import scipy"),
     ]
     messages = [v.message for v in static_checks(path, parse_variant(path.name))]
     assert "relative import" in messages[1] and "python-depends" in messages[0]
+
+
+def test_optional_imports_are_the_authors_business(tmp_path: Path) -> None:
+    """As the ecosystem accepts them: imports inside functions, and in a try whose except
+    catches ImportError; an unguarded import (even in a class or an if) is still checked."""
+    init = """
+try:
+    import numpy
+except ImportError:
+    numpy = None
+try:
+    from scipy import special
+except (ModuleNotFoundError, AttributeError):
+    special = None
+
+def lazy():
+    import pandas
+    return pandas
+
+class Uses:
+    import jax
+
+if True:
+    import sklearn
+try:
+    import polars
+finally:
+    pass
+import triton
+"""
+    path = make_variant(tmp_path, {"__init__.py": init, "_ops.py": OPS_PY})
+    assert checks(path) == [
+        (RULE_IMPORT, "__init__.py", "line 16: import jax"),
+        (RULE_IMPORT, "__init__.py", "line 19: import sklearn"),
+        (RULE_IMPORT, "__init__.py", "line 21: import polars"),
+    ]
 
 
 def test_literal_op_namespaces_are_violations(tmp_path: Path) -> None:

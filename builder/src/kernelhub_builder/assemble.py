@@ -90,9 +90,20 @@ def copy_package(kernel: KernelManifest, dest: Path) -> None:
 
 
 def python_depends(kernel: KernelManifest, variant: Variant) -> list[str]:
-    """general.python-depends plus the variant backend's own (general.<backend>)."""
+    """general.python-depends plus the variant backend's own (general.<backend>), less
+    what torch itself provides (triton: see check_layout.TORCH_PROVIDED)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    from .check_layout import TORCH_PROVIDED
+
+    def provided(dep: str) -> bool:
+        try:
+            return Requirement(dep).name.lower() in TORCH_PROVIDED
+        except InvalidRequirement:
+            return False
+
     extra = kernel.backend_python_depends.get(variant.backend or "", ())
-    return list(dict.fromkeys((*kernel.python_depends, *extra)))
+    return [d for d in dict.fromkeys((*kernel.python_depends, *extra)) if not provided(d)]
 
 
 def backend_info(

@@ -34,7 +34,7 @@ from .toml_tables import (
 KERNEL_FILE = "build.toml"
 
 _KERNEL_NAME_RE = re.compile(r"[a-z](?:[a-z0-9_-]*[a-z0-9])?")
-_PART_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+_PART_NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # "_name" too, as the ecosystem allows
 
 # fmt: off
 _GENERAL_KEYS = (
@@ -174,13 +174,8 @@ def _framework(
     if noarch:
         return _load_noarch(noarch_table, top, parts), backends, skipped, universal
     assert torch_table is not None
-    for backend in backends:
-        if not any(p.backend == backend for p in parts):
-            raise general.error(
-                "backends",
-                f"lists {backend!r} but no [kernel.<part>] has backend = "
-                f"{backend!r}; add a part for it or drop it from the list",
-            )
+    # A listed backend without a [kernel.*] part of its own is accepted, as the ecosystem
+    # accepts it: its variants are built from the [torch] binding sources alone.
     return _load_torch(torch_table, root, matrix), backends, skipped, universal
 
 

@@ -44,7 +44,12 @@ _OP_NAME_CALLS = frozenset({
 _IMPORT_NAMES = {"nvidia-cutlass-dsl": ("cutlass",), "pyyaml": ("yaml",),
                  "pytorch-triton": ("triton",), "pytorch-triton-rocm": ("triton",),
                  "pytorch-triton-xpu": ("triton",)}
-_ALWAYS_ALLOWED = frozenset({"torch", "__future__"})
+_ALWAYS_ALLOWED = frozenset({"torch", "__future__", "triton"})
+"""``triton`` comes with torch (pytorch-triton on GPU builds), so it needs no
+python-depends entry — and the ecosystem's loader refuses one (its allowed list has no
+``triton``), so :data:`TORCH_PROVIDED` entries are left out of metadata.json."""
+TORCH_PROVIDED = frozenset({"triton", "pytorch-triton", "pytorch-triton-rocm",
+                            "pytorch-triton-xpu"})
 _REGISTRATION = re.compile(
     r"^(?:STABLE_)?TORCH_LIBRARY(?P<kind>_IMPL|_FRAGMENT)?_(?:static_)?init_(?P<rest>.+)$")
 
@@ -98,10 +103,53 @@ def check_python(variant_dir: Path, metadata: Metadata) -> list[Violation]:
     return found
 
 
+_IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
+
+
+def _guards_import(handler: ast.ExceptHandler) -> bool:
+    """Whether an ``except`` clause catches a failed import."""
+    if handler.type is None:
+        return True
+    types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return any(isinstance(t, ast.Name) and t.id in _IMPORT_ERRORS for t in types)
+
+
+def _eager_imports(tree: ast.AST) -> list[ast.AST]:
+    """Imports that run unconditionally when the module is imported.
+
+    Imports inside a function (run only when it is called) and inside a ``try`` whose
+    ``except`` catches ImportError (optional dependencies) are the author's business:
+    the ecosystem accepts them, and so do we.
+    """
+    found: list[ast.AST] = []
+
+    def visit(nodes: list[ast.stmt]) -> None:
+        for node in nodes:
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                found.append(node)
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            elif isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
+                if not any(_guards_import(h) for h in node.handlers):
+                    visit(node.body)
+                visit(node.orelse)
+                visit(node.finalbody)
+                for handler in node.handlers:
+                    visit(handler.body)
+            else:
+                for field in ("body", "orelse", "finalbody"):
+                    visit(getattr(node, field, None) or [])
+                for case in getattr(node, "cases", None) or []:
+                    visit(case.body)
+
+    visit(getattr(tree, "body", []))
+    return found
+
+
 def _check_imports(tree: ast.AST, rel: str, kernel: str, allowed: frozenset[str]
                    ) -> list[Violation]:
     found = []
-    for node in _in_source_order(tree):
+    for node in _in_source_order_of(_eager_imports(tree)):
         if isinstance(node, ast.Import):
             modules = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
@@ -122,6 +170,10 @@ def _check_imports(tree: ast.AST, rel: str, kernel: str, allowed: frozenset[str]
             found.append(Violation(RULE_IMPORT, rel, f"line {node.lineno}: import {module}",
                                    why))
     return found
+
+
+def _in_source_order_of(nodes: list[ast.AST]) -> list[ast.AST]:
+    return sorted(nodes, key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0)))
 
 
 def _in_source_order(tree: ast.AST) -> list[ast.AST]:

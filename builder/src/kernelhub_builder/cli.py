@@ -32,7 +32,7 @@ from .cli_render import ConsoleReporter, make_console
 from .errors import ShardError, UsageError
 from .kernel_tests import run_kernel_tests
 from .layout import default_out_dir, kernel_dir
-from .manifest import PROJECT_FILE, load_kernels, load_project
+from .manifest import KERNEL_FILE, PROJECT_FILE, load_kernels, load_project
 from .manifest_model import KernelManifest, Project
 from .matrix import PlannedVariant, filter_variants, format_plan, plan_to_json, plan_variants
 from .publish import (
@@ -51,14 +51,17 @@ console = make_console()
 
 
 def find_project(start: Path) -> Path:
-    """The nearest kernels.toml at or above ``start``."""
+    """The nearest kernels.toml at or above ``start``; else a build.toml in ``start``
+    itself (a kernel author's own repository, built in place)."""
     start = start.resolve()
     for directory in (start, *start.parents):
         if (directory / PROJECT_FILE).is_file():
             return directory / PROJECT_FILE
+    if (start / KERNEL_FILE).is_file():
+        return start / KERNEL_FILE
     raise UsageError(
-        f"no {PROJECT_FILE} in {start} or any parent directory; run builder inside a "
-        "kernel project or pass --project PATH"
+        f"no {PROJECT_FILE} in {start} or any parent directory, and no {KERNEL_FILE} in "
+        f"{start}; run builder inside a kernel project or repository, or pass --project PATH"
     )
 
 

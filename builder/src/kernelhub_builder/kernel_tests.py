@@ -1,7 +1,9 @@
 """``builder test``: run a kernel's own tests against each built variant this host can run.
 
 Each run is ``<torch env python> -m pytest -p kernelhub.testing <kernel>/tests`` with
-``KERNELHUB_TEST_VARIANT`` naming the variant dir: the loader verifies and imports the
+``KERNELHUB_TEST_VARIANT`` naming the variant dir (and, for tests written for the
+ecosystem — ``import kernels`` then ``get_kernel(repo_id)`` — ``LOCAL_KERNELS`` mapping
+the kernel's ``general.hub.repo-id`` to it): the loader verifies and imports the
 built artefact, so the tests exercise exactly what would be published, never the
 sources on sys.path. A stable-ABI variant runs under every torch of the matrix at or
 above its ABI minimum — that it loads on all of them is the point of the stable ABI.
@@ -139,6 +141,12 @@ def _run_pytest(
     if interpret:
         child_env["TRITON_INTERPRET"] = "1"
     child_env["KERNELHUB_TEST_VARIANT"] = str(path.resolve())
+    if kernel.repo_id:
+        # Tests written for the ecosystem load the build under test with
+        # kernels.get_kernel(repo_id), pointed at it by LOCAL_KERNELS.
+        others = child_env.get("LOCAL_KERNELS")
+        child_env["LOCAL_KERNELS"] = ":".join(
+            filter(None, (f"{kernel.repo_id}={path.resolve()}", others)))
     # Keep __pycache__ out of the variant dir the tests import from.
     child_env["PYTHONDONTWRITEBYTECODE"] = "1"
     child_env.pop("PYTHONPATH", None)

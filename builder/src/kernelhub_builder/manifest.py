@@ -60,6 +60,8 @@ __all__ = [
 ]
 
 PROJECT_FILE = "kernels.toml"
+STANDALONE = "."
+"""The one entry of a standalone project: the kernel is the project root itself."""
 SYSTEMS = tuple(f"{arch}-{os}" for arch in ARCHES for os in OSES)
 
 _ORG_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -72,6 +74,9 @@ def load_project(path: Path, *, only: Sequence[str] | None = None) -> Project:
     of one kernel sees that kernel's tree and no other, so the rest cannot be checked.
     """
     path = Path(path)
+    if path.name == KERNEL_FILE or (path.is_dir() and not (path / PROJECT_FILE).is_file()
+                                    and (path / KERNEL_FILE).is_file()):
+        return standalone_project(path.parent if path.name == KERNEL_FILE else path)
     file = path / PROJECT_FILE if path.is_dir() else path
     root = file.parent.resolve()
     top = Table(read_toml(file), file)
@@ -119,6 +124,14 @@ def load_project(path: Path, *, only: Sequence[str] | None = None) -> Project:
                 "create the kernel there or remove it from the list",
             )
     return project
+
+
+def standalone_project(root: Path) -> Project:
+    """A kernel author's own repository: one build.toml at its root, no kernels.toml.
+
+    It builds in place with the default matrix; builds go to ``<root>/build/<name>/``.
+    """
+    return Project(root=Path(root).resolve(), kernels=(STANDALONE,))
 
 
 def _load_releases(table: Table) -> dict[str, str]:

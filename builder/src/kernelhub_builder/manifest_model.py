@@ -44,7 +44,10 @@ class Project:
     """Kernel name → semver release (kernels.toml ``[releases]``)."""
 
     def kernel_dir(self, name: str) -> Path:
-        """A bare name lives under kernels-src/; an entry with a slash is a path from root."""
+        """A bare name lives under kernels-src/; an entry with a slash is a path from root;
+        ``"."`` is the root itself (a standalone kernel repository)."""
+        if name == ".":
+            return self.root
         if "/" in name:
             return self.root / name
         return self.root / "kernels-src" / name

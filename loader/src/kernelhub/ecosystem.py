@@ -33,6 +33,28 @@ BACKENDS = frozenset({"cpu", "cuda", "rocm", "xpu", "metal", "mps", "npu"})
 """Backend names the ecosystem's ``backend=`` accepts (second positional of get_local_kernel)."""
 
 
+LOCAL_KERNELS = "LOCAL_KERNELS"
+"""``org/a=/path/a:org/b=/path/b``: repositories served from local builds instead of a hub
+(the ecosystem's variable; a kernel's own tests use it to load the build under test)."""
+
+
+def local_override(repo_id: str) -> Path | None:
+    """The local build ``LOCAL_KERNELS`` names for ``repo_id``, if any."""
+    import os
+
+    from .errors import KernelHubError
+
+    value = os.environ.get(LOCAL_KERNELS, "")
+    for entry in filter(None, value.split(":")):
+        name, sep, path = entry.partition("=")
+        if not sep:
+            raise KernelHubError(f"{LOCAL_KERNELS}: entry {entry!r} is not org/name=/path; "
+                                 "separate entries with ':'")
+        if name == repo_id:
+            return Path(path)
+    return None
+
+
 def get_kernel(
     repo_id: str,
     revision: str | None = None,
@@ -48,6 +70,8 @@ def get_kernel(
     from . import api
 
     del user_agent
+    if (local := local_override(repo_id)) is not None:
+        return api.get_local_kernel(local, backend=backend)
     return api.get_kernel(repo_id, version, revision, trust_remote_code=trust_remote_code,
                           backend=backend)
 
@@ -61,6 +85,8 @@ def has_kernel(
     """Whether the hub has a build of ``repo_id`` this system can load."""
     from . import api
 
+    if (local := local_override(repo_id)) is not None:
+        return local.exists()
     return api.has_kernel(repo_id, version, revision, backend=backend)
 
 
