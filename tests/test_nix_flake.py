@@ -103,6 +103,7 @@ def _flake_copy(tmp_path: Path, build_toml: str) -> Path:
     root = tmp_path / "project"
     shutil.copytree(REPO / "nix", root / "nix")
     shutil.copy(REPO / "flake.nix", root / "flake.nix")
+    shutil.copy(REPO / "flake.lock", root / "flake.lock")
     (root / "kernels.toml").write_text('kernels = ["tiny"]\n')
     kernel = root / "kernels-src" / "tiny"
     (kernel / "torch-ext" / "tiny").mkdir(parents=True)
