@@ -12,10 +12,14 @@ are the cache's to report, not the hub's.
 from __future__ import annotations
 
 import errno
-from collections.abc import Iterator
+import functools
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any, TypeVar
 
 from ..errors import HubError, KernelHubError
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 _DISK_ERRNOS = frozenset({
     errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR,
@@ -48,6 +52,25 @@ def hub_call(hub: object, doing: str) -> Iterator[None]:
         raise _failed(hub, doing, e) from e
     except Exception as e:
         raise _failed(hub, doing, e) from e
+
+
+def guarded(doing: str) -> Callable[[F], F]:
+    """Decorate a hub method so it reports failures like :func:`hub_call`.
+
+    ``doing`` is formatted with the call's positional arguments (``"listing the refs of
+    {0}"``), so a Hub implementation used directly gives the same one-line errors as
+    through the loader's API.
+    """
+
+    def decorate(method: F) -> F:
+        @functools.wraps(method)
+        def call(self: object, *args: Any, **kwargs: Any) -> Any:
+            with hub_call(self, doing.format(*args)):
+                return method(self, *args, **kwargs)
+
+        return call  # type: ignore[return-value]
+
+    return decorate
 
 
 def _failed(hub: object, doing: str, error: Exception) -> HubError:

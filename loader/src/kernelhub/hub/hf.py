@@ -20,6 +20,7 @@ from ..errors import HubError, RepoNotFoundError, VersionSpecError
 from ..release_manifest import RELEASE_FILE, SIGNATURE_FILE, ReleaseFiles
 from ..versions import Refs
 from .base import BUILD_DIR, check_variant_dir
+from .guard import guarded
 from .keys import endpoint_key
 
 if TYPE_CHECKING:
@@ -79,6 +80,7 @@ class HfHub:
 
     # -- reading -----------------------------------------------------------------------
 
+    @guarded("listing the refs of {0}")
     def list_refs(self, repo_id: str) -> Refs:
         try:
             refs = self.api.list_repo_refs(repo_id, repo_type=self.repo_type)
@@ -94,6 +96,7 @@ class HfHub:
             tags={t.name: t.target_commit for t in refs.tags},
         )
 
+    @guarded("listing the variants of {0} at {1}")
     def list_variants(self, repo_id: str, commit: str) -> list[str]:
         try:
             entries = list(
@@ -122,6 +125,7 @@ class HfHub:
                 f"{repo_id} has no commit {commit!r} on {self.endpoint}; {refs.describe()}"
             ) from None
 
+    @guarded("sending {2} of {0} at {1}")
     def fetch_variant(self, repo_id: str, commit: str, variant: str, dest: Path) -> None:
         check_variant_dir(variant)
         dest.mkdir(parents=True, exist_ok=True)
@@ -188,6 +192,7 @@ class HfHub:
                 f"{self.endpoint} failed to send {what} of {repo_id}@{commit}: {exc}"
             ) from exc
 
+    @guarded("sending the release files of {0} at {1}")
     def fetch_release(self, repo_id: str, commit: str) -> ReleaseFiles:
         names = (RELEASE_FILE, SIGNATURE_FILE)
         with tempfile.TemporaryDirectory(prefix="kernelhub-release-") as tmp:
