@@ -123,10 +123,8 @@ def _flake_copy(tmp_path: Path, build_toml: str) -> Path:
          '[kernel.tiny_cpu]\nbackend = "cpu"\nsrc = ["torch-ext/torch_binding.cpp"]\n',
          "kernels-src/tiny/build.toml: torch.minver: 'two' is not a torch version such as "
          "'2.13'"),
-        ('[general]\nname = "tiny"\nbackends = ["cpu"]\n[torch]\n'
-         'src = ["torch-ext/torch_binding.cpp"]\n',
-         "kernels-src/tiny/build.toml: general.backends: lists 'cpu' but no [kernel.<part>] "
-         "has backend = 'cpu'"),
+        ('[general]\nname = "tiny"\nbackends = ["cpu", "cpu"]\n[torch-noarch]\n',
+         "kernels-src/tiny/build.toml: general.backends: has duplicates: ['cpu', 'cpu']"),
         ('[general]\nname = "Tiny Kernel"\n[torch-noarch]\n',
          "kernels-src/tiny/build.toml: general.name: 'Tiny Kernel' is not a kernel name"),
     ],
