@@ -150,3 +150,34 @@ def test_edited_metadata_id_cannot_dodge_the_namespace_guard(tmp_path: Path) -> 
     meta_path.write_text(json.dumps(data))
     with pytest.raises(KernelLoadError, match=namespace):
         load_variant_dir(tmp_path / "b")
+
+
+def test_metadata_json_that_is_a_link_is_refused(tmp_path: Path) -> None:
+    variant = tmp_path / "v"
+    make_variant(variant)
+    elsewhere = tmp_path / "metadata-elsewhere.json"
+    (variant / "metadata.json").rename(elsewhere)
+    (variant / "metadata.json").symlink_to(elsewhere)
+    with pytest.raises(IntegrityError, match=r"metadata\.json is a symbolic link"):
+        load_variant_dir(variant)
+
+
+def test_a_hard_link_changed_after_the_read_does_not_change_what_runs(tmp_path: Path) -> None:
+    # A hard link passes O_NOFOLLOW; what protects the import is that the bytes were read
+    # once into the private copy before the first line ran.
+    variant = tmp_path / "v"
+    outside = tmp_path / "outside.py"
+    outside.write_text("VALUE = 1\n")
+    init = (f"from pathlib import Path\nPath({str(outside)!r}).write_text('VALUE = 666\\n')\n"
+            "from . import layers\n")
+    make_variant(variant, init=init, files={"placeholder.txt": ""})
+    (variant / "placeholder.txt").unlink()
+    os.link(outside, variant / "layers.py")
+    meta = json.loads((variant / "metadata.json").read_text())
+    meta["digest"]["files"].pop("placeholder.txt")
+    from kernelhub.metadata import file_digest
+
+    meta["digest"]["files"]["layers.py"] = file_digest(variant / "layers.py")
+    (variant / "metadata.json").write_text(json.dumps(meta))
+    assert load_variant_dir(variant).layers.VALUE == 1
+    assert outside.read_text() == "VALUE = 666\n"
