@@ -177,3 +177,39 @@ def test_reference_loader_parses_every_variant_name_and_reads_every_metadata(
         assert seen == {"name": ours["name"], "id": ours["id"], "version": ours["version"],
                         "license": ours["license"], "python-depends": ours["python-depends"],
                         "backend": ours["backend"]["type"]}, d
+
+
+REFERENCE_TRITON = r"""
+import json, sys
+from pathlib import Path
+import torch, kernels
+act = kernels.get_local_kernel(Path(sys.argv[1]), backend="cuda")
+x = torch.randn(8, 256)
+out = torch.empty(8, 128)
+act.silu_and_mul(out, x)
+ref = torch.nn.functional.silu(x[:, :128]) * x[:, 128:]
+print(json.dumps({"file": act.__file__, "kernels": kernels.__file__,
+                  "error": ((out - ref).abs().max() / ref.abs().max()).item()}))
+"""
+
+
+def test_reference_loader_loads_our_triton_noarch_variant(
+    built: Workspace, reference_loader: Path
+) -> None:
+    """The pure-Python Triton build (torch-cuda) loads in the reference loader too: its
+    metadata no longer lists `triton` in python-depends, which that loader refuses. Run in
+    the torch env that has Triton, on the CPU through Triton's interpreter."""
+    from e2e import torch_python
+
+    build = built.out / "triton-activation"
+    if not (build / "torch-cuda" / "metadata.json").is_file():
+        pytest.skip("triton-activation torch-cuda was not built on this host")
+    python_bin = torch_python("2.14")
+    if run([str(python_bin), "-c", "import triton"], check=False).returncode != 0:
+        pytest.skip("the torch 2.14 env has no Triton")
+    env = {**os.environ, "PYTHONPATH": str(reference_loader), "HF_HUB_OFFLINE": "1",
+           "TRITON_INTERPRET": "1"}
+    result = last_json(run([str(python_bin), "-c", REFERENCE_TRITON, str(build)], env=env))
+    assert result["kernels"].startswith(str(reference_loader)), "the reference loader itself"
+    assert result["file"] == str(build / "torch-cuda" / "__init__.py")
+    assert result["error"] < 1e-5
