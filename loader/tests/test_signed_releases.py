@@ -372,3 +372,31 @@ def test_kernelhub_versions_says_who_signed_and_what_the_policy_says(
     allow(tmp_path, monkeypatch, stranger)
     line = release_line()
     assert "REFUSED by your policy" in line and stranger.public.fingerprint in line
+
+
+def test_variants_without_file_digests_are_never_covered_by_a_signature(
+    tmp_path, monkeypatch, hub
+) -> None:
+    """An ecosystem build's metadata.json lists no digests: signing its metadata would not
+    sign its files, so the publisher refuses to and the loader refuses such a 'signature'."""
+    from kernelhub.errors import HubError
+    from kernelhub.release_manifest import ReleaseManifest, metadata_sha256, release_files
+
+    key = new_key(tmp_path / "key")
+    allow(tmp_path, monkeypatch, key)
+    staged = tmp_path / "staging" / "foreign"
+    make_variant(staged, name="scale", init="VALUE = 9\n")
+    metadata = json.loads((staged / "metadata.json").read_text())
+    del metadata["digest"]
+    (staged / "metadata.json").write_text(json.dumps(metadata))
+    with pytest.raises(HubError, match="lists no file digests"):
+        hub.publish(REPO, "v1", {"torch-universal": staged}, tag="v1.0.0", message="m",
+                    sign=signer(key))
+    # Published unsigned, then given a manifest signed by hand over that metadata.
+    hub.publish(REPO, "v1", {"torch-universal": staged}, tag="v1.0.0", message="m")
+    raw = (staged / "metadata.json").read_bytes()
+    files = release_files(ReleaseManifest(REPO, "1.0.0", {"torch-universal": metadata_sha256(raw)}),
+                          signer(key))
+    git_forge(hub, REPO, "v1", files)
+    with pytest.raises(SignatureError, match="lists no file digests"):
+        api.get_kernel(REPO, 1, hub=hub)

@@ -165,7 +165,15 @@ def load_variant_dir(path: Path, *, metadata_sha256: str | None = None) -> Modul
 
 
 def _check_signed(raw: bytes, signed_sha256: str | None, path: Path) -> None:
-    if signed_sha256 is None or (actual := release_digest(raw)) == signed_sha256:
+    if signed_sha256 is None:
+        return
+    if (actual := release_digest(raw)) == signed_sha256:
+        if not parse_metadata(raw, str(path / METADATA_FILE)).digest_files:
+            raise SignatureError(
+                f"refusing to load {path}: its metadata.json lists no file digests, so the "
+                "release signature does not cover its files; ask the publisher to rebuild it "
+                "with builder build and publish it signed again"
+            )
         return
     raise SignatureError(
         f"refusing to load {path}: its metadata.json (sha256 {actual[:16]}…) is not the one "

@@ -7,9 +7,10 @@ variants forced a rebuild of the tree on a newer branch head.
 
 from __future__ import annotations
 
-from ..errors import HubError
+from ..errors import HubError, MetadataError
 from ..hub.base import BUILD_DIR
 from ..hub.git import GitRepo, IndexEntry
+from ..metadata import parse_metadata
 from ..release_manifest import (
     RELEASE_FILE,
     SIGNATURE_FILE,
@@ -44,8 +45,14 @@ def with_release_files(
             f"cannot sign {repo_id}: variant(s) {', '.join(missing)} on the branch have no "
             "metadata.json to sign; rebuild and publish them, or remove them from the branch"
         )
-    blobs = repo.read_blobs(found[p] for p in paths)
-    digests = {paths[p]: metadata_sha256(data) for p, data in zip(paths, blobs, strict=True)}
+    blobs = dict(zip(paths, repo.read_blobs(found[p] for p in paths), strict=True))
+    if undigested := [paths[p] for p, data in blobs.items() if not _lists_digests(data, p)]:
+        raise HubError(
+            f"cannot sign {repo_id}: the metadata.json of {', '.join(undigested)} lists no "
+            "file digests (an ecosystem build?), so a signature would not cover its files; "
+            "rebuild it with builder build, or publish unsigned"
+        )
+    digests = {paths[p]: metadata_sha256(data) for p, data in blobs.items()}
     files = release_files(ReleaseManifest(repo_id, release, digests), sign)
     add = [IndexEntry("100644", repo.hash_blob(data), name) for name, data in files.items()]
     return repo.write_tree(tree, [], add), names
@@ -59,3 +66,10 @@ def release_of_tag(repo_id: str, tag: str | None) -> str:
             "publish with builder publish, which tags every release"
         )
     return tag[1:]
+
+
+def _lists_digests(raw: bytes, where: str) -> bool:
+    try:
+        return bool(parse_metadata(raw, where).digest_files)
+    except MetadataError:
+        return False
