@@ -122,6 +122,13 @@ def build_parser() -> argparse.ArgumentParser:
     cache.add_argument("action", choices=["path", "clear"])
     cache.set_defaults(func=_cache)
 
+    check = sub.add_parser(
+        "check", help="check every variant of a published repository (nothing is imported)"
+    )
+    check.add_argument("repo", help="org/name")
+    _add_spec_args(check)
+    check.set_defaults(func=_check)
+
     lock = sub.add_parser(
         "lock", help="write kernels.lock for the kernels pyproject.toml depends on"
     )
@@ -143,6 +150,21 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--name", help="only this layer or function name (e.g. RMSNorm)")
     verify.set_defaults(func=_print_verify_report)
     return parser
+
+
+def _check(args: argparse.Namespace) -> None:
+    from .repo_check import check_repository
+
+    resolution, reports = check_repository(args.repo, args.version, args.revision, hub=args.hub)
+    print(f"{args.repo} at {resolution.ref} ({resolution.commit[:12]})")
+    for report in reports:
+        print(f"  {'ok  ' if report.ok else 'FAIL'} {report.variant}")
+        for problem in report.problems:
+            print(f"       {problem}")
+    failed = [r.variant for r in reports if not r.ok]
+    if failed:
+        raise KernelHubError(f"{len(failed)} of {len(reports)} variants failed the check")
+    print(f"all {len(reports)} variants pass")
 
 
 def _lock(args: argparse.Namespace) -> None:
