@@ -79,6 +79,12 @@ def _parser() -> argparse.ArgumentParser:
                              "else <project>/build)")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
+    init = commands.add_parser("init", help="create a new kernel repository that builds and "
+                                            "tests as it is")
+    init.add_argument("name", help="the kernel's name, e.g. my-kernel")
+    init.add_argument("directory", nargs="?", type=Path, help="default: ./NAME")
+    init.add_argument("--org", default="my-org", help="hub org for general.hub.repo-id")
+
     listing = commands.add_parser("list-variants", help="show the variant matrix of a kernel")
     listing.add_argument("kernel", nargs="?", help="one kernel (default: all)")
     listing.add_argument("--json", action="store_true", help="machine-readable output")
@@ -169,6 +175,8 @@ def _abi_argument(parser: argparse.ArgumentParser) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
+        if args.command == "init":  # makes a project, so it cannot need one
+            return _init(args)
         project = load_project(args.project if args.project else find_project(Path.cwd()))
         out_dir = (args.out or default_out_dir(project)).resolve()
         with reporting_to(ConsoleReporter(console)):
@@ -358,6 +366,16 @@ def _check(args: argparse.Namespace, project: Project, out_dir: Path) -> int:
     if not checked:
         raise UsageError(f"no built variants under {out_dir}; run builder build first")
     console.print(f"all {checked} variant(s) passed the checks (ABI policy {args.abi.value})")
+    return 0
+
+
+def _init(args: argparse.Namespace) -> int:
+    from .scaffold import scaffold
+
+    target = args.directory or Path(args.name)
+    for path in scaffold(args.name, target, args.org):
+        console.print(f"  {path}")
+    console.print(f"created {target}; next: cd {target} && builder build && builder test")
     return 0
 
 

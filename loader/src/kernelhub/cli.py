@@ -129,6 +129,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_spec_args(check)
     check.set_defaults(func=_check)
 
+    init = sub.add_parser(
+        "init", help="create a new kernel repository (runs `builder init`; needs kernelhub-builder)"
+    )
+    init.add_argument("name")
+    init.add_argument("directory", nargs="?")
+    init.set_defaults(func=_init)
+
     lock = sub.add_parser(
         "lock", help="write kernels.lock for the kernels pyproject.toml depends on"
     )
@@ -150,6 +157,16 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--name", help="only this layer or function name (e.g. RMSNorm)")
     verify.set_defaults(func=_print_verify_report)
     return parser
+
+
+def _init(args: argparse.Namespace) -> None:
+    try:
+        from kernelhub_builder.cli import main as builder_main
+    except ImportError:
+        raise KernelHubError("kernelhub init needs the builder: pip install kernelhub-builder "
+                             "(it provides `builder init`)") from None
+    if builder_main(["init", args.name, *([args.directory] if args.directory else [])]) != 0:
+        raise KernelHubError(f"could not create the kernel repository {args.name!r}")
 
 
 def _check(args: argparse.Namespace) -> None:
