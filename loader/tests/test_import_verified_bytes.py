@@ -181,3 +181,15 @@ def test_a_hard_link_changed_after_the_read_does_not_change_what_runs(tmp_path: 
     (variant / "metadata.json").write_text(json.dumps(meta))
     assert load_variant_dir(variant).layers.VALUE == 1
     assert outside.read_text() == "VALUE = 666\n"
+
+
+def test_inspect_reads_the_verified_source(tmp_path: Path) -> None:
+    # Triton compiles @triton.jit functions from inspect.getsource: it must see the
+    # verified lines, not whatever a file on disk says later.
+    import inspect
+
+    variant = tmp_path / "v"
+    make_variant(variant, init="def kernel(x):\n    return x + 1\n")
+    module = load_variant_dir(variant)
+    Path(module.__file__).write_text("def kernel(x):\n    return x - 666\n")
+    assert inspect.getsource(module.kernel) == "def kernel(x):\n    return x + 1\n"
