@@ -71,9 +71,11 @@ def build(project: Path, *variants: str) -> None:
 
 def bump(project: Path, release: str, keep: list[str]) -> None:
     """Set the kernel's release and rebuild only ``keep``; the other builds are removed."""
-    toml = project / "kernels-src" / KERNEL / "build.toml"
-    toml.write_text(re.sub(r'(?m)^release = ".*"$', f'release = "{release}"',
-                           toml.read_text()))
+    toml = project / "kernels.toml"  # [releases] holds each kernel's semver release
+    text, count = re.subn(rf'(?m)^{KERNEL} = ".*"$', f'{KERNEL} = "{release}"',
+                          toml.read_text())
+    assert count == 1, "kernels.toml has no [releases] entry for the kernel"
+    toml.write_text(text)
     shutil.rmtree(project / "build" / KERNEL)
     build(project, *keep)
 
