@@ -25,7 +25,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
-from ...api import get_kernel, has_kernel
 from ...errors import KernelHubError, TrustError
 from ...layer.verify import verified_function
 from ...platforms import torch_is_rocm
@@ -85,6 +84,8 @@ def parse(attn_implementation: Any) -> AttentionRequest | None:
         if _flash_attn_usable():
             return None
         repo = FLASH_FALLBACK[m[1]]
+        from ...api import has_kernel
+
         if repo != FLASH_ATTN2 and not has_kernel(repo):
             repo = FLASH_ATTN2
         return AttentionRequest(repo, replaces=text)
@@ -115,6 +116,8 @@ def _mask_function(kernel: Any) -> Any:
 def load(request: AttentionRequest, *, allow_all_kernels: bool = False) -> Any:
     """The kernel's attention function; trust and version errors say what to do."""
     try:
+        from ...api import get_kernel
+
         kernel = get_kernel(request.repo_id, request.version, trust_remote_code=allow_all_kernels)
     except TrustError:
         org = request.repo_id.partition("/")[0]
