@@ -184,11 +184,6 @@ def host_cxx() -> Toolchain:
     return found
 
 
-def host_nvcc() -> str | None:
-    found = detect_toolchains().nvcc
-    return str(found.path) if found is not None else None
-
-
 def compiler_identity(cxx: Toolchain) -> str:
     """What the id hashes about the compiler: a new compiler means a new build id."""
     return f"{cxx.path.name} {cxx.version or '?'} ({cxx.description})"

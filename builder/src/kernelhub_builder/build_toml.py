@@ -21,7 +21,14 @@ from kernelhub.platforms import BACKENDS, UNBUILDABLE_BACKENDS
 from kernelhub.versions import parse_release
 
 from .errors import ManifestError
-from .manifest_model import KernelManifest, KernelPart, Matrix, Project, TorchExt
+from .manifest_model import (
+    DEFAULT_PYEXT,
+    KernelManifest,
+    KernelPart,
+    Matrix,
+    Project,
+    TorchExt,
+)
 from .toml_tables import (
     Table,
     existing_dirs,
@@ -229,7 +236,7 @@ def _load_torch(table: Table, root: Path, matrix: Matrix) -> TorchExt:
     return TorchExt(
         src=existing_files(table, "src", root),
         include=existing_dirs(table, "include", root),
-        pyext=table.get_strs("pyext") or ("py", "pyi"),
+        pyext=table.get_strs("pyext") or DEFAULT_PYEXT,
         minver=minver,
         maxver=maxver,
         stable_abi=stable_abi,
@@ -280,11 +287,11 @@ def _load_noarch(table: Table | None, top: Table, parts: tuple[KernelPart, ...])
                     "drop src or set universal = false",
                 )
         pyext = torch.get_strs("pyext") if torch else ()
-        return TorchExt(noarch=True, pyext=pyext or ("py", "pyi"))
+        return TorchExt(noarch=True, pyext=pyext or DEFAULT_PYEXT)
     table.check_keys(("pyext", "cuda-capabilities", "rocm-archs"))
     return TorchExt(
         noarch=True,
-        pyext=table.get_strs("pyext") or ("py", "pyi"),
+        pyext=table.get_strs("pyext") or DEFAULT_PYEXT,
         cuda_capabilities=table.get_strs("cuda-capabilities"),
         rocm_archs=table.get_strs("rocm-archs"),
     )

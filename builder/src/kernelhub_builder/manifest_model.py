@@ -53,6 +53,10 @@ class Project:
         return self.root / "kernels-src" / name
 
 
+DEFAULT_PYEXT: tuple[str, ...] = ("py", "pyi")
+"""What ``[torch] pyext`` is when build.toml does not say: the package's Python files."""
+
+
 @dataclass(frozen=True)
 class TorchExt:
     """[torch] (compiled) or [torch-noarch] (pure Python)."""
@@ -60,7 +64,7 @@ class TorchExt:
     noarch: bool = False
     src: tuple[str, ...] = ()
     include: tuple[str, ...] = ()
-    pyext: tuple[str, ...] = ("py",)
+    pyext: tuple[str, ...] = DEFAULT_PYEXT
     minver: str | None = None
     maxver: str | None = None
     stable_abi: str | None = None

@@ -278,9 +278,9 @@ _TOOL_HINTS = {
 }
 
 
-def _complete_tools(variant: Variant, tools: DeviceTools | None, nvcc: str | None) -> DeviceTools:
-    """Fill in what the caller did not: nvcc from the legacy argument, its arch list."""
-    tools = tools or DeviceTools(nvcc=nvcc)
+def _complete_tools(variant: Variant, tools: DeviceTools | None) -> DeviceTools:
+    """Fill in what the caller did not: nvcc's arch list."""
+    tools = tools or DeviceTools()
     if variant.backend == "cuda" and tools.nvcc and not tools.cuda_capabilities:
         assert variant.compute is not None
         toolkit = (variant.compute.version[0], variant.compute.version[1])
@@ -308,15 +308,14 @@ def render_variant(
     env: TorchEnv,
     *,
     cxx: str,
-    nvcc: str | None = None,
     work_dir: Path,
     tools: DeviceTools | None = None,
 ) -> RenderedBuild:
     """Write registration.h, _ops.py and build.ninja (and Metal's embedding) for a variant.
 
-    ``tools`` names the device toolchain; ``nvcc`` alone is accepted for CUDA callers.
+    ``tools`` names the device toolchain (none: a CPU build).
     """
-    tools = _complete_tools(variant, tools, nvcc)
+    tools = _complete_tools(variant, tools)
     generated = work_dir / GENERATED_DIR
     generated.mkdir(parents=True, exist_ok=True)
     templates = template_environment()

@@ -89,11 +89,6 @@ class VersionSpec:
             return str(self.specifier)
         return self.commit or self.ref or ""
 
-    @property
-    def is_pinned(self) -> bool:
-        """A commit names immutable content: no hub round trip is needed when cached."""
-        return self.commit is not None
-
 
 def parse_version(version: int | str) -> VersionSpec:
     """Parse a ``version=`` value: an int major, a tag/branch name, a specifier or a sha."""

@@ -153,3 +153,9 @@ def flash_attn_varlen_func(
             out=heads_first(out, q0, q1),
         )
     return out
+
+
+# An inference kernel: kernelize and the Transformers integration keep PyTorch when
+# training (the ecosystem's default for a kernel that says nothing is "has a backward").
+flash_attn_func.has_backward = False  # type: ignore[attr-defined]
+flash_attn_varlen_func.has_backward = False  # type: ignore[attr-defined]

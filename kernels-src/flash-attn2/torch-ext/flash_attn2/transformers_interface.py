@@ -84,3 +84,7 @@ def attention_forward(
         out=out.transpose(1, 2),
     )
     return out, None
+
+
+# An inference kernel: the Transformers integration keeps its own attention when training.
+attention_forward.has_backward = False  # type: ignore[attr-defined]

@@ -31,7 +31,6 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers
         kernel_of,
         kernelize,
         restore_forward,
-        unsupported_reason,
     )
     from .mapping import (
         get_kernel_mapping,
@@ -42,6 +41,7 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers
     from .mode import (
         MODE_FALLBACK_ORDER,
         Mode,
+        unsupported_reason,
     )
     from .repos import (
         FuncRepository,
@@ -75,7 +75,7 @@ _LAZY: dict[str, str] = {
     "kernel_of": "kernelize",
     "kernelize": "kernelize",
     "restore_forward": "kernelize",
-    "unsupported_reason": "kernelize",
+    "unsupported_reason": "mode",
     "get_kernel_mapping": "mapping",
     "normalize_mapping": "mapping",
     "register_kernel_mapping": "mapping",

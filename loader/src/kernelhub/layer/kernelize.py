@@ -33,7 +33,13 @@ from ..errors import KernelHubError, TrustError
 from .decorators import KERNEL_FUNCS_ATTR
 from .device import RuntimeDevice, order_device_entries, runtime_device
 from .mapping import DeviceRepos, Repository, get_kernel_mapping
-from .mode import MODE_FALLBACK_ORDER, Mode, check_kernelize_mode, describe_mode
+from .mode import (
+    MODE_FALLBACK_ORDER,
+    Mode,
+    check_kernelize_mode,
+    describe_mode,
+    unsupported_reason,
+)
 from .validate import forward_of, validate_layer
 from .verify import verified_forward
 
@@ -88,15 +94,6 @@ def _candidates(devices: DeviceRepos, device: RuntimeDevice, mode: Mode
         for key in MODE_FALLBACK_ORDER[mode]:
             if key in modes:
                 yield modes[key], key
-
-
-def unsupported_reason(layer: type, mode: Mode) -> str | None:
-    """Why ``layer`` cannot run in ``mode`` (None: it can)."""
-    if Mode.TRAINING in mode and not getattr(layer, "has_backward", True):
-        return "has no backward (has_backward = False), so it cannot train"
-    if Mode.TORCH_COMPILE in mode and not getattr(layer, "can_torch_compile", False):
-        return "is not marked can_torch_compile = True"
-    return None
 
 
 def _load_layer(repo: Repository, cls: type, failures: dict[Any, Exception]) -> type:

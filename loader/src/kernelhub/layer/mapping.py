@@ -31,15 +31,26 @@ from __future__ import annotations
 import contextlib
 import contextvars
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, Protocol, TypeGuard
 
 from ..errors import MappingError
 from ..platforms import device_type
 from .device import Device
 from .mode import Mode, check_mapping_mode
 
-Repository = Any
-"""Anything with ``load()`` and ``cache_key()`` (see :mod:`kernelhub.layer.repos`)."""
+
+class Repository(Protocol):
+    """What kernelize needs of a repository: every class of :mod:`kernelhub.layer.repos`,
+    or any object with the same two methods."""
+
+    def load(self) -> type:
+        """The layer class this repository names (imports the kernel if needed)."""
+        ...
+
+    def cache_key(self) -> tuple[Any, ...]:
+        """Identifies the kernel and layer, resolved against the current settings."""
+        ...
+
 
 ModeRepos = dict[Mode, Repository]
 DeviceRepos = dict[str, dict[Device, ModeRepos]]
@@ -51,7 +62,7 @@ _MAPPING: contextvars.ContextVar[KernelMapping] = contextvars.ContextVar(
 )
 
 
-def _is_repository(value: object) -> bool:
+def _is_repository(value: object) -> TypeGuard[Repository]:
     return callable(getattr(value, "load", None)) and callable(getattr(value, "cache_key", None))
 
 

@@ -95,3 +95,17 @@ def check_mapping_mode(mode: object, where: str) -> Mode:
             "(a TRAINING kernel is used for inference automatically)"
         )
     return mode
+
+
+def unsupported_reason(layer: object, mode: Mode) -> str | None:
+    """Why ``layer`` (a layer class or a function kernel) cannot run in ``mode``, or None.
+
+    The one rule, with the kernel ecosystem's defaults: a kernel has a backward unless it
+    says ``has_backward = False``, and torch.compile may trace it only if it says
+    ``can_torch_compile = True``.
+    """
+    if Mode.TRAINING in mode and not getattr(layer, "has_backward", True):
+        return "has no backward (has_backward = False), so it cannot train"
+    if Mode.TORCH_COMPILE in mode and not getattr(layer, "can_torch_compile", False):
+        return "is not marked can_torch_compile = True"
+    return None

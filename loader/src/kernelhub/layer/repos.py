@@ -17,31 +17,21 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
+from .. import settings
+from ..api import find_local_variant, get_kernel, get_local_kernel, load_locked_kernel, open_hub_arg
 from ..errors import KernelHubError, KernelLoadError, MappingError
+from ..hub.base import Hub
 from ..lockfile import lock_entry
+from ..metadata import read_metadata
 from ..signing_policy import policy_for
+from ..trust import require_bool
 from ..versions import check_repo_id, select_spec
 from .decorators import forward_calling
 
 if TYPE_CHECKING:
     from torch import nn
-
-    from ..hub.base import Hub
-
-
-
-class LayerRepositoryProtocol(Protocol):
-    """What kernelize needs from a repository."""
-
-    def load(self) -> type[nn.Module]:
-        """The layer class this repository names (imports the kernel if needed)."""
-        ...
-
-    def cache_key(self) -> tuple[Any, ...]:
-        """Identifies the kernel and layer, resolved against the current settings."""
-        ...
 
 
 def _layer_from(module: ModuleType, layer_name: str, where: str) -> type[nn.Module]:
@@ -93,15 +83,11 @@ def func_layer(func: Any, name: str) -> type[nn.Module]:
 
 
 def _check_flags(repo: Any) -> None:
-    from ..trust import require_bool
-
     require_bool(repo.trust_remote_code, f"{type(repo).__name__}.trust_remote_code")
     require_bool(repo.allow_all_kernels, f"{type(repo).__name__}.allow_all_kernels")
 
 
 def _hub_key(hub: Any) -> str:
-    from ..api import open_hub_arg
-
     return open_hub_arg(hub).key
 
 
@@ -132,9 +118,6 @@ class _HubRepository:
         return self.trust_remote_code or self.allow_all_kernels
 
     def _kernel(self) -> ModuleType:
-        from .. import settings
-        from ..api import get_kernel
-
         if not settings.hub_kernels_enabled():
             raise KernelHubError(
                 f"{self._where()}: hub kernels are disabled by USE_HUB_KERNELS="
@@ -196,14 +179,10 @@ class FuncRepository(_HubRepository):
 
 
 def _local_kernel(repo_path: Path) -> ModuleType:
-    from ..api import get_local_kernel
-
     return get_local_kernel(repo_path)
 
 
 def _local_key(repo_path: Path) -> str:
-    from ..api import find_local_variant
-
     return str(find_local_variant(repo_path))
 
 
@@ -265,8 +244,6 @@ class LocalFuncRepository:
 def _check_package(module: ModuleType, package_name: str | None, path: Path) -> None:
     if package_name is None:
         return
-    from ..metadata import read_metadata
-
     name = read_metadata(Path(module.__file__).parent).name  # type: ignore[arg-type]
     if name != package_name:
         raise KernelLoadError(
@@ -299,8 +276,6 @@ class _LockedRepository:
 
     def _locked_kernel(self) -> ModuleType:
         """The kernel at the locked commit, checked against the lock's hash before import."""
-        from ..api import load_locked_kernel
-
         return load_locked_kernel(self.repo_id, lockfile=self.lockfile, hub=self.hub,
                                   trust_remote_code=self.trust_remote_code
                                   or self.allow_all_kernels)
@@ -363,9 +338,3 @@ class LockedFuncRepository(_LockedRepository):
     def __str__(self) -> str:
         return f"{self.repo_id} (locked):{self.func_name}"
 
-
-REPOSITORY_TYPES: tuple[type, ...] = (
-    LayerRepository, FuncRepository, LocalLayerRepository, LocalFuncRepository,
-    LockedLayerRepository, LockedFuncRepository,
-)
-"""The repository classes a mapping accepts (anything with load() and cache_key() works)."""

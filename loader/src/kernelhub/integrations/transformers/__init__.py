@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .apply import apply_kernels
 from .attention import AttentionKernelError
 from .kernel_config import KernelConfig, KernelConfigError, KernelSpec
 from .patch import disable, enable, is_enabled
@@ -26,8 +27,6 @@ def kernelize(model: Any, *, mode: Any = None, kernel_config: Any = None) -> Any
     ``Mode.TRAINING | Mode.TORCH_COMPILE`` selects kernels torch.compile can trace and
     is kept across later ``train()``/``eval()`` switches. Returns the model.
     """
-    from .mode_switch import apply_kernels
-
     apply_kernels(model, kernel_config, mode)
     return model
 

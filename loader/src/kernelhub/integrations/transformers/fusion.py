@@ -21,7 +21,9 @@ import sys
 from typing import Any
 
 from ...errors import KernelHubError
+from ...layer import install_forward, restore_forward, unsupported_reason, validate_layer
 from ...layer.validate import forward_of
+from .failures import load_failure
 from .kernel_config import KernelConfig, KernelConfigError, KernelSpec, fusion_parents
 
 LAYOUT_ATTR = "_kernelhub_fusion_layout"
@@ -51,9 +53,6 @@ def _first_child_layer(kernel_cls: type) -> type:
 
 def _load(spec: KernelSpec, key: Any, device: str, repository: Any) -> tuple[type, type]:
     """(kernel class, Layout class) of a fusion entry; errors say what is missing."""
-    from ...layer import validate_layer
-    from .mode_switch import load_failure
-
     try:
         kernel_cls = repository.load()
     except KernelHubError as e:
@@ -77,8 +76,6 @@ def apply_fusions(model: Any, config: KernelConfig | None, device: str, mode: An
     """
     if config is None or not config.fusions:
         return
-    from ...layer import install_forward, restore_forward, unsupported_reason
-
     for key, spec in config.fusions_for_device(device).items():
         repository = repository_for(spec)
         kernel_cls, layout_cls = _load(spec, key, device, repository)

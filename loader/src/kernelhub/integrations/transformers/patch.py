@@ -10,13 +10,13 @@ on the Transformers classes, exactly the seams where those arguments are acted o
 :func:`disable` puts them back:
 
 * ``PreTrainedModel.set_use_kernels`` — called by ``from_pretrained`` after loading and
-  by ``PreTrainedModel.train``/``eval`` on a mode change → :func:`~.mode_switch.apply_kernels`;
+  by ``PreTrainedModel.train``/``eval`` on a mode change → :func:`~.apply.apply_kernels`;
 * ``PreTrainedModel._check_and_adjust_attn_implementation`` — where every
   ``attn_implementation`` (constructor, ``from_pretrained``, ``set_attn_implementation``)
   is checked → hub strings and the FlashAttention fallback go to :mod:`.attention`,
   everything else to Transformers;
 * ``transformers.integrations.hub_kernels.kernelize`` (``transformers.kernelize``) →
-  :func:`~.mode_switch.apply_kernels` with the given mode;
+  :func:`~.apply.apply_kernels` with the given mode;
 * ``transformers.integrations.hub_kernels.register_kernel_replacements_and_fusions`` —
   called by ``from_pretrained`` with the KernelConfig before the model is built → we
   validate the config against the model's structure (meta device, no weights) before any
@@ -39,6 +39,8 @@ from typing import Any
 
 from ... import settings
 from ...layer.decorators import LAYER_NAME_ATTR
+from . import attention
+from .apply import apply_kernels
 from .kernel_config import ALLOW_ALL_ATTR, from_transformers
 from .table import LAYER_CLASSES, import_target
 
@@ -112,8 +114,6 @@ def patch_hub_kernels(hub_kernels: ModuleType) -> None:
         checked.check_keys(skeleton)
 
     def kernelize(model: Any, mode: Any = None) -> Any:
-        from .mode_switch import apply_kernels
-
         apply_kernels(model, None, mode)
         return model
 
@@ -129,8 +129,6 @@ def patch_pretrained_model(pretrained_model: type) -> None:
 
     def set_use_kernels(self: Any, use_kernels: bool, kernel_config: Any = None,
                         mode: Any = None) -> None:
-        from .mode_switch import apply_kernels
-
         if use_kernels:
             apply_kernels(self, kernel_config, mode)
         else:
@@ -138,8 +136,6 @@ def patch_pretrained_model(pretrained_model: type) -> None:
 
     def check_attn(self: Any, attn_implementation: str | None, is_init_check: bool = False,
                    allow_all_kernels: bool = False) -> str:
-        from . import attention
-
         hub_kernels = sys.modules.get("transformers.integrations.hub_kernels")
         allow = allow_all_kernels or bool(getattr(hub_kernels, "ALLOW_ALL_KERNELS", False))
         if allow:

@@ -23,13 +23,23 @@ from types import ModuleType
 from typing import Any
 
 from ... import settings
+from ...api import get_kernel, get_local_kernel
 from ...errors import KernelHubError
+from ...layer import (
+    LayerRepository,
+    LocalLayerRepository,
+    Mode,
+    kernelize,
+    unsupported_reason,
+    use_kernel_mapping,
+)
 from ...layer.verify import verified_function, verify_from_env
+from . import attention
+from .failures import load_failure
 from .fusion import apply_fusions
 from .kernel_config import (
     ALLOW_ALL_ATTR,
     KernelConfig,
-    KernelConfigError,
     KernelSpec,
     device_type_of,
     from_transformers,
@@ -74,50 +84,8 @@ def effective_specs(config: KernelConfig | None, device: str) -> tuple[dict[str,
     return specs, explicit
 
 
-def _major_versions(spec: KernelSpec) -> list[int]:
-    """The major versions (``v<N>`` branches) the hub has for ``spec`` (best effort)."""
-    from ...api import list_refs
-
-    if spec.local:
-        return []
-    try:
-        refs = list_refs(spec.source)
-    except KernelHubError:
-        return []
-    return sorted(int(b[1:]) for b in refs.branches if b[:1] == "v" and b[1:].isdigit())
-
-
-def load_failure(spec: KernelSpec, key: Any, device: str, error: Exception) -> KernelConfigError:
-    """The error for an explicit entry that failed to load: try a newer version first.
-
-    The suggestion names only versions the hub has; with none newer it says so and
-    points at the hardware, driver and torch causes instead.
-    """
-    majors = _major_versions(spec)
-    asked = spec.version if isinstance(spec.version, int) else None
-    newer = [m for m in majors if asked is None or m > asked]
-    if newer:
-        hint = (f"Try a newer version of the kernel first (it has "
-                f"{', '.join(f'version {m}' for m in newer)}), e.g. "
-                f"('{spec.source}:{spec.name}', {{'version': {newer[-1]}}}) — builds for more "
-                "hardware, drivers and torch versions arrive in later versions — before "
-                "concluding that this device is unsupported.")
-    else:
-        has = ", ".join(f"version {m}" for m in majors) or "no major versions"
-        hint = (f"{spec.source} has no version newer than {asked if asked is not None else 'this'} "
-                f"(it has: {has}); check that this device, its driver and this torch are among "
-                "the builds it provides (`kernelhub versions REPO` lists each build and why it "
-                "does or does not fit).")
-    return KernelConfigError(
-        f"kernel_mapping[{key!r}] = {spec.describe()} could not be loaded on {device}: {error}\n"
-        + hint
-    )
-
-
 def kernel_module(spec: KernelSpec) -> ModuleType:
     """The kernel package a spec names (hub or local path)."""
-    from ...api import get_kernel, get_local_kernel
-
     if spec.local:
         return get_local_kernel(spec.source)
     return get_kernel(
@@ -126,8 +94,6 @@ def kernel_module(spec: KernelSpec) -> ModuleType:
 
 
 def _repository(spec: KernelSpec) -> Any:
-    from ...layer import LayerRepository, LocalLayerRepository
-
     if spec.local:
         return LocalLayerRepository(Path(spec.source), layer_name=spec.name)
     return LayerRepository(
@@ -137,11 +103,7 @@ def _repository(spec: KernelSpec) -> Any:
 
 
 def _supports(obj: Any, mode: Any) -> bool:
-    from ...layer import Mode
-
-    if Mode.TRAINING in mode and not getattr(obj, "has_backward", False):
-        return False
-    return not (Mode.TORCH_COMPILE in mode and not getattr(obj, "can_torch_compile", False))
+    return unsupported_reason(obj, mode) is None
 
 
 # -- the four parts ----------------------------------------------------------------
@@ -149,8 +111,6 @@ def _supports(obj: Any, mode: Any) -> bool:
 
 def _apply_layers(model: Any, specs: dict[str, KernelSpec], explicit: set[str],
                   device: str, mode: Any, verify: bool) -> None:
-    from ...layer import kernelize, use_kernel_mapping
-
     mapping: dict[str, Any] = {}
     for name, spec in specs.items():
         if name in FUNCTION_NAMES or name == ATTENTION_KEY:
@@ -197,8 +157,6 @@ def restore_function(module: ModuleType, attr: str) -> None:
 
 def _apply_attention(model: Any, specs: dict[str, KernelSpec], explicit: set[str],
                      device: str, mode: Any, verify: bool) -> None:
-    from . import attention
-
     spec = specs.get(ATTENTION_KEY)
     current = model.config._attn_implementation
     previous = getattr(model, "_kernelhub_attn_previous", None)
@@ -236,8 +194,6 @@ def current_mode(model: Any, requested: Any = None) -> Any:
 
     TORCH_COMPILE, once asked for, stays on across eval()/train() switches.
     """
-    from ...layer import Mode
-
     if requested is not None:
         model._kernelhub_compile = Mode.TORCH_COMPILE in requested
         return requested
