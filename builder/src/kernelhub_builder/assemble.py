@@ -14,6 +14,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kernelhub.metadata import (
     BackendInfo,
@@ -44,8 +45,13 @@ def stage_variant(
     artifacts: Artifacts,
     out_dir: Path,
     torch_version: str | None,
-) -> Path:
-    """Write a complete variant into a new staging dir under out_dir/<kernel>/."""
+    extra: dict[str, Any] | None = None,
+) -> tuple[Path, Metadata]:
+    """Write a complete variant into a new staging dir under out_dir/<kernel>/.
+
+    metadata.json is written once, last, with ``extra`` keys (the ABI record) included;
+    the dir and the metadata are returned so checks need not read it back.
+    """
     kernel_out = kernel_dir(out_dir, kernel)
     kernel_out.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{variant.name}-", dir=kernel_out))
@@ -66,12 +72,13 @@ def stage_variant(
             python_depends=python_depends(kernel, variant),
             provenance=provenance(kernel.root),
             torch=torch_version,
+            extra=dict(extra or {}),
         )
         write_metadata(staging, metadata)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return staging
+    return staging, metadata
 
 
 def copy_package(kernel: KernelManifest, dest: Path) -> None:

@@ -20,14 +20,22 @@ from kernelhub.variants import Variant
 
 from . import BUILDER_VERSION
 from .assemble import Artifacts, install_staged, stage_variant
-from .check import AbiPolicy, check_staged, raise_if_fatal, static_checks
+from .check import (
+    ABI_METADATA_KEY,
+    AbiPolicy,
+    abi_record,
+    check_binary,
+    check_staged,
+    raise_if_fatal,
+    static_checks,
+)
 from .compile import run_ninja
 from .errors import BuilderError, ToolchainMismatchError
 from .layout import lock_file, variant_dir, work_dir
 from .manifest_model import KernelManifest, Project
 from .matrix import PlannedVariant, build_env_minor, torch_env_problem
-from .render import render_ops_py, render_variant, settings_flags
-from .render_backends import device_tools
+from .render import VariantFlags, render_ops_py, render_variant, variant_flags
+from .render_backends import DeviceTools, device_tools
 from .report import note
 from .source_hash import BuildSettings, build_id
 from .toolchains import Toolchain, detect_toolchains
@@ -96,9 +104,11 @@ def _build_locked(
     abi: AbiPolicy = AbiPolicy.HOST, import_check: bool = True,
 ) -> BuildResult:
     dest = variant_dir(out_dir, kernel, variant)
-    env = _torch_env(project, variant) if variant.compiled else None
+    env = _torch_env(project, variant) if variant.compiled else None  # resolved once
     cxx = host_cxx() if variant.compiled else None
-    vid = _variant_id(kernel, variant, env, cxx)
+    tools = device_tools(detect_toolchains(), variant.backend)
+    flags = variant_flags(kernel, variant, env, tools) if env else None  # worked out once
+    vid = _variant_id(kernel, variant, env, cxx, flags)
 
     if _is_current(dest, vid):
         if abi is not AbiPolicy.HOST:  # checked at build time, but maybe under host policy
@@ -106,14 +116,20 @@ def _build_locked(
         note(f"{kernel.name} {variant.name}: up to date (no compile work)")
         return BuildResult(kernel.name, variant.name, vid, dest, compiled=False, up_to_date=True)
 
-    if env is None or cxx is None:  # pure Python: the package and _ops.py, nothing to compile
+    extra = {}
+    if env is None or cxx is None or flags is None:  # pure Python: nothing to compile
         artifacts, compiled = Artifacts(render_ops_py(variant, vid, so_name=None)), False
+        binary = []
     else:
-        artifacts, compiled = _compile(kernel, variant, vid, env, cxx, work_dir)
-    staging = stage_variant(kernel, variant, vid, artifacts, out_dir,
-                            env.torch_release if env else None)
+        artifacts, compiled = _compile(kernel, variant, vid, env, cxx, tools, flags, work_dir)
+        assert artifacts.so_path is not None  # ELF rules read the library once, here
+        binary = check_binary(artifacts.so_path, artifacts.so_path.parent, variant, vid)
+        extra[ABI_METADATA_KEY] = abi_record(binary, abi)
+    staging, metadata = stage_variant(kernel, variant, vid, artifacts, out_dir,
+                                      env.torch_release if env else None, extra)
     try:  # a variant that breaks a rule never replaces the previous build
-        check_staged(project, kernel, variant, staging, abi, import_check=import_check)
+        check_staged(project, kernel, variant, staging, abi, metadata=metadata,
+                     binary=binary, env=env, import_check=import_check)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -123,12 +139,13 @@ def _build_locked(
 
 
 def _variant_id(
-    kernel: KernelManifest, variant: Variant, env: TorchEnv | None, cxx: Toolchain | None
+    kernel: KernelManifest, variant: Variant, env: TorchEnv | None, cxx: Toolchain | None,
+    flags: VariantFlags | None,
 ) -> str:
     settings = BuildSettings(
         variant=variant.name,
         compiler=compiler_identity(cxx) if cxx else None,
-        flags=settings_flags(kernel, variant, env) if env else (),
+        flags=flags.settings if flags else (),
         torch_version=env.torch_version if env else None,
         release=kernel.release,
         builder_version=BUILDER_VERSION,
@@ -139,12 +156,12 @@ def _variant_id(
 
 def _compile(
     kernel: KernelManifest, variant: Variant, vid: str, env: TorchEnv, cxx: Toolchain,
-    work_dir: Path,
+    tools: DeviceTools, flags: VariantFlags, work_dir: Path,
 ) -> tuple[Artifacts, bool]:
     """Render and run ninja; returns the artifacts and whether a compiler ran."""
     note(f"{kernel.name} {variant.name}: building {vid} against torch {env.torch_version}")
     rendered = render_variant(kernel, variant, vid, env, cxx=str(cxx.path), work_dir=work_dir,
-                              tools=device_tools(detect_toolchains(), variant.backend))
+                              tools=tools, flags=flags)
     compiled = run_ninja(work_dir, f"{kernel.name} {variant.name}")
     assert rendered.so_name is not None
     return Artifacts(rendered.ops_py.read_text(), work_dir / rendered.so_name), compiled

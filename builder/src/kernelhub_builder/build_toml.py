@@ -17,7 +17,7 @@ import warnings
 from pathlib import Path
 
 from kernelhub.errors import VersionSpecError
-from kernelhub.platforms import BACKENDS, UNBUILDABLE_BACKENDS
+from kernelhub.system import BACKENDS, UNBUILDABLE_BACKENDS
 from kernelhub.versions import parse_release
 
 from .errors import ManifestError

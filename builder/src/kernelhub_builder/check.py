@@ -30,7 +30,7 @@ from enum import Enum
 from pathlib import Path
 
 from kernelhub.errors import KernelHubError
-from kernelhub.metadata import read_metadata, write_metadata
+from kernelhub.metadata import Metadata, read_metadata
 from kernelhub.variants import Variant, VariantKind
 
 from .check_abi import (
@@ -51,7 +51,7 @@ from .manifest_model import KernelManifest, Project
 from .matrix import build_env_minor, torch_env_problem
 from .report import warn
 from .toolchains import detect_host, detect_toolchains
-from .torch_env import ensure_torch_env
+from .torch_env import TorchEnv, ensure_torch_env
 
 __all__ = ["AbiPolicy", "CheckFailed", "CheckReport", "Violation", "check_kernel",
            "check_staged", "check_variant", "static_checks"]
@@ -97,18 +97,34 @@ def fatal_violations(violations: list[Violation], policy: AbiPolicy) -> list[Vio
     return list(violations)
 
 
-def static_checks(variant_dir: Path, variant: Variant) -> list[Violation]:
-    """Layout, Python and ELF checks: no torch, no subprocess, milliseconds."""
+def static_checks(
+    variant_dir: Path, variant: Variant, metadata: Metadata | None = None,
+    binary: list[Violation] | None = None,
+) -> list[Violation]:
+    """Layout, Python and ELF checks: no torch, no subprocess, milliseconds.
+
+    A build passes the ``metadata`` it just wrote and the ``binary`` violations it already
+    found, so nothing is read twice; otherwise both come from the directory.
+    """
     variant_dir = Path(variant_dir)
-    try:
-        metadata = read_metadata(variant_dir)
-    except KernelHubError as e:
-        return [Violation(RULE_MISSING_FILE, "metadata.json", "metadata.json", str(e))]
+    if metadata is None:
+        try:
+            metadata = read_metadata(variant_dir)
+        except KernelHubError as e:
+            return [Violation(RULE_MISSING_FILE, "metadata.json", "metadata.json", str(e))]
     found = check_files(variant_dir, variant, metadata.id)
     found += check_python(variant_dir, metadata)
+    if binary is None:
+        binary = binary_checks(variant_dir, variant, metadata.id)
+    return found + binary
+
+
+def binary_checks(variant_dir: Path, variant: Variant, variant_id: str) -> list[Violation]:
+    """Every ELF rule for every shared library of a variant (none for pure Python)."""
+    found: list[Violation] = []
     if variant.compiled:
-        for so in sorted(variant_dir.rglob("*.so")):
-            found += check_binary(so, variant_dir, variant, metadata.id)
+        for so in sorted(Path(variant_dir).rglob("*.so")):
+            found += check_binary(so, variant_dir, variant, variant_id)
     return found
 
 
@@ -131,27 +147,37 @@ def check_binary(so: Path, variant_dir: Path, variant: Variant, variant_id: str
 
 def check_variant(
     project: Project, kernel: KernelManifest, variant: Variant, variant_dir: Path,
-    *, import_check: bool = True,
+    *, import_check: bool = True, metadata: Metadata | None = None,
+    binary: list[Violation] | None = None, env: TorchEnv | None = None,
 ) -> CheckReport:
-    """All checks of one built (or staged) variant dir."""
-    report = CheckReport(variant.name, Path(variant_dir), static_checks(variant_dir, variant))
+    """All checks of one built (or staged) variant dir.
+
+    A build passes what it already has: the ``metadata`` it wrote, the ``binary``
+    violations it found and the torch ``env`` that compiled the variant.
+    """
+    report = CheckReport(variant.name, Path(variant_dir),
+                         static_checks(variant_dir, variant, metadata, binary))
     if not import_check:
         report.skipped.append("import check: not requested")
         return report
-    python, why_not = _import_python(project, kernel, variant)
+    python, why_not = _import_python(project, kernel, variant, env)
     if python is None:
         report.skipped.append(f"import check: {why_not}")
         return report
-    metadata = read_metadata(variant_dir)
+    if metadata is None:
+        metadata = read_metadata(variant_dir)
     result = check_import(python, Path(variant_dir).resolve(), metadata.id)
     report.violations += result.violations
     report.ops = result.ops
     return report
 
 
-def _import_python(project: Project, kernel: KernelManifest, variant: Variant
-                   ) -> tuple[Path | None, str]:
-    """The torch env interpreter that can import ``variant`` here, or why there is none."""
+def _import_python(project: Project, kernel: KernelManifest, variant: Variant,
+                   built_with: TorchEnv | None = None) -> tuple[Path | None, str]:
+    """The torch env interpreter that can import ``variant`` here, or why there is none.
+
+    ``built_with``: the env that just compiled the variant (then it is not looked up again).
+    """
     host = detect_host().system
     if variant.compiled and variant.system != host:
         return None, f"built for {variant.system}, this host is {host}"
@@ -164,7 +190,8 @@ def _import_python(project: Project, kernel: KernelManifest, variant: Variant
         if not minors:
             return None, "no torch of the build matrix can load it"
         minor = minors[-1]
-    env = ensure_torch_env(minor, project.torch_pins.get(minor))
+    env = built_with if variant.compiled and built_with is not None else ensure_torch_env(
+        minor, project.torch_pins.get(minor))
     if variant.compiled and (problem := torch_env_problem(variant, minor, env)):
         return None, problem
     return env.python, ""
@@ -197,13 +224,6 @@ def abi_record(violations: list[Violation], policy: AbiPolicy) -> dict:
     return {"policy": policy.value, "manylinux_2_28": not needs, "too-new-versions": needs}
 
 
-def record_abi(variant_dir: Path, violations: list[Violation], policy: AbiPolicy) -> None:
-    """Write the ABI record into metadata.json (not covered by the digest, so no rehash)."""
-    metadata = read_metadata(variant_dir)
-    metadata.extra[ABI_METADATA_KEY] = abi_record(violations, policy)
-    write_metadata(variant_dir, metadata)
-
-
 def format_violations(violations: list[Violation]) -> str:
     lines = [f"  {v}" for v in violations]
     if any(v.rule == RULE_MANYLINUX for v in violations):
@@ -231,19 +251,21 @@ def check_kernel(
 
 def check_staged(
     project: Project, kernel: KernelManifest, variant: Variant, staging: Path,
-    policy: AbiPolicy, *, import_check: bool = True,
+    policy: AbiPolicy, *, metadata: Metadata, binary: list[Violation],
+    env: TorchEnv | None, import_check: bool = True,
 ) -> CheckReport:
     """Check a freshly staged variant before it replaces the previous build.
 
-    Raises :class:`CheckFailed` on a violation the policy does not allow (the caller
-    discards the staging dir, so the previous build stays); otherwise records the ABI
-    in the staged metadata.json and warns when the binary is a host-only build.
+    ``metadata`` is what was written (with the ABI record of ``binary``, the ELF checks
+    run before staging) and ``env`` the torch env that compiled it. Raises
+    :class:`CheckFailed` on a violation the policy does not allow (the caller discards
+    the staging dir, so the previous build stays); warns when the binary is a host-only
+    build.
     """
     label = f"{kernel.name} {variant.name}"
-    report = check_variant(project, kernel, variant, staging, import_check=import_check)
+    report = check_variant(project, kernel, variant, staging, import_check=import_check,
+                           metadata=metadata, binary=binary, env=env)
     raise_if_fatal(label, report.violations, policy)
-    if variant.compiled:
-        record_abi(staging, report.violations, policy)
     host_only = [v for v in report.violations if v.rule == RULE_MANYLINUX]
     if host_only:
         warn(f"{label}: warning: not manylinux_2_28-compliant; {how_to_comply(host_only)}")

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from kernelhub.metadata import METADATA_FILE, Metadata
-from kernelhub.variants import Variant, VariantKind
+from kernelhub.variants import Variant
 from packaging.requirements import InvalidRequirement, Requirement
 
 from .check_abi import ElfInfo
@@ -56,7 +56,7 @@ _REGISTRATION = re.compile(
 
 def required_files(variant: Variant, variant_id: str) -> list[str]:
     files = ["__init__.py", "_ops.py", METADATA_FILE]
-    if variant.kind in (VariantKind.COMPILED, VariantKind.STABLE_ABI):
+    if variant.compiled:
         files.append(f"{variant_id}.abi3.so")
     return files
 

@@ -3,6 +3,8 @@
 Parses arguments, finds the project, calls :mod:`build`, :mod:`kernel_tests` and
 :mod:`publish`, and prints. Errors the user can fix (bad manifest, compile error,
 publish refused) become one message on stderr and exit status 1, never a traceback.
+What the library reports (:mod:`report`) is rendered by :mod:`cli_render`, which only
+this module uses.
 """
 
 from __future__ import annotations
@@ -136,7 +138,7 @@ def _parser() -> argparse.ArgumentParser:
                               f"manylinux_2_28 (default: refuse; env {ALLOW_HOST_ABI_ENV}=1)")
     publish.add_argument("--dry-run", action="store_true",
                          help="check and report what would change; publish nothing")
-    publish.add_argument("--sign", metavar="KEY", default=default_release_key(),
+    publish.add_argument("--sign", metavar="KEY", default=None,
                          help="sign the release with this OpenSSH Ed25519 private key "
                               f"(ssh-keygen -t ed25519; env {SIGN_KEY_ENV}; passphrase from "
                               f"{SIGN_PASSPHRASE_ENV}); loaders check it against their policy")
@@ -330,7 +332,8 @@ def _indent(text: str) -> str:
 
 def _publish(args: argparse.Namespace, project: Project, out_dir: Path) -> int:
     hub = open_publisher(args.hub or project.hub)
-    key = load_release_key(args.sign) if args.sign else None
+    sign = args.sign or default_release_key()  # the environment is read only to publish
+    key = load_release_key(sign) if sign else None
     for kernel in _select(project, args.kernels):
         result = publish_kernel(project, kernel, out_dir, hub, dry_run=args.dry_run,
                                 allow_host_abi=args.allow_host_abi, key=key,

@@ -1,9 +1,10 @@
 """How the ``builder`` command shows what the library reports: rich, on stderr.
 
-stdout stays clean for machine-readable output (``list-variants --json``); everything a
-person watches — progress, compiler steps, summaries — goes to stderr. Long work shows a
-live spinner with its current step and a bar when the step count is known; where stderr
-is not a terminal (CI logs) each counted step is printed as a line instead.
+Only the CLI uses this module. stdout stays clean for machine-readable output
+(``list-variants --json``); everything a person watches — progress, compiler steps,
+summaries — goes to stderr. Long work shows a live spinner with its current step and a
+bar when the step count is known; where stderr is not a terminal (CI logs) each counted
+step is printed as a line instead.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelhub.errors import VariantNameError, VersionSpecError
-from kernelhub.platforms import ARCHES, BACKENDS, OSES
+from kernelhub.system import ARCHES, BACKENDS, OSES
 from kernelhub.variants import Compute
 from kernelhub.versions import parse_release
 from packaging.requirements import InvalidRequirement, Requirement

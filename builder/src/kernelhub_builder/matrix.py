@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from kernelhub.platforms import platform_problem
+from kernelhub.system import platform_problem
 from kernelhub.variants import Compute, Variant, VariantKind
 
 from .errors import VariantSelectionError
@@ -183,6 +183,18 @@ def _computes(backend: str, project: Project, kernel: KernelManifest) -> list[Co
     return [Compute(backend)]
 
 
+_TOOLKIT_CHECKS: dict[str, tuple[str, str, str, str, str]] = {
+    # backend: (Toolchains field, missing, version label, toolkit, how to fix a mismatch)
+    "cuda": ("nvcc", "no nvcc found (set CUDA_HOME or put nvcc on PATH)", "nvcc is CUDA",
+             "CUDA", "set CUDA_HOME to a CUDA {want} toolkit"),
+    "rocm": ("hipcc", "no ROCm toolchain (hipcc not found; set ROCM_PATH or put hipcc on PATH)",
+             "hipcc is ROCm", "ROCm", "set ROCM_PATH to a ROCm {want} install"),
+    "xpu": ("icpx", "no oneAPI/SYCL compiler (icpx not found; source oneAPI's setvars.sh)",
+            "icpx is oneAPI", "oneAPI", "source the setvars.sh of oneAPI {want}"),
+}
+"""What the host needs to build each toolkit backend, and what to say when it lacks it."""
+
+
 def _why_not_buildable(variant: Variant, host: HostInfo, toolchains: Toolchains) -> str | None:
     """The first thing that stops this host from building the variant, said actionably."""
     system = variant.system
@@ -198,33 +210,10 @@ def _why_not_buildable(variant: Variant, host: HostInfo, toolchains: Toolchains)
         return "no C++ compiler (install g++ or clang++, or set CXX)"
     compute = variant.compute
     assert compute is not None
-    if compute.backend == "cuda":
-        return _version_problem(
-            toolchains.nvcc,
-            compute,
-            missing="no nvcc found (set CUDA_HOME or put nvcc on PATH)",
-            label="nvcc is CUDA",
-            wanted="CUDA",
-            fix="set CUDA_HOME to a CUDA {want} toolkit",
-        )
-    if compute.backend == "rocm":
-        return _version_problem(
-            toolchains.hipcc,
-            compute,
-            missing="no ROCm toolchain (hipcc not found; set ROCM_PATH or put hipcc on PATH)",
-            label="hipcc is ROCm",
-            wanted="ROCm",
-            fix="set ROCM_PATH to a ROCm {want} install",
-        )
-    if compute.backend == "xpu":
-        return _version_problem(
-            toolchains.icpx,
-            compute,
-            missing="no oneAPI/SYCL compiler (icpx not found; source oneAPI's setvars.sh)",
-            label="icpx is oneAPI",
-            wanted="oneAPI",
-            fix="source the setvars.sh of oneAPI {want}",
-        )
+    if compute.backend in _TOOLKIT_CHECKS:
+        tool, missing, label, wanted, fix = _TOOLKIT_CHECKS[compute.backend]
+        return _version_problem(getattr(toolchains, tool), compute, missing=missing,
+                                label=label, wanted=wanted, fix=fix)
     if compute.backend == "metal" and toolchains.metal is None:
         return "no Metal compiler (xcrun cannot find metal; install Xcode)"
     return None

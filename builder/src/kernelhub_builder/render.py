@@ -75,16 +75,34 @@ def stable_abi_target(minimum: str) -> str:
     return f"0x{major:02x}{minor:02x}000000000000"
 
 
-def settings_flags(kernel: KernelManifest, variant: Variant, env: TorchEnv) -> tuple[str, ...]:
-    """The flags that shape the build, without paths or the id: what the id hashes."""
-    flags = list(_define_flags(kernel, variant, env))
-    flags += kernel.torch.cxx_flags
-    for part in _parts(kernel, variant):
-        flags += [f"[{part.name}]", *part.cxx_flags, *part.cuda_flags, *part.cuda_capabilities]
-    flags += [f for f in _link_flags(kernel, variant, env) if not f.startswith("-L")]
+@dataclass(frozen=True)
+class VariantFlags:
+    """A variant's flags, worked out once per build: hashed into its id, then rendered."""
+
+    parts: tuple[KernelPart, ...]
+    """The parts this variant compiles."""
+    defines: tuple[str, ...]
+    """Optimisation, language standard and defines every translation unit gets."""
+    link: tuple[str, ...]
+    """The link line's flags."""
+    settings: tuple[str, ...]
+    """What shapes the build, without paths or the id: what the id hashes."""
+
+
+def variant_flags(
+    kernel: KernelManifest, variant: Variant, env: TorchEnv, tools: DeviceTools | None = None
+) -> VariantFlags:
+    """The flags of one variant's build (``tools`` only adds library paths to the link)."""
+    parts = _parts(kernel, variant)
+    defines = tuple(_define_flags(kernel, variant, env))
+    link = tuple(_link_flags(kernel, variant, env, parts, tools))
+    settings = [*defines, *kernel.torch.cxx_flags]
+    for part in parts:
+        settings += [f"[{part.name}]", *part.cxx_flags, *part.cuda_flags, *part.cuda_capabilities]
+    settings += [f for f in link if not f.startswith("-L")]
     if variant.os == "linux":
-        flags.append(settings_token(variant))
-    return tuple(flags)
+        settings.append(settings_token(variant))
+    return VariantFlags(parts, defines, link, tuple(settings))
 
 
 def _parts(kernel: KernelManifest, variant: Variant) -> tuple[KernelPart, ...]:
@@ -120,8 +138,8 @@ def _define_flags(kernel: KernelManifest, variant: Variant, env: TorchEnv) -> li
     return flags
 
 
-def _uses_openmp(kernel: KernelManifest, variant: Variant) -> bool:
-    flags = (*kernel.torch.cxx_flags, *(f for p in _parts(kernel, variant) for f in p.cxx_flags))
+def _uses_openmp(kernel: KernelManifest, parts: tuple[KernelPart, ...]) -> bool:
+    flags = (*kernel.torch.cxx_flags, *(f for p in parts for f in p.cxx_flags))
     return any(f.startswith("-fopenmp") for f in flags)
 
 
@@ -134,7 +152,8 @@ _GPU_TORCH_LIBS = {
 
 
 def _link_flags(
-    kernel: KernelManifest, variant: Variant, env: TorchEnv, tools: DeviceTools | None = None
+    kernel: KernelManifest, variant: Variant, env: TorchEnv, parts: tuple[KernelPart, ...],
+    tools: DeviceTools | None = None,
 ) -> list[str]:
     tools = tools or DeviceTools()
     flags = [f"-L{env.library_dir}"]
@@ -164,7 +183,7 @@ def _link_flags(
         # Python's symbols resolve at load time (abi3), frameworks give Metal/Foundation.
         flags += ["-Wl,-undefined,dynamic_lookup", "-framework", "Metal",
                   "-framework", "Foundation"]
-    if _uses_openmp(kernel, variant):
+    if _uses_openmp(kernel, parts):
         flags.append("-fopenmp")
     return flags
 
@@ -203,21 +222,22 @@ def _backend_flags(variant: Variant, tools: DeviceTools) -> list[str]:
 
 def compile_units(
     kernel: KernelManifest, variant: Variant, vid: str, env: TorchEnv, generated: Path,
-    tools: DeviceTools | None = None,
+    tools: DeviceTools | None = None, flags: VariantFlags | None = None,
 ) -> tuple[CompileUnit, ...]:
     """The build steps of this variant, each with its complete command-line flags."""
     tools = tools or DeviceTools()
-    base = [*_define_flags(kernel, variant, env), f"-DTORCH_EXTENSION_NAME={vid}"]
-    parts = _parts(kernel, variant)
+    flags = flags or variant_flags(kernel, variant, env, tools)
+    base = [*flags.defines, f"-DTORCH_EXTENSION_NAME={vid}"]
+    parts = flags.parts
     all_includes = (*kernel.torch.include, *(i for p in parts for i in p.include))
     units: list[CompileUnit] = []
     # The torch binding sees every part's headers: it declares the parts' functions.
     for src in kernel.torch.src:
         if Path(src).suffix in CXX_SUFFIXES:
-            flags = [*base, *_backend_flags(variant, tools), *kernel.torch.cxx_flags,
-                     *_include_flags(kernel, all_includes, generated, env)]
+            unit_flags = [*base, *_backend_flags(variant, tools), *kernel.torch.cxx_flags,
+                          *_include_flags(kernel, all_includes, generated, env)]
             units.append(CompileUnit(kernel.root / src, f"obj/{Path(src).as_posix()}.o", "cxx",
-                                     tuple(flags)))
+                                     tuple(unit_flags)))
     for part in parts:
         includes = _include_flags(kernel, (*part.include, *kernel.torch.include), generated, env)
         if variant.backend == "cuda":
@@ -310,17 +330,20 @@ def render_variant(
     cxx: str,
     work_dir: Path,
     tools: DeviceTools | None = None,
+    flags: VariantFlags | None = None,
 ) -> RenderedBuild:
     """Write registration.h, _ops.py and build.ninja (and Metal's embedding) for a variant.
 
-    ``tools`` names the device toolchain (none: a CPU build).
+    ``tools`` names the device toolchain (none: a CPU build); ``flags`` are the ones the
+    build's id was computed from (worked out here when the caller has none).
     """
     tools = _complete_tools(variant, tools)
+    flags = flags or variant_flags(kernel, variant, env, tools)
     generated = work_dir / GENERATED_DIR
     generated.mkdir(parents=True, exist_ok=True)
     templates = template_environment()
     so_name = so_name_for(vid)
-    units = stable_cuda_sources(compile_units(kernel, variant, vid, env, generated, tools))
+    units = stable_cuda_sources(compile_units(kernel, variant, vid, env, generated, tools, flags))
     if not units:
         raise RenderError(
             f"{kernel.name}: variant {variant.name} has no C++ sources to compile; list them "
@@ -358,7 +381,7 @@ def render_variant(
             hipify=_quoted(tools.hipify, "hipify" in rules),
             xcrun=_quoted(tools.xcrun, bool(rules & {"metal", "metallib"})),
             units=units, so_name=so_name,
-            ldflags=_link_flags(kernel, variant, env, tools),
+            ldflags=list(flags.link),
         ),
     )
     return RenderedBuild(work_dir, so_name, ops_py, units)

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from kernelhub import tomlfile
+from kernelhub.tomlfile import tomllib
 
 from .errors import ManifestError
 
@@ -27,8 +27,8 @@ def read_toml(file: Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as e:
         raise ManifestError(file, None, f"cannot read: {e}") from None
     try:
-        return tomlfile.loads(text)
-    except tomlfile.TOMLDecodeError as e:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
         detail = str(e)
         if m := re.search(r"line (\d+)", detail):
             lines = text.splitlines()

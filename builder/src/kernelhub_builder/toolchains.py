@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelhub.platforms import ARCH_ALIASES
+from kernelhub.system import ARCH_ALIASES
 
 #: Environment variables whose values change what detection finds.
 ENV_KEYS = (

@@ -15,7 +15,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TypeVar
 
-from . import settings, tomlfile
+from . import settings
 from .cache import KernelCache
 from .errors import (
     HubError,
@@ -36,6 +36,7 @@ from .release_manifest import ReleaseFiles
 from .selection import Selection, check_archs, select_variant
 from .signing_policy import OrgPolicy, policy_for
 from .system import SystemInfo, detect_system
+from .tomlfile import tomllib
 from .trust import check_trusted
 from .versions import Refs, VersionSpec, branch_major, check_repo_id, resolve, select_spec
 
@@ -385,8 +386,8 @@ def _kernel_name(source_dir: Path) -> str:
     build_toml = source_dir / "build.toml"
     if build_toml.is_file():
         try:
-            name = tomlfile.loads(build_toml.read_text()).get("general", {}).get("name")
-        except (tomlfile.TOMLDecodeError, UnicodeDecodeError, AttributeError):
+            name = tomllib.loads(build_toml.read_text()).get("general", {}).get("name")
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError, AttributeError):
             name = None
         if isinstance(name, str) and name:
             return name

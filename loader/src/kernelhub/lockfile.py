@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import tomlfile
 from .errors import LockFileError
+from .tomlfile import tomllib
 from .versions import is_commit_id, shown_name
 
 LOCKFILE_NAME = "kernels.lock"
@@ -172,7 +172,7 @@ def project_dependencies(project_dir: Path) -> dict[str, int | str]:
     """
     path = Path(project_dir) / "pyproject.toml"
     try:
-        data = tomlfile.loads(path.read_text())
+        data = tomllib.loads(path.read_text())
     except FileNotFoundError:
         raise LockFileError(f"{path} does not exist; a project declares its kernels there "
                             "under [tool.kernels.dependencies]") from None

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import tomlfile
 from .errors import KernelHubError
+from .tomlfile import tomllib
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -62,8 +62,8 @@ def read_config() -> dict[str, Any]:
             "KERNELHUB_CONFIG at a file"
         ) from None
     try:
-        return tomlfile.loads(raw.decode("utf-8"))
-    except (tomlfile.TOMLDecodeError, UnicodeDecodeError) as e:
+        return tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise KernelHubError(f"{path}: not valid TOML ({e}); fix or remove the file") from None
 
 

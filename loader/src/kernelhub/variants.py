@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from .errors import VariantNameError
-from .platforms import BACKENDS, TOOLKIT_BACKENDS, platform_problem
+from .system import BACKENDS, TOOLKIT_BACKENDS, platform_problem
 
 
 class VariantKind(str, Enum):
@@ -155,31 +155,24 @@ _STABLE_RE = re.compile(
 )
 
 
+def _torch_bound(kind: VariantKind, m: re.Match[str]) -> Variant:
+    """A compiled or stable-ABI variant from its name's parts."""
+    return Variant(kind, _torch_mm(m["mm"]), Compute.parse_tag(m["compute"]), m["arch"], m["os"])
+
+
 def parse_variant(name: str) -> Variant:
     """Parse a variant name; raises VariantNameError saying which part is wrong."""
     if name == "torch-universal":
         return Variant(VariantKind.UNIVERSAL)
     if m := _STABLE_RE.fullmatch(name):
-        variant = Variant(
-            VariantKind.STABLE_ABI,
-            _torch_mm(m["mm"]),
-            Compute.parse_tag(m["compute"]),
-            m["arch"],
-            m["os"],
-        )
+        variant = _torch_bound(VariantKind.STABLE_ABI, m)
     elif m := _COMPILED_RE.fullmatch(name):
         if (m["os"] == "linux") != bool(m["cxx"]):
             raise VariantNameError(
                 f"variant {name!r}: Linux names carry -cxx11 after the torch version, "
                 "macOS names do not"
             )
-        variant = Variant(
-            VariantKind.COMPILED,
-            _torch_mm(m["mm"]),
-            Compute.parse_tag(m["compute"]),
-            m["arch"],
-            m["os"],
-        )
+        variant = _torch_bound(VariantKind.COMPILED, m)
     elif m := re.fullmatch(r"torch-(?P<backend>[a-z]+)", name):
         if m["backend"] not in BACKENDS:
             raise VariantNameError(
@@ -216,3 +209,14 @@ def variant_id(kernel_name: str, backend: str, digest_hex: str) -> str:
     """The unique module and op namespace of one build: ``_<name>_<backend>_<hash10>``."""
     safe = re.sub(r"\W", "_", kernel_name)
     return f"_{safe}_{backend}_{digest_hex[:10]}"
+
+
+_VARIANT_DIR_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def check_variant_dir(name: str) -> None:
+    """A variant name becomes a directory on every machine that fetches it: no paths."""
+    if not _VARIANT_DIR_RE.fullmatch(name):
+        raise VariantNameError(
+            f"{name!r} is not a valid variant directory name (letters, digits, '.', '_', '-')"
+        )

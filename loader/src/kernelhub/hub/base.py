@@ -8,18 +8,14 @@ the load path carries the code that writes to a hub.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from ..errors import VariantNameError
 from ..release_manifest import ReleaseFiles
 from ..versions import Refs
 
 BUILD_DIR = "build"
 """Variants live under ``build/<variant>/`` in every hub repository."""
-
-_VARIANT_DIR_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 @runtime_checkable
@@ -52,10 +48,3 @@ class Hub(Protocol):
         """Organisations the hub's operator declares trusted, beyond the user's own list."""
         ...
 
-
-def check_variant_dir(name: str) -> None:
-    """A variant name becomes a directory on every machine that fetches it: no paths."""
-    if not _VARIANT_DIR_RE.fullmatch(name):
-        raise VariantNameError(
-            f"{name!r} is not a valid variant directory name (letters, digits, '.', '_', '-')"
-        )

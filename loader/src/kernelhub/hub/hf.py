@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import HubError, RepoNotFoundError, VersionSpecError
 from ..release_manifest import RELEASE_FILE, SIGNATURE_FILE, ReleaseFiles
+from ..variants import check_variant_dir
 from ..versions import Refs
-from .base import BUILD_DIR, check_variant_dir
+from .base import BUILD_DIR
 from .guard import guarded
 from .keys import endpoint_key
 

@@ -38,11 +38,12 @@ import hashlib
 import re
 from pathlib import Path, PurePosixPath
 
-from .. import tomlfile
 from ..errors import HubError, RepoNotFoundError, VersionSpecError
 from ..release_manifest import RELEASE_FILE, SIGNATURE_FILE, ReleaseFiles
+from ..tomlfile import tomllib
+from ..variants import check_variant_dir
 from ..versions import Refs
-from .base import BUILD_DIR, check_variant_dir
+from .base import BUILD_DIR
 from .git import GitRepo
 
 MODELS_DIR = "models"
@@ -193,8 +194,8 @@ class LocalHub:
         if not path.is_file():
             return frozenset()
         try:
-            config = tomlfile.loads(path.read_text())
-        except (OSError, tomlfile.TOMLDecodeError) as exc:
+            config = tomllib.loads(path.read_text())
+        except (OSError, tomllib.TOMLDecodeError) as exc:
             raise HubError(f"cannot read the hub config {path}: {exc}") from None
         trust = config.get("trust", {})
         orgs = trust.get("orgs", []) if isinstance(trust, dict) else None

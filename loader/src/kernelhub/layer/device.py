@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import MappingError
-from ..platforms import capability_number, device_type, gpu_capability, torch_device_type
+from ..system import capability_number, device_type, gpu_capability, torch_device_type
 
 if TYPE_CHECKING:
     import torch

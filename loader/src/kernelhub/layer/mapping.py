@@ -34,7 +34,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Protocol, TypeGuard
 
 from ..errors import MappingError
-from ..platforms import device_type
+from ..system import device_type
 from .device import Device
 from .mode import Mode, check_mapping_mode
 

@@ -261,18 +261,28 @@ def locked_revision(repo_id: str, lockfile: Path | None) -> str:
     return lock_entry(repo_id, lockfile).sha
 
 
+@dataclass(frozen=True)
 class _LockedRepository:
     """Loads through the hub repository its lock file pins (resolved at each load, so an
     edited lock file takes effect without rebuilding the mapping)."""
 
+    repo_id: str
+    lockfile: Path | None = field(default=None, kw_only=True)
+    trust_remote_code: bool = field(default=False, kw_only=True)
+    allow_all_kernels: bool = field(default=False, kw_only=True)
+    hub: Hub | str | os.PathLike | None = field(default=None, kw_only=True, compare=False)
+
+    def __post_init__(self) -> None:
+        _check_flags(self)
+
     def _pinned(self) -> LayerRepository | FuncRepository:
         raise NotImplementedError
 
-    repo_id: str
-    lockfile: Path | None
-    trust_remote_code: bool
-    allow_all_kernels: bool
-    hub: Any
+    def _pin(self) -> dict[str, Any]:
+        """The hub repository's arguments: the locked commit and the caller's choices."""
+        return {"revision": locked_revision(self.repo_id, self.lockfile),
+                "trust_remote_code": self.trust_remote_code,
+                "allow_all_kernels": self.allow_all_kernels, "hub": self.hub}
 
     def _locked_kernel(self) -> ModuleType:
         """The kernel at the locked commit, checked against the lock's hash before import."""
@@ -288,21 +298,10 @@ class _LockedRepository:
 class LockedLayerRepository(_LockedRepository):
     """A hub layer pinned to the commit a lock file records for its repository."""
 
-    repo_id: str
     layer_name: str = field(default="", kw_only=True)
-    lockfile: Path | None = field(default=None, kw_only=True)
-    trust_remote_code: bool = field(default=False, kw_only=True)
-    allow_all_kernels: bool = field(default=False, kw_only=True)
-    hub: Hub | str | os.PathLike | None = field(default=None, kw_only=True, compare=False)
-
-    def __post_init__(self) -> None:
-        _check_flags(self)
 
     def _pinned(self) -> LayerRepository:
-        return LayerRepository(self.repo_id, layer_name=self.layer_name,
-                               revision=locked_revision(self.repo_id, self.lockfile),
-                               trust_remote_code=self.trust_remote_code,
-                               allow_all_kernels=self.allow_all_kernels, hub=self.hub)
+        return LayerRepository(self.repo_id, layer_name=self.layer_name, **self._pin())
 
     def load(self) -> type[nn.Module]:
         return _layer_from(self._locked_kernel(), self.layer_name, str(self))
@@ -315,21 +314,10 @@ class LockedLayerRepository(_LockedRepository):
 class LockedFuncRepository(_LockedRepository):
     """A hub function pinned to the commit a lock file records for its repository."""
 
-    repo_id: str
     func_name: str = field(default="", kw_only=True)
-    lockfile: Path | None = field(default=None, kw_only=True)
-    trust_remote_code: bool = field(default=False, kw_only=True)
-    allow_all_kernels: bool = field(default=False, kw_only=True)
-    hub: Hub | str | os.PathLike | None = field(default=None, kw_only=True, compare=False)
-
-    def __post_init__(self) -> None:
-        _check_flags(self)
 
     def _pinned(self) -> FuncRepository:
-        return FuncRepository(self.repo_id, func_name=self.func_name,
-                              revision=locked_revision(self.repo_id, self.lockfile),
-                              trust_remote_code=self.trust_remote_code,
-                              allow_all_kernels=self.allow_all_kernels, hub=self.hub)
+        return FuncRepository(self.repo_id, func_name=self.func_name, **self._pin())
 
     def load(self) -> type[nn.Module]:
         func = _func_from(self._locked_kernel(), self.func_name, str(self))
@@ -337,4 +325,3 @@ class LockedFuncRepository(_LockedRepository):
 
     def __str__(self) -> str:
         return f"{self.repo_id} (locked):{self.func_name}"
-

@@ -41,10 +41,11 @@ from huggingface_hub.hf_api import RepoFile
 from huggingface_hub.utils import get_session
 
 from ..errors import HubError, KernelHubError, PublishConflictError
-from ..hub.base import BUILD_DIR, check_variant_dir
+from ..hub.base import BUILD_DIR
 from ..hub.hf import HfHub
 from ..metadata import METADATA_FILE, parse_metadata
 from ..release_manifest import Signer
+from ..variants import check_variant_dir
 from ..versions import Refs
 from .base import PublishResult
 from .release import check_release, tag_needs_update

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import HubError
-from ..hub.base import BUILD_DIR, check_variant_dir
+from ..hub.base import BUILD_DIR
 from ..metadata import stored_files
+from ..variants import check_variant_dir
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from typing import Any, cast
 
 from ...errors import KernelHubError, TrustError
 from ...layer.verify import verified_function
-from ...platforms import torch_is_rocm
+from ...system import torch_is_rocm
 from ...versions import split_repo_string
 from .table import FLASH_ATTN2
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import KernelHubError
-from ...platforms import backend_of, torch_device_type
+from ...system import backend_of, torch_device_type
 from ...trust import require_bool
 from ...versions import select_spec
 from .table import (

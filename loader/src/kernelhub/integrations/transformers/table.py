@@ -33,7 +33,7 @@ ATTENTION_KEY = "attention"
 """The KernelConfig key that chooses the attention kernel used with ``use_kernels=True``."""
 
 DEVICE_TYPES = ("cuda", "rocm", "xpu", "metal", "cpu")
-"""Device keys a KernelConfig may use: backend names (:mod:`kernelhub.platforms`), so
+"""Device keys a KernelConfig may use: backend names (:mod:`kernelhub.system`), so
 ``"mps"`` is accepted for ``"metal"``."""
 
 COVERED_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral", "gemma")
