@@ -110,6 +110,20 @@ def verification_lines(model: Any) -> list[str]:
     return lines
 
 
+def print_rows(family: str, dtype_name: str, times: dict[str, tuple[float, float]],
+               configs: list[str], decode_steps: int) -> None:
+    """The prefill and decode rows of one (family, dtype): ms and speed vs ``pytorch``."""
+    for phase, index, scale in (("prefill", 0, 1), ("decode", 1, decode_steps)):
+        ref = times["pytorch"][index] if "pytorch" in times else None
+        cells = []
+        for config in configs:
+            seconds = times[config][index]
+            ratio = f" ({ref / seconds:4.2f}x)" if ref else ""
+            cells.append(f"{seconds * 1e3 / scale:11.2f} ms{ratio}")
+        print(f"{family:<8}{dtype_name:<10}{phase:<9}" + "".join(f"{c:>22}" for c in cells),
+              flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hub", default=os.environ.get("KERNELHUB_HUB", str(ROOT / ".kernelhub/hub")))
@@ -146,7 +160,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{SHAPE['intermediate_size']}, {SHAPE['num_attention_heads']} heads / "
           f"{SHAPE['num_key_value_heads']} KV heads; prefill {args.prefill}, decode "
           f"{args.decode}; best of {args.repeats} after {args.warmup} warm-up round(s)")
-    rows = []
+    header = f"{'model':<8}{'dtype':<10}{'phase':<9}" + "".join(f"{c:>22}" for c in configs)
+    print("\n" + header, flush=True)
     notes = []
     for family in args.families:
         for dtype_name in args.dtypes:
@@ -163,23 +178,9 @@ def main(argv: list[str] | None = None) -> int:
                               *verification_lines(model)]
                 del model
                 gc.collect()
-            rows.append((family, dtype_name, times))
+            print_rows(family, dtype_name, times, configs, args.decode)
             del base
             gc.collect()
-
-    print()
-    header = f"{'model':<8}{'dtype':<10}{'phase':<9}" + "".join(f"{c:>22}" for c in configs)
-    print(header)
-    for family, dtype_name, times in rows:
-        for phase, index, scale in (("prefill", 0, 1), ("decode", 1, args.decode)):
-            ref = times["pytorch"][index] if "pytorch" in times else None
-            cells = []
-            for config in configs:
-                seconds = times[config][index]
-                ms = seconds * 1e3 / scale
-                ratio = f" ({ref / seconds:4.2f}x)" if ref else ""
-                cells.append(f"{ms:11.2f} ms{ratio}")
-            print(f"{family:<8}{dtype_name:<10}{phase:<9}" + "".join(f"{c:>22}" for c in cells))
     print("(decode: ms per token; ratio: pytorch time / this time, higher is faster)")
     if notes:
         print("\n".join(notes))

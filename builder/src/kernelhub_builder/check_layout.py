@@ -106,6 +106,10 @@ def check_python(variant_dir: Path, metadata: Metadata) -> list[Violation]:
 _IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
 
 
+_TRY_NODES: tuple[type[ast.Try], ...] = (ast.Try, getattr(ast, "TryStar", ast.Try))
+"""``try`` and, from Python 3.11, ``try``/``except*``."""
+
+
 def _guards_import(handler: ast.ExceptHandler) -> bool:
     """Whether an ``except`` clause catches a failed import."""
     if handler.type is None:
@@ -129,7 +133,7 @@ def _eager_imports(tree: ast.AST) -> list[ast.AST]:
                 found.append(node)
             elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 continue
-            elif isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
+            elif isinstance(node, _TRY_NODES):
                 if not any(_guards_import(h) for h in node.handlers):
                     visit(node.body)
                 visit(node.orelse)

@@ -82,8 +82,8 @@ class ReleaseManifest:
 
         try:
             raw = json.loads(data.decode("ascii"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise bad(f"not ASCII JSON: {e}") from None
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+            raise bad(f"not ASCII JSON: {type(e).__name__}") from None
         if not isinstance(raw, dict) or raw.get("format") != FORMAT:
             raise bad(f"expected format {FORMAT!r}")
         repo, release, variants = raw.get("repo"), raw.get("release"), raw.get("variants")

@@ -106,7 +106,9 @@ def allowed_signers(path: Path, org: str) -> list[PublicKey]:
     uses for git) are skipped: they can never sign a kernelhub release.
     """
     try:
-        text = path.read_text()
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        raise SigningKeyError(f"allowed signers file {path} is not UTF-8 text") from None
     except OSError as e:
         raise KernelHubError(
             f"cannot read allowed signers file {path}: {e.strerror or e}; fix "

@@ -27,9 +27,11 @@ def layer_norm(
     tensors = [t for t in (x, weight, bias) if t is not None]
     needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
     if out is None:
-        out = None if needs_grad else _buffers.reusable(tuple(x.shape), x)
-        if out is None:
+        # Without gradients the out= op runs (the functional op carries the autograd
+        # wrapper, which costs more than the kernel for one token) on pooled memory.
+        if needs_grad or torch.compiler.is_compiling():
             return ops.layer_norm(x, weight, bias, eps)
+        out = _buffers.empty(tuple(x.shape), x)
     elif needs_grad:
         raise RuntimeError(
             "layer_norm(out=...) does not support autograd (like PyTorch's out= functions); "

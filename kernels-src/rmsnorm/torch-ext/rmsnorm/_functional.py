@@ -17,10 +17,13 @@ def _needs_grad(*tensors: torch.Tensor) -> bool:
 
 
 def _pooled_out(x: torch.Tensor, *tensors: torch.Tensor) -> torch.Tensor | None:
-    """A reusable output like ``x`` for a call without gradients (see ``_buffers``)."""
-    if _needs_grad(x, *tensors):
+    """An output like ``x`` for a call without gradients, so it runs the ``*_out`` op: the
+    functional ops carry the autograd wrapper, which costs more than the kernel for one
+    token. Large outputs come from the pool (see ``_buffers``). None under autograd or
+    ``torch.compile`` tracing: those use the functional op."""
+    if _needs_grad(x, *tensors) or torch.compiler.is_compiling():
         return None
-    return _buffers.reusable(tuple(x.shape), x)
+    return _buffers.empty(tuple(x.shape), x)
 
 
 def _no_grad_for_out(name: str, *tensors: torch.Tensor) -> None:

@@ -144,13 +144,14 @@ def apply_rotary_transformers(
     if transposed:
         q_embed, k_embed = ops.rotary(q.transpose(1, 2), k.transpose(1, 2), cos, sin, False)
         return q_embed.transpose(1, 2), k_embed.transpose(1, 2)
-    if not (torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, cos, sin))):
-        q_out = _buffers.reusable(tuple(q.shape), q)
-        k_out = _buffers.reusable(tuple(k.shape), k) if q_out is not None else None
-        if k_out is not None:  # pooled memory: no page faults on fresh outputs
-            ops.apply_rotary_out(q_out, k_out, q, k, cos, sin, False)
-            return q_out, k_out
-    return ops.rotary(q, k, cos, sin, False)
+    if ((torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, cos, sin)))
+            or torch.compiler.is_compiling()):
+        return ops.rotary(q, k, cos, sin, False)
+    # Without gradients the out= op runs (the functional op carries the autograd wrapper,
+    # which costs more than the kernel for one token), on pooled memory where large.
+    q_out, k_out = _buffers.empty(tuple(q.shape), q), _buffers.empty(tuple(k.shape), k)
+    ops.apply_rotary_out(q_out, k_out, q, k, cos, sin, False)
+    return q_out, k_out
 
 
 def _cpu_only(name: str):

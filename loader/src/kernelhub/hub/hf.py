@@ -24,8 +24,15 @@ from .base import BUILD_DIR
 from .guard import guarded
 from .keys import endpoint_key
 
-if TYPE_CHECKING:
-    from huggingface_hub import HfApi
+if TYPE_CHECKING:  # bound at run time by _import_huggingface_hub
+    from huggingface_hub import HfApi, snapshot_download
+    from huggingface_hub.errors import (
+        EntryNotFoundError,
+        HfHubHTTPError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+    from huggingface_hub.hf_api import RepoFile
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 """huggingface_hub's default endpoint, where ``HF_ENDPOINT`` is unset."""
