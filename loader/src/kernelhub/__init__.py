@@ -9,64 +9,136 @@ hook imports it at start-up).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .errors import (
-    HubError,
-    IntegrityError,
-    KernelHubError,
-    KernelLoadError,
-    MetadataError,
-    NoCompatibleVariantError,
-    RepoNotFoundError,
-    TrustError,
-    VersionSpecError,
+    HubError as HubError,
 )
+from .errors import (
+    IntegrityError as IntegrityError,
+)
+from .errors import (
+    KernelHubError as KernelHubError,
+)
+from .errors import (
+    KernelLoadError as KernelLoadError,
+)
+from .errors import (
+    MetadataError as MetadataError,
+)
+from .errors import (
+    NoCompatibleVariantError as NoCompatibleVariantError,
+)
+from .errors import (
+    RepoNotFoundError as RepoNotFoundError,
+)
+from .errors import (
+    TrustError as TrustError,
+)
+from .errors import (
+    VersionSpecError as VersionSpecError,
+)
+from .lazy_names import LazyNames
 
 if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers
     from .api import (
-        Resolution,
-        find_local_variant,
-        get_kernel,
-        get_local_kernel,
-        has_kernel,
-        load_locked_kernel,
-        locate_kernel,
-        resolve_kernel,
+        Resolution as Resolution,
+    )
+    from .api import (
+        find_local_variant as find_local_variant,
+    )
+    from .api import (
+        get_kernel as get_kernel,
+    )
+    from .api import (
+        get_local_kernel as get_local_kernel,
+    )
+    from .api import (
+        has_kernel as has_kernel,
+    )
+    from .api import (
+        load_locked_kernel as load_locked_kernel,
+    )
+    from .api import (
+        locate_kernel as locate_kernel,
+    )
+    from .api import (
+        resolve_kernel as resolve_kernel,
     )
     from .importer import (
-        load_variant_dir,
+        load_variant_dir as load_variant_dir,
     )
     from .layer import (
-        CUDAProperties,
-        Device,
-        FuncRepository,
-        KernelizeError,
-        LayerRepository,
-        LayerValidationError,
-        LocalFuncRepository,
-        LocalLayerRepository,
-        LockedFuncRepository,
-        LockedLayerRepository,
-        Mode,
-        ROCMProperties,
-        kernelize,
-        register_kernel_mapping,
-        replace_kernel_forward_from_hub,
-        use_kernel_forward_from_hub,
-        use_kernel_func_from_hub,
-        use_kernel_mapping,
-        use_kernelized_func,
-        verification_report,
+        CUDAProperties as CUDAProperties,
+    )
+    from .layer import (
+        Device as Device,
+    )
+    from .layer import (
+        FuncRepository as FuncRepository,
+    )
+    from .layer import (
+        KernelizeError as KernelizeError,
+    )
+    from .layer import (
+        LayerRepository as LayerRepository,
+    )
+    from .layer import (
+        LayerValidationError as LayerValidationError,
+    )
+    from .layer import (
+        LocalFuncRepository as LocalFuncRepository,
+    )
+    from .layer import (
+        LocalLayerRepository as LocalLayerRepository,
+    )
+    from .layer import (
+        LockedFuncRepository as LockedFuncRepository,
+    )
+    from .layer import (
+        LockedLayerRepository as LockedLayerRepository,
+    )
+    from .layer import (
+        Mode as Mode,
+    )
+    from .layer import (
+        ROCMProperties as ROCMProperties,
+    )
+    from .layer import (
+        kernelize as kernelize,
+    )
+    from .layer import (
+        register_kernel_mapping as register_kernel_mapping,
+    )
+    from .layer import (
+        replace_kernel_forward_from_hub as replace_kernel_forward_from_hub,
+    )
+    from .layer import (
+        use_kernel_forward_from_hub as use_kernel_forward_from_hub,
+    )
+    from .layer import (
+        use_kernel_func_from_hub as use_kernel_func_from_hub,
+    )
+    from .layer import (
+        use_kernel_mapping as use_kernel_mapping,
+    )
+    from .layer import (
+        use_kernelized_func as use_kernelized_func,
+    )
+    from .layer import (
+        verification_report as verification_report,
     )
     from .selection import (
-        Selection,
-        select_variant,
+        Selection as Selection,
+    )
+    from .selection import (
+        select_variant as select_variant,
     )
     from .system import (
-        SystemInfo,
-        detect_system,
+        SystemInfo as SystemInfo,
+    )
+    from .system import (
+        detect_system as detect_system,
     )
 
 _LAZY: dict[str, str] = {
@@ -107,67 +179,19 @@ _LAZY: dict[str, str] = {
 """Public name → the submodule that defines it, imported on first use (PEP 562)."""
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        # A submodule used as an attribute (``kernelhub.layer.Mode`` after a bare
-        # ``import kernelhub``), as it was when the package imported them all.
-        try:
-            return importlib.import_module(f".{name}", __name__)
-        except ModuleNotFoundError as e:
-            if e.name != f"{__name__}.{name}":
-                raise
-            raise AttributeError(f"module 'kernelhub' has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
+_lazy = LazyNames(__name__, _LAZY, submodules=True)
+__getattr__ = _lazy.attribute
+__dir__ = _lazy.listing
 
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
-
-
-__all__ = [
-    "CUDAProperties",
-    "Device",
-    "FuncRepository",
+__all__ = sorted([
     "HubError",
     "IntegrityError",
     "KernelHubError",
     "KernelLoadError",
-    "KernelizeError",
-    "LayerRepository",
-    "LayerValidationError",
-    "LocalFuncRepository",
-    "LocalLayerRepository",
-    "LockedFuncRepository",
-    "LockedLayerRepository",
     "MetadataError",
-    "Mode",
     "NoCompatibleVariantError",
-    "ROCMProperties",
     "RepoNotFoundError",
-    "Resolution",
-    "Selection",
-    "SystemInfo",
     "TrustError",
     "VersionSpecError",
-    "detect_system",
-    "find_local_variant",
-    "get_kernel",
-    "get_local_kernel",
-    "has_kernel",
-    "kernelize",
-    "load_locked_kernel",
-    "load_variant_dir",
-    "locate_kernel",
-    "register_kernel_mapping",
-    "replace_kernel_forward_from_hub",
-    "resolve_kernel",
-    "select_variant",
-    "use_kernel_forward_from_hub",
-    "use_kernel_func_from_hub",
-    "use_kernel_mapping",
-    "use_kernelized_func",
-    "verification_report",
-]
+    *_LAZY,
+])

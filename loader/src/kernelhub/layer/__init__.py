@@ -6,58 +6,105 @@ is made, a mapping is used by kernelize, or a layer is loaded.
 
 from __future__ import annotations
 
-import importlib
 import sys
 import types
 from typing import TYPE_CHECKING, Any
 
+from ..lazy_names import LazyNames
+
 if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers
     from .decorators import (
-        replace_kernel_forward_from_hub,
-        use_kernel_forward_from_hub,
-        use_kernel_func_from_hub,
-        use_kernelized_func,
+        replace_kernel_forward_from_hub as replace_kernel_forward_from_hub,
+    )
+    from .decorators import (
+        use_kernel_forward_from_hub as use_kernel_forward_from_hub,
+    )
+    from .decorators import (
+        use_kernel_func_from_hub as use_kernel_func_from_hub,
+    )
+    from .decorators import (
+        use_kernelized_func as use_kernelized_func,
     )
     from .device import (
-        CUDAProperties,
-        Device,
-        ROCMProperties,
-        runtime_device,
+        CUDAProperties as CUDAProperties,
+    )
+    from .device import (
+        Device as Device,
+    )
+    from .device import (
+        ROCMProperties as ROCMProperties,
+    )
+    from .device import (
+        runtime_device as runtime_device,
     )
     from .kernelize import (
-        KernelizeError,
-        clear_layer_cache,
-        install_forward,
-        kernel_of,
-        kernelize,
-        restore_forward,
+        KernelizeError as KernelizeError,
+    )
+    from .kernelize import (
+        clear_layer_cache as clear_layer_cache,
+    )
+    from .kernelize import (
+        install_forward as install_forward,
+    )
+    from .kernelize import (
+        kernel_of as kernel_of,
+    )
+    from .kernelize import (
+        kernelize as kernelize,
+    )
+    from .kernelize import (
+        restore_forward as restore_forward,
     )
     from .mapping import (
-        get_kernel_mapping,
-        normalize_mapping,
-        register_kernel_mapping,
-        use_kernel_mapping,
+        get_kernel_mapping as get_kernel_mapping,
+    )
+    from .mapping import (
+        normalize_mapping as normalize_mapping,
+    )
+    from .mapping import (
+        register_kernel_mapping as register_kernel_mapping,
+    )
+    from .mapping import (
+        use_kernel_mapping as use_kernel_mapping,
     )
     from .mode import (
-        MODE_FALLBACK_ORDER,
-        Mode,
-        unsupported_reason,
+        MODE_FALLBACK_ORDER as MODE_FALLBACK_ORDER,
+    )
+    from .mode import (
+        Mode as Mode,
+    )
+    from .mode import (
+        unsupported_reason as unsupported_reason,
     )
     from .repos import (
-        FuncRepository,
-        LayerRepository,
-        LocalFuncRepository,
-        LocalLayerRepository,
-        LockedFuncRepository,
-        LockedLayerRepository,
+        FuncRepository as FuncRepository,
+    )
+    from .repos import (
+        LayerRepository as LayerRepository,
+    )
+    from .repos import (
+        LocalFuncRepository as LocalFuncRepository,
+    )
+    from .repos import (
+        LocalLayerRepository as LocalLayerRepository,
+    )
+    from .repos import (
+        LockedFuncRepository as LockedFuncRepository,
+    )
+    from .repos import (
+        LockedLayerRepository as LockedLayerRepository,
     )
     from .validate import (
-        LayerValidationError,
-        validate_layer,
+        LayerValidationError as LayerValidationError,
+    )
+    from .validate import (
+        validate_layer as validate_layer,
     )
     from .verify import (
-        format_report,
-        verification_report,
+        format_report as format_report,
+    )
+    from .verify import (
+        verification_report as verification_report,
     )
 
 _LAZY: dict[str, str] = {
@@ -98,17 +145,9 @@ file that only marks its layers (``use_kernel_forward_from_hub``) imports the de
 not the loading code."""
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'kernelhub.layer' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+_lazy = LazyNames(__name__, _LAZY)
+__getattr__ = _lazy.attribute
+__dir__ = _lazy.listing
 
 
 class _Package(types.ModuleType):
@@ -126,36 +165,4 @@ class _Package(types.ModuleType):
 sys.modules[__name__].__class__ = _Package
 
 
-__all__ = [
-    "MODE_FALLBACK_ORDER",
-    "CUDAProperties",
-    "Device",
-    "FuncRepository",
-    "KernelizeError",
-    "LayerRepository",
-    "LayerValidationError",
-    "LocalFuncRepository",
-    "LocalLayerRepository",
-    "LockedFuncRepository",
-    "LockedLayerRepository",
-    "Mode",
-    "ROCMProperties",
-    "clear_layer_cache",
-    "format_report",
-    "get_kernel_mapping",
-    "install_forward",
-    "kernel_of",
-    "kernelize",
-    "normalize_mapping",
-    "register_kernel_mapping",
-    "replace_kernel_forward_from_hub",
-    "restore_forward",
-    "runtime_device",
-    "unsupported_reason",
-    "use_kernel_forward_from_hub",
-    "use_kernel_func_from_hub",
-    "use_kernel_mapping",
-    "use_kernelized_func",
-    "validate_layer",
-    "verification_report",
-]
+__all__ = sorted(_LAZY)

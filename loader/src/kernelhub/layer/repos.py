@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from .. import settings
 from ..api import find_local_variant, get_kernel, get_local_kernel, load_locked_kernel, open_hub_arg
@@ -87,17 +87,80 @@ def _check_flags(repo: Any) -> None:
     require_bool(repo.allow_all_kernels, f"{type(repo).__name__}.allow_all_kernels")
 
 
-def _hub_key(hub: Any) -> str:
-    return open_hub_arg(hub).key
-
-
-def _policy_token(repo_id: str) -> bytes:
-    """The org's signing policy, so a layer loaded under a looser one is checked again."""
-    return policy_for(repo_id.partition("/")[0]).token
+def _hub_cache_key(kind: str, hub: Any, repo_id: str, version: int | str | None,
+                   revision: str | None, name: str) -> tuple[Any, ...]:
+    """Which hub kernel a repository names; the org's signing policy is part of it, so a
+    layer loaded under a looser policy is checked again."""
+    return (kind, open_hub_arg(hub).key, repo_id, repr(version), revision, name,
+            policy_for(repo_id.partition("/")[0]).token)
 
 
 @dataclass(frozen=True)
-class _HubRepository:
+class _Takes:
+    """What a repository takes from its kernel, named by its ``layer_name`` or
+    ``func_name`` field (the subclasses below). The source bases (hub, local build, lock
+    file) say where the kernel comes from through ``_kernel()``, ``_where()`` and
+    ``_key()``."""
+
+    _KIND: ClassVar[str]
+    _FIELD: ClassVar[str]
+
+    def _kernel(self) -> ModuleType:
+        raise NotImplementedError
+
+    def _where(self) -> str:
+        raise NotImplementedError
+
+    def _key(self, kind: str, name: str) -> tuple[Any, ...]:
+        raise NotImplementedError
+
+    def _take(self, kernel: ModuleType) -> type[nn.Module]:
+        raise NotImplementedError
+
+    @property
+    def _name(self) -> str:
+        return str(getattr(self, self._FIELD))
+
+    def _require_target(self) -> None:
+        if not self._name:
+            raise MappingError(f"{type(self).__name__}({self._where()!r}): {self._FIELD} is required")
+
+    def load(self) -> type[nn.Module]:
+        return self._take(self._kernel())
+
+    def cache_key(self) -> tuple[Any, ...]:
+        return self._key(self._KIND, self._name)
+
+    def __str__(self) -> str:
+        return f"{self._where()}:{self._name}"
+
+
+@dataclass(frozen=True)
+class _TakesLayer(_Takes):
+    """A class from the kernel's ``layers`` module."""
+
+    _KIND = "layer"
+    _FIELD = "layer_name"
+    layer_name: str = field(default="", kw_only=True)
+
+    def _take(self, kernel: ModuleType) -> type[nn.Module]:
+        return _layer_from(kernel, self.layer_name, self._where())
+
+
+@dataclass(frozen=True)
+class _TakesFunc(_Takes):
+    """A function from the kernel's top level, wrapped in a pure layer."""
+
+    _KIND = "func"
+    _FIELD = "func_name"
+    func_name: str = field(default="", kw_only=True)
+
+    def _take(self, kernel: ModuleType) -> type[nn.Module]:
+        return func_layer(_func_from(kernel, self.func_name, self._where()), self.func_name)
+
+
+@dataclass(frozen=True)
+class _HubRepository(_Takes):
     """Shared fields of repositories that load from a hub."""
 
     repo_id: str
@@ -111,6 +174,7 @@ class _HubRepository:
         check_repo_id(self.repo_id)
         select_spec(self.version, self.revision)  # one of them at most, well-formed
         _check_flags(self)
+        self._require_target()
 
     @property
     def trusted(self) -> bool:
@@ -131,114 +195,59 @@ class _HubRepository:
                else f" version {self.version}" if self.version is not None else "")
         return f"{self.repo_id}{pin}"
 
+    def _key(self, kind: str, name: str) -> tuple[Any, ...]:
+        return _hub_cache_key(kind, self.hub, self.repo_id, self.version, self.revision, name)
+
 
 @dataclass(frozen=True)
-class LayerRepository(_HubRepository):
+class LayerRepository(_TakesLayer, _HubRepository):
     """The layer ``layer_name`` of a hub kernel: ``LayerRepository("org/name",
     layer_name="SiluAndMul", version=1)``."""
 
-    layer_name: str = field(default="", kw_only=True)
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if not self.layer_name:
-            raise MappingError(f"LayerRepository({self.repo_id!r}): layer_name is required")
-
-    def load(self) -> type[nn.Module]:
-        return _layer_from(self._kernel(), self.layer_name, self._where())
-
-    def cache_key(self) -> tuple[Any, ...]:
-        return ("layer", _hub_key(self.hub), self.repo_id, repr(self.version),
-                self.revision, self.layer_name, _policy_token(self.repo_id))
-
-    def __str__(self) -> str:
-        return f"{self._where()}:{self.layer_name}"
-
 
 @dataclass(frozen=True)
-class FuncRepository(_HubRepository):
+class FuncRepository(_TakesFunc, _HubRepository):
     """The function ``func_name`` of a hub kernel, used as a pure layer's forward."""
 
-    func_name: str = field(default="", kw_only=True)
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if not self.func_name:
-            raise MappingError(f"FuncRepository({self.repo_id!r}): func_name is required")
-
-    def load(self) -> type[nn.Module]:
-        func = _func_from(self._kernel(), self.func_name, self._where())
-        return func_layer(func, self.func_name)
-
-    def cache_key(self) -> tuple[Any, ...]:
-        return ("func", _hub_key(self.hub), self.repo_id, repr(self.version),
-                self.revision, self.func_name, _policy_token(self.repo_id))
-
-    def __str__(self) -> str:
-        return f"{self._where()}:{self.func_name}"
-
-
-def _local_kernel(repo_path: Path) -> ModuleType:
-    return get_local_kernel(repo_path)
-
-
-def _local_key(repo_path: Path) -> str:
-    return str(find_local_variant(repo_path))
-
 
 @dataclass(frozen=True)
-class LocalLayerRepository:
-    """A layer from a local build: a variant dir, a ``build/`` dir or a kernel source
-    dir (see :func:`kernelhub.find_local_variant`). Naming a path trusts it.
+class _LocalRepository(_Takes):
+    """Shared fields of repositories that load a local build: a variant dir, a ``build/``
+    dir or a kernel source dir (see :func:`kernelhub.find_local_variant`). Naming a path
+    trusts it.
 
     ``package_name`` is accepted for compatibility; when given it must equal the
     kernel's name in its metadata, which catches a path pointing at the wrong kernel.
     """
 
     repo_path: Path
-    layer_name: str = field(default="", kw_only=True)
     package_name: str | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "repo_path", Path(self.repo_path).expanduser())
-        if not self.layer_name:
-            raise MappingError(f"LocalLayerRepository({str(self.repo_path)!r}): layer_name is required")
+        self._require_target()
 
-    def load(self) -> type[nn.Module]:
-        module = _local_kernel(self.repo_path)
+    def _kernel(self) -> ModuleType:
+        module = get_local_kernel(self.repo_path)
         _check_package(module, self.package_name, self.repo_path)
-        return _layer_from(module, self.layer_name, str(self.repo_path))
+        return module
 
-    def cache_key(self) -> tuple[Any, ...]:
-        return ("local-layer", _local_key(self.repo_path), self.package_name, self.layer_name)
+    def _where(self) -> str:
+        return str(self.repo_path)
 
-    def __str__(self) -> str:
-        return f"{self.repo_path}:{self.layer_name}"
+    def _key(self, kind: str, name: str) -> tuple[Any, ...]:
+        return (f"local-{kind}", str(find_local_variant(self.repo_path)), self.package_name,
+                name)
 
 
 @dataclass(frozen=True)
-class LocalFuncRepository:
+class LocalLayerRepository(_TakesLayer, _LocalRepository):
+    """The layer ``layer_name`` of a local build."""
+
+
+@dataclass(frozen=True)
+class LocalFuncRepository(_TakesFunc, _LocalRepository):
     """A function of a local build, used as a pure layer's forward."""
-
-    repo_path: Path
-    func_name: str = field(default="", kw_only=True)
-    package_name: str | None = field(default=None, kw_only=True)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "repo_path", Path(self.repo_path).expanduser())
-        if not self.func_name:
-            raise MappingError(f"LocalFuncRepository({str(self.repo_path)!r}): func_name is required")
-
-    def load(self) -> type[nn.Module]:
-        module = _local_kernel(self.repo_path)
-        _check_package(module, self.package_name, self.repo_path)
-        return func_layer(_func_from(module, self.func_name, str(self.repo_path)), self.func_name)
-
-    def cache_key(self) -> tuple[Any, ...]:
-        return ("local-func", _local_key(self.repo_path), self.package_name, self.func_name)
-
-    def __str__(self) -> str:
-        return f"{self.repo_path}:{self.func_name}"
 
 
 def _check_package(module: ModuleType, package_name: str | None, path: Path) -> None:
@@ -262,7 +271,7 @@ def locked_revision(repo_id: str, lockfile: Path | None) -> str:
 
 
 @dataclass(frozen=True)
-class _LockedRepository:
+class _LockedRepository(_Takes):
     """Loads through the hub repository its lock file pins (resolved at each load, so an
     edited lock file takes effect without rebuilding the mapping)."""
 
@@ -274,54 +283,29 @@ class _LockedRepository:
 
     def __post_init__(self) -> None:
         _check_flags(self)
+        self._require_target()
 
-    def _pinned(self) -> LayerRepository | FuncRepository:
-        raise NotImplementedError
-
-    def _pin(self) -> dict[str, Any]:
-        """The hub repository's arguments: the locked commit and the caller's choices."""
-        return {"revision": locked_revision(self.repo_id, self.lockfile),
-                "trust_remote_code": self.trust_remote_code,
-                "allow_all_kernels": self.allow_all_kernels, "hub": self.hub}
-
-    def _locked_kernel(self) -> ModuleType:
+    def _kernel(self) -> ModuleType:
         """The kernel at the locked commit, checked against the lock's hash before import."""
         return load_locked_kernel(self.repo_id, lockfile=self.lockfile, hub=self.hub,
                                   trust_remote_code=self.trust_remote_code
                                   or self.allow_all_kernels)
 
-    def cache_key(self) -> tuple[Any, ...]:
-        return (*self._pinned().cache_key(), "locked", str(self.lockfile))
+    def _where(self) -> str:
+        return f"{self.repo_id} (locked)"
+
+    def _key(self, kind: str, name: str) -> tuple[Any, ...]:
+        """The key of the hub repository at the locked commit, and the lock file."""
+        revision = locked_revision(self.repo_id, self.lockfile)
+        return (*_hub_cache_key(kind, self.hub, self.repo_id, None, revision, name),
+                "locked", str(self.lockfile))
 
 
 @dataclass(frozen=True)
-class LockedLayerRepository(_LockedRepository):
+class LockedLayerRepository(_TakesLayer, _LockedRepository):
     """A hub layer pinned to the commit a lock file records for its repository."""
 
-    layer_name: str = field(default="", kw_only=True)
-
-    def _pinned(self) -> LayerRepository:
-        return LayerRepository(self.repo_id, layer_name=self.layer_name, **self._pin())
-
-    def load(self) -> type[nn.Module]:
-        return _layer_from(self._locked_kernel(), self.layer_name, str(self))
-
-    def __str__(self) -> str:
-        return f"{self.repo_id} (locked):{self.layer_name}"
-
 
 @dataclass(frozen=True)
-class LockedFuncRepository(_LockedRepository):
+class LockedFuncRepository(_TakesFunc, _LockedRepository):
     """A hub function pinned to the commit a lock file records for its repository."""
-
-    func_name: str = field(default="", kw_only=True)
-
-    def _pinned(self) -> FuncRepository:
-        return FuncRepository(self.repo_id, func_name=self.func_name, **self._pin())
-
-    def load(self) -> type[nn.Module]:
-        func = _func_from(self._locked_kernel(), self.func_name, str(self))
-        return func_layer(func, self.func_name)
-
-    def __str__(self) -> str:
-        return f"{self.repo_id} (locked):{self.func_name}"
