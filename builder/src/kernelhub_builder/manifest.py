@@ -106,16 +106,9 @@ def load_project(path: Path, *, only: Sequence[str] | None = None) -> Project:
         kernels = tuple(name for name in kernels if name in only)
     build_dir = top.get_str("build-dir")
     releases = _load_releases(top.get_table("releases") or Table({}, file, "releases"))
-    project = Project(
-        root=root,
-        kernels=kernels,
-        org=org,
-        hub=target,
-        matrix=matrix,
-        torch_pins=pins,
-        build_dir=(root / build_dir) if build_dir else None,
-        releases=releases,
-    )
+    project = Project(root=root, kernels=kernels, org=org, hub=target, matrix=matrix,
+                      torch_pins=pins, build_dir=(root / build_dir) if build_dir else None,
+                      releases=releases)
     for name in kernels:
         if not (project.kernel_dir(name) / KERNEL_FILE).is_file():
             raise top.error(
