@@ -13,11 +13,11 @@ from kernelhub.variants import parse_variant
 from kernelhub_builder.check_abi import check_symbol_versions, read_elf
 from kernelhub_builder.glibc_compat import (
     HOST_GLIBC_ENV,
-    header_text,
     pinning,
     settings_token,
     with_compat_header,
 )
+from kernelhub_builder.render import compat_header
 from kernelhub_builder.render_backends import CompileUnit
 
 VARIANT = parse_variant("torch213-cxx11-cpu-x86_64-linux")
@@ -55,7 +55,7 @@ def test_pinned_build_needs_nothing_newer_than_manylinux_2_28(tmp_path: Path) ->
     if not pinning(VARIANT) or platform.machine() != "x86_64":
         pytest.skip("pinning applies to x86_64 Linux here")
     header = tmp_path / "compat.h"
-    header.write_text(header_text(VARIANT))
+    header.write_text(compat_header(VARIANT))
     host = compile_so(tmp_path, "host", None)
     pinned = compile_so(tmp_path, "pinned", header)
     assert too_new(pinned) == []
@@ -72,12 +72,12 @@ def test_the_header_reaches_every_host_compile_step_and_the_id() -> None:
     out = with_compat_header(units, Path("/g/h.h"))
     assert [u.flags[-2:] for u in out[:2]] == [("-include", "/g/h.h")] * 2
     assert out[2] == units[2]
-    assert settings_token(VARIANT).startswith("glibc=manylinux_2_28:")
+    assert settings_token(VARIANT, compat_header(VARIANT)).startswith("glibc=manylinux_2_28:")
     assert not pinning(parse_variant("torch213-metal-aarch64-darwin"))
 
 
 def test_host_glibc_opt_out_changes_the_id(monkeypatch: pytest.MonkeyPatch) -> None:
-    pinned = settings_token(VARIANT)
+    pinned = settings_token(VARIANT, compat_header(VARIANT))
     monkeypatch.setenv(HOST_GLIBC_ENV, "1")
     assert not pinning(VARIANT)
-    assert settings_token(VARIANT) == "glibc=host" != pinned
+    assert settings_token(VARIANT, compat_header(VARIANT)) == "glibc=host" != pinned

@@ -21,10 +21,8 @@ import hashlib
 import os
 from collections.abc import Iterable
 from dataclasses import replace
-from functools import cache
 from pathlib import Path
 
-import jinja2
 from kernelhub.variants import Variant
 
 from .render_backends import CompileUnit
@@ -45,17 +43,19 @@ def pinning(variant: Variant) -> bool:
             and os.environ.get(HOST_GLIBC_ENV, "") not in ("1", "true", "yes"))
 
 
-def header_text(variant: Variant) -> str:
+def header_context(variant: Variant) -> dict[str, object]:
+    """The values of ``templates/glibc_compat.h.j2`` for ``variant`` (rendered by
+    :func:`kernelhub_builder.render.compat_header`)."""
     assert variant.arch is not None
-    return _template().render(variant=variant.name, functions=PINNED_FUNCTIONS,
-                              base_version=BASE_VERSIONS[variant.arch])
+    return {"variant": variant.name, "functions": PINNED_FUNCTIONS,
+            "base_version": BASE_VERSIONS[variant.arch]}
 
 
-def settings_token(variant: Variant) -> str:
+def settings_token(variant: Variant, header: str) -> str:
     """What the variant id hashes about the target: a changed header is a new build."""
     if not pinning(variant):
         return "glibc=host"
-    digest = hashlib.sha256(header_text(variant).encode()).hexdigest()[:12]
+    digest = hashlib.sha256(header.encode()).hexdigest()[:12]
     return f"glibc=manylinux_2_28:{digest}"
 
 
@@ -64,10 +64,3 @@ def with_compat_header(units: Iterable[CompileUnit], header: Path) -> tuple[Comp
     return tuple(replace(u, flags=(*u.flags, "-include", str(header)),
                          implicit=(*u.implicit, str(header)))
                  if u.rule in _RULES else u for u in units)
-
-
-@cache
-def _template() -> jinja2.Template:
-    from .render import template_environment  # render imports this module
-
-    return template_environment().get_template("glibc_compat.h.j2")

@@ -19,7 +19,13 @@ from kernelhub.variants import Variant, VariantKind
 
 from .cuda_archs import supported_capabilities
 from .errors import RenderError
-from .glibc_compat import HEADER_NAME, header_text, pinning, settings_token, with_compat_header
+from .glibc_compat import (
+    HEADER_NAME,
+    header_context,
+    pinning,
+    settings_token,
+    with_compat_header,
+)
 from .manifest_model import KernelManifest, KernelPart
 from .render_backends import (
     CXX_SUFFIXES,
@@ -101,7 +107,7 @@ def variant_flags(
         settings += [f"[{part.name}]", *part.cxx_flags, *part.cuda_flags, *part.cuda_capabilities]
     settings += [f for f in link if not f.startswith("-L")]
     if variant.os == "linux":
-        settings.append(settings_token(variant))
+        settings.append(settings_token(variant, compat_header(variant)))
     return VariantFlags(parts, defines, link, tuple(settings))
 
 
@@ -259,6 +265,13 @@ def compile_units(
     return with_compat_header(mapped, generated / HEADER_NAME) if pinning(variant) else mapped
 
 
+def compat_header(variant: Variant) -> str:
+    """The header that binds a Linux build to manylinux_2_28 symbol versions
+    (:mod:`kernelhub_builder.glibc_compat`)."""
+    return template_environment().get_template("glibc_compat.h.j2").render(
+        **header_context(variant))
+
+
 def template_environment() -> jinja2.Environment:
     """The builder's jinja2 templates (``templates/``), strict about undefined names."""
     env = jinja2.Environment(
@@ -364,7 +377,7 @@ def render_variant(
                 variant=variant.name, ext_name=vid, metallib=work_dir / metallib,
                 namespace=metallib_namespace(vid)))
     if pinning(variant):
-        _write_if_changed(generated / HEADER_NAME, header_text(variant))
+        _write_if_changed(generated / HEADER_NAME, compat_header(variant))
     ops_py = generated / "_ops.py"
     _write_if_changed(ops_py, render_ops_py(variant, vid, so_name))
     # XPU compiles and links with icpx (SYCL needs its driver to link); ROCm links with
