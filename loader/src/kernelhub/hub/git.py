@@ -210,7 +210,7 @@ class GitRepo:
             raise HubError(self._failure(["merge-base", "--is-ancestor"], proc.stderr))
         return proc.returncode == 0
 
-    def read_blobs(self, oids: Iterable[str]) -> Iterator[bytes]:
+    def read_blobs(self, oids: Sequence[str]) -> Iterator[bytes]:
         """Stream blob contents in order through one ``git cat-file --batch`` process."""
         proc = subprocess.Popen(
             self._argv(["cat-file", "--batch"]),

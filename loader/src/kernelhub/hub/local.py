@@ -162,7 +162,7 @@ class LocalHub:
         dest.mkdir(parents=True, exist_ok=True)
         if any(dest.iterdir()):
             raise HubError(f"cannot fetch {variant} into {dest}: the directory is not empty")
-        for entry, data in zip(entries, repo.read_blobs(e.oid for e in entries), strict=True):
+        for entry, data in zip(entries, repo.read_blobs([e.oid for e in entries]), strict=True):
             target = dest / entry.path[len(prefix) :]
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
@@ -186,7 +186,7 @@ class LocalHub:
             if e.kind == "blob"
         }
         names = sorted(found)
-        data = dict(zip(names, repo.read_blobs(found[n] for n in names), strict=True))
+        data = dict(zip(names, repo.read_blobs([found[n] for n in names]), strict=True))
         return ReleaseFiles(data.get(RELEASE_FILE), data.get(SIGNATURE_FILE))
 
     def trusted_orgs(self) -> frozenset[str]:

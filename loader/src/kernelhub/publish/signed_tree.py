@@ -45,7 +45,7 @@ def with_release_files(
             f"cannot sign {repo_id}: variant(s) {', '.join(missing)} on the branch have no "
             "metadata.json to sign; rebuild and publish them, or remove them from the branch"
         )
-    blobs = dict(zip(paths, repo.read_blobs(found[p] for p in paths), strict=True))
+    blobs = dict(zip(paths, repo.read_blobs([found[p] for p in paths]), strict=True))
     if undigested := [paths[p] for p, data in blobs.items() if not _lists_digests(data, p)]:
         raise HubError(
             f"cannot sign {repo_id}: the metadata.json of {', '.join(undigested)} lists no "
