@@ -212,7 +212,8 @@ def _load_torch_pins(toolchain: Table, matrix: Matrix) -> dict[str, str]:
         try:
             parsed = Requirement(requirement)
         except InvalidRequirement as e:
-            raise table.error(version, f"{requirement!r} is not a pip requirement: {e}") from None
+            raise table.error(version, f"{requirement!r} is not a pip requirement "
+                                      f"({str(e).splitlines()[0]}), e.g. 'torch==2.13.0'") from None
         if parsed.name.lower() != "torch":
             raise table.error(version, f"{requirement!r} must pin torch, e.g. 'torch==2.13.0'")
         pins[mm] = requirement

@@ -99,7 +99,8 @@ def torch_requirement(minor: str, pin: str | None) -> Requirement:
         requirement = Requirement(text)
     except InvalidRequirement as e:
         raise TorchEnvError(
-            f"torch pin {text!r} for torch {minor} is not a pip requirement ({e}); "
+            f"torch pin {text!r} for torch {minor} is not a pip requirement "
+            f"({str(e).splitlines()[0]}); "
             'fix [toolchain.torch] in kernels.toml, e.g. "2.13" = "torch==2.13.0"'
         ) from None
     if requirement.name != "torch":
