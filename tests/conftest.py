@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from e2e import Workspace, builder
 
@@ -26,3 +28,22 @@ def built(workspace: Workspace) -> Workspace:
 def published(built: Workspace) -> Workspace:
     builder(built, "publish", "--hub", str(built.hub))
     return built
+
+
+@pytest.fixture
+def hub_api_client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process as a fresh client of a loopback Hub-API server: its own cache, config
+    and HF home, no token or policy from the environment, org ``acme`` trusted."""
+    from kernelhub import api, release_check
+
+    for var in ("HF_TOKEN", "HF_ENDPOINT", "KERNELHUB_OFFLINE", "HF_HUB_OFFLINE",
+                "KERNELHUB_ALLOWED_SIGNERS", "KERNELHUB_REQUIRE_SIGNED",
+                "KERNELHUB_ALLOW_UNSIGNED"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    monkeypatch.setenv("KERNELHUB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("KERNELHUB_CONFIG", str(tmp_path / "config.toml"))
+    monkeypatch.setenv("KERNELHUB_TRUSTED_ORGS", "acme")
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    monkeypatch.setattr(api, "_memo", {})
+    monkeypatch.setattr(release_check, "_verified", {})

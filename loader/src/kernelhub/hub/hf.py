@@ -5,6 +5,12 @@ Reads go through huggingface_hub: refs from ``list_repo_refs``, variants from
 ``snapshot_download``. The same code reads a LocalHub served by olah (see
 :mod:`kernelhub.hub.local`), which the tests exercise.
 
+Which repository type: the Hub's ``kernel`` type where the server has it (what the
+ecosystem's loader asks for, ``/api/kernels/…``), else ``model`` (mirrors such as olah
+serve only models). :meth:`HfHub.typed` is that one rule, used by reads and by the
+publisher alike; the type found is remembered per repository, so it costs a request only
+on a server without kernel repositories, and only once.
+
 Publishing to such a server lives in :mod:`kernelhub.publish.hf`.
 """
 
@@ -13,8 +19,9 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import HubError, RepoNotFoundError, VersionSpecError
 from ..release_manifest import RELEASE_FILE, SIGNATURE_FILE, ReleaseFiles
@@ -33,6 +40,12 @@ if TYPE_CHECKING:  # bound at run time by _import_huggingface_hub
         RevisionNotFoundError,
     )
     from huggingface_hub.hf_api import RepoFile
+
+T = TypeVar("T")
+
+REPO_TYPES = ("kernel", "model")
+"""Where a repository is looked for, in this order: the Hub's kernel repositories, then
+models (all that mirrors such as olah serve)."""
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 """huggingface_hub's default endpoint, where ``HF_ENDPOINT`` is unset."""
@@ -58,15 +71,16 @@ class HfHub:
     """A hub reached through huggingface_hub at ``endpoint`` (default: ``HF_ENDPOINT``)."""
 
     def __init__(self, endpoint: str | None = None, token: str | bool | None = None,
-                 repo_type: str = "model") -> None:
+                 repo_type: str | None = None) -> None:
         # HF_ENDPOINT is read here, not through huggingface_hub.constants, which froze it at
         # import time (and which would import huggingface_hub for a warm load).
         chosen = endpoint or os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT
         self.endpoint = chosen.rstrip("/")
         self.token = token
         self.repo_type = repo_type
-        """``model`` (what mirrors such as olah serve) or ``kernel`` (the Hub's kernel
-        repositories)."""
+        """``kernel`` or ``model`` to read only that type; None (the default): each
+        repository's type is found by :meth:`typed`."""
+        self._types: dict[str, str] = {}
         self._api: Any = None
 
     @property
@@ -86,12 +100,49 @@ class HfHub:
     def key(self) -> str:
         return endpoint_key(self.endpoint)
 
+    # -- the repository type -----------------------------------------------------------
+
+    def typed(self, repo_id: str, read: Callable[[str], T]) -> T:
+        """``read(repo_type)`` for the type that holds ``repo_id``: each of
+        :data:`REPO_TYPES` in turn until one is not :func:`absent`, then remembered.
+        ``read`` asks about the repository as a whole (its refs or info), so that "not
+        found" means the repository, not a revision or file in it.
+
+        huggingface_hub's errors pass through unchanged (callers turn them into their own
+        messages); the last type's "not found" is the one raised.
+        """
+        known = self.repo_type or self._types.get(repo_id)
+        if known is not None:
+            return read(known)
+        _import_huggingface_hub()
+        *preferred, last = REPO_TYPES
+        for repo_type in preferred:
+            try:
+                result = read(repo_type)
+            except HfHubHTTPError as exc:
+                if not absent(exc):
+                    raise
+                continue
+            self._types[repo_id] = repo_type
+            return result
+        result = read(last)
+        self._types[repo_id] = last
+        return result
+
+    def type_of(self, repo_id: str) -> str:
+        """The repository type ``repo_id`` has on this server (found with its refs)."""
+        if (known := self.repo_type or self._types.get(repo_id)) is not None:
+            return known
+        self.list_refs(repo_id)
+        return self._types[repo_id]
+
     # -- reading -----------------------------------------------------------------------
 
     @guarded("listing the refs of {0}")
     def list_refs(self, repo_id: str) -> Refs:
         try:
-            refs = self.api.list_repo_refs(repo_id, repo_type=self.repo_type)
+            refs = self.typed(repo_id, lambda repo_type: self.api.list_repo_refs(
+                repo_id, repo_type=repo_type))
         except (RepositoryNotFoundError, EntryNotFoundError):
             raise RepoNotFoundError(
                 f"no repository {repo_id} on {self.endpoint}; check the name, and for a "
@@ -106,10 +157,11 @@ class HfHub:
 
     @guarded("listing the variants of {0} at {1}")
     def list_variants(self, repo_id: str, commit: str) -> list[str]:
+        repo_type = self.type_of(repo_id)
         try:
             entries = list(
                 self.api.list_repo_tree(
-                    repo_id, path_in_repo=BUILD_DIR, revision=commit, repo_type=self.repo_type
+                    repo_id, path_in_repo=BUILD_DIR, revision=commit, repo_type=repo_type
                 )
             )
         except (RepositoryNotFoundError, RevisionNotFoundError, EntryNotFoundError):
@@ -127,7 +179,8 @@ class HfHub:
         refs = self.list_refs(repo_id)
         try:
             # The listing is lazy: taking its first entry is what sends the request.
-            next(iter(self.api.list_repo_tree(repo_id, revision=commit, repo_type=self.repo_type)), None)
+            next(iter(self.api.list_repo_tree(repo_id, revision=commit,
+                                              repo_type=self.type_of(repo_id))), None)
         except (RepositoryNotFoundError, RevisionNotFoundError, EntryNotFoundError):
             raise VersionSpecError(
                 f"{repo_id} has no commit {commit!r} on {self.endpoint}; {refs.describe()}"
@@ -157,9 +210,10 @@ class HfHub:
         ``sha256:<hex>`` for files stored with Git LFS, ``git:<blob id>`` for the others."""
         check_variant_dir(variant)
         prefix = f"{BUILD_DIR}/{variant}/"
+        repo_type = self.type_of(repo_id)
         try:
             entries = list(self.api.list_repo_tree(repo_id, path_in_repo=prefix.rstrip("/"),
-                                                   revision=commit, repo_type="model",
+                                                   revision=commit, repo_type=repo_type,
                                                    recursive=True))
         except HfHubHTTPError as exc:
             raise HubError(f"{self.endpoint} failed to list {variant} of {repo_id}@{commit}: "
@@ -180,10 +234,11 @@ class HfHub:
     ) -> None:
         """snapshot_download the files matching ``patterns`` at ``commit`` into ``local_dir``."""
         _import_huggingface_hub()
+        repo_type = self.type_of(repo_id)
         try:
             snapshot_download(
                 repo_id,
-                repo_type=self.repo_type,
+                repo_type=repo_type,
                 revision=commit,
                 allow_patterns=patterns,
                 local_dir=local_dir,
@@ -211,3 +266,13 @@ class HfHub:
     def trusted_orgs(self) -> frozenset[str]:
         """A remote hub declares no trust of its own; the user's configuration decides."""
         return frozenset()
+
+
+def absent(exc: HfHubHTTPError) -> bool:
+    """Whether ``exc``, the answer to a request about a whole repository (its refs or its
+    info), says the repository is not there *as the type asked for*: "repository not
+    found", or a bare 400/404 from a server that has no such type (olah and other mirrors
+    know no ``kernel`` type and answer 404 "entry not found" for its refs)."""
+    if isinstance(exc, RepositoryNotFoundError):
+        return True
+    return exc.response is not None and exc.response.status_code in (400, 404)
