@@ -9,6 +9,7 @@ loaders, are in test_hub_api_publish_loads.py.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -21,6 +22,7 @@ from e2e import BIN, REPO, run
 from hub_api_test_server import HubApiTestServer
 from kernelhub.hub.git import GitRepo
 from kernelhub.hub.local import LocalHub
+from kh_doubles import new_signing_key
 
 KERNEL = "triton-activation"
 REPO_ID = "kernels-community/triton-activation"
@@ -127,6 +129,22 @@ def test_publish_creates_the_kernel_repo_branch_tag_and_readme_and_is_idempotent
     again = builder(project, "publish", "--hub", server.url, environ=env(tmp_path))
     assert "no change" in again.stdout
     assert refs(repo) == found
+
+
+def test_a_signed_publish_signs_every_variant_in_the_commit_that_adds_them(
+    project: Path, server: HubApiTestServer, tmp_path: Path
+) -> None:
+    key = tmp_path / "release_key"
+    fingerprint = new_signing_key(key).public.fingerprint
+    proc = builder(project, "publish", "--hub", server.url, "--sign", str(key),
+                   environ=env(tmp_path))
+
+    assert f"signed    by {fingerprint}: {', '.join(VARIANTS)}" in proc.stdout, proc.stdout
+    repo = git(server)
+    assert repo.out("rev-list", "--count", "v1.0.0") == "2"  # variants + signature: one commit
+    manifest = json.loads(next(repo.read_blobs([repo.ls_tree("v1.0.0", "release.json")[0].oid])))
+    assert manifest["repo"] == REPO_ID and manifest["release"] == "1.0.0"
+    assert sorted(manifest["variants"]) == VARIANTS
 
 
 def test_a_server_without_the_kernel_type_gets_a_model_repo_and_says_so(

@@ -19,9 +19,10 @@ import pytest
 from e2e import Workspace, builder, make_project, run
 from kernelhub import api, release_check
 from kernelhub.errors import SignatureError
-from kernelhub.hub.git import GitRepo, IndexEntry
+from kernelhub.hub.git import GitRepo
 from kernelhub.publish import LocalPublisher
 from kernelhub.release_manifest import NAMESPACE, RELEASE_FILE, SIGNATURE_FILE
+from kh_doubles import rewrite_on_branch
 from reference_loader import olah_cli, olah_server
 
 SSH_KEYGEN = shutil.which("ssh-keygen")
@@ -79,11 +80,7 @@ def signed(workspace: Workspace) -> Iterator[Signed]:
     meta_path = f"build/{name}/metadata.json"
     metadata = json.loads(git_show(ws, "acme/forged", "v2", meta_path))
     metadata["python-depends"] = ["attacker-package"]
-    head = forged.resolve_commit("v2")
-    assert head is not None
-    tree = forged.write_tree(head, [], [IndexEntry(
-        "100644", forged.hash_blob(json.dumps(metadata).encode()), meta_path)])
-    forged.run("update-ref", "refs/heads/v2", forged.commit_tree(tree, head, "forged"))
+    rewrite_on_branch(forged, "v2", meta_path, json.dumps(metadata).encode())
 
     if olah_cli() is None:
         yield Signed(ws, key, stranger, None)

@@ -15,8 +15,10 @@ import uuid
 from pathlib import Path
 
 from kernelhub.errors import RepoNotFoundError
+from kernelhub.hub.git import GitRepo, IndexEntry
 from kernelhub.metadata import BackendInfo, Metadata, compute_digests, write_metadata
 from kernelhub.release_manifest import ReleaseFiles
+from kernelhub.sshsig import SigningKey
 from kernelhub.variants import variant_id
 from kernelhub.versions import Refs
 
@@ -24,6 +26,30 @@ from kernelhub.versions import Refs
 def unique_id(name: str = "kern", backend: str = "cpu") -> str:
     """A fresh module id: the process-wide registry must never see one twice by accident."""
     return variant_id(name, backend, uuid.uuid4().hex)
+
+
+def new_signing_key(path: Path) -> SigningKey:
+    """A fresh OpenSSH Ed25519 private key written to ``path`` (as ``ssh-keygen -t ed25519``
+    writes one, without a passphrase), loaded."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from kernelhub.sshsig import load_signing_key
+
+    path.write_bytes(Ed25519PrivateKey.generate().private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
+        serialization.NoEncryption()))
+    return load_signing_key(path)
+
+
+def rewrite_on_branch(repo: GitRepo, branch: str, path: str, data: bytes) -> str:
+    """Commit ``data`` at ``path`` on top of ``branch`` of a bare repo with git plumbing, as
+    an attacker with write access to a hub's storage would; return the new commit."""
+    head = repo.resolve_commit(branch)
+    assert head is not None, f"no branch {branch}"
+    tree = repo.write_tree(head, [], [IndexEntry("100644", repo.hash_blob(data), path)])
+    commit = repo.commit_tree(tree, head, "forged")
+    repo.run("update-ref", f"refs/heads/{branch}", commit)
+    return commit
 
 
 def make_variant(

@@ -13,26 +13,19 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from kernelhub import api, release_check
 from kernelhub.errors import SignatureError
 from kernelhub.hub.git import GitRepo, IndexEntry
 from kernelhub.metadata import compute_digests, read_metadata, write_metadata
 from kernelhub.publish import LocalPublisher
 from kernelhub.release_manifest import NAMESPACE, RELEASE_FILE, SIGNATURE_FILE
-from kernelhub.sshsig import SigningKey, load_signing_key
-from kh_doubles import make_variant
+from kernelhub.sshsig import SigningKey
+from kh_doubles import make_variant, new_signing_key
 
 REPO = "acme/scale"
 
 
-def new_key(path: Path) -> SigningKey:
-    private = Ed25519PrivateKey.generate()
-    path.write_bytes(private.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
-        serialization.NoEncryption()))
-    return load_signing_key(path)
+new_key = new_signing_key
 
 
 def signer(key: SigningKey):

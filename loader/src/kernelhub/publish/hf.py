@@ -14,6 +14,10 @@ reports exactly the operations a real run makes:
    :mod:`kernelhub.publish.release`) to that commit;
 5. ``README.md`` on ``main``, when given and different.
 
+With ``sign``, the commit of step 3 also carries the signed release files over every
+variant the branch holds after it (:mod:`kernelhub.publish.hf_release`), so the
+signature lands atomically with what it signs; the tag that follows only points at it.
+
 Nothing is written before every read has succeeded and every check has passed, and the
 variants land in one commit, so an error leaves no partial set of variants. The Hub API
 cannot move a branch and a tag in one transaction: if the tag step fails after the
@@ -27,7 +31,7 @@ status. Large-file transfer (LFS/Xet) is left to huggingface_hub itself.
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
 import os
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -42,13 +46,23 @@ from huggingface_hub.utils import get_session
 
 from ..errors import HubError, KernelHubError, PublishConflictError
 from ..hub.base import BUILD_DIR
-from ..hub.hf import HfHub
+from ..hub.hf import HfHub, absent
+from ..lockfile import git_blob_id as git_blob_digest
 from ..metadata import METADATA_FILE, parse_metadata
 from ..release_manifest import Signer
 from ..variants import check_variant_dir
 from ..versions import Refs
 from .base import PublishResult
+from .hf_release import (
+    RELEASE_PATHS,
+    CommitOperation,
+    ReleaseStep,
+    RemoteVariants,
+    file_matches,
+    release_step,
+)
 from .release import check_release, tag_needs_update
+from .signed_tree import release_of_tag
 from .staged import StagedFile, stage_variants
 
 try:  # huggingface_hub 2.x talks through httpx2, 1.x through httpx
@@ -56,9 +70,6 @@ try:  # huggingface_hub 2.x talks through httpx2, 1.x through httpx
 except ImportError:  # pragma: no cover - depends on the installed huggingface_hub
     import httpx as _httpx  # type: ignore[no-redef]
 
-CommitOperation = CommitOperationAdd | CommitOperationDelete
-RemoteVariants = dict[str, dict[str, RepoFile]]
-"""Variant name → (path inside the variant → the file on the hub)."""
 T = TypeVar("T")
 
 _MAX_ATTEMPTS = 3
@@ -110,21 +121,18 @@ class HfPublisher(HfHub):
         remove: Sequence[str] = (), readme: str | None = None,
     ) -> PublishResult:
         """Publish as the module docstring says; ``readme`` is the text for main's README."""
-        if sign is not None:
-            raise HubError(
-                f"signed publishing to {self.endpoint} is not supported yet; publish signed "
-                "releases to a LocalHub (served to clients through olah), or publish unsigned"
-            )
+        release = release_of_tag(repo_id, tag) if sign is not None else None
         staged = stage_variants(repo_id, variants)
         for name in remove:
             check_variant_dir(name)
         return self._guarded(repo_id, lambda: self._publish(
             repo_id, branch, staged, tag=tag, message=message, dry_run=dry_run,
-            remove=sorted(set(remove) - set(staged)), readme=readme))
+            remove=sorted(set(remove) - set(staged)), readme=readme, signing=(release, sign)))
 
     def _publish(
         self, repo_id: str, branch: str, staged: Mapping[str, list[StagedFile]], *,
         tag: str | None, message: str, dry_run: bool, remove: list[str], readme: str | None,
+        signing: tuple[str | None, Signer | None],
     ) -> PublishResult:
         target = self._target(repo_id)
         created = not target.exists
@@ -133,12 +141,14 @@ class HfPublisher(HfHub):
             ops.append(f"create {target.repo_type} repository {repo_id} (a model repository "
                        "where the server has no kernel type)")
             if dry_run:
+                step = self._release_step(repo_id, None, list(staged), staged, {}, signing,
+                                          target.repo_type)
                 ops += [f"create branch {branch} from {README_BRANCH}",
-                        *_commit_lines(branch, staged, list(staged), [], []),
+                        *_commit_lines(branch, staged, list(staged), [], []), *step.lines,
                         *([f"create tag {tag} at the new commit"] if tag else []),
                         *([f"add {README} on {README_BRANCH}"] if readme else [])]
                 return replace(PublishResult.dry_run_new_repo(repo_id, branch, tag, list(staged)),
-                               operations=ops)
+                               operations=ops, signed=step.signed)
             target = self._create_repo(repo_id)
             ops[-1] = f"create {target.repo_type} repository {repo_id}"
         reader = HfHub(self.endpoint, self.token, repo_type=target.repo_type)
@@ -150,7 +160,10 @@ class HfPublisher(HfHub):
             before = self._remote_variants(repo_id, old, target.repo_type) if old else {}
             added, replaced, unchanged = classify(staged, before)
             removed = [name for name in remove if name in before]
-            changed = bool(added or replaced or removed)
+            after = sorted((set(before) - set(removed)) | set(staged))
+            step = self._release_step(repo_id, old, after, staged, before, signing,
+                                      target.repo_type)
+            changed = bool(added or replaced or removed or step.operations)
             tagged = refs.tags.get(tag) if tag is not None else None
             if tag is not None and tagged is not None and tag_needs_update(tagged, old, changed):
                 self._check_release(repo_id, branch, tag, tagged, old, staged, before,
@@ -161,6 +174,7 @@ class HfPublisher(HfHub):
             if changed:
                 attempt_ops += _commit_lines(branch, staged, added + replaced, removed,
                                              [n for n in added + replaced if n in before])
+                attempt_ops += step.lines
             if tag is not None and (changed or tagged != old):
                 where = "the new commit" if changed else f"{branch} head {str(old)[:12]}"
                 verb = f"move tag {tag} to" if tagged is not None else f"create tag {tag} at"
@@ -172,6 +186,7 @@ class HfPublisher(HfHub):
                 repo_id, branch, commit=old, previous=old, tag=tag, added=added,
                 replaced=replaced, unchanged=unchanged, created_repo=created,
                 dry_run=dry_run, removed=removed, operations=attempt_ops, notes=notes,
+                signed=step.signed,
             )
             if dry_run:
                 return result
@@ -183,6 +198,7 @@ class HfPublisher(HfHub):
                     old = reader.list_refs(repo_id).branches[branch]
                 operations = commit_operations({n: staged[n] for n in added + replaced},
                                                existing=before, remove=removed)
+                operations += step.operations
                 try:
                     info = self.api.create_commit(
                         repo_id, operations, commit_message=message,
@@ -208,24 +224,23 @@ class HfPublisher(HfHub):
     # -- steps -------------------------------------------------------------------------
 
     def _target(self, repo_id: str) -> _Target:
-        """Which repository type to publish to; reads only."""
-        if self._exists(repo_id, "kernel"):
-            return _Target("kernel", exists=True)
-        if self._exists(repo_id, "model"):
-            return _Target("model", exists=True, note=(
-                f"{repo_id} is a model repository on {self.endpoint} (not the kernel type); "
-                "publishing there"))
-        return _Target("kernel", exists=False)
+        """Which repository type to publish to, by the readers' rule (:meth:`HfHub.typed`);
+        reads only."""
+        def found_as(repo_type: str) -> str:
+            self.api.repo_info(repo_id, repo_type=repo_type)
+            return repo_type
 
-    def _exists(self, repo_id: str, repo_type: str) -> bool:
-        """Whether the repo exists as ``repo_type``; a server without that type (it answers
-        a bare 404 or 400 rather than "repository not found") has no such repo."""
         try:
-            return self.api.repo_exists(repo_id, repo_type=repo_type)
+            repo_type = self.typed(repo_id, found_as)
         except HfHubHTTPError as exc:
-            if _status(exc) in (400, 404):
-                return False
+            if absent(exc):
+                return _Target("kernel", exists=False)
             raise
+        if repo_type == "kernel":
+            return _Target("kernel", exists=True)
+        return _Target(repo_type, exists=True, note=(
+            f"{repo_id} is a {repo_type} repository on {self.endpoint} (not the kernel type); "
+            "publishing there"))
 
     def _create_repo(self, repo_id: str) -> _Target:
         """Create the repo as a kernel repo, or as a model repo where the server has no
@@ -338,18 +353,47 @@ class HfPublisher(HfHub):
         head = reader.list_refs(repo_id).branches.get(branch)
         if head is None:
             return {}
-        releases: dict[str, str | None] = {}
-        with tempfile.TemporaryDirectory(prefix="kernelhub-releases-") as tmp:
-            for name in reader.list_variants(repo_id, head):
-                try:
-                    path = hf_hub_download(
-                        repo_id, f"{BUILD_DIR}/{name}/{METADATA_FILE}", revision=head,
-                        repo_type=target.repo_type, endpoint=self.endpoint, token=self.token,
-                        local_dir=tmp)
-                    releases[name] = parse_metadata(Path(path).read_bytes(), path).release
-                except (EntryNotFoundError, KernelHubError):
-                    releases[name] = None
+        names = reader.list_variants(repo_id, head)
+        paths = {f"{BUILD_DIR}/{name}/{METADATA_FILE}": name for name in names}
+        found = self._read_files(repo_id, head, list(paths), target.repo_type)
+        releases: dict[str, str | None] = dict.fromkeys(names)
+        for path, data in found.items():
+            with contextlib.suppress(KernelHubError):  # unreadable: None, said by the caller
+                releases[paths[path]] = parse_metadata(data, path).release
         return releases
+
+    def _release_step(
+        self, repo_id: str, old: str | None, after: list[str],
+        staged: Mapping[str, list[StagedFile]], before: RemoteVariants,
+        signing: tuple[str | None, Signer | None], repo_type: str,
+    ) -> ReleaseStep:
+        """The release files of a commit on ``old`` whose tree holds ``after``; reads only."""
+        present: dict[str, RepoFile] = {}
+        if old is not None:
+            try:
+                entries = self.api.get_paths_info(repo_id, list(RELEASE_PATHS), revision=old,
+                                                  repo_type=repo_type)
+            except EntryNotFoundError:
+                entries = []
+            present = {e.path: e for e in entries if isinstance(e, RepoFile)}
+        return release_step(
+            repo_id, *signing, after=after, staged=staged, before=before, present=present,
+            read=lambda paths: self._read_files(repo_id, str(old), paths, repo_type))
+
+    def _read_files(self, repo_id: str, commit: str, paths: list[str],
+                    repo_type: str) -> dict[str, bytes]:
+        """The bytes of ``paths`` at ``commit``; a path the server does not have is left out."""
+        found: dict[str, bytes] = {}
+        with tempfile.TemporaryDirectory(prefix="kernelhub-read-") as tmp:
+            for path in paths:
+                try:
+                    local = hf_hub_download(
+                        repo_id, path, revision=commit, repo_type=repo_type,
+                        endpoint=self.endpoint, token=self.token, local_dir=tmp)
+                except EntryNotFoundError:
+                    continue
+                found[path] = Path(local).read_bytes()
+        return found
 
     def _remote_variants(self, repo_id: str, commit: str, repo_type: str) -> RemoteVariants:
         found: RemoteVariants = {}
@@ -479,20 +523,12 @@ def same_content(local: list[StagedFile], remote: Mapping[str, RepoFile]) -> boo
     by_rel = {f.path_in_repo[prefix_len:].split("/", 1)[1]: f.source for f in local}
     if set(by_rel) != set(remote):
         return False
-    for rel, source in by_rel.items():
-        entry = remote[rel]
-        data = source.read_bytes()
-        if entry.lfs is not None:
-            if hashlib.sha256(data).hexdigest() != entry.lfs.sha256:
-                return False
-        elif git_blob_id(data) != entry.blob_id:
-            return False
-    return True
+    return all(file_matches(remote[rel], source.read_bytes()) for rel, source in by_rel.items())
 
 
 def git_blob_id(data: bytes) -> str:
-    """The id git (and so the Hub) gives a file's bytes."""
-    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
+    """The id git (and so the Hub) gives a file's bytes, in hex."""
+    return git_blob_digest(data).hex()
 
 
 def _blob_ids(files: Mapping[str, RepoFile]) -> dict[str, str]:

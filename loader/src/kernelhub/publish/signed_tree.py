@@ -1,11 +1,16 @@
-"""Release files in a git tree: add a signed manifest over its variants, or drop stale ones.
+"""The signed release files of a publish: a manifest over every variant the new tree holds.
 
-Used by LocalPublisher.publish inside its compare-and-swap loop, so the manifest always
-describes exactly the tree that gets committed, even when a concurrent publish of other
-variants forced a rebuild of the tree on a newer branch head.
+:func:`signed_release_files` is the one rule both publishers apply (which variants can be
+signed, what is signed); :func:`with_release_files` applies it to a git tree for
+LocalPublisher, and HfPublisher to the files of a Hub-API commit. Each publisher calls it
+inside its compare-and-swap loop, so the manifest always describes exactly the tree that
+gets committed, even when a concurrent publish of other variants forced a rebuild on a
+newer branch head.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from ..errors import HubError, MetadataError
 from ..hub.base import BUILD_DIR
@@ -40,22 +45,38 @@ def with_release_files(
     names = sorted(variant_trees)
     paths = {f"{BUILD_DIR}/{name}/metadata.json": name for name in names}
     found = {e.path: e.oid for e in repo.ls_tree(tree, *paths) if e.kind == "blob"}
-    if missing := [paths[p] for p in paths if p not in found]:
+    readable = [p for p in paths if p in found]
+    blobs = dict(zip(readable, repo.read_blobs([found[p] for p in readable]), strict=True))
+    metadata = {name: blobs.get(path) for path, name in paths.items()}
+    files = signed_release_files(repo_id, release, metadata, sign)
+    add = [IndexEntry("100644", repo.hash_blob(data), name) for name, data in files.items()]
+    return repo.write_tree(tree, [], add), names
+
+
+def signed_release_files(
+    repo_id: str, release: str, metadata: Mapping[str, bytes | None], sign: Signer
+) -> dict[str, bytes]:
+    """The release files (path → bytes) signing every variant of the new tree.
+
+    ``metadata`` maps each variant the tree will hold (those of this publish and those
+    earlier publishes left on the branch) to its metadata.json bytes, None where it has
+    none. Refused, naming the variants: one without metadata, or whose metadata lists no
+    file digests (an ecosystem build), since the signature would not cover its files.
+    """
+    if missing := sorted(name for name, data in metadata.items() if data is None):
         raise HubError(
             f"cannot sign {repo_id}: variant(s) {', '.join(missing)} on the branch have no "
             "metadata.json to sign; rebuild and publish them, or remove them from the branch"
         )
-    blobs = dict(zip(paths, repo.read_blobs([found[p] for p in paths]), strict=True))
-    if undigested := [paths[p] for p, data in blobs.items() if not _lists_digests(data, p)]:
+    signed = {name: data for name, data in metadata.items() if data is not None}
+    if undigested := sorted(n for n, data in signed.items() if not _lists_digests(data, n)):
         raise HubError(
             f"cannot sign {repo_id}: the metadata.json of {', '.join(undigested)} lists no "
             "file digests (an ecosystem build?), so a signature would not cover its files; "
             "rebuild it with builder build, or publish unsigned"
         )
-    digests = {paths[p]: metadata_sha256(data) for p, data in blobs.items()}
-    files = release_files(ReleaseManifest(repo_id, release, digests), sign)
-    add = [IndexEntry("100644", repo.hash_blob(data), name) for name, data in files.items()]
-    return repo.write_tree(tree, [], add), names
+    digests = {name: metadata_sha256(data) for name, data in signed.items()}
+    return release_files(ReleaseManifest(repo_id, release, digests), sign)
 
 
 def release_of_tag(repo_id: str, tag: str | None) -> str:
