@@ -37,12 +37,18 @@ Knobs for error tests: ``kernel_type`` (whether the ``kernel`` repo type exists)
 ``read_only`` (every write answers 405, as olah does), ``delay`` (seconds before each
 answer, for timeouts), ``write_token`` (writes need ``Authorization: Bearer <it>``:
 none → 401, another → 403), ``fail`` (answer chosen requests with a chosen status, e.g. a
-409 for a conflicting concurrent write). Every request is recorded in ``requests``.
+409 for a conflicting concurrent write), ``lfs_patterns`` (paths, as fnmatch patterns, that
+listings and downloads report as stored with Git LFS — ``lfs.oid`` the sha256, the ETag
+too — as the Hub reports the files ``.gitattributes`` sends to LFS; the bytes themselves
+stay plain git blobs, since no LFS transfer happens here). Every request is recorded in
+``requests``.
 """
 
 from __future__ import annotations
 
 import base64
+import fnmatch
+import hashlib
 import json
 import threading
 import time
@@ -72,6 +78,7 @@ class HubApiTestServer:
     kernel_type: bool = True
     read_only: bool = False
     delay: float = 0.0
+    lfs_patterns: list[str] = field(default_factory=list)
     fail: dict[str, int] = field(default_factory=dict)
     """``"METHOD path-fragment"`` → the status to answer such requests with (after auth)."""
     requests: list[str] = field(default_factory=list)
@@ -238,7 +245,14 @@ class HubApiTestServer:
         if kind == "tree":
             return {"type": "directory", "oid": oid, "size": 0, "path": path}
         size = int(repo.out("cat-file", "-s", oid))
-        return {"type": "file", "oid": oid, "size": size, "path": path}
+        entry: dict[str, object] = {"type": "file", "oid": oid, "size": size, "path": path}
+        if self._lfs(path):
+            sha256 = hashlib.sha256(next(repo.read_blobs([oid]))).hexdigest()
+            entry["lfs"] = {"oid": sha256, "size": size, "pointerSize": 134}
+        return entry
+
+    def _lfs(self, path: str) -> bool:
+        return any(fnmatch.fnmatch(path, pattern) for pattern in self.lfs_patterns)
 
     # -- reads -------------------------------------------------------------------------
 
@@ -300,8 +314,9 @@ class HubApiTestServer:
         if not found or found[0].kind != "blob":
             raise ApiError(404, f"Entry not found: {path}", "EntryNotFound")
         data = next(repo.read_blobs([found[0].oid]))
+        etag = hashlib.sha256(data).hexdigest() if self._lfs(path) else found[0].oid
         return 200, {"Content-Type": "application/octet-stream", "X-Repo-Commit": commit,
-                     "ETag": f'"{found[0].oid}"'}, data
+                     "ETag": f'"{etag}"'}, data
 
     # -- writes ------------------------------------------------------------------------
 

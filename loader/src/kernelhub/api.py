@@ -259,7 +259,15 @@ def load_locked_kernel(
     from .lockfile import lock_entry
 
     entry = lock_entry(repo_id, Path(lockfile) if lockfile is not None else None)
-    return _load_kernel(repo_id, None, entry.sha, trust_remote_code, hub, backend, entry)
+    return load_locked_entry(entry, trust_remote_code=trust_remote_code, hub=hub,
+                             backend=backend)
+
+
+def load_locked_entry(entry: LockEntry, *, trust_remote_code: bool = False,
+                      hub: HubArg = None, backend: str | None = None) -> ModuleType:
+    """Load what one lock-file entry pins, checked against its hashes (see
+    :func:`load_locked_kernel`)."""
+    return _load_kernel(entry.repo_id, None, entry.sha, trust_remote_code, hub, backend, entry)
 
 
 def _load_kernel(repo_id: str, version: int | str | None, revision: str | None,
@@ -290,7 +298,7 @@ def _load_kernel(repo_id: str, version: int | str | None, revision: str | None,
 
 def check_locked(entry: LockEntry, variant: str, path: Path) -> None:
     """Refuse a variant dir that does not match the hash its lock entry records."""
-    from .lockfile import variant_dir_hash
+    from .hub_hashes import cached_variant_hash
     from .metadata import read_metadata_bytes
     from .release_manifest import metadata_sha256
 
@@ -299,7 +307,7 @@ def check_locked(entry: LockEntry, variant: str, path: Path) -> None:
         actual = metadata_sha256(read_metadata_bytes(path))
         kind = "metadata sha256"
     elif (want := entry.variant_hashes.get(variant)) is not None:
-        actual = variant_dir_hash(path)
+        actual = cached_variant_hash(path)
         kind = "hash (git_lfs_concat)"
     elif entry.variant_hashes or entry.metadata_sha256:
         raise LockFileError(

@@ -7,6 +7,9 @@ Layout under the cache root::
     <hub.key>/<org>/<name>/<commit>/variants.json      variant list at that commit
     <hub.key>/<org>/<name>/<commit>/release-files.json the signed-release files at that commit
     <hub.key>/<org>/<name>/<commit>/<variant>/…        the verified variant files
+    <hub.key>/<org>/<name>/<commit>/<variant>.hub-digest.json  digest matched at fetch
+                                                       (a variant without one of its own)
+    <hub.key>/<org>/<name>/<commit>/<variant>.hub-lfs.json     files the hub stores with LFS
 
 A commit's content never changes, so everything under ``<commit>/`` is immutable once
 written: a warm load of a pinned commit needs no hub at all. A variant directory exists
@@ -29,7 +32,7 @@ from . import settings
 from .errors import CacheError, HubError, IntegrityError, KernelHubError
 from .hub.base import Hub
 from .hub.guard import hub_call
-from .hub_hashes import check_against_hub, write_record
+from .hub_hashes import check_against_hub, hub_hashes, write_lfs_record, write_record
 from .metadata import hub_digest_path, parse_metadata, read_metadata_bytes, verify_variant
 from .release_manifest import ReleaseFiles
 from .versions import Refs
@@ -231,13 +234,15 @@ class KernelCache:
                     raise HubError(
                         f"{repo_id}@{commit[:12]}: the hub returned no files for {variant}"
                     )
+                listed = hub_hashes(hub, repo_id, commit, variant)
                 try:
                     metadata = parse_metadata(read_metadata_bytes(tmp), str(tmp))
                     if not metadata.digest_files:  # an ecosystem build: the hub vouches
                         metadata = check_against_hub(hub, repo_id, commit, variant, tmp,
-                                                     metadata)
+                                                     metadata, listed)
                         write_record(hub_digest_path(dest), metadata)
                     verify_variant(tmp, metadata)
+                    write_lfs_record(dest, listed)
                 except IntegrityError as e:
                     raise IntegrityError(
                         f"{variant} of {repo_id} at {commit[:12]}, as fetched from {hub.key}, "

@@ -15,9 +15,13 @@ only, and ``trust_remote_code`` is checked on every path.
 from __future__ import annotations
 
 import importlib
+import sys
 from pathlib import Path
-from types import ModuleType
-from typing import Any
+from types import FrameType, ModuleType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .lockfile import LockEntry
 
 _LAYER_NAMES = (
     "CUDAProperties", "Device", "FuncRepository", "LayerRepository", "LocalFuncRepository",
@@ -120,40 +124,76 @@ def get_local_kernel(repo_path: Path | str, package_name: str | None = None,
 
 def load_kernel(repo_id: str, *, lockfile: Path | str | None = None,
                 backend: str | None = None) -> ModuleType:
-    """Load the commit ``lockfile`` pins for ``repo_id``, checked against its hash."""
-    from . import api
+    """Load the commit the lock file pins for ``repo_id``, checked against its hash.
 
-    return api.load_locked_kernel(repo_id, lockfile=lockfile, backend=backend)
-
-
-def get_locked_kernel(repo_id: str) -> ModuleType:
-    """Load ``repo_id`` as ``./kernels.lock`` pins it (the project's lock file)."""
-    return load_kernel(repo_id, lockfile=None)
-
-
-def install_kernel(repo_id: str, revision: str, local_files_only: bool = False,
-                   backend: str | None = None, user_agent: str | dict | None = None,
-                   **_: Any) -> Path:
-    """Fetch the variant of ``repo_id`` at ``revision`` for this system; return its directory.
-
-    ``local_files_only=True`` uses the cache only (kernelhub's offline mode for this call).
+    Without ``lockfile``, the lock is found as :func:`get_locked_kernel` finds it.
     """
     from . import api
 
-    del user_agent
-    if local_files_only:
-        import os
+    return api.load_locked_entry(_locked_entry(repo_id, lockfile), backend=backend)
 
-        previous = os.environ.get("KERNELHUB_OFFLINE")
-        os.environ["KERNELHUB_OFFLINE"] = "1"
-        try:
-            return api.locate_kernel(repo_id, revision=revision, backend=backend)
-        finally:
-            if previous is None:
-                del os.environ["KERNELHUB_OFFLINE"]
-            else:
-                os.environ["KERNELHUB_OFFLINE"] = previous
-    return api.locate_kernel(repo_id, revision=revision, backend=backend)
+
+def get_locked_kernel(repo_id: str, *, lockfile: Path | str | None = None,
+                      trust_remote_code: bool = False, user_agent: str | dict | None = None,
+                      local_files_only: bool = False) -> ModuleType:
+    """Load ``repo_id`` as a lock file pins it.
+
+    Without ``lockfile``, the lock is the ``kernels.lock`` in the package metadata of the
+    installed distribution the calling code belongs to (where the ecosystem's loader
+    looks: a library ships its pins inside its wheel), else ``./kernels.lock``
+    (kernelhub's project lock, which ``kernelhub lock`` writes). ``local_files_only``
+    (the ecosystem's older keyword) loads from the cache only, for this call alone.
+    """
+    from . import api, settings
+
+    del user_agent
+    entry = _locked_entry(repo_id, lockfile)
+    if not local_files_only:
+        return api.load_locked_entry(entry, trust_remote_code=trust_remote_code)
+    with settings.offline_here():
+        return api.load_locked_entry(entry, trust_remote_code=trust_remote_code)
+
+
+_OWN_MODULES = ("kernelhub", "kernels", "_kernelhub_autoload")
+"""Top-level packages whose frames are ours, not the caller's."""
+
+
+def _locked_entry(repo_id: str, lockfile: Path | str | None) -> LockEntry:
+    """``repo_id``'s entry in ``lockfile``, else in the calling code's distribution lock,
+    else in ``./kernels.lock``."""
+    from .lockfile import distribution_lock, lock_entry, pick_entry
+
+    if lockfile is None:
+        frame: FrameType | None = sys._getframe(1)
+        while frame is not None and frame.f_globals.get("__name__", "").partition(".")[0] in (
+                _OWN_MODULES):
+            frame = frame.f_back
+        caller = frame.f_globals.get("__name__", "") if frame is not None else ""
+        if caller and caller != "__main__" and (found := distribution_lock(caller)):
+            entries, where = found
+            return pick_entry(repo_id, entries, where)
+    return lock_entry(repo_id, Path(lockfile) if lockfile is not None else None)
+
+
+def install_kernel(repo_id: str, revision: str | None = None, local_files_only: bool = False,
+                   backend: str | None = None, user_agent: str | dict | None = None, *,
+                   version: int | str | None = None, trust_remote_code: bool = False,
+                   **_: Any) -> Path:
+    """Fetch the variant of ``repo_id`` at ``revision`` (or ``version``) for this system;
+    return its directory, without importing it.
+
+    ``local_files_only=True`` uses the cache only, for this call alone: other threads
+    keep loading online meanwhile. The org must be trusted, as for a load.
+    """
+    from . import api, settings
+    from .trust import check_trusted
+
+    del user_agent
+    check_trusted(repo_id, api.open_hub_arg(None), trust_remote_code)
+    if not local_files_only:
+        return api.locate_kernel(repo_id, version, revision, backend=backend)
+    with settings.offline_here():
+        return api.locate_kernel(repo_id, version, revision, backend=backend)
 
 
 __all__ = [*_LAYER_NAMES, "get_kernel", "get_local_kernel", "get_locked_kernel", "has_kernel",

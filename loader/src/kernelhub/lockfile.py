@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,7 +61,7 @@ class LockEntry:
         return out
 
 
-def _entry(raw: Any, path: Path) -> LockEntry:
+def _entry(raw: Any, path: Path | str) -> LockEntry:
     bad = LockFileError(f"lock file {path}: malformed entry {raw!r:.120}; regenerate it with "
                         "`kernelhub lock`")
     if not isinstance(raw, dict) or not isinstance(raw.get("repo_id"), str):
@@ -87,16 +88,25 @@ def _entry(raw: Any, path: Path) -> LockEntry:
 def read_lock(path: Path) -> dict[str, LockEntry]:
     """Every entry of the lock file at ``path``, by repository id."""
     try:
-        data = json.loads(Path(path).read_bytes().decode("utf-8"))
+        raw = Path(path).read_bytes()
     except FileNotFoundError:
         raise LockFileError(
             f"lock file {path} does not exist; create it with `kernelhub lock`, or pass "
             "lockfile= to the locked load"
         ) from None
-    except (OSError, ValueError, RecursionError) as e:
-        reason = e.strerror if isinstance(e, OSError) else type(e).__name__
-        raise LockFileError(f"lock file {path} is not readable JSON ({reason}); fix or "
+    except OSError as e:
+        raise LockFileError(f"lock file {path} is not readable ({e.strerror}); fix or "
                             "regenerate it") from None
+    return parse_lock(raw, path)
+
+
+def parse_lock(raw: bytes, path: Path | str) -> dict[str, LockEntry]:
+    """Every entry of lock-file bytes read from ``path`` (named in errors), by repository id."""
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError) as e:
+        raise LockFileError(f"lock file {path} is not readable JSON ({type(e).__name__}); "
+                            "fix or regenerate it") from None
     if isinstance(data, dict):
         return {k: LockEntry(k, v) for k, v in data.items() if isinstance(k, str)}
     if isinstance(data, list):
@@ -111,7 +121,11 @@ def read_lock(path: Path) -> dict[str, LockEntry]:
 def lock_entry(repo_id: str, lockfile: Path | None) -> LockEntry:
     """The entry for ``repo_id`` in ``lockfile`` (default ``./kernels.lock``), checked."""
     path = Path(lockfile) if lockfile is not None else Path.cwd() / LOCKFILE_NAME
-    entries = read_lock(path)
+    return pick_entry(repo_id, read_lock(path), path)
+
+
+def pick_entry(repo_id: str, entries: dict[str, LockEntry], path: Path | str) -> LockEntry:
+    """The entry for ``repo_id`` among a lock file's ``entries``, checked."""
     if repo_id not in entries:
         raise LockFileError(
             f"lock file {path} has no entry for {repo_id}; it pins: "
@@ -125,6 +139,23 @@ def lock_entry(repo_id: str, lockfile: Path | None) -> LockEntry:
             "commit id; a lock must name a commit (a branch or tag moves)"
         )
     return entry
+
+
+def distribution_lock(module_name: str) -> tuple[dict[str, LockEntry], str] | None:
+    """The ``kernels.lock`` in the package metadata of the installed distribution that
+    provides ``module_name``'s top-level package, parsed, with where it was found; None
+    where there is none. The ecosystem's build hook copies a project's lock file there,
+    so a library installed as a wheel carries its pins with it."""
+    import importlib.metadata
+
+    package = module_name.partition(".")[0]
+    for name in importlib.metadata.packages_distributions().get(package, []):
+        dist = importlib.metadata.distribution(name)
+        text = dist.read_text(LOCKFILE_NAME)
+        if text is not None:
+            where = f"{LOCKFILE_NAME} of the installed distribution {name}"
+            return parse_lock(text.encode("utf-8"), where), where
+    return None
 
 
 def write_lock(path: Path, entries: list[LockEntry]) -> None:
@@ -152,12 +183,16 @@ def git_lfs_concat(files: dict[str, bytes]) -> str:
     return f"sha256-{m.hexdigest()}"
 
 
-def variant_dir_hash(variant_dir: Path) -> str:
-    """``git_lfs_concat`` of a variant directory, every file taken as a git blob."""
+def variant_dir_hash(variant_dir: Path, lfs: Collection[str] = ()) -> str:
+    """``git_lfs_concat`` of a variant directory: the files at ``lfs`` paths taken as Git
+    LFS objects (their sha256), every other file as a git blob."""
     from .metadata import stored_files
 
-    return git_lfs_concat({rel: git_blob_id((variant_dir / rel).read_bytes())
-                           for rel in stored_files(variant_dir)})
+    def digest(rel: str) -> bytes:
+        data = (variant_dir / rel).read_bytes()
+        return hashlib.sha256(data).digest() if rel in lfs else git_blob_id(data)
+
+    return git_lfs_concat({rel: digest(rel) for rel in stored_files(variant_dir)})
 
 
 # -- the project's dependencies ----------------------------------------------------

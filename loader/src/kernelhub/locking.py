@@ -13,12 +13,12 @@ from pathlib import Path
 
 from .api import HubArg, check_locked, open_hub_arg, resolve_kernel
 from .cache import KernelCache
+from .hub_hashes import cached_variant_hash
 from .lockfile import (
     LOCKFILE_NAME,
     LockEntry,
     project_dependencies,
     read_lock,
-    variant_dir_hash,
     write_lock,
 )
 from .metadata import read_metadata_bytes
@@ -39,7 +39,7 @@ def lock_project(project_dir: Path, *, hub: HubArg = None) -> tuple[Path, list[L
         hashes, metas = {}, {}
         for variant in resolution.variants:
             path = cache.install(hub, repo_id, resolution.commit, variant)
-            hashes[variant] = variant_dir_hash(path)
+            hashes[variant] = cached_variant_hash(path)
             metas[variant] = metadata_sha256(read_metadata_bytes(path))
         entries.append(LockEntry(repo_id, resolution.commit, hashes, metas))
     path = Path(project_dir) / LOCKFILE_NAME

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +24,9 @@ _FALSE = {"0", "false", "no", "off"}
 
 _warned_disabled = False
 """USE_HUB_KERNELS=0 warns once per process, not once per layer."""
+
+_offline_here: ContextVar[bool] = ContextVar("kernelhub_offline_here", default=False)
+"""Offline mode for the current thread or task only (see :func:`offline_here`)."""
 
 
 def _env_flag(name: str) -> bool:
@@ -39,7 +45,22 @@ def offline() -> bool:
 
     ``HF_HUB_OFFLINE`` is honoured too, so one switch covers huggingface_hub and us.
     """
-    return _env_flag("KERNELHUB_OFFLINE") or _env_flag("HF_HUB_OFFLINE")
+    return _offline_here.get() or _env_flag("KERNELHUB_OFFLINE") or _env_flag("HF_HUB_OFFLINE")
+
+
+@contextmanager
+def offline_here() -> Iterator[None]:
+    """Offline mode inside the block, for this thread (or asyncio task) only.
+
+    What a per-call ``local_files_only=True`` needs: setting the environment variable
+    instead would switch every other thread of the process offline meanwhile, and two
+    such calls restoring it out of order would leave it on for good.
+    """
+    token = _offline_here.set(True)
+    try:
+        yield
+    finally:
+        _offline_here.reset(token)
 
 
 def config_path() -> Path:

@@ -1,0 +1,233 @@
+"""The ecosystem's lock and install API over a Hub-API server, as its users call it.
+
+* A lock file the ecosystem's CLI writes for a Hub repository whose binaries are stored
+  with Git LFS hashes those files by their LFS sha256, not their blob id; it must load,
+  and ``kernelhub lock`` must write the same hash.
+* ``get_locked_kernel`` finds the lock where the ecosystem's loader does: in the calling
+  code's installed distribution, else ``./kernels.lock``; it takes ``lockfile=``.
+* ``install_kernel(..., local_files_only=…)`` from two threads at once: both succeed, the
+  cache holds one verified copy, and offline mode never leaks to the other thread.
+
+The server is tests/hub_api_test_server.py, reporting ``__init__.py`` as stored with LFS
+(as the Hub reports a variant's ``.so``), so the hash recomputed here from its listing —
+the ecosystem's way — differs from the all-blob-id hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hub_api_test_server import HubApiTestServer
+from huggingface_hub import HfApi
+from huggingface_hub.hf_api import RepoFile
+from kernelhub import api, ecosystem
+from kernelhub.errors import KernelHubError
+from kernelhub.lockfile import variant_dir_hash
+from kernelhub.locking import lock_project
+from kernelhub.metadata import read_metadata, verify_variant
+from kernelhub.publish.hf import HfPublisher
+from kh_doubles import make_variant
+
+REPO_ID = "acme/lfs"
+TOKEN = "hf_test_write_token"
+VARIANT = "torch-universal"
+pytestmark = pytest.mark.usefixtures("hub_api_client")
+
+
+@pytest.fixture
+def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HubApiTestServer]:
+    with HubApiTestServer(tmp_path / "server",
+                          lfs_patterns=["build/*/__init__.py"]).running() as running:
+        staged = tmp_path / "staged" / VARIANT
+        make_variant(staged, name="lfs", init="VALUE = 11\n", backend="universal")
+        HfPublisher(running.url, token=TOKEN).publish(
+            REPO_ID, "v1", {VARIANT: staged}, tag="v1.0.0", message="1.0.0")
+        monkeypatch.setenv("KERNELHUB_HUB", running.url)
+        yield running
+
+
+def commit_of(server: HubApiTestServer) -> str:
+    refs = HfApi(endpoint=server.url, token=False).list_repo_refs(REPO_ID, repo_type="kernel")
+    return next(b.target_commit for b in refs.branches if b.name == "v1")
+
+
+def ecosystem_hash(server: HubApiTestServer, commit: str) -> str:
+    """The ecosystem's git_lfs_concat, computed its way from the Hub's tree listing."""
+    prefix = f"build/{VARIANT}/"
+    entries = [e for e in HfApi(endpoint=server.url, token=False).list_repo_tree(
+        REPO_ID, path_in_repo=prefix.rstrip("/"), revision=commit, repo_type="kernel",
+        recursive=True) if isinstance(e, RepoFile)]
+    assert any(e.lfs is not None for e in entries)  # the test server reports LFS files
+    m = hashlib.sha256()
+    for name, digest in sorted(
+            (e.path[len(prefix):].encode(),
+             bytes.fromhex(e.lfs.sha256 if e.lfs is not None else e.blob_id)) for e in entries):
+        m.update(name)
+        m.update(digest)
+    return f"sha256-{m.hexdigest()}"
+
+
+def ecosystem_lock(path: Path, commit: str, variant_hash: str) -> Path:
+    path.write_text(json.dumps([{"repo_id": REPO_ID, "sha": commit, "variants": {
+        VARIANT: {"hash": variant_hash, "hash_type": "git_lfs_concat"}}}]))
+    return path
+
+
+def test_an_ecosystem_lock_of_a_repository_with_lfs_files_loads_and_then_offline(
+    server: HubApiTestServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    commit = commit_of(server)
+    lock = ecosystem_lock(tmp_path / "kernels.lock", commit, ecosystem_hash(server, commit))
+
+    assert ecosystem.load_kernel(REPO_ID, lockfile=lock).VALUE == 11
+
+    variant_dir = api.locate_kernel(REPO_ID, revision=commit)
+    assert variant_dir_hash(variant_dir) != ecosystem_hash(server, commit)  # blob ids differ
+    monkeypatch.setattr(api, "_memo", {})
+    monkeypatch.setenv("KERNELHUB_OFFLINE", "1")
+    seen = len(server.requests)
+    assert ecosystem.load_kernel(REPO_ID, lockfile=lock).VALUE == 11
+    assert server.requests[seen:] == []  # checked from the cache, no hub
+
+
+def test_kernelhub_lock_writes_the_hash_the_ecosystem_computes(
+    server: HubApiTestServer, tmp_path: Path
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(
+        f'[project]\nname = "p"\nversion = "0"\n[tool.kernels.dependencies]\n"{REPO_ID}" = 1\n')
+
+    _, (entry,) = lock_project(project)
+
+    assert entry.variant_hashes == {VARIANT: ecosystem_hash(server, entry.sha)}
+
+
+def test_get_locked_kernel_reads_the_callers_distribution_lock_then_the_project_lock(
+    server: HubApiTestServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    commit = commit_of(server)
+    good = ecosystem_hash(server, commit)
+    # An installed library "lockuser" that ships its lock in its metadata, as the
+    # ecosystem's build hook makes it, and calls get_locked_kernel without lockfile=.
+    site = tmp_path / "site"
+    (site / "lockuser").mkdir(parents=True)
+    (site / "lockuser" / "__init__.py").write_text(
+        "from kernelhub import ecosystem\n"
+        f"def load():\n    return ecosystem.get_locked_kernel({REPO_ID!r})\n")
+    info = site / "lockuser-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: lockuser\nVersion: 1.0\n")
+    (info / "top_level.txt").write_text("lockuser\n")
+    ecosystem_lock(info / "kernels.lock", commit, good)
+    monkeypatch.syspath_prepend(str(site))
+    # The working directory holds a project lock whose hash is wrong for this variant:
+    # whoever reads it refuses the load.
+    work = tmp_path / "work"
+    work.mkdir()
+    ecosystem_lock(work / "kernels.lock", commit, "sha256-" + "0" * 64)
+    monkeypatch.chdir(work)
+
+    import lockuser
+
+    assert lockuser.load().VALUE == 11  # the distribution's lock, not ./kernels.lock
+    monkeypatch.setattr(api, "_memo", {})
+    with pytest.raises(KernelHubError, match="the lock file records sha256-0000"):
+        ecosystem.get_locked_kernel(REPO_ID)  # a caller without a distribution: ./kernels.lock
+    right = ecosystem_lock(tmp_path / "right.lock", commit, good)
+    assert ecosystem.get_locked_kernel(REPO_ID, lockfile=right).VALUE == 11
+    ecosystem_lock(work / "kernels.lock", commit, good)
+    monkeypatch.setattr(api, "_memo", {})
+    assert ecosystem.get_locked_kernel(REPO_ID, local_files_only=True).VALUE == 11
+
+
+def race_online_and_cache_only(commit: str) -> dict[str, Path | BaseException]:
+    """One online install_kernel and cache-only ones in another thread, started together.
+
+    The cache-only installs fail until the online one has landed; none of them may switch
+    the online one offline meanwhile. Returns what each side ended with.
+    """
+    barrier = threading.Barrier(2)
+    online_done = threading.Event()
+    results: dict[str, Path | BaseException] = {}
+
+    def online() -> None:
+        barrier.wait()
+        try:
+            results["online"] = ecosystem.install_kernel(REPO_ID, commit)
+        except BaseException as e:
+            results["online"] = e
+        finally:
+            online_done.set()
+
+    def cache_only() -> None:
+        barrier.wait()
+        while True:
+            landed = online_done.is_set()
+            try:
+                results["cache-only"] = ecosystem.install_kernel(
+                    REPO_ID, commit, local_files_only=True)
+                return
+            except KernelHubError as e:
+                if landed:
+                    results["cache-only"] = e
+                    return
+
+    threads = [threading.Thread(target=online), threading.Thread(target=cache_only)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    return results
+
+
+def test_install_kernel_from_two_threads_with_and_without_local_files_only(
+    server: HubApiTestServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    commit = commit_of(server)
+    for attempt in range(5):  # each round on a cold cache
+        monkeypatch.setenv("KERNELHUB_CACHE", str(tmp_path / f"cache-{attempt}"))
+
+        results = race_online_and_cache_only(commit)
+
+        assert isinstance(results["online"], Path), results["online"]
+        assert results["cache-only"] == results["online"]
+        assert "KERNELHUB_OFFLINE" not in os.environ
+        variant_dir = results["online"]
+        verify_variant(variant_dir, read_metadata(variant_dir))  # one complete, verified copy
+        assert [p.name for p in variant_dir.parent.iterdir() if p.name.startswith(".")] == []
+
+
+def test_install_kernel_from_many_threads_at_once_fetches_one_verified_copy(
+    server: HubApiTestServer, tmp_path: Path
+) -> None:
+    commit = commit_of(server)
+    barrier = threading.Barrier(4)
+    results: list[Path | BaseException] = []
+
+    def install() -> None:
+        barrier.wait()
+        try:
+            results.append(ecosystem.install_kernel(REPO_ID, version=1))
+        except BaseException as e:
+            results.append(e)
+
+    threads = [threading.Thread(target=install) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+
+    assert len(results) == 4 and all(r == results[0] for r in results), results
+    variant_dir = results[0]
+    assert isinstance(variant_dir, Path) and variant_dir.parent.name == commit
+    verify_variant(variant_dir, read_metadata(variant_dir))
+    downloads = [r for r in server.requests
+                 if r.startswith("GET ") and r.endswith(f"/{VARIANT}/__init__.py")]
+    assert len(downloads) == 1, downloads  # the others waited for the first and reused it
