@@ -231,3 +231,38 @@ def test_install_kernel_from_many_threads_at_once_fetches_one_verified_copy(
     downloads = [r for r in server.requests
                  if r.startswith("GET ") and r.endswith(f"/{VARIANT}/__init__.py")]
     assert len(downloads) == 1, downloads  # the others waited for the first and reused it
+
+
+def test_an_ecosystem_build_whose_files_are_lfs_objects_is_verified_by_their_sha256(
+    server: HubApiTestServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    build = tmp_path / "ecosystem-build"
+    build.mkdir()
+    (build / "__init__.py").write_text("VALUE = 5\n")
+    (build / "metadata.json").write_text(json.dumps({  # as the ecosystem's builder writes it
+        "name": "foreign", "id": "_foreign_universal_0123456789", "version": 1,
+        "license": "Apache-2.0", "python-depends": [], "backend": {"type": "universal"},
+        "provenance": {"kernel-builder": {"version": "0.17.0"}}}))
+    HfPublisher(server.url, token=TOKEN).publish(
+        "acme/foreign", "v1", {VARIANT: build}, tag="v1.0.0", message="1.0.0")
+
+    from kernelhub import get_kernel
+
+    assert get_kernel("acme/foreign", version=1).VALUE == 5
+    variant_dir = api.locate_kernel("acme/foreign", version=1)
+    assert json.loads((variant_dir.parent / f"{VARIANT}.hub-lfs.json").read_text()) == [
+        "__init__.py"]
+
+    # The server now answers with other bytes for the LFS file than its listing's sha256.
+    monkeypatch.setenv("KERNELHUB_CACHE", str(tmp_path / "cold-cache"))
+    monkeypatch.setattr(api, "_memo", {})
+    served = server._resolve
+
+    def tampered(kind: str, repo_id: str, rev: str, path: str):
+        status, headers, data = served(kind, repo_id, rev, path)
+        return status, headers, data + b"print('injected')\n" if path.endswith(
+            "__init__.py") else data
+
+    monkeypatch.setattr(server, "_resolve", tampered)
+    with pytest.raises(KernelHubError, match=r"__init__.py does not match the hub's sha256"):
+        get_kernel("acme/foreign", version=1)
