@@ -35,6 +35,7 @@ def hub_api_client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """This process as a fresh client of a loopback Hub-API server: its own cache, config
     and HF home, no token or policy from the environment, org ``acme`` trusted."""
     from kernelhub import api, release_check
+    from kernelhub.hub import hf
 
     for var in ("HF_TOKEN", "HF_ENDPOINT", "KERNELHUB_OFFLINE", "HF_HUB_OFFLINE",
                 "KERNELHUB_ALLOWED_SIGNERS", "KERNELHUB_REQUIRE_SIGNED",
@@ -47,3 +48,4 @@ def hub_api_client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NO_PROXY", "127.0.0.1")
     monkeypatch.setattr(api, "_memo", {})
     monkeypatch.setattr(release_check, "_verified", {})
+    monkeypatch.setattr(hf, "_found_types", {})

@@ -87,10 +87,22 @@ def test_a_model_only_server_is_read_as_models_and_probed_once(
 
     assert module.VALUE == 7
     kernel_asks = [r for r in model_server.requests[seen:] if "kernels/" in r]
-    # One probe per HfHub (this one and the one get_kernel made), then only models.
-    assert kernel_asks == [f"GET /api/kernels/{REPO_ID}/refs"] * 2
+    # One probe in the process (this HfHub and the one get_kernel made share what it
+    # found), then only models.
+    assert kernel_asks == [f"GET /api/kernels/{REPO_ID}/refs"]
 
 
 def test_a_repository_of_neither_type_is_not_found(kernel_server: HubApiTestServer) -> None:
     with pytest.raises(RepoNotFoundError, match="no repository acme/missing"):
         HfHub(kernel_server.url, token=False).list_refs("acme/missing")
+
+
+def test_a_remembered_type_that_no_longer_holds_the_repository_is_found_again(
+    kernel_server: HubApiTestServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kernelhub.hub import hf
+
+    # E.g. the repository was a model on a server that answered at this address before.
+    monkeypatch.setitem(hf._found_types, (kernel_server.url, REPO_ID), "model")
+    assert "v1" in HfHub(kernel_server.url, token=False).list_refs(REPO_ID).branches
+    assert hf._found_types[(kernel_server.url, REPO_ID)] == "kernel"

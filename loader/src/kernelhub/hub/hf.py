@@ -8,8 +8,9 @@ Reads go through huggingface_hub: refs from ``list_repo_refs``, variants from
 Which repository type: the Hub's ``kernel`` type where the server has it (what the
 ecosystem's loader asks for, ``/api/kernels/…``), else ``model`` (mirrors such as olah
 serve only models). :meth:`HfHub.typed` is that one rule, used by reads and by the
-publisher alike; the type found is remembered per repository, so it costs a request only
-on a server without kernel repositories, and only once.
+publisher alike; the type found is remembered per endpoint and repository for the
+process, so it costs a request only on a server without kernel repositories, and only
+once per process (each ``get_kernel(hub=URL)`` makes a new HfHub).
 
 Publishing to such a server lives in :mod:`kernelhub.publish.hf`.
 """
@@ -47,6 +48,9 @@ REPO_TYPES = ("kernel", "model")
 """Where a repository is looked for, in this order: the Hub's kernel repositories, then
 models (all that mirrors such as olah serve)."""
 
+_found_types: dict[tuple[str, str], str] = {}
+"""(endpoint, repo id) → the repository type :meth:`HfHub.typed` found there."""
+
 DEFAULT_ENDPOINT = "https://huggingface.co"
 """huggingface_hub's default endpoint, where ``HF_ENDPOINT`` is unset."""
 
@@ -80,7 +84,6 @@ class HfHub:
         self.repo_type = repo_type
         """``kernel`` or ``model`` to read only that type; None (the default): each
         repository's type is found by :meth:`typed`."""
-        self._types: dict[str, str] = {}
         self._api: Any = None
 
     @property
@@ -111,10 +114,16 @@ class HfHub:
         huggingface_hub's errors pass through unchanged (callers turn them into their own
         messages); the last type's "not found" is the one raised.
         """
-        known = self.repo_type or self._types.get(repo_id)
-        if known is not None:
-            return read(known)
+        if self.repo_type is not None:
+            return read(self.repo_type)
         _import_huggingface_hub()
+        if (known := _found_types.get((self.endpoint, repo_id))) is not None:
+            try:
+                return read(known)
+            except HfHubHTTPError as exc:
+                if not absent(exc):
+                    raise
+                _found_types.pop((self.endpoint, repo_id), None)  # gone from that type: ask again
         *preferred, last = REPO_TYPES
         for repo_type in preferred:
             try:
@@ -123,18 +132,18 @@ class HfHub:
                 if not absent(exc):
                     raise
                 continue
-            self._types[repo_id] = repo_type
+            _found_types[(self.endpoint, repo_id)] = repo_type
             return result
         result = read(last)
-        self._types[repo_id] = last
+        _found_types[(self.endpoint, repo_id)] = last
         return result
 
     def type_of(self, repo_id: str) -> str:
         """The repository type ``repo_id`` has on this server (found with its refs)."""
-        if (known := self.repo_type or self._types.get(repo_id)) is not None:
+        if (known := self.repo_type or _found_types.get((self.endpoint, repo_id))) is not None:
             return known
         self.list_refs(repo_id)
-        return self._types[repo_id]
+        return _found_types[(self.endpoint, repo_id)]
 
     # -- reading -----------------------------------------------------------------------
 
