@@ -176,3 +176,16 @@ def test_a_branch_variant_without_file_digests_cannot_be_signed(
     with pytest.raises(HubError, match="torch-universal lists no file digests"):
         publish(server, {"torch-cpu": stage(tmp_path, "torch-cpu", 2)}, "1.1.0", key)
     assert git(server).resolve_commit("v1") == before  # nothing was published
+
+
+def test_signing_a_release_already_published_unsigned_is_reported_as_a_change(
+    server: HubApiTestServer, key: SigningKey, tmp_path: Path
+) -> None:
+    staged = stage(tmp_path, "torch-universal", 3)
+    first = publish(server, {"torch-universal": staged}, "1.0.0", None)
+    again = publish(server, {"torch-universal": staged}, "1.0.0", key)
+
+    assert again.unchanged == ["torch-universal"] and again.signed == ["torch-universal"]
+    assert again.previous == first.commit != again.commit and again.changed
+    assert git(server).resolve_commit("v1.0.0") == again.commit
+    assert RELEASE_FILE in {e.path for e in git(server).ls_tree("v1.0.0")}

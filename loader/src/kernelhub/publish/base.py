@@ -40,7 +40,10 @@ class PublishResult:
 
     @property
     def changed(self) -> bool:
-        return bool(self.added or self.replaced or self.removed)
+        """Whether the branch moved (or, for a dry run, its variants would change): a
+        publish that only adds or removes the release signature changes it too."""
+        moved = not self.dry_run and self.commit != self.previous
+        return bool(self.added or self.replaced or self.removed) or moved
 
     @classmethod
     def dry_run_new_repo(
