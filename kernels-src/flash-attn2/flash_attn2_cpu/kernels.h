@@ -5,6 +5,7 @@
 #pragma once
 
 #include <c10/core/ScalarType.h>
+#include <c10/util/BFloat16.h>
 
 #include <cstdint>
 
@@ -45,6 +46,16 @@ struct AttentionArgs {
   const void* v_raw;
   c10::ScalarType kv_dtype;
 
+  // The bfloat16 dot-product loops only (KernelTable::attention_bf16; head_dim
+  // even): q in bfloat16 with the q strides above; k packed in feature pairs,
+  // contiguous [B, Hkv, D / 2, sk_padded, 2] (zeros past Sk); v packed in key
+  // pairs, contiguous [B, Hkv, sk_padded / 2, Dv, 2] (zeros past Sk). One
+  // 32-bit word then holds the two bf16 factors that VDPBF16PS multiplies and
+  // adds into one float lane. q, kt and v above are unused.
+  const c10::BFloat16* q16;
+  const c10::BFloat16* k_pairs;
+  const c10::BFloat16* v_pairs;
+
   int64_t batch, heads_q, heads_kv, seq_q, seq_k, head_dim, head_dim_v;
   float scale;
   float softcap;         // <= 0: off
@@ -67,6 +78,9 @@ struct KernelTable {
   const char* capability;
   void (*attention)(const AttentionArgs&);
   void (*decode)(const AttentionArgs&);
+  // bfloat16 inputs multiplied in bfloat16 (float accumulation), or nullptr
+  // where this copy of the loops has no such instructions.
+  void (*attention_bf16)(const AttentionArgs&);
 };
 
 // Defined by kernels_<capability>.cpp. A capability the compiler or target
@@ -74,5 +88,6 @@ struct KernelTable {
 const KernelTable* kernel_table_DEFAULT();
 const KernelTable* kernel_table_AVX2();
 const KernelTable* kernel_table_AVX512();
+const KernelTable* kernel_table_AVX512_BF16();
 
 }  // namespace flash_attn2_cpu

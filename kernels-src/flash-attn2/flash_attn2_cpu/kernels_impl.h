@@ -10,7 +10,9 @@
 //   m' = max(m, rowmax S); P = exp(S - m'); l = l * exp(m - m') + rowsum P
 //   O = O * exp(m - m') + P @ V_blk      (same register-tiled loop)
 // and finally out = O / l. Nothing of size Sq x Sk is ever materialised, and
-// key blocks entirely outside a causal / sliding window are skipped.
+// key blocks entirely outside a causal / sliding window are skipped. The two
+// products are float32 (FloatProducts) or, where the including file defines
+// FLASH_ATTN2_BF16_DOT, bf16 pairs multiplied by VDPBF16PS (Bf16Products).
 #pragma once
 
 #include "kernels.h"
@@ -21,8 +23,13 @@
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
+#ifdef FLASH_ATTN2_BF16_DOT
+#include <immintrin.h>
+#endif
+
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -237,23 +244,193 @@ struct Window {
 
 struct Scratch {
   std::vector<float> scores, acc, row_max, row_sum, staging;
+  std::vector<c10::BFloat16> probs;  // P in bfloat16, for the bf16 dot-product loops
   explicit Scratch(const AttentionArgs& args)
       : scores(kQueryBlock * kKeyBlock),
         acc(kQueryBlock * args.head_dim_v),
         row_max(kQueryBlock),
         row_sum(kQueryBlock),
-        staging(args.head_dim_v) {}
+        staging(args.head_dim_v),
+        probs(kQueryBlock * kKeyBlock) {}
 };
 
+// The two products of a block in float32: S = Q K^T from k transposed, and
+// O += P V. Any CPU (at::vec's vectors of this capability).
+struct FloatProducts {
+  const float* q;
+  int64_t ldq;
+  const float* kt;
+  int64_t ldk;
+  const float* v;
+  int64_t ldv;
+
+  FloatProducts(const AttentionArgs& args, int64_t b, int64_t h, int64_t hk, int64_t q0,
+                Scratch&)
+      : q(args.q + b * args.q_sb + h * args.q_sh + q0 * args.q_ss),
+        ldq(args.q_ss),
+        kt(args.kt + (b * args.heads_kv + hk) * args.head_dim * args.sk_padded),
+        ldk(args.sk_padded),
+        v(args.v + b * args.v_sb + hk * args.v_sh),
+        ldv(args.v_ss) {}
+
+  // scores[rows x width] = Q K^T for keys [k0, k0 + width).
+  void scores(int64_t rows, int64_t k0, int64_t width, int64_t d, float* s) const {
+    matmul(rows, width, d, q, ldq, kt + k0, ldk, s, kKeyBlock, false);
+  }
+  // acc[rows x dv] += P V over keys [k0, k1), P = the first k1 - k0 scores of each row.
+  void accumulate(int64_t rows, int64_t k0, int64_t k1, int64_t dv, const float* p,
+                  float* acc) const {
+    matmul(rows, dv, k1 - k0, p, kKeyBlock, v + k0 * ldv, ldv, acc, dv, true);
+  }
+};
+
+#ifdef FLASH_ATTN2_BF16_DOT
+// ---- bfloat16 products with VDPBF16PS -------------------------------------
+//
+// One instruction multiplies 16 pairs of bf16 by 16 pairs and adds each pair's
+// two products into a float lane: twice the multiplies of a float FMA, read
+// straight from bf16 (no widening of k and v). Products of two bf16 are exact
+// in float, so S is what the float loops compute; P is rounded to bf16 for
+// O += P V, as sdpa's bf16 path does.
+
+inline uint32_t pair_at(const c10::BFloat16* p) {  // two bf16 as one word, any alignment
+  uint32_t word;
+  std::memcpy(&word, p, sizeof(word));
+  return word;
+}
+
+// C[R x (NV*16)] (+)= sum over pairs p: A(r, p) . B(p, columns), where pair p
+// of A's row r is a[r * lda + 2p .. +1] and row p of B holds one pair per
+// column (b[p * ldb + 2 * col .. +1]). `count` < NV*16 limits the last vector.
+template <int R, int NV>
+inline void tile_dp(const c10::BFloat16* a, int64_t lda, const c10::BFloat16* b, int64_t ldb,
+                    float* c, int64_t ldc, int64_t pairs, bool accumulate, int64_t count) {
+  const bool partial = count < NV * 16;
+  const __mmask16 tail = static_cast<__mmask16>((1u << (count - (NV - 1) * 16)) - 1u);
+  __m512 acc[R][NV];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) {
+      float* dst = c + r * ldc + j * 16;
+      acc[r][j] = !accumulate                      ? _mm512_setzero_ps()
+                  : (partial && j == NV - 1) ? _mm512_maskz_loadu_ps(tail, dst)
+                                             : _mm512_loadu_ps(dst);
+    }
+  }
+  for (int64_t p = 0; p < pairs; ++p) {
+    __m512i bv[NV];
+    const c10::BFloat16* b_row = b + p * ldb;
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) {
+      bv[j] = (partial && j == NV - 1) ? _mm512_maskz_loadu_epi32(tail, b_row + 32 * j)
+                                       : _mm512_loadu_si512(b_row + 32 * j);
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const __m512i av = _mm512_set1_epi32(static_cast<int>(pair_at(a + r * lda + 2 * p)));
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) {
+        acc[r][j] = _mm512_dpbf16_ps(acc[r][j], (__m512bh)av, (__m512bh)bv[j]);
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) {
+      float* dst = c + r * ldc + j * 16;
+      if (partial && j == NV - 1) {
+        _mm512_mask_storeu_ps(dst, tail, acc[r][j]);
+      } else {
+        _mm512_storeu_ps(dst, acc[r][j]);
+      }
+    }
+  }
+}
+
+template <int NV>
+inline void tile_dp_rows(int64_t rows, const c10::BFloat16* a, int64_t lda,
+                         const c10::BFloat16* b, int64_t ldb, float* c, int64_t ldc,
+                         int64_t pairs, bool accumulate, int64_t count) {
+  switch (rows) {
+    case 1:
+      return tile_dp<1, NV>(a, lda, b, ldb, c, ldc, pairs, accumulate, count);
+    case 2:
+      return tile_dp<2, NV>(a, lda, b, ldb, c, ldc, pairs, accumulate, count);
+    case 3:
+      return tile_dp<3, NV>(a, lda, b, ldb, c, ldc, pairs, accumulate, count);
+    default:
+      return tile_dp<kRows, NV>(a, lda, b, ldb, c, ldc, pairs, accumulate, count);
+  }
+}
+
+// C[M x N] (+)= A B over `pairs` pairs of the shared dimension, blocked as matmul.
+void matmul_dp(int64_t m, int64_t n, int64_t pairs, const c10::BFloat16* a, int64_t lda,
+               const c10::BFloat16* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+  constexpr int64_t step = 4 * 16;
+  int64_t col = 0;
+  for (; col + step <= n; col += step) {
+    for (int64_t row = 0; row < m; row += kRows) {
+      tile_dp_rows<4>(std::min<int64_t>(kRows, m - row), a + row * lda, lda, b + 2 * col, ldb,
+                      c + row * ldc + col, ldc, pairs, accumulate, step);
+    }
+  }
+  for (; col < n; col += 16) {
+    const int64_t count = std::min<int64_t>(16, n - col);
+    for (int64_t row = 0; row < m; row += kRows) {
+      tile_dp_rows<1>(std::min<int64_t>(kRows, m - row), a + row * lda, lda, b + 2 * col, ldb,
+                      c + row * ldc + col, ldc, pairs, accumulate, count);
+    }
+  }
+}
+
+// The two products of a block with bf16 factors (AttentionArgs::q16, k_pairs, v_pairs).
+struct Bf16Products {
+  const c10::BFloat16* q;
+  int64_t ldq;
+  const c10::BFloat16* k;  // D/2 rows of sk_padded pairs
+  int64_t ldk;
+  const c10::BFloat16* v;  // sk_padded/2 rows of Dv pairs
+  c10::BFloat16* probs;
+
+  Bf16Products(const AttentionArgs& args, int64_t b, int64_t h, int64_t hk, int64_t q0,
+               Scratch& scratch)
+      : q(args.q16 + b * args.q_sb + h * args.q_sh + q0 * args.q_ss),
+        ldq(args.q_ss),
+        k(args.k_pairs + (b * args.heads_kv + hk) * args.head_dim * args.sk_padded),
+        ldk(2 * args.sk_padded),
+        v(args.v_pairs + (b * args.heads_kv + hk) * args.sk_padded * args.head_dim_v),
+        probs(scratch.probs.data()) {}
+
+  void scores(int64_t rows, int64_t k0, int64_t width, int64_t d, float* s) const {
+    matmul_dp(rows, width, d / 2, q, ldq, k + 2 * k0, ldk, s, kKeyBlock, false);
+  }
+  // k0 is even (blocks start on a column step), so key pair (k0 + 2i, k0 + 2i + 1)
+  // is row k0 / 2 + i of v; an odd block length gets a zero partner.
+  void accumulate(int64_t rows, int64_t k0, int64_t k1, int64_t dv, const float* p,
+                  float* acc) const {
+    const int64_t len = k1 - k0;
+    const int64_t even = (len + 1) / 2 * 2;
+    for (int64_t r = 0; r < rows; ++r) {
+      at::vec::convert(p + r * kKeyBlock, probs + r * kKeyBlock, len);
+      if (even > len) {
+        probs[r * kKeyBlock + len] = c10::BFloat16(0.0f);
+      }
+    }
+    matmul_dp(rows, dv, even / 2, probs, kKeyBlock, v + k0 * dv, 2 * dv, acc, dv, true);
+  }
+};
+#endif  // FLASH_ATTN2_BF16_DOT
+
+template <class Products>
 void attention_block(const AttentionArgs& args, const Window& window, int64_t b, int64_t h,
                      int64_t q0, Scratch& scratch) {
   const int64_t rows = std::min(kQueryBlock, args.seq_q - q0);
   const int64_t d = args.head_dim;
   const int64_t dv = args.head_dim_v;
   const int64_t hk = h / (args.heads_q / args.heads_kv);
-  const float* q = args.q + b * args.q_sb + h * args.q_sh + q0 * args.q_ss;
-  const float* kt = args.kt + (b * args.heads_kv + hk) * d * args.sk_padded;
-  const float* v = args.v + b * args.v_sb + hk * args.v_sh;
+  const Products products(args, b, h, hk, q0, scratch);
   const float* mask =
       args.mask == nullptr ? nullptr : args.mask + b * args.m_sb + h * args.m_sh + q0 * args.m_ss;
   float* scores = scratch.scores.data();
@@ -272,7 +449,7 @@ void attention_block(const AttentionArgs& args, const Window& window, int64_t b,
     const int64_t k1 = std::min(k0 + kKeyBlock, keys_end);
     // Scores are computed for whole column steps; kt is zero-padded past Sk.
     const int64_t width = (k1 - k0 + kColStep - 1) / kColStep * kColStep;
-    matmul(rows, width, d, q, args.q_ss, kt + k0, args.sk_padded, scores, kKeyBlock, false);
+    products.scores(rows, k0, width, d, scores);
     for (int64_t r = 0; r < rows; ++r) {
       float* s = scores + r * kKeyBlock;
       const int64_t lo = std::clamp(window.lo(q0 + r), k0, k1) - k0;
@@ -299,7 +476,7 @@ void attention_block(const AttentionArgs& args, const Window& window, int64_t b,
       row_sum[r] = row_sum[r] * correction + block_sum;
       row_max[r] = new_max;
     }
-    matmul(rows, dv, k1 - k0, scores, kKeyBlock, v + k0 * args.v_ss, args.v_ss, acc, dv, true);
+    products.accumulate(rows, k0, k1, dv, scores, acc);
   }
 
   const int64_t element = c10::elementSize(args.out_dtype);
@@ -311,7 +488,8 @@ void attention_block(const AttentionArgs& args, const Window& window, int64_t b,
   }
 }
 
-void attention(const AttentionArgs& args) {
+template <class Products>
+void attention_with(const AttentionArgs& args) {
   const Window window{args.seq_k - args.seq_q, args.window_left, args.window_right,
                       args.seq_k};
   const int64_t q_blocks = (args.seq_q + kQueryBlock - 1) / kQueryBlock;
@@ -326,11 +504,15 @@ void attention(const AttentionArgs& args) {
       for (int64_t task = worker; task < tasks; task += workers) {
         const int64_t qb = task % q_blocks;
         const int64_t bh = task / q_blocks;
-        attention_block(args, window, bh / args.heads_q, bh % args.heads_q, qb * kQueryBlock,
-                        scratch);
+        attention_block<Products>(args, window, bh / args.heads_q, bh % args.heads_q,
+                                  qb * kQueryBlock, scratch);
       }
     }
   });
+}
+
+void attention(const AttentionArgs& args) {
+  attention_with<FloatProducts>(args);
 }
 
 // ---- the decode path: few query rows against a long KV cache ----------------
@@ -485,7 +667,16 @@ void decode(const AttentionArgs& args) {
 #define FLASH_ATTN2_STRINGIFY_(x) #x
 #define FLASH_ATTN2_STRINGIFY(x) FLASH_ATTN2_STRINGIFY_(x)
 
-constexpr KernelTable kTable{FLASH_ATTN2_STRINGIFY(CPU_CAPABILITY), &attention, &decode};
+#ifdef FLASH_ATTN2_BF16_DOT
+void attention_bf16(const AttentionArgs& args) {
+  attention_with<Bf16Products>(args);
+}
+constexpr KernelTable kTable{FLASH_ATTN2_STRINGIFY(CPU_CAPABILITY), &attention, &decode,
+                             &attention_bf16};
+#else
+constexpr KernelTable kTable{FLASH_ATTN2_STRINGIFY(CPU_CAPABILITY), &attention, &decode,
+                             nullptr};
+#endif
 
 }  // namespace
 

@@ -63,7 +63,7 @@ TOLERANCE = {
 def _capabilities() -> list[str]:
     original = flash_attn2.cpu_capability()
     available = []
-    for capability in ("DEFAULT", "AVX2", "AVX512"):
+    for capability in ("DEFAULT", "AVX2", "AVX512", "AVX512_BF16"):
         try:
             flash_attn2.set_cpu_capability(capability)
         except RuntimeError:
