@@ -7,10 +7,16 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Version.h>
+#include <ATen/native/CPUBlas.h>
 #include <c10/util/Exception.h>
 
+#include <ATen/Parallel.h>
+
 #include <atomic>
+#include <cstdint>
+#include <cstring>
 #include <string>
+#include <vector>
 
 namespace flash_attn2_cpu {
 namespace {
@@ -25,13 +31,53 @@ bool cpu_has_avx512_bf16() {
 
 // The best loops torch itself would use on this CPU (it honours the
 // ATEN_CPU_CAPABILITY environment variable), limited to those compiled here.
-// AVX512_BF16 adds the CPU's own report of VDPBF16PS (torch has no level for it).
+// Whether ATen's bf16 brgemm runs here on packed ("VNNI") operands: it needs
+// oneDNN's ukernels in this torch build. Asked once, with one tiny product
+// checked against its known result.
+bool brgemm_bf16_works() {
+  static const bool works = [] {
+    try {
+      // A [1 x 32] all ones; B [32 x 32] packed in pairs, column j = (j % 8, 1, j % 8,
+      // 1, ...): C[j] = 16 (j % 8) + 16, exact in bf16 and float.
+      constexpr int kN = 32;
+      constexpr int kK = 32;
+      std::vector<at::BFloat16> a(kK, at::BFloat16(1.0f));
+      std::vector<at::BFloat16> b(kK * kN);
+      for (int p = 0; p < kK / 2; ++p) {
+        for (int j = 0; j < kN; ++j) {
+          b[(p * kN + j) * 2] = at::BFloat16(static_cast<float>(j % 8));
+          b[(p * kN + j) * 2 + 1] = at::BFloat16(1.0f);
+        }
+      }
+      std::vector<float> c(kN, -1.0f);
+      at::native::cpublas::brgemm(1, kN, kK, kK, kN, kN, false, a.data(), b.data(), c.data(),
+                                  true);
+      at::native::cpublas::brgemm_release(true);
+      for (int j = 0; j < kN; ++j) {
+        if (c[j] != static_cast<float>(16 * (j % 8) + 16)) {
+          return false;
+        }
+      }
+      return true;
+    } catch (const c10::Error&) {
+      return false;
+    }
+  }();
+  return works;
+}
+
+// AVX512_BF16 adds the CPU's own report of VDPBF16PS (torch has no level for
+// it); BRGEMM_BF16 that and oneDNN's brgemm (the AMX tiles where present).
 const KernelTable* table_for(const std::string& capability) {
   const std::string torch_best = at::get_cpu_capability();
   const bool avx512_ok = torch_best == "AVX512";
   const bool avx2_ok = avx512_ok || torch_best == "AVX2";
+  const bool bf16_ok = avx512_ok && cpu_has_avx512_bf16();
+  if (capability == "BRGEMM_BF16") {
+    return bf16_ok && brgemm_bf16_works() ? kernel_table_BRGEMM_BF16() : nullptr;
+  }
   if (capability == "AVX512_BF16") {
-    return avx512_ok && cpu_has_avx512_bf16() ? kernel_table_AVX512_BF16() : nullptr;
+    return bf16_ok ? kernel_table_AVX512_BF16() : nullptr;
   }
   if (capability == "AVX512") {
     return avx512_ok ? kernel_table_AVX512() : nullptr;
@@ -45,7 +91,14 @@ const KernelTable* table_for(const std::string& capability) {
   return nullptr;
 }
 
+// With AMX (oneDNN packs bf16 for it), its tiles are the fastest bf16 products;
+// without, our VDPBF16PS loops.
 const KernelTable* best_table() {
+  if (at::native::cpublas::could_pack(at::kBFloat16)) {
+    if (const KernelTable* table = table_for("BRGEMM_BF16")) {
+      return table;
+    }
+  }
   for (const char* capability : {"AVX512_BF16", "AVX512", "AVX2"}) {
     if (const KernelTable* table = table_for(capability)) {
       return table;
@@ -59,16 +112,11 @@ std::atomic<const KernelTable*>& active_table() {
   return table;
 }
 
-// Sk rounded up to kKeyPadding: the packed keys' (and values') length.
-int64_t padded_keys(int64_t seq_k) {
-  return (seq_k + kKeyPadding - 1) / kKeyPadding * kKeyPadding;
-}
-
 // k as float32 [B, Hkv, D, Sk rounded up to kKeyPadding], zeros past Sk: the
 // score loop then reads whole vectors of consecutive keys for one feature.
 at::Tensor transposed_keys(const at::Tensor& k) {
   const int64_t seq_k = k.size(2);
-  const int64_t padded = padded_keys(seq_k);
+  const int64_t padded = (seq_k + kKeyPadding - 1) / kKeyPadding * kKeyPadding;
   at::Tensor kt = at::empty({k.size(0), k.size(1), k.size(3), padded}, k.options().dtype(at::kFloat));
   kt.narrow(3, 0, seq_k).copy_(k.transpose(2, 3));
   if (padded > seq_k) {
@@ -77,29 +125,71 @@ at::Tensor transposed_keys(const at::Tensor& k) {
   return kt;
 }
 
-// k as bf16 pairs of features, [B, Hkv, D / 2, padded, 2] (zeros past Sk): the
-// score loop reads, for one pair of features, 16 consecutive keys per vector.
+// The packed bf16 operands (layouts in kernels.h), written by plain loops: a
+// strided tensor copy with an innermost dimension of 2 would cost more than the
+// attention for short sequences. One (batch, KV head) per task.
+template <class Fill>
+void for_each_head(const at::Tensor& t, Fill fill) {
+  const int64_t heads = t.size(1);
+  at::parallel_for(0, t.size(0) * heads, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) {
+      fill(task / heads, task % heads, task);
+    }
+  });
+}
+
+// k [B, Hkv, Sk, D] (last stride 1) -> [B, Hkv, padded / kKeyBlock, D / 2, kKeyBlock, 2]:
+// word (block, p, j) = features (2p, 2p + 1) of key block * kKeyBlock + j.
 at::Tensor key_pairs(const at::Tensor& k, int64_t padded) {
   const int64_t seq_k = k.size(2);
-  const int64_t d = k.size(3);
-  at::Tensor packed = at::empty({k.size(0), k.size(1), d / 2, padded, 2}, k.options());
-  packed.narrow(3, 0, seq_k).copy_(k.unflatten(3, {d / 2, 2}).transpose(2, 3));
-  if (padded > seq_k) {
-    packed.narrow(3, seq_k, padded - seq_k).zero_();
-  }
+  const int64_t pairs = k.size(3) / 2;
+  at::Tensor packed = at::empty({k.size(0), k.size(1), padded * pairs * 2}, k.options());
+  const auto* src = k.const_data_ptr<at::BFloat16>();
+  auto* dst = packed.data_ptr<at::BFloat16>();
+  for_each_head(k, [&](int64_t b, int64_t h, int64_t task) {
+    const at::BFloat16* head = src + b * k.stride(0) + h * k.stride(1);
+    uint32_t* out = reinterpret_cast<uint32_t*>(dst + task * padded * pairs * 2);
+    for (int64_t j = 0; j < padded; ++j) {
+      uint32_t* column = out + j / kKeyBlock * pairs * kKeyBlock + j % kKeyBlock;
+      if (j >= seq_k) {
+        for (int64_t p = 0; p < pairs; ++p) {
+          column[p * kKeyBlock] = 0;
+        }
+        continue;
+      }
+      const at::BFloat16* key = head + j * k.stride(2);
+      for (int64_t p = 0; p < pairs; ++p) {
+        std::memcpy(column + p * kKeyBlock, key + 2 * p, sizeof(uint32_t));
+      }
+    }
+  });
   return packed;
 }
 
-// v as bf16 pairs of keys, [B, Hkv, padded / 2, Dv, 2] (zeros past Sk): P V
-// reads, for one pair of keys, 16 consecutive value features per vector.
+// v [B, Hkv, Sk, Dv] (last stride 1) -> [B, Hkv, padded / 2, Dv, 2]: word (i, n) =
+// feature n of keys 2i and 2i + 1.
 at::Tensor value_pairs(const at::Tensor& v, int64_t padded) {
   const int64_t seq_k = v.size(2);
-  at::Tensor rows = at::empty({v.size(0), v.size(1), padded, v.size(3)}, v.options());
-  rows.narrow(2, 0, seq_k).copy_(v);
-  if (padded > seq_k) {
-    rows.narrow(2, seq_k, padded - seq_k).zero_();
-  }
-  return rows.unflatten(2, {padded / 2, 2}).transpose(3, 4).contiguous();
+  const int64_t dv = v.size(3);
+  at::Tensor packed = at::empty({v.size(0), v.size(1), padded * dv}, v.options());
+  const auto* src = v.const_data_ptr<at::BFloat16>();
+  auto* dst = packed.data_ptr<at::BFloat16>();
+  const at::BFloat16 zero(0.0f);
+  for_each_head(v, [&](int64_t b, int64_t h, int64_t task) {
+    const at::BFloat16* head = src + b * v.stride(0) + h * v.stride(1);
+    at::BFloat16* out = dst + task * padded * dv;
+    for (int64_t i = 0; i < padded / 2; ++i) {
+      const int64_t j = 2 * i;
+      const at::BFloat16* even = j < seq_k ? head + j * v.stride(2) : nullptr;
+      const at::BFloat16* odd = j + 1 < seq_k ? head + (j + 1) * v.stride(2) : nullptr;
+      at::BFloat16* row = out + i * 2 * dv;
+      for (int64_t n = 0; n < dv; ++n) {
+        row[2 * n] = even != nullptr ? even[n] : zero;
+        row[2 * n + 1] = odd != nullptr ? odd[n] : zero;
+      }
+    }
+  });
+  return packed;
 }
 
 at::Tensor as_float_rows(const at::Tensor& t) {
@@ -127,10 +217,12 @@ void run(at::Tensor& out, const at::Tensor& q, const at::Tensor& k, const at::Te
   const at::Tensor qf = bf16_products ? flash_attn2::rows_contiguous(q) : as_float_rows(q);
   const at::Tensor vf = float_blocks ? as_float_rows(v) : flash_attn2::rows_contiguous(v);
   const at::Tensor kr = short_query ? flash_attn2::rows_contiguous(k) : at::Tensor();
+  const at::Tensor kr16 = bf16_products ? flash_attn2::rows_contiguous(k) : at::Tensor();
   const at::Tensor kt = float_blocks ? transposed_keys(k) : at::Tensor();
-  const int64_t padded = padded_keys(p.seq_k);
-  const at::Tensor kp = bf16_products ? key_pairs(k, padded) : at::Tensor();
-  const at::Tensor vp = bf16_products ? value_pairs(v, padded) : at::Tensor();
+  // Whole packed blocks of keys for the bf16 products.
+  const int64_t padded = (p.seq_k + kKeyBlock - 1) / kKeyBlock * kKeyBlock;
+  const at::Tensor kp = bf16_products ? key_pairs(kr16, padded) : at::Tensor();
+  const at::Tensor vp = bf16_products ? value_pairs(vf, padded) : at::Tensor();
   flash_attn2::write_into(out, [&](at::Tensor& dst) {
     AttentionArgs args{};
     if (bf16_products) {
@@ -212,9 +304,10 @@ std::string cpu_capability() {
 std::string set_cpu_capability(const std::string& capability) {
   const flash_attn2_cpu::KernelTable* table = flash_attn2_cpu::table_for(capability);
   TORCH_CHECK(table != nullptr, "set_cpu_capability: '", capability,
-              "' loops are not available on this CPU/build; choose DEFAULT, AVX2, AVX512 or "
-              "AVX512_BF16 "
+              "' loops are not available on this CPU/build; choose DEFAULT, AVX2, AVX512, "
+              "AVX512_BF16 or BRGEMM_BF16 "
               "(at most what torch reports: ",
-              at::get_cpu_capability(), "; AVX512_BF16 also needs the CPU's avx512_bf16)");
+              at::get_cpu_capability(), "; AVX512_BF16 and BRGEMM_BF16 also need the CPU's "
+              "avx512_bf16, BRGEMM_BF16 oneDNN's ukernels in torch)");
   return flash_attn2_cpu::active_table().exchange(table)->capability;
 }

@@ -46,12 +46,14 @@ struct AttentionArgs {
   const void* v_raw;
   c10::ScalarType kv_dtype;
 
-  // The bfloat16 dot-product loops only (KernelTable::attention_bf16; head_dim
-  // even): q in bfloat16 with the q strides above; k packed in feature pairs,
-  // contiguous [B, Hkv, D / 2, sk_padded, 2] (zeros past Sk); v packed in key
-  // pairs, contiguous [B, Hkv, sk_padded / 2, Dv, 2] (zeros past Sk). One
-  // 32-bit word then holds the two bf16 factors that VDPBF16PS multiplies and
-  // adds into one float lane. q, kt and v above are unused.
+  // The bfloat16-product loops only (KernelTable::attention_bf16; head_dim
+  // even): q in bfloat16 with the q strides above; k packed in feature pairs
+  // and blocks of kKeyBlock keys, contiguous [B, Hkv, sk_padded / kKeyBlock,
+  // D / 2, kKeyBlock, 2]; v packed in key pairs, contiguous [B, Hkv,
+  // sk_padded / 2, Dv, 2]; both zeros past Sk, sk_padded a multiple of
+  // kKeyBlock. One 32-bit word then holds the two bf16 factors that one float
+  // lane accumulates (VDPBF16PS, AMX TDPBF16PS: the "VNNI" layout oneDNN's
+  // brgemm reads). q, kt and v above are unused.
   const c10::BFloat16* q16;
   const c10::BFloat16* k_pairs;
   const c10::BFloat16* v_pairs;
@@ -73,6 +75,9 @@ constexpr int64_t kKeyPadding = 64;
 // transposed first (which for one query costs more than the attention).
 constexpr int64_t kDecodeMaxQuery = 4;
 
+// Keys per softmax step of the blocked loops (and per packed block of k_pairs).
+constexpr int64_t kKeyBlock = 256;
+
 // One set of loops, compiled for one CPU capability.
 struct KernelTable {
   const char* capability;
@@ -89,5 +94,8 @@ const KernelTable* kernel_table_DEFAULT();
 const KernelTable* kernel_table_AVX2();
 const KernelTable* kernel_table_AVX512();
 const KernelTable* kernel_table_AVX512_BF16();
+// bfloat16 products by oneDNN's brgemm ukernels through ATen (AMX tiles where the
+// CPU has them); the rest as AVX512_BF16. nullptr where that copy is not built.
+const KernelTable* kernel_table_BRGEMM_BF16();
 
 }  // namespace flash_attn2_cpu

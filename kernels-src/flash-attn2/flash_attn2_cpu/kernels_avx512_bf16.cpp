@@ -26,10 +26,15 @@
 #define CPU_CAPABILITY_AVX512
 #define FLASH_ATTN2_BF16_DOT
 #define FLASH_ATTN2_KERNEL_TABLE kernel_table_AVX512_BF16
+// The same loops with ATen's brgemm for the bf16 products (AMX where present).
+#define FLASH_ATTN2_BRGEMM_TABLE kernel_table_BRGEMM_BF16
 #include "kernels_impl.h"
 #else
 #include "kernels.h"
 const flash_attn2_cpu::KernelTable* flash_attn2_cpu::kernel_table_AVX512_BF16() {
+  return nullptr;
+}
+const flash_attn2_cpu::KernelTable* flash_attn2_cpu::kernel_table_BRGEMM_BF16() {
   return nullptr;
 }
 #endif

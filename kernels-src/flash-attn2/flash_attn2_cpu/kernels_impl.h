@@ -12,7 +12,9 @@
 // and finally out = O / l. Nothing of size Sq x Sk is ever materialised, and
 // key blocks entirely outside a causal / sliding window are skipped. The two
 // products are float32 (FloatProducts) or, where the including file defines
-// FLASH_ATTN2_BF16_DOT, bf16 pairs multiplied by VDPBF16PS (Bf16Products).
+// FLASH_ATTN2_BF16_DOT, bf16 pairs multiplied by VDPBF16PS (Bf16Products);
+// FLASH_ATTN2_BRGEMM_TABLE adds a table whose bf16 products are oneDNN's
+// brgemm through ATen (BrgemmProducts).
 #pragma once
 
 #include "kernels.h"
@@ -25,6 +27,9 @@
 
 #ifdef FLASH_ATTN2_BF16_DOT
 #include <immintrin.h>
+#endif
+#ifdef FLASH_ATTN2_BRGEMM_TABLE
+#include <ATen/native/CPUBlas.h>
 #endif
 
 #include <algorithm>
@@ -52,11 +57,11 @@ constexpr int kCols = kVec >= 16 ? 4 : 2;
 constexpr int64_t kColStep = kCols * kVec;
 static_assert(kKeyPadding % kColStep == 0, "key padding must cover the widest column step");
 
-// Query rows per task and keys per softmax step. A 64-row block keeps the
-// score tile (64 x 256 floats) and the output accumulator in L2 and gives two
-// threads enough tasks to balance causal work; measured on a 2-core EPYC.
+// Query rows per task (keys per softmax step: kKeyBlock, kernels.h). A 64-row
+// block keeps the score tile (64 x 256 floats) and the output accumulator in
+// L2 and gives two threads enough tasks to balance causal work; measured on a
+// 2-core EPYC.
 constexpr int64_t kQueryBlock = 64;
-constexpr int64_t kKeyBlock = 256;
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
@@ -257,6 +262,8 @@ struct Scratch {
 // The two products of a block in float32: S = Q K^T from k transposed, and
 // O += P V. Any CPU (at::vec's vectors of this capability).
 struct FloatProducts {
+  static constexpr int64_t kKeyAlign = kColStep;  // first key of a task's first block
+
   const float* q;
   int64_t ldq;
   const float* kt;
@@ -385,12 +392,15 @@ void matmul_dp(int64_t m, int64_t n, int64_t pairs, const c10::BFloat16* a, int6
   }
 }
 
-// The two products of a block with bf16 factors (AttentionArgs::q16, k_pairs, v_pairs).
+// The two products of a block with bf16 factors (AttentionArgs::q16, k_pairs,
+// v_pairs). Key blocks start on a packed block of k_pairs.
 struct Bf16Products {
+  static constexpr int64_t kKeyAlign = kKeyBlock;
+
   const c10::BFloat16* q;
   int64_t ldq;
-  const c10::BFloat16* k;  // D/2 rows of sk_padded pairs
-  int64_t ldk;
+  const c10::BFloat16* k;  // blocks of D/2 rows of kKeyBlock pairs
+  int64_t block_size;      // elements per block: D * kKeyBlock
   const c10::BFloat16* v;  // sk_padded/2 rows of Dv pairs
   c10::BFloat16* probs;
 
@@ -399,14 +409,15 @@ struct Bf16Products {
       : q(args.q16 + b * args.q_sb + h * args.q_sh + q0 * args.q_ss),
         ldq(args.q_ss),
         k(args.k_pairs + (b * args.heads_kv + hk) * args.head_dim * args.sk_padded),
-        ldk(2 * args.sk_padded),
+        block_size(args.head_dim * kKeyBlock),
         v(args.v_pairs + (b * args.heads_kv + hk) * args.sk_padded * args.head_dim_v),
         probs(scratch.probs.data()) {}
 
   void scores(int64_t rows, int64_t k0, int64_t width, int64_t d, float* s) const {
-    matmul_dp(rows, width, d / 2, q, ldq, k + 2 * k0, ldk, s, kKeyBlock, false);
+    matmul_dp(rows, width, d / 2, q, ldq, k + k0 / kKeyBlock * block_size, 2 * kKeyBlock, s,
+              kKeyBlock, false);
   }
-  // k0 is even (blocks start on a column step), so key pair (k0 + 2i, k0 + 2i + 1)
+  // k0 is even (blocks start on a packed block), so key pair (k0 + 2i, k0 + 2i + 1)
   // is row k0 / 2 + i of v; an odd block length gets a zero partner.
   void accumulate(int64_t rows, int64_t k0, int64_t k1, int64_t dv, const float* p,
                   float* acc) const {
@@ -422,6 +433,56 @@ struct Bf16Products {
   }
 };
 #endif  // FLASH_ATTN2_BF16_DOT
+
+#ifdef FLASH_ATTN2_BRGEMM_TABLE
+// The same two products by ATen's batch-reduce GEMM (oneDNN brgemm ukernels,
+// which run on AMX tiles where the CPU has them and on VDPBF16PS otherwise),
+// reading the same packed layouts: q rows as A, a block of k_pairs as B for S,
+// P (bf16) as A and v_pairs as B for O. Every call has N and K from a handful
+// of sizes (whole column steps, blocks of kKeyBlock) and fixed leading
+// dimensions but lda, so oneDNN generates few kernels and caches them.
+struct BrgemmProducts {
+  static constexpr int64_t kKeyAlign = kKeyBlock;
+
+  const c10::BFloat16* q;
+  int64_t ldq;
+  const c10::BFloat16* k;
+  int64_t block_size;
+  const c10::BFloat16* v;
+  c10::BFloat16* probs;
+
+  BrgemmProducts(const AttentionArgs& args, int64_t b, int64_t h, int64_t hk, int64_t q0,
+                 Scratch& scratch)
+      : q(args.q16 + b * args.q_sb + h * args.q_sh + q0 * args.q_ss),
+        ldq(args.q_ss),
+        k(args.k_pairs + (b * args.heads_kv + hk) * args.head_dim * args.sk_padded),
+        block_size(args.head_dim * kKeyBlock),
+        v(args.v_pairs + (b * args.heads_kv + hk) * args.sk_padded * args.head_dim_v),
+        probs(scratch.probs.data()) {}
+
+  void scores(int64_t rows, int64_t k0, int64_t width, int64_t d, float* s) const {
+    at::native::cpublas::brgemm(rows, width, d, ldq, kKeyBlock, kKeyBlock, false, q,
+                                k + k0 / kKeyBlock * block_size, s, true);
+  }
+  // P is zero-filled to whole column steps, so K takes only a few values; the
+  // extra keys' values are real or padding rows of v, multiplied by zero.
+  void accumulate(int64_t rows, int64_t k0, int64_t k1, int64_t dv, const float* p,
+                  float* acc) const {
+    const int64_t len = k1 - k0;
+    const int64_t width = (len + kColStep - 1) / kColStep * kColStep;
+    for (int64_t r = 0; r < rows; ++r) {
+      c10::BFloat16* row = probs + r * kKeyBlock;
+      at::vec::convert(p + r * kKeyBlock, row, len);
+      std::fill(row + len, row + width, c10::BFloat16(0.0f));
+    }
+    at::native::cpublas::brgemm(rows, dv, width, kKeyBlock, dv, dv, true, probs, v + k0 * dv,
+                                acc, true);
+  }
+
+  // AMX keeps a tile configuration per thread: hand it back when a thread is done.
+  static void release() { at::native::cpublas::brgemm_release(true); }
+};
+#endif  // FLASH_ATTN2_BRGEMM_TABLE
 
 template <class Products>
 void attention_block(const AttentionArgs& args, const Window& window, int64_t b, int64_t h,
@@ -442,8 +503,9 @@ void attention_block(const AttentionArgs& args, const Window& window, int64_t b,
   std::fill_n(row_sum, rows, 0.0f);
 
   // lo and hi are non-decreasing in i, so the block's keys are [lo(first),
-  // hi(last)). Starting on a column step keeps every score tile inside kt.
-  const int64_t keys_begin = window.lo(q0) / kColStep * kColStep;
+  // hi(last)). Starting on a column step (or a packed block) keeps every score
+  // tile inside the packed keys.
+  const int64_t keys_begin = window.lo(q0) / Products::kKeyAlign * Products::kKeyAlign;
   const int64_t keys_end = window.hi(q0 + rows - 1);
   for (int64_t k0 = keys_begin; k0 < keys_end; k0 += kKeyBlock) {
     const int64_t k1 = std::min(k0 + kKeyBlock, keys_end);
@@ -507,6 +569,9 @@ void attention_with(const AttentionArgs& args) {
         attention_block<Products>(args, window, bh / args.heads_q, bh % args.heads_q,
                                   qb * kQueryBlock, scratch);
       }
+    }
+    if constexpr (requires { Products::release(); }) {
+      Products::release();
     }
   });
 }
@@ -683,5 +748,24 @@ constexpr KernelTable kTable{FLASH_ATTN2_STRINGIFY(CPU_CAPABILITY), &attention, 
 const KernelTable* FLASH_ATTN2_KERNEL_TABLE() {
   return &kTable;
 }
+
+#ifdef FLASH_ATTN2_BRGEMM_TABLE
+namespace {
+// Head dims that are whole AMX tiles (32 bf16) only, the shapes ATen's own
+// flash attention packs for; other dims take the VDPBF16PS loops.
+void attention_brgemm(const AttentionArgs& args) {
+  if (args.head_dim % 32 == 0 && args.head_dim_v % 32 == 0) {
+    attention_with<BrgemmProducts>(args);
+  } else {
+    attention_with<Bf16Products>(args);
+  }
+}
+constexpr KernelTable kBrgemmTable{"BRGEMM_BF16", &attention, &decode, &attention_brgemm};
+}  // namespace
+
+const KernelTable* FLASH_ATTN2_BRGEMM_TABLE() {
+  return &kBrgemmTable;
+}
+#endif
 
 }  // namespace flash_attn2_cpu

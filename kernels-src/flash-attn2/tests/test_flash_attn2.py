@@ -63,7 +63,7 @@ TOLERANCE = {
 def _capabilities() -> list[str]:
     original = flash_attn2.cpu_capability()
     available = []
-    for capability in ("DEFAULT", "AVX2", "AVX512", "AVX512_BF16"):
+    for capability in ("DEFAULT", "AVX2", "AVX512", "AVX512_BF16", "BRGEMM_BF16"):
         try:
             flash_attn2.set_cpu_capability(capability)
         except RuntimeError:
@@ -186,6 +186,34 @@ def test_sliding_window(capability, window):
     q, k, v = qkv(1, 2, 2, 90, 120, 64, torch.float32)
     out = flash_attn2.attention(q, k, v, window_size=window)
     check(out, reference(q, k, v, window=window), torch.float32)
+
+
+# bf16 prefill on every loop: AVX512_BF16 / BRGEMM_BF16 multiply in bf16 with packed
+# k and v, key blocks aligned to the packed blocks (windows start mid-block).
+BF16_PREFILL = {
+    "many key blocks, GQA, Sq < Sk": ((1, 4, 2, 600, 1100, 128), {"causal": True}),
+    "sliding window": ((1, 2, 2, 700, 700, 64), {"window_size": (300, 0)}),
+    "odd lengths, dim 80, dim_v 48, softcap": ((2, 2, 1, 257, 513, 80), {"softcap": 5.0}),
+    "padding mask": ((2, 2, 2, 129, 129, 128), {"mask": True}),
+}
+
+
+@pytest.mark.parametrize("case", list(BF16_PREFILL), ids=str)
+def test_bf16_prefill(capability, case):
+    shape, kwargs = BF16_PREFILL[case]
+    dim_v = 48 if shape[-1] == 80 else None
+    q, k, v = qkv(*shape, torch.bfloat16, seed=11, dim_v=dim_v)
+    mask = None
+    if kwargs.pop("mask", False):
+        keep = torch.arange(shape[4])[None, :] < torch.tensor([shape[4], 70])[:, None]
+        mask = keep[:, None, None, :]
+    # [batch, seq, heads, dim] transposed: strided rows, as flash_attn_func passes them
+    q, k, v = (t.transpose(1, 2).contiguous().transpose(1, 2) for t in (q, k, v))
+    out = flash_attn2.attention(q, k, v, mask, **kwargs)
+    expected = reference(q, k, v, mask, causal=kwargs.get("causal", False),
+                         window=kwargs.get("window_size", (-1, -1)),
+                         softcap=kwargs.get("softcap", 0.0))
+    check(out, expected, torch.bfloat16)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)

@@ -11,7 +11,7 @@ Causal masks are bottom-right aligned when ``seq_q != seq_k`` (FlashAttention-2'
 convention, so a decode step sees its whole KV cache); grouped-query attention
 needs ``heads_q`` to be a multiple of ``heads_kv``; float32, bfloat16 and float16
 are computed in float32 (bfloat16 products, accumulated in float32, where the CPU
-has avx512_bf16). Rows that see no key are zeros.
+has avx512_bf16 or AMX). Rows that see no key are zeros.
 """
 
 from __future__ import annotations
@@ -35,8 +35,9 @@ del _fake
 
 
 def cpu_capability() -> str:
-    """The vector loops the CPU op runs: ``DEFAULT``, ``AVX2``, ``AVX512`` or ``AVX512_BF16``
-    (AVX-512 loops that multiply bfloat16 inputs in bf16, where the CPU has avx512_bf16)."""
+    """The loops the CPU op runs: ``DEFAULT``, ``AVX2``, ``AVX512``, ``AVX512_BF16`` (bf16
+    inputs multiplied in bf16, where the CPU has avx512_bf16) or ``BRGEMM_BF16`` (bf16
+    products by oneDNN's brgemm: AMX tiles, chosen where the CPU has them)."""
     return ops.cpu_capability()
 
 
