@@ -7,19 +7,8 @@
 // instruction set is chosen with a pragma and the ISA macros are set by hand.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt")
-#define __SSE3__ 1
-#define __SSSE3__ 1
-#define __SSE4_1__ 1
-#define __SSE4_2__ 1
-#define __AVX__ 1
-#define __AVX2__ 1
-#define __FMA__ 1
-#define __F16C__ 1
-#define __AVX512F__ 1
-#define __AVX512BW__ 1
-#define __AVX512VL__ 1
-#define __AVX512DQ__ 1
-#pragma GCC diagnostic ignored "-Wpsabi"
+#define FLASH_ATTN2_ISA_AVX512
+#include "isa_macros.h"
 // at::vec's AVX-512 vectors, in a namespace of their own (at::vec::AVX512_BF16):
 // inline functions compiled with this target never stand in for the AVX512 copy's.
 #define CPU_CAPABILITY AVX512_BF16

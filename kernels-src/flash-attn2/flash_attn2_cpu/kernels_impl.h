@@ -36,6 +36,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #ifndef FLASH_ATTN2_KERNEL_TABLE
@@ -117,19 +118,28 @@ inline void tile(const float* a, int64_t lda, const float* b, int64_t ldb, float
   }
 }
 
+// fn(std::integral_constant<int, R>) with R = rows for 1..3 rows, else kRows:
+// the register tile's row count as a compile-time constant.
+template <class Fn>
+inline void with_rows(int64_t rows, Fn&& fn) {
+  switch (rows) {
+    case 1:
+      return fn(std::integral_constant<int, 1>{});
+    case 2:
+      return fn(std::integral_constant<int, 2>{});
+    case 3:
+      return fn(std::integral_constant<int, 3>{});
+    default:
+      return fn(std::integral_constant<int, kRows>{});
+  }
+}
+
 template <int NV>
 inline void tile_rows(int64_t rows, const float* a, int64_t lda, const float* b, int64_t ldb,
                       float* c, int64_t ldc, int64_t k_len, bool accumulate, int64_t count) {
-  switch (rows) {
-    case 1:
-      return tile<1, NV>(a, lda, b, ldb, c, ldc, k_len, accumulate, count);
-    case 2:
-      return tile<2, NV>(a, lda, b, ldb, c, ldc, k_len, accumulate, count);
-    case 3:
-      return tile<3, NV>(a, lda, b, ldb, c, ldc, k_len, accumulate, count);
-    default:
-      return tile<kRows, NV>(a, lda, b, ldb, c, ldc, k_len, accumulate, count);
-  }
+  with_rows(rows, [&](auto r) {
+    tile<decltype(r)::value, NV>(a, lda, b, ldb, c, ldc, k_len, accumulate, count);
+  });
 }
 
 // C[M x N] (+)= A[M x K] @ B[K x N], all row-major float with leading
@@ -360,16 +370,9 @@ template <int NV>
 inline void tile_dp_rows(int64_t rows, const c10::BFloat16* a, int64_t lda,
                          const c10::BFloat16* b, int64_t ldb, float* c, int64_t ldc,
                          int64_t pairs, bool accumulate, int64_t count) {
-  switch (rows) {
-    case 1:
-      return tile_dp<1, NV>(a, lda, b, ldb, c, ldc, pairs, accumulate, count);
-    case 2:
-      return tile_dp<2, NV>(a, lda, b, ldb, c, ldc, pairs, accumulate, count);
-    case 3:
-      return tile_dp<3, NV>(a, lda, b, ldb, c, ldc, pairs, accumulate, count);
-    default:
-      return tile_dp<kRows, NV>(a, lda, b, ldb, c, ldc, pairs, accumulate, count);
-  }
+  with_rows(rows, [&](auto r) {
+    tile_dp<decltype(r)::value, NV>(a, lda, b, ldb, c, ldc, pairs, accumulate, count);
+  });
 }
 
 // C[M x N] (+)= A B over `pairs` pairs of the shared dimension, blocked as matmul.
@@ -434,31 +437,15 @@ struct Bf16Products {
 };
 #endif  // FLASH_ATTN2_BF16_DOT
 
-#ifdef FLASH_ATTN2_BRGEMM_TABLE
+#if defined(FLASH_ATTN2_BRGEMM_TABLE) && defined(FLASH_ATTN2_BF16_DOT)
 // The same two products by ATen's batch-reduce GEMM (oneDNN brgemm ukernels,
 // which run on AMX tiles where the CPU has them and on VDPBF16PS otherwise),
 // reading the same packed layouts: q rows as A, a block of k_pairs as B for S,
 // P (bf16) as A and v_pairs as B for O. Every call has N and K from a handful
 // of sizes (whole column steps, blocks of kKeyBlock) and fixed leading
 // dimensions but lda, so oneDNN generates few kernels and caches them.
-struct BrgemmProducts {
-  static constexpr int64_t kKeyAlign = kKeyBlock;
-
-  const c10::BFloat16* q;
-  int64_t ldq;
-  const c10::BFloat16* k;
-  int64_t block_size;
-  const c10::BFloat16* v;
-  c10::BFloat16* probs;
-
-  BrgemmProducts(const AttentionArgs& args, int64_t b, int64_t h, int64_t hk, int64_t q0,
-                 Scratch& scratch)
-      : q(args.q16 + b * args.q_sb + h * args.q_sh + q0 * args.q_ss),
-        ldq(args.q_ss),
-        k(args.k_pairs + (b * args.heads_kv + hk) * args.head_dim * args.sk_padded),
-        block_size(args.head_dim * kKeyBlock),
-        v(args.v_pairs + (b * args.heads_kv + hk) * args.sk_padded * args.head_dim_v),
-        probs(scratch.probs.data()) {}
+struct BrgemmProducts : Bf16Products {
+  using Bf16Products::Bf16Products;
 
   void scores(int64_t rows, int64_t k0, int64_t width, int64_t d, float* s) const {
     at::native::cpublas::brgemm(rows, width, d, ldq, kKeyBlock, kKeyBlock, false, q,
