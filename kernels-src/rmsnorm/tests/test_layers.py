@@ -214,3 +214,43 @@ def test_allocating_calls_reuse_released_memory_only():
     x.requires_grad_(True)
     with_grad = rmsnorm.rms_norm(x, weight, 1e-6)  # autograd: never pooled
     assert with_grad.grad_fn is not None
+
+
+def test_pooled_output_saved_for_backward_is_not_reused():
+    """An output that needs no gradient itself, saved by a later op for backward, keeps its
+    memory out of the pool until the graph lets it go."""
+    x, weight = torch.randn(512, 1024), torch.randn(1024)
+    linear = nn.Linear(1024, 3)
+    normed = rmsnorm.rms_norm(x, weight, 1e-6)  # pooled: nothing here requires grad
+    expected = normed.clone()
+    loss = linear(normed).sum()  # saves normed for the weight's gradient
+    pointer = normed.data_ptr()
+    del normed
+    other = rmsnorm.rms_norm(torch.randn(512, 1024), weight, 1e-6)
+    assert other.data_ptr() != pointer
+    loss.backward()
+    torch.testing.assert_close(linear.weight.grad, expected.sum(0).expand(3, -1))
+
+
+def test_concurrent_calls_never_share_an_output():
+    """Threads calling at once each get their own output (the pool hands a storage out
+    under its lock)."""
+    import threading
+
+    weight = torch.randn(1024)
+    inputs = [torch.randn(512, 1024) for _ in range(4)]
+    expected = [rmsnorm.rms_norm(x, weight, 1e-6, out=torch.empty_like(x)) for x in inputs]
+    failures: list[int] = []
+
+    def work(index: int) -> None:
+        for _ in range(30):
+            out = rmsnorm.rms_norm(inputs[index], weight, 1e-6)
+            if not torch.equal(out, expected[index]):
+                failures.append(index)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failures

@@ -52,7 +52,9 @@ def reusable(shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor | None:
             _pool.append(storage)
             if len(_pool) > KEEP:
                 _pool.pop(0)
-    return torch.empty((0,), dtype=like.dtype).set_(storage, 0, shape)
+        # Taken inside the lock: once this tensor holds the storage, no other thread
+        # can see it as released.
+        return torch.empty((0,), dtype=like.dtype).set_(storage, 0, shape)
 
 
 def empty(shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
