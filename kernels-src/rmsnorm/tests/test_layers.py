@@ -229,7 +229,8 @@ def test_pooled_output_saved_for_backward_is_not_reused():
     other = rmsnorm.rms_norm(torch.randn(512, 1024), weight, 1e-6)
     assert other.data_ptr() != pointer
     loss.backward()
-    torch.testing.assert_close(linear.weight.grad, expected.sum(0).expand(3, -1))
+    torch.testing.assert_close(linear.weight.grad, expected.sum(0).expand(3, -1), rtol=1e-4,
+                               atol=1e-4)
 
 
 def test_concurrent_calls_never_share_an_output():
