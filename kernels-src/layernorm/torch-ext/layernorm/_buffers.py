@@ -32,9 +32,11 @@ def _released(storage: torch.UntypedStorage) -> bool:
     return torch._C._storage_Use_Count(storage._cdata) == 1
 
 
-def reusable(shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor | None:
-    """An uninitialised contiguous ``shape`` tensor of ``like``'s dtype over pooled memory,
-    or None where pooling does not apply (the caller then allocates as usual)."""
+def reusable(shape: tuple[int, ...], like: torch.Tensor,
+             stride: tuple[int, ...] = ()) -> torch.Tensor | None:
+    """An uninitialised ``shape`` tensor of ``like``'s dtype over pooled memory (contiguous,
+    or with ``stride``: a dense layout, a permutation of the contiguous strides), or None
+    where pooling does not apply (the caller then allocates as usual)."""
     numel = 1
     for size in shape:
         numel *= size
@@ -54,7 +56,7 @@ def reusable(shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor | None:
                 _pool.pop(0)
         # Taken inside the lock: once this tensor holds the storage, no other thread
         # can see it as released.
-        return torch.empty((0,), dtype=like.dtype).set_(storage, 0, shape)
+        return torch.empty((0,), dtype=like.dtype).set_(storage, 0, shape, stride)
 
 
 def empty(shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
@@ -63,3 +65,13 @@ def empty(shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
     if out is None:
         out = torch.empty(shape, dtype=like.dtype, device=like.device)
     return out
+
+
+def empty_like(t: torch.Tensor) -> torch.Tensor:
+    """Like ``torch.empty_like(t)``, pooled where it applies: the same dense layout, so a
+    transposed view in gives a transposed view out, as eager arithmetic would."""
+    if t.is_contiguous():
+        return empty(tuple(t.shape), t)
+    stride = tuple(torch.empty_like(t, device="meta").stride())
+    out = reusable(tuple(t.shape), t, stride)
+    return out if out is not None else torch.empty_like(t)

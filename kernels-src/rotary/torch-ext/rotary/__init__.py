@@ -149,7 +149,8 @@ def apply_rotary_transformers(
         return ops.rotary(q, k, cos, sin, False)
     # Without gradients the out= op runs (the functional op carries the autograd wrapper,
     # which costs more than the kernel for one token), on pooled memory where large.
-    q_out, k_out = _buffers.empty(tuple(q.shape), q), _buffers.empty(tuple(k.shape), k)
+    # q's and k's own layout, as the functional op (and eager arithmetic) would give.
+    q_out, k_out = _buffers.empty_like(q), _buffers.empty_like(k)
     ops.apply_rotary_out(q_out, k_out, q, k, cos, sin, False)
     return q_out, k_out
 
