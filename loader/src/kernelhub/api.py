@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from . import settings
 from .cache import KernelCache
@@ -29,16 +29,17 @@ from .errors import (
 from .hub.base import Hub
 from .hub.guard import hub_call
 from .importer import load_variant_dir
-from .lockfile import LockEntry
 from .metadata import METADATA_FILE, read_metadata
 from .release_check import check_release, describe_release, signed_metadata_digest
 from .release_manifest import ReleaseFiles
 from .selection import Selection, check_archs, select_variant
 from .signing_policy import OrgPolicy, policy_for
 from .system import SystemInfo, detect_system
-from .tomlfile import tomllib
 from .trust import check_trusted
 from .versions import Refs, VersionSpec, branch_major, check_repo_id, resolve, select_spec
+
+if TYPE_CHECKING:  # read when a lock file is used (load_locked_kernel)
+    from .lockfile import LockEntry
 
 T = TypeVar("T")
 
@@ -393,6 +394,8 @@ def has_kernel(
 def _kernel_name(source_dir: Path) -> str:
     build_toml = source_dir / "build.toml"
     if build_toml.is_file():
+        from .tomlfile import tomllib
+
         try:
             name = tomllib.loads(build_toml.read_text()).get("general", {}).get("name")
         except (tomllib.TOMLDecodeError, UnicodeDecodeError, AttributeError):

@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 from .errors import LockFileError
-from .tomlfile import tomllib
 from .versions import is_commit_id, shown_name
 
 LOCKFILE_NAME = "kernels.lock"
@@ -205,6 +204,8 @@ def project_dependencies(project_dir: Path) -> dict[str, int | str]:
     kernelhub's ``[tool.kernelhub.dependencies]`` (any version in the one grammar);
     a repository in both must agree.
     """
+    from .tomlfile import tomllib  # the lock itself is JSON: loading a locked kernel reads no TOML
+
     path = Path(project_dir) / "pyproject.toml"
     try:
         data = tomllib.loads(path.read_text())

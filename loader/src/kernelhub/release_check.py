@@ -18,11 +18,10 @@ from __future__ import annotations
 
 import hashlib
 
-from . import settings, verified_marks
+from . import settings
 from .errors import SignatureError
 from .release_manifest import NAMESPACE, RELEASE_FILE, SIGNATURE_FILE, ReleaseFiles, ReleaseManifest
 from .signing_policy import OrgPolicy
-from .sshsig import parse_signature, signature_valid
 from .versions import branch_major, tag_release
 
 _verified: dict[bytes, str] = {}
@@ -47,6 +46,11 @@ def _content_key(files: ReleaseFiles, policy: OrgPolicy) -> bytes:
 
 def _verify_signature(files: ReleaseFiles, policy: OrgPolicy, where: str) -> str:
     """The fingerprint of the allowed key that signed the manifest, or SignatureError."""
+    # Imported here, not at the top: loads from orgs without a signing policy never get
+    # this far, and their warm loads should not pay for the parser.
+    from . import verified_marks
+    from .sshsig import parse_signature, signature_valid
+
     key = _content_key(files, policy)
     if (fingerprint := _verified.get(key) or verified_marks.recall(key)) is not None:
         _verified[key] = fingerprint
@@ -145,6 +149,8 @@ def describe_release(
 ) -> str:
     """One line for ``kernelhub versions``: who signed, and what the user's policy says."""
     if files.signed:
+        from .sshsig import parse_signature
+
         assert files.signature is not None
         try:
             state = f"signed by {parse_signature(files.signature).key.fingerprint}"

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from .errors import KernelHubError
-from .tomlfile import tomllib
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -82,6 +81,8 @@ def read_config() -> dict[str, Any]:
             f"cannot read the config file {path}: {e.strerror or e}; fix it, or point "
             "KERNELHUB_CONFIG at a file"
         ) from None
+    from .tomlfile import tomllib  # only when there is a file: a warm load has none to read
+
     try:
         return tomllib.loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:

@@ -22,11 +22,14 @@ import fnmatch
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import settings
 from .errors import KernelHubError, SigningKeyError
 from .release_manifest import NAMESPACE
-from .sshsig import KEY_TYPE, PublicKey, parse_public_key
+
+if TYPE_CHECKING:  # the parser is imported where keys are read: most loads configure none
+    from .sshsig import PublicKey
 
 _UNSUPPORTED_OPTIONS = ("cert-authority", "valid-after", "valid-before")
 
@@ -105,6 +108,8 @@ def allowed_signers(path: Path, org: str) -> list[PublicKey]:
     Lines for other principals, other namespaces, or other key types (an RSA key a team
     uses for git) are skipped: they can never sign a kernelhub release.
     """
+    from .sshsig import KEY_TYPE, parse_public_key
+
     try:
         text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError:
@@ -142,11 +147,14 @@ def policy_for(org: str) -> OrgPolicy:
     keys: list[PublicKey] = []
     for path in config.allowed_signers_files:
         keys += allowed_signers(path, org)
-    keys += [
-        parse_public_key(line, f"{settings.config_path()}: [signing.keys] {name}")
-        for name, line in config.keys
-        if matches(org, name)
-    ]
+    if config.keys:
+        from .sshsig import parse_public_key
+
+        keys += [
+            parse_public_key(line, f"{settings.config_path()}: [signing.keys] {name}")
+            for name, line in config.keys
+            if matches(org, name)
+        ]
     unique = tuple({k.blob: k for k in keys}.values())
     if matches(org, config.allow_unsigned):
         refuse = False

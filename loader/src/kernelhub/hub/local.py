@@ -40,7 +40,6 @@ from pathlib import Path, PurePosixPath
 
 from ..errors import HubError, RepoNotFoundError, VersionSpecError
 from ..release_manifest import RELEASE_FILE, SIGNATURE_FILE, ReleaseFiles
-from ..tomlfile import tomllib
 from ..variants import check_variant_dir
 from ..versions import Refs
 from .base import BUILD_DIR
@@ -193,6 +192,8 @@ class LocalHub:
         path = self.root / CONFIG_FILE
         if not path.is_file():
             return frozenset()
+        from ..tomlfile import tomllib
+
         try:
             config = tomllib.loads(path.read_text())
         except (OSError, tomllib.TOMLDecodeError) as exc:
