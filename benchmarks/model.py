@@ -70,13 +70,13 @@ def prefill(model: Any, ids: Any) -> tuple[Any, Any]:
     from transformers import DynamicCache
 
     cache = DynamicCache(config=model.config)
-    out = model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
+    out = model(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=1)
     return out.logits[:, -1:].argmax(-1), cache
 
 
 def decode(model: Any, token: Any, cache: Any, steps: int) -> None:
     for _ in range(steps):
-        out = model(input_ids=token, past_key_values=cache, use_cache=True, logits_to_keep=1)
+        out = model(input_ids=token, cache=cache, use_cache=True, logits_to_keep=1)
         token = out.logits[:, -1:].argmax(-1)
 
 

@@ -74,3 +74,41 @@ def test_offline_after_one_online_load(tmp_path: Path, monkeypatch: pytest.Monke
     _no_subprocesses(monkeypatch)
     assert api.get_kernel(REPO, ">=1.0", hub=hub) is module
     assert api.get_kernel(REPO, hub=hub) is module  # default resolution from refs.json
+
+
+WARM_LOAD = """
+import sys, kernelhub
+spec = {"revision": sys.argv[2]} if sys.argv[3] == "pinned" else {"version": 1}
+print(kernelhub.get_kernel(sys.argv[1], hub=sys.argv[4], **spec).FACTOR)
+print(" ".join(sorted(sys.modules)))
+"""
+
+NOT_ON_THE_WARM_PATH = ("huggingface_hub", "tomllib", "tomli", "kernelhub.sshsig",
+                        "kernelhub.lockfile", "kernelhub.verified_marks", "filelock",
+                        "packaging", "kernelhub.layer")
+"""What a warm load with no signing policy, no config file and no lock never uses: each
+costs start-up time in every process that loads a kernel."""
+
+
+@pytest.mark.parametrize("how", ["pinned", "offline"])
+def test_a_warm_load_in_a_new_process_imports_only_what_it_uses(
+    tmp_path: Path, how: str
+) -> None:
+    import os
+    import sys
+
+    hub = LocalPublisher(tmp_path / "hub")
+    commit = _publish(hub, tmp_path, 4, "v1.0.0")
+    api.get_kernel(REPO, revision=commit, hub=hub)  # fills the cache this process shares
+    api.get_kernel(REPO, 1, hub=hub)  # and the refs an offline load resolves from
+    env = {**os.environ, "KERNELHUB_TRUSTED_ORGS": "kernels-community"}
+    if how == "offline":
+        env["KERNELHUB_OFFLINE"] = "1"
+    done = subprocess.run([sys.executable, "-c", WARM_LOAD, REPO, commit, how,
+                           str(tmp_path / "hub")], env=env, capture_output=True, text=True,
+                          check=True)
+    factor, modules = done.stdout.splitlines()[-2:]
+    assert factor == "4"
+    imported = set(modules.split())
+    assert not {m for m in imported if m.split(".")[0] in NOT_ON_THE_WARM_PATH
+                or m in NOT_ON_THE_WARM_PATH}

@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from kernelhub import api, release_check
+from kernelhub import api, release_check, sshsig
 from kernelhub.errors import SignatureError
 from kernelhub.hub.git import GitRepo, IndexEntry
 from kernelhub.metadata import compute_digests, read_metadata, write_metadata
@@ -310,7 +310,7 @@ def test_a_new_process_reuses_its_own_verification_without_crypto(
     def no_crypto(*args):
         raise AssertionError("the signature was verified again")
 
-    monkeypatch.setattr(release_check, "signature_valid", no_crypto)
+    monkeypatch.setattr(sshsig, "signature_valid", no_crypto)  # what release_check calls
     fresh_process()
     assert api.get_kernel(REPO, 1, hub=hub).VALUE == 8
     # A record readable by others could have been copied: it is not used.
