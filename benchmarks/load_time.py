@@ -60,6 +60,7 @@ LOAD = r"""
 import json, sys, time
 import torch
 spec = json.loads(sys.argv[1])
+c0 = time.process_time()
 t0 = time.perf_counter()
 if spec.pop("loader") == "kernelhub":
     import kernelhub as loader
@@ -76,11 +77,13 @@ except Exception as e:
     print(json.dumps({"error": f"{type(e).__name__}: {str(e).splitlines()[0]}"}))
     raise SystemExit(0)
 t2 = time.perf_counter()
+c2 = time.process_time()
 x = torch.randn(8, 64)
 out = torch.empty(8, 32)
 module.silu_and_mul(out, x)
 assert torch.allclose(out, torch.nn.functional.silu(x[:, :32]) * x[:, 32:], atol=1e-5)
-print(json.dumps({"import_s": t1 - t0, "load_s": t2 - t1, "file": module.__file__,
+print(json.dumps({"import_s": t1 - t0, "load_s": t2 - t1, "cpu_s": c2 - c0,
+                  "file": module.__file__,
                   "hf_imported": "huggingface_hub" in sys.modules}))
 """.replace("REPO_ID", repr(REPO_ID))
 
@@ -91,6 +94,8 @@ class Row:
     label: str
     loads: list[float] = field(default_factory=list)
     imports: list[float] = field(default_factory=list)
+    cpus: list[float] = field(default_factory=list)
+    """CPU time of import + load: what the process itself spent, however busy the machine."""
     requests: list[int] = field(default_factory=list)
     hf_imported: set[bool] = field(default_factory=set)
     error: str | None = None
@@ -100,7 +105,10 @@ class Row:
 
     def median_total_ms(self) -> float:
         """Import of the loader plus the load: what a process pays for its first kernel."""
-        return statistics.median([i + lo for i, lo in zip(self.imports, self.loads, strict=True)]) * 1000
+        return statistics.median(self.totals()) * 1000
+
+    def totals(self) -> list[float]:
+        return [i + lo for i, lo in zip(self.imports, self.loads, strict=True)]
 
 
 def load_once(spec: dict, env: dict[str, str], proxy: KernelRepoProxy, row: Row,
@@ -118,6 +126,7 @@ def load_once(spec: dict, env: dict[str, str], proxy: KernelRepoProxy, row: Row,
     if record:
         row.loads.append(result["load_s"])
         row.imports.append(result["import_s"])
+        row.cpus.append(result["cpu_s"])
         row.requests.append(proxy.count() - before)
         row.hf_imported.add(bool(result.get("hf_imported")))
 
@@ -220,7 +229,8 @@ def report(rows: list[Row], runs: int) -> str:
     lines = [f"median of {runs} fresh processes; load = the get_kernel call only "
              "(after import torch and the loader)", "",
              f"{'':3}{'scenario':42} {'load ms':>9} {'min ms':>8} {'import ms':>10} "
-             f"{'import+load':>12} {'HTTP req/load':>14} {'hf':>4}"]
+             f"{'import+load':>12} {'best i+l':>9} {'cpu i+l':>8} {'HTTP req/load':>14} "
+             f"{'hf':>4}"]
     for r in rows:
         if r.error:
             lines.append(f"{r.key:3}{r.label:42} fails: {r.error}")
@@ -229,6 +239,7 @@ def report(rows: list[Row], runs: int) -> str:
         lines.append(
             f"{r.key:3}{r.label:42} {r.median_ms():9.1f} {min(r.loads) * 1000:8.1f} "
             f"{statistics.median(r.imports) * 1000:10.1f} {r.median_total_ms():12.1f} "
+            f"{min(r.totals()) * 1000:9.1f} {min(r.cpus) * 1000:8.1f} "
             f"{'/'.join(map(str, reqs)):>14} "
             f"{'/'.join('yes' if h else 'no' for h in sorted(r.hf_imported)):>4}")
     lines += ["", "ratios of load ms (reference / ours, > 1 means ours is faster); "
@@ -244,7 +255,34 @@ def report(rows: list[Row], runs: int) -> str:
         if a and b and a.loads and b.loads:
             lines.append(f"  {ref_key}/{our_key}  {a.median_ms() / b.median_ms():6.2f}x "
                          f"({a.median_total_ms() / b.median_total_ms():5.2f}x)  {what}")
-    return "\n".join(lines)
+    return "\n".join([*lines, "", *targets(by)])
+
+
+WARM_NO_NETWORK = ("c", "c1", "d", "i1", "i2", "i3")
+"""Warm loads that need no hub (pinned, locked, offline), from a LocalHub and via olah."""
+
+
+def targets(by: dict[str, Row]) -> list[str]:
+    """The issue's loader targets, each with the best of the fresh processes (on a shared
+    machine a run is only ever slowed down, so the best is the closest to the code's own
+    cost; the CPU column is the same measure without waiting for a core)."""
+    lines = ["targets (best of the fresh processes; 'cpu' is the same processes' CPU time):"]
+    for key in WARM_NO_NETWORK:
+        r = by.get(key)
+        if r is None or r.error or not r.loads:
+            continue
+        best, cpu = min(r.totals()) * 1000, min(r.cpus) * 1000
+        hf = "huggingface_hub imported" if True in r.hf_imported else "no huggingface_hub"
+        verdict = "met" if best <= 20 and True not in r.hf_imported else "NOT met"
+        lines.append(f"  {key:3}import+load <= 20 ms: {verdict} ({best:.1f} ms wall, {cpu:.1f} ms "
+                     f"cpu, {hf})  {r.label}")
+    for key in ("i",):
+        r = by.get(key)
+        if r is not None and not r.error and r.requests:
+            most = max(r.requests)
+            lines.append(f"  {key:3}warm version=N via a Hub-API server <= 1 request: "
+                         f"{'met' if most <= 1 else 'NOT met'} ({most} at most)")
+    return lines
 
 
 IMPORT_ONLY = r"""
@@ -270,7 +308,8 @@ def header() -> str:
     start = max(i for i, line in enumerate(trace) if line.rstrip().endswith("| torch"))
     ours = [line.split("|")[-1].strip() for line in trace[start + 1:]]
     return (f"{cpu_summary()}\nimport kernelhub after import torch: best {min(times) * 1e3:.1f} "
-            f"ms, median {statistics.median(times) * 1e3:.1f} ms of 5 processes; it imports "
+            f"ms, median {statistics.median(times) * 1e3:.1f} ms of 5 processes (target <= 10 ms: "
+            f"{'met' if min(times) <= 0.010 else 'NOT met'}); it imports "
             f"{len(ours)} modules: {', '.join(ours)}\n")
 
 
