@@ -66,12 +66,3 @@ def empty(shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
         out = torch.empty(shape, dtype=like.dtype, device=like.device)
     return out
 
-
-def empty_like(t: torch.Tensor) -> torch.Tensor:
-    """Like ``torch.empty_like(t)``, pooled where it applies: the same dense layout, so a
-    transposed view in gives a transposed view out, as eager arithmetic would."""
-    if t.is_contiguous():
-        return empty(tuple(t.shape), t)
-    stride = tuple(torch.empty_like(t, device="meta").stride())
-    out = reusable(tuple(t.shape), t, stride)
-    return out if out is not None else torch.empty_like(t)
