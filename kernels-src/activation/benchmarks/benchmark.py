@@ -49,15 +49,27 @@ def synchronized(fn, device: str):
     return fn
 
 
-def best_seconds(fn, min_run_time: float) -> float:
+def best_seconds(fn, min_run_time: float, warm: bool = True) -> float:
     """Best of repeated blocks, after one untimed call (allocations, first touch), on
     torch's thread count (benchmark.Timer would otherwise time one thread)."""
-    fn()
+    if warm:
+        fn()
     timer = benchmark.Timer(stmt="fn()", globals={"fn": fn},
                             num_threads=torch.get_num_threads())
     # The fastest block, not the median: on a shared machine the other processes only
     # ever slow a block down.
     return min(timer.blocked_autorange(min_run_time=min_run_time).times)
+
+
+def interleaved(candidates: dict, min_run_time: float, rounds: int = 5) -> dict[str, float]:
+    """Each candidate's best block over ``rounds`` rounds in which the candidates take turns:
+    a burst of load from other processes then slows every candidate alike, not only the
+    one being timed during it (same-run ratios stay fair on a shared machine)."""
+    best = {key: best_seconds(fn, min_run_time / rounds) for key, fn in candidates.items()}
+    for _ in range(rounds - 1):
+        for key, fn in candidates.items():
+            best[key] = min(best[key], best_seconds(fn, min_run_time / rounds, warm=False))
+    return best
 
 
 def eager_silu_and_mul(x: torch.Tensor) -> torch.Tensor:
@@ -155,7 +167,7 @@ def _model_case(kernel: ModuleType, name: str, tokens: int, layer: torch.nn.Modu
         "compile": lambda: compiled(x),
         "copy": lambda: copy_dst.copy_(x),
     }
-    times = {k: best_seconds(fn, min_run_time) for k, fn in candidates.items()}
+    times = interleaved(candidates, min_run_time)
     moved = (x.numel() + out.numel()) * x.element_size()
     print(model_row(f"{name} {tokens}x11008", times, moved, 2 * x.numel() * x.element_size()))
 
@@ -191,7 +203,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda", "mps", "xpu"])
     parser.add_argument("--model-shapes", action=argparse.BooleanOptionalAction, default=True,
                         help="also the model-shape table (CPU; default on)")
-    parser.add_argument("--model-min-run-time", type=float, default=0.3)
+    parser.add_argument("--model-min-run-time", type=float, default=1.0)
     args = parser.parse_args(argv)
     # torch.compile baselines: one static graph per shape and dtype, every one compiled.
     torch._dynamo.config.recompile_limit = 64

@@ -22,15 +22,27 @@ import torch.nn.functional as F
 from torch.utils import benchmark
 
 
-def best_seconds(fn, min_run_time: float) -> float:
+def best_seconds(fn, min_run_time: float, warm: bool = True) -> float:
     """Best of repeated blocks, after one untimed call (allocations, first touch), on
     torch's thread count (benchmark.Timer would otherwise time one thread)."""
-    fn()
+    if warm:
+        fn()
     timer = benchmark.Timer(stmt="fn()", globals={"fn": fn},
                             num_threads=torch.get_num_threads())
     # The fastest block, not the median: on a shared machine the other processes only
     # ever slow a block down.
     return min(timer.blocked_autorange(min_run_time=min_run_time).times)
+
+
+def interleaved(candidates: dict, min_run_time: float, rounds: int = 5) -> dict[str, float]:
+    """Each candidate's best block over ``rounds`` rounds in which the candidates take turns:
+    a burst of load from other processes then slows every candidate alike, not only the
+    one being timed during it (same-run ratios stay fair on a shared machine)."""
+    best = {key: best_seconds(fn, min_run_time / rounds) for key, fn in candidates.items()}
+    for _ in range(rounds - 1):
+        for key, fn in candidates.items():
+            best[key] = min(best[key], best_seconds(fn, min_run_time / rounds, warm=False))
+    return best
 
 
 def eager_attention(q, k, v, mask: torch.Tensor) -> torch.Tensor:
@@ -112,7 +124,7 @@ def _model_case(kernel: ModuleType, name: str, seq: int | str, compiled: object,
             compiled(q, kr, vr, mask)
         candidates["eager"] = lambda: eager_attention(q, kr, vr, mask)
         candidates["compile"] = lambda: compiled(q, kr, vr, mask)
-    t = {key: best_seconds(fn, min_run_time) for key, fn in candidates.items()}
+    t = interleaved(candidates, min_run_time, rounds=3)
     pairs = seq_q * seq_k / (2 if causal else 1)
     flops = 4 * 32 * pairs * 128
     cells = "".join(f"{t[key] * 1e3:10.3f}" if key in t else f"{'-':>10}"
