@@ -72,6 +72,8 @@ def empty_like(t: torch.Tensor) -> torch.Tensor:
     transposed view in gives a transposed view out, as eager arithmetic would."""
     if t.is_contiguous():
         return empty(tuple(t.shape), t)
+    if t.numel() * t.element_size() < MIN_BYTES:  # never pooled: skip the layout query
+        return torch.empty_like(t)
     stride = tuple(torch.empty_like(t, device="meta").stride())
     out = reusable(tuple(t.shape), t, stride)
     return out if out is not None else torch.empty_like(t)
