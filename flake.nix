@@ -41,6 +41,8 @@
         manifest = builtins.fromTOML (builtins.readFile ./kernels.toml);
         # kernel -> [ { variant, kind, backend, compute, system, torch, kernel } ]
         variants = matrix.byKernel;
+        # Which builder Python the host derivations run with (nix/host.nix).
+        hostPythonKey = (host (builtins.head systems)).pythonKey;
         # The hermetic derivations instantiated against nix/stub-pkgs.nix (offline;
         # their packages fail if built): what they would depend on, checkable here.
         hermeticStub = forSystems (system:

@@ -2,13 +2,16 @@
 #
 # "Host toolchain" means this machine's compilers and the builder's torch environments,
 # outside the Nix store. A Nix build sees neither the caller's environment nor its
-# checkout, so where they are comes from a small file written by ci/setup-nix:
+# checkout, so where they are comes from a small file written by ci/setup-nix
+# (kernelhub_builder.nix_host), which names no checkout:
 #   ~/.config/kernelhub/nix-host.env of the user the build runs as (single-user Nix),
 #   else /etc/kernelhub/nix-host.env (a daemon's build users have no home).
-# It sets KERNELHUB_PYTHON (a Python with the builder's dependencies) and
-# KERNELHUB_BUILDER_HOME (the torch environments); it may set CUDA_HOME, CXX or PATH.
-# The builder's own code is the copy in the store ($builderSrc, $loaderSrc), so a
-# change to it rebuilds every variant.
+# It sets KERNELHUB_BUILDER_HOME (the torch environments); it may set CUDA_HOME or CXX.
+# The Python is $KERNELHUB_BUILDER_HOME/nix-python/$pythonKey: a venv with only the
+# builder's and loader's dependencies, named after them (the derivation passes the key),
+# so it is the same for every checkout with those dependencies. The builder's own code
+# is the copy in the store ($builderSrc, $loaderSrc), so a change to it rebuilds every
+# variant.
 set -eu
 command=$1
 home=$(getent passwd "$(id -u)" | cut -d: -f6 || true)
@@ -17,15 +20,16 @@ for candidate in "${home:-/nonexistent}/.config/kernelhub/nix-host.env" /etc/ker
   if [ -r "$candidate" ]; then conf=$candidate; break; fi
 done
 if [ -z "$conf" ]; then
-  echo "error: no host toolchain for Nix builds: ${home:-~}/.config/kernelhub/nix-host.env and /etc/kernelhub/nix-host.env are missing; run ci/setup-nix in the checkout (it records the builder's Python and torch environments)" >&2
+  echo "error: no host toolchain for Nix builds: ${home:-~}/.config/kernelhub/nix-host.env and /etc/kernelhub/nix-host.env are missing; run ci/setup-nix in a checkout" >&2
   exit 1
 fi
 . "$conf"
-if [ ! -x "${KERNELHUB_PYTHON:-}" ]; then
-  echo "error: $conf: KERNELHUB_PYTHON=${KERNELHUB_PYTHON:-} is not an executable Python; run ci/setup-nix again" >&2
+export KERNELHUB_BUILDER_HOME="${KERNELHUB_BUILDER_HOME:-$home/.cache/kernelhub-builder}"
+KERNELHUB_PYTHON="$KERNELHUB_BUILDER_HOME/nix-python/$pythonKey/bin/python"
+if [ ! -x "$KERNELHUB_PYTHON" ] || [ ! -f "$KERNELHUB_BUILDER_HOME/nix-python/$pythonKey/kernelhub-nix-python.json" ]; then
+  echo "error: no builder Python for these dependencies at $KERNELHUB_BUILDER_HOME/nix-python/$pythonKey; run ci/setup-nix in this checkout (it makes one per set of builder and loader dependencies)" >&2
   exit 1
 fi
-export KERNELHUB_BUILDER_HOME="${KERNELHUB_BUILDER_HOME:-$home/.cache/kernelhub-builder}"
 export KERNELHUB_BUILDER_ENVS_READ_ONLY=1 PYTHONDONTWRITEBYTECODE=1 PYTHONNOUSERSITE=1
 export PYTHONPATH="$builderSrc/src:$loaderSrc/src"
 export HOME="$NIX_BUILD_TOP" TMPDIR="$NIX_BUILD_TOP"

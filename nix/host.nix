@@ -12,8 +12,16 @@ let
   inherit (sources) kernelSrc kernelTreeSrc builderSrc loaderSrc projectFile;
   script = builtins.path { path = ./host-build.sh; name = "kernelhub-host-build.sh"; };
 
+  # The builder's Python on this machine: the venv ci/setup-nix made for these exact
+  # dependency lists, $KERNELHUB_BUILDER_HOME/nix-python/<pythonKey> (nix_host.py
+  # python_key computes the same; a test compares). Shared by every checkout with the
+  # same dependencies; the builder's own code comes from builderSrc, not from it.
+  dependencies = dir: (builtins.fromTOML (builtins.readFile (root + "/${dir}/pyproject.toml"))).project.dependencies;
+  pythonKey = builtins.substring 0 16 (builtins.hashString "sha256"
+    (concatStringsSep "" (map (d: d + "\n") (dependencies "builder" ++ dependencies "loader"))));
+
   common = {
-    inherit system builderSrc loaderSrc projectFile;
+    inherit system builderSrc loaderSrc projectFile pythonKey;
     builder = "/bin/sh";
     PATH = "/usr/local/bin:/usr/bin:/bin";
   };
@@ -80,6 +88,7 @@ let
   });
 in
 rec {
+  inherit pythonKey;
   kernels = layout "kernels" inDefault;
   kernels-cpu = layout "kernels-cpu" inCpu;
   perKernelPackages = listToAttrs (map (k: {

@@ -39,10 +39,10 @@ def out_path(proc: subprocess.CompletedProcess[str]) -> Path:
 
 @pytest.fixture(scope="module")
 def host_toolchain() -> None:
-    """This checkout's venv and torch envs recorded for the flake; torch 2.13 env ready
-    (Nix builds use the envs read-only, never create them)."""
+    """The machine's host toolchain for the flake, as the README's set-up makes it: the
+    builder Python for this checkout's dependencies and every torch env of the matrix
+    (Nix builds use them read-only, never create them)."""
     run(["bash", str(REPO / "ci" / "setup-nix")])
-    torch_python("2.13")
 
 
 @pytest.fixture(scope="module")
@@ -80,6 +80,23 @@ def without_kernel_provenance(metadata: dict) -> dict:
     data = json.loads(json.dumps(metadata))
     data.get("provenance", {}).pop("kernel", None)
     return data
+
+
+def test_host_toolchain_names_no_checkout(host_toolchain: None) -> None:
+    """Builds from any checkout run with the Python named after their own dependencies
+    (the flake and the builder compute the same name), never with the .venv of whichever
+    checkout ran the set-up last."""
+    from kernelhub_builder.nix_host import python_dir, python_key
+
+    key = python_key(REPO / "builder" / "pyproject.toml", REPO / "loader" / "pyproject.toml")
+    assert nix("eval", "--raw", ".#lib.hostPythonKey").stdout == key
+    assert (python_dir(key) / "bin" / "python").exists()
+    recorded = (Path.home() / ".config" / "kernelhub" / "nix-host.env").read_text()
+    assert str(REPO) not in recorded and ".venv" not in recorded
+    drv = _derivation(_drv_path(f"packages.x86_64-linux.{COMPILED[0]}-{COMPILED[1]}"))
+    (env,) = (d["env"] for d in drv.values())
+    assert env["pythonKey"] == key
+    assert not any(str(REPO) in value for value in env.values())
 
 
 def test_flake_variants_equal_builder_list_variants() -> None:

@@ -12,6 +12,9 @@ runs ``python -m kernelhub_builder.nix_build <command>``:
 - ``check``: ``builder check`` and the kernel's tests against one built variant.
 - ``adopt-env``: the hermetic toolchain's Python (torch from nixpkgs) becomes the
   builder's torch environment for one torch minor (no pip, no network).
+- ``host-setup`` (run by ci/setup-nix, outside Nix): the machine's host toolchain for the
+  host derivations (:mod:`.nix_host`).
+- ``python-key``: the name of the builder Python that a checkout's host builds use.
 
 Errors are one line on stderr and exit status 1, as in the ``builder`` CLI.
 """
@@ -39,6 +42,7 @@ from .layout import built_variants
 from .manifest import PROJECT_FILE, load_project
 from .manifest_model import KernelManifest, Project
 from .matrix import plan_variants
+from .nix_host import python_key, set_up_host
 from .torch_env import adopt_python
 
 
@@ -150,6 +154,12 @@ def _parser() -> argparse.ArgumentParser:
     adopt.add_argument("--project-file", type=Path, required=True)
     adopt.add_argument("--minor", required=True)
     adopt.add_argument("--python", type=Path, required=True)
+    host = commands.add_parser("host-setup")
+    host.add_argument("--project-file", type=Path, required=True)
+    host.add_argument("--env-file", type=Path, required=True)
+    key = commands.add_parser("python-key")
+    key.add_argument("--builder-pyproject", type=Path, required=True)
+    key.add_argument("--loader-pyproject", type=Path, required=True)
     stamp_cmd = commands.add_parser("stamp")
     stamp_cmd.add_argument("--src", type=Path, required=True)
     stamp_cmd.add_argument("--out", type=Path, required=True)
@@ -168,6 +178,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             pins = load_project(args.project_file, only=[]).torch_pins
             env = adopt_python(args.minor, pins.get(args.minor), args.python)
             print(f"torch {args.minor} environment: {env.python} (torch {env.torch_version})")
+        elif args.command == "host-setup":
+            print("\n".join(set_up_host(args.project_file, args.env_file)))
+        elif args.command == "python-key":
+            print(python_key(args.builder_pyproject, args.loader_pyproject))
         elif args.command == "stamp":
             stamp(args.src, args.out, args.commit.removesuffix("-dirty") or None,
                   args.dirty == "1")

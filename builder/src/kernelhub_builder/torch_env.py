@@ -198,17 +198,17 @@ def _prepare(minor: str, root: Path, requirement: Requirement) -> TorchEnv:
     python = _python(root)
     if not python.exists():
         note(f"creating torch {minor} environment at {root}")
-        _run([sys.executable, "-m", "venv", str(root)], f"create a venv at {root}")
+        create_venv(root)
     installed = _installed_torch(python)
     if installed is None or not requirement.specifier.contains(installed, prereleases=True):
         note(f"installing {requirement}, numpy and pytest into {root} (this takes a while)")
-        _pip(python, [str(requirement), "numpy", "pytest"])
+        pip_install(python, [str(requirement), "numpy", "pytest"])
     target = loader_requirement()
     if not _can_import(python, "kernelhub") or _marker_loader(root) != _loader_stamp_now():
         # The env must run the loader of the checkout that builds and tests with it, not
         # whichever checkout created the env first.
         note(f"installing the kernelhub loader ({target[-1]}) into {root}")
-        _pip(python, target)
+        pip_install(python, target)
     info = _query(python)
     marker = {"format": _MARKER_FORMAT, "minor": minor, "requirement": str(requirement),
               "torch": info, "loader": target, "loader-deps": loader_dependencies_digest()}
@@ -310,7 +310,12 @@ def _query(python: Path) -> dict:
         raise TorchEnvError(f"{python} printed no build settings; got:\n{out}") from None
 
 
-def _pip(python: Path, args: list[str]) -> None:
+def create_venv(root: Path) -> None:
+    """A venv at ``root`` on the Python the builder runs with (its base interpreter)."""
+    _run([sys.executable, "-m", "venv", str(root)], f"create a venv at {root}")
+
+
+def pip_install(python: Path, args: list[str]) -> None:
     _run([str(python), "-m", "pip", "install", "--disable-pip-version-check", *args],
          f"pip install {' '.join(args)}")
 
