@@ -1,9 +1,10 @@
 """The Nix flake against the builder: one matrix, the same bytes, shared through a cache.
 
 These run the real Nix (Debian's nix-bin, set up by ci/setup-nix) on the repository's
-flake. Heavy steps build CPU variants only: one compiled (activation, torch 2.13) and one
-pure-Python (triton-activation torch-cuda); both are also what the e2e workspace builds,
-so the `builder build` side costs nothing extra in a full run.
+flake. Heavy steps build one variant of each kind: compiled CPU (activation, torch 2.13),
+pure Python (triton-activation torch-cuda), stable ABI (rmsnorm CPU) and, where nvcc is
+installed, CUDA (activation torch 2.14 cu130); all are also what the e2e workspace
+builds, so the `builder build` side costs nothing extra in a full run.
 """
 
 from __future__ import annotations
@@ -18,6 +19,16 @@ from e2e import REPO, Workspace, builder, run, torch_python
 
 COMPILED = ("activation", "torch213-cxx11-cpu-x86_64-linux")
 PURE = ("triton-activation", "torch-cuda")
+STABLE_ABI = ("rmsnorm", "torch-stable-abi213-cpu-x86_64-linux")
+CUDA = ("activation", "torch214-cxx11-cu130-x86_64-linux")
+
+
+def _compared() -> tuple[tuple[str, str], ...]:
+    """One variant of each kind `.#kernels` builds; CUDA where the builder finds nvcc."""
+    from kernelhub_builder.toolchains import detect_toolchains
+
+    cuda = (CUDA,) if detect_toolchains().nvcc is not None else ()
+    return (COMPILED, PURE, STABLE_ABI, *cuda)
 
 pytestmark = pytest.mark.skipif(
     shutil.which("nix") is None, reason="nix is not installed: run ci/setup-nix (ci/setup does)"
@@ -47,15 +58,20 @@ def host_toolchain() -> None:
 
 @pytest.fixture(scope="module")
 def nix_variants(host_toolchain: None) -> dict[tuple[str, str], Path]:
-    return {(k, v): out_path(nix_build(f"{k}-{v}")) for k, v in (COMPILED, PURE)}
+    keys = _compared()
+    built = json.loads(nix("build", "--no-link", "--json", *(f".#{k}-{v}" for k, v in keys)
+                           ).stdout)
+    return {key: Path(b["outputs"]["out"]) for key, b in zip(keys, built, strict=True)}
 
 
 @pytest.fixture(scope="module")
 def builder_variants(workspace: Workspace) -> dict[tuple[str, str], Path]:
     """The same variants from `builder build` (free when the e2e build already ran)."""
-    for kernel, variant in (COMPILED, PURE):
-        builder(workspace, "build", kernel, "--variant", variant)
-    return {(k, v): workspace.out / k / v for k, v in (COMPILED, PURE)}
+    keys = _compared()
+    for kernel in dict.fromkeys(k for k, _ in keys):
+        builder(workspace, "build", kernel,
+                *(arg for k, v in keys if k == kernel for arg in ("--variant", v)))
+    return {(k, v): workspace.out / k / v for k, v in keys}
 
 
 def files_of(variant_dir: Path) -> dict[str, bytes]:
