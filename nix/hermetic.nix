@@ -39,9 +39,13 @@ let
   hermeticBackends = [ "cpu" "cuda" ];
   buildable = v: isPure v || (v.system == system && elem v.backend hermeticBackends);
 
+  # Pure-Python variants are import-checked under the newest torch of the matrix
+  # (kernel_tests.py), so they need that torch env too, as their host builds do.
+  torchMinorOf = v: if isPure v then matrix.newestTorch else v.torch;
+
   variantDrv = kernel: v:
     let
-      python = if isPure v then pkgs.python3.withPackages builderDeps else torchPython v.torch;
+      python = torchPython (torchMinorOf v);
       cuda = if v.backend == "cuda" && !(isPure v)
         then let
           digits = builtins.substring 2 (builtins.stringLength v.compute - 2) v.compute; # cu130 -> 130
@@ -62,15 +66,13 @@ let
       kernelSrc = sources.kernelSrc kernel;
       inherit (kernel) entry;
       inherit (v) variant;
-      torchMinor = if v.torch == null then "" else v.torch;
+      torchMinor = torchMinorOf v;
       CUDA_HOME = if cuda == [ ] then "" else "${builtins.head cuda}";
       buildPhase = ''
         export KERNELHUB_BUILDER_HOME=$TMPDIR/builder-home PYTHONDONTWRITEBYTECODE=1
         export PYTHONPATH=$builderSrc/src:$loaderSrc/src
-        if [ -n "$torchMinor" ]; then
-          python -m kernelhub_builder.nix_build adopt-env --project-file "$projectFile" \
-            --minor "$torchMinor" --python "$(command -v python)"
-        fi
+        python -m kernelhub_builder.nix_build adopt-env --project-file "$projectFile" \
+          --minor "$torchMinor" --python "$(command -v python)"
         KERNELHUB_BUILDER_ENVS_READ_ONLY=1 python -m kernelhub_builder.nix_build build \
           --project-file "$projectFile" --entry "$entry" --kernel-src "$kernelSrc" \
           --variant "$variant" --out "$out"

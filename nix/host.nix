@@ -34,8 +34,7 @@ let
   # build stops with the builder's reason where the toolchain is missing.
   isPure = v: v.kind == "noarch" || v.kind == "universal";
   ofSystem = v: isPure v || v.system == system;
-  newestTorch = builtins.foldl' (a: b: if manifest.versionKey b > manifest.versionKey a then b else a)
-    (builtins.head manifest.matrix.torch) manifest.matrix.torch;
+  inherit (matrix) newestTorch;
   inDefault = v: isPure v || v.backend == "cpu" || (v.backend == "cuda" && v.torch == newestTorch);
   inCpu = v: isPure v || v.backend == "cpu";
 

@@ -88,5 +88,8 @@ let
 in
 {
   inherit variantsOf;
+  # The newest torch of the matrix: the only one pinned to a CUDA build, and the one
+  # pure-Python variants are import-checked under (kernel_tests.py).
+  newestTorch = maxBy versionKey matrix.torch;
   byKernel = builtins.listToAttrs (map (k: { name = k.name; value = variantsOf k; }) manifest.kernels);
 }

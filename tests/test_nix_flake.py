@@ -61,7 +61,10 @@ def nix_variants(host_toolchain: None) -> dict[tuple[str, str], Path]:
     keys = _compared()
     built = json.loads(nix("build", "--no-link", "--json", *(f".#{k}-{v}" for k, v in keys)
                            ).stdout)
-    return {key: Path(b["outputs"]["out"]) for key, b in zip(keys, built, strict=True)}
+    # Nix lists the results in its own order; a store path's name is "<kernel>-<variant>".
+    outs = {Path(b["outputs"]["out"]).name.split("-", 1)[1]: Path(b["outputs"]["out"])
+            for b in built}
+    return {(k, v): outs[f"{k}-{v}"] for k, v in keys}
 
 
 @pytest.fixture(scope="module")
@@ -350,6 +353,12 @@ def test_hermetic_derivations_instantiate_offline_with_nixpkgs_names() -> None:
     assert {"cuda_nvcc-13.0.drv", "python3-torch-bin-2.14.1.drv"} <= names(cuda)
     assert "python3-torch-2.13.0.drv" in names(cpu)
     assert not {"cuda_nvcc-13.0.drv", "python3-torch-bin-2.14.1.drv"} & names(cpu)
+    # A pure-Python variant is import-checked under the newest torch, so it adopts that.
+    pure = _derivation(_drv_path(f"{stub}.{PURE[0]}-{PURE[1]}"), recursive=True)
+    assert "python3-torch-bin-2.14.1.drv" in names(pure)
+    assert "cuda_nvcc-13.0.drv" not in names(pure)
+    (pure_drv,) = (v for k, v in pure.items() if k.endswith(f"{PURE[1]}-1.0.0.drv"))
+    assert pure_drv["env"]["torchMinor"] == "2.14"
     hermetic = next(v for k, v in cpu.items() if k.endswith("cpu-x86_64-linux-1.0.0.drv"))
     host = _derivation(_drv_path(
         "packages.x86_64-linux.activation-torch213-cxx11-cpu-x86_64-linux"), recursive=True)
