@@ -106,10 +106,18 @@ def test_host_toolchain_names_no_checkout(host_toolchain: None) -> None:
     (the flake and the builder compute the same name), never with the .venv of whichever
     checkout ran the set-up last."""
     from kernelhub_builder.nix_host import python_dir, python_key
+    from kernelhub_builder.toml_tables import read_toml as load_toml
 
     key = python_key(REPO / "builder" / "pyproject.toml", REPO / "loader" / "pyproject.toml")
     assert nix("eval", "--raw", ".#lib.hostPythonKey").stdout == key
-    assert (python_dir(key) / "bin" / "python").exists()
+    python = python_dir(key) / "bin" / "python"
+    assert python.exists()
+    # That Python has no kernelhub-builder installed: the builder's version (hashed into
+    # ids) comes from the code's own tree, as in the store.
+    said = run([str(python), "-c", "import kernelhub_builder as b; print(b.__version__)"],
+               env={"PYTHONPATH": f"{REPO / 'builder' / 'src'}:{REPO / 'loader' / 'src'}",
+                    "PATH": "/usr/bin:/bin"})
+    assert said.stdout.strip() == load_toml(REPO / "builder" / "pyproject.toml")["project"]["version"]
     recorded = (Path.home() / ".config" / "kernelhub" / "nix-host.env").read_text()
     assert str(REPO) not in recorded and ".venv" not in recorded
     drv = _derivation(_drv_path(f"packages.x86_64-linux.{COMPILED[0]}-{COMPILED[1]}"))
