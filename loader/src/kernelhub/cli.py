@@ -15,6 +15,7 @@ from . import api
 from .cache import KernelCache
 from .errors import KernelHubError
 from .metadata import read_metadata
+from .system import BACKENDS
 
 
 def _print_versions(args: argparse.Namespace) -> None:
@@ -95,7 +96,7 @@ def _add_spec_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--revision", help="branch, tag or commit")
     parser.add_argument(
         "--backend",
-        choices=["cpu", "cuda", "rocm", "xpu", "metal"],
+        choices=BACKENDS,
         help="select for this backend instead of the detected one",
     )
 

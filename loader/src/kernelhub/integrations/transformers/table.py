@@ -26,13 +26,15 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from ...system import BACKENDS
+
 ALL_MODES = "inference|training|torch_compile"
 """Shorthand used in the default table: the entry applies in every mode it supports."""
 
 ATTENTION_KEY = "attention"
 """The KernelConfig key that chooses the attention kernel used with ``use_kernels=True``."""
 
-DEVICE_TYPES = ("cuda", "rocm", "xpu", "metal", "cpu")
+DEVICE_TYPES = BACKENDS
 """Device keys a KernelConfig may use: backend names (:mod:`kernelhub.system`), so
 ``"mps"`` is accepted for ``"metal"``."""
 
