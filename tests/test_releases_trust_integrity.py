@@ -87,15 +87,17 @@ def test_untrusted_org_is_refused_without_trust_remote_code(workspace: Workspace
     assert module.scale is not None
 
 
-LOAD = ("import kernelhub; m = kernelhub.get_kernel('kernels-community/activation', version=1);"
-        "print(m.__file__)")
+LOAD = ("import kernelhub; kernelhub.get_kernel('kernels-community/activation', version=1);"
+        "print(kernelhub.locate_kernel('kernels-community/activation', version=1))")
+"""Loads the kernel, then prints its variant dir in the cache (what runs is a private,
+verified copy of it: the module's own file is elsewhere)."""
 
 
 def test_tampered_byte_in_cache_is_refused_on_next_load(published: Workspace) -> None:
     env = published.env(cache="cache-tamper")
     python = REPO / ".venv/bin/python"
     first = run_python(python, LOAD, env)
-    variant_dir = Path(first.stdout.strip().splitlines()[-1]).parent
+    variant_dir = Path(first.stdout.strip().splitlines()[-1])
     target = variant_dir / "layers.py"
     data = bytearray(target.read_bytes())
     data[len(data) // 2] ^= 0x01
