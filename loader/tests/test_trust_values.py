@@ -19,7 +19,7 @@ from kernelhub.layer.repos import (
     LockedFuncRepository,
     LockedLayerRepository,
 )
-from kernelhub.trust import check_trusted
+from kernelhub.trust import check_trusted, trust_flag
 from kh_doubles import DirHub
 
 NOT_BOOLS = ["false", "False", "0", "", "no", 0, 1, None, [], 1.0]
@@ -83,3 +83,26 @@ def test_flag_errors_are_kernelhub_and_type_errors() -> None:
         LayerRepository("someone/kernel", layer_name="L", trust_remote_code="yes")
     with pytest.raises(TypeError):
         LayerRepository("someone/kernel", layer_name="L", trust_remote_code="yes")
+
+
+def test_ecosystem_trust_flag_takes_an_allow_list() -> None:
+    # The ecosystem's loader accepts trust_remote_code=[repo ids] besides True/False.
+    assert trust_flag("someone/kernel", ["someone/kernel"]) is True
+    assert trust_flag("someone/kernel", ["someone/other"]) is False
+    assert trust_flag("someone/kernel", True) is True
+    for value in ("someone/kernel", [1], None, "false"):
+        with pytest.raises(FlagTypeError, match="list of repository ids"):
+            trust_flag("someone/kernel", value)
+
+
+def test_ecosystem_install_kernel_honours_the_allow_list(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernelhub import ecosystem
+    from kernelhub.errors import RepoNotFoundError
+
+    monkeypatch.setenv("KERNELHUB_HUB", str(tmp_path / "hub"))
+    (tmp_path / "hub").mkdir()
+    with pytest.raises(TrustError):
+        ecosystem.install_kernel("someone/kernel", trust_remote_code=["someone/other"])
+    with pytest.raises(RepoNotFoundError):  # trusted now: it gets as far as the hub
+        ecosystem.install_kernel("someone/kernel", trust_remote_code=["someone/kernel"])

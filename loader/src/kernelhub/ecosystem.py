@@ -65,18 +65,21 @@ def get_kernel(
     version: int | str | None = None,
     backend: str | None = None,
     user_agent: str | dict | None = None,
-    trust_remote_code: bool = False,
+    trust_remote_code: bool | list[str] = False,
 ) -> ModuleType:
     """Load a kernel from the hub (the ecosystem's argument order).
 
     ``user_agent`` is accepted for compatibility; kernelhub sends its own.
+    ``trust_remote_code`` may list repository ids, as the ecosystem's loader allows.
     """
     from . import api
+    from .trust import trust_flag
 
     del user_agent
     if (local := local_override(repo_id)) is not None:
         return api.get_local_kernel(local, backend=backend)
-    return api.get_kernel(repo_id, version, revision, trust_remote_code=trust_remote_code,
+    return api.get_kernel(repo_id, version, revision,
+                          trust_remote_code=trust_flag(repo_id, trust_remote_code),
                           backend=backend)
 
 
@@ -134,7 +137,8 @@ def load_kernel(repo_id: str, *, lockfile: Path | str | None = None,
 
 
 def get_locked_kernel(repo_id: str, *, lockfile: Path | str | None = None,
-                      trust_remote_code: bool = False, user_agent: str | dict | None = None,
+                      trust_remote_code: bool | list[str] = False,
+                      user_agent: str | dict | None = None,
                       local_files_only: bool = False) -> ModuleType:
     """Load ``repo_id`` as a lock file pins it.
 
@@ -145,13 +149,15 @@ def get_locked_kernel(repo_id: str, *, lockfile: Path | str | None = None,
     (the ecosystem's older keyword) loads from the cache only, for this call alone.
     """
     from . import api, settings
+    from .trust import trust_flag
 
     del user_agent
     entry = _locked_entry(repo_id, lockfile)
+    trusted = trust_flag(repo_id, trust_remote_code)
     if not local_files_only:
-        return api.load_locked_entry(entry, trust_remote_code=trust_remote_code)
+        return api.load_locked_entry(entry, trust_remote_code=trusted)
     with settings.offline_here():
-        return api.load_locked_entry(entry, trust_remote_code=trust_remote_code)
+        return api.load_locked_entry(entry, trust_remote_code=trusted)
 
 
 _OWN_MODULES = ("kernelhub", "kernels", "_kernelhub_autoload")
@@ -177,8 +183,8 @@ def _locked_entry(repo_id: str, lockfile: Path | str | None) -> LockEntry:
 
 def install_kernel(repo_id: str, revision: str | None = None, local_files_only: bool = False,
                    backend: str | None = None, user_agent: str | dict | None = None, *,
-                   version: int | str | None = None, trust_remote_code: bool = False,
-                   **_: Any) -> Path:
+                   version: int | str | None = None,
+                   trust_remote_code: bool | list[str] = False, **_: Any) -> Path:
     """Fetch the variant of ``repo_id`` at ``revision`` (or ``version``) for this system;
     return its directory, without importing it.
 
@@ -186,10 +192,10 @@ def install_kernel(repo_id: str, revision: str | None = None, local_files_only: 
     keep loading online meanwhile. The org must be trusted, as for a load.
     """
     from . import api, settings
-    from .trust import check_trusted
+    from .trust import check_trusted, trust_flag
 
     del user_agent
-    check_trusted(repo_id, api.open_hub_arg(None), trust_remote_code)
+    check_trusted(repo_id, api.open_hub_arg(None), trust_flag(repo_id, trust_remote_code))
     if not local_files_only:
         return api.locate_kernel(repo_id, version, revision, backend=backend)
     with settings.offline_here():

@@ -44,6 +44,19 @@ def require_bool(value: object, name: str) -> bool:
     )
 
 
+def trust_flag(repo_id: str, value: object, name: str = "trust_remote_code") -> bool:
+    """The ecosystem's ``trust_remote_code``: a bool, or a list of repository ids trusted
+    besides the trusted organisations (its loader's allow-list form)."""
+    if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+        return repo_id in value
+    if isinstance(value, bool):
+        return value
+    raise FlagTypeError(
+        f"{name} must be True, False or a list of repository ids, not "
+        f"{type(value).__name__} {value!r}"
+    )
+
+
 def check_trusted(repo_id: str, hub: Hub | None, trust_remote_code: bool) -> None:
     """Raise :class:`TrustError` unless the caller or the configuration trusts the org."""
     if require_bool(trust_remote_code, "trust_remote_code") or is_trusted(repo_id, hub):
