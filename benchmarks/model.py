@@ -80,24 +80,50 @@ def decode(model: Any, token: Any, cache: Any, steps: int) -> None:
         token = out.logits[:, -1:].argmax(-1)
 
 
-def measure(model: Any, ids: Any, decode_steps: int, repeats: int, warmup: int
-            ) -> tuple[float, float]:
-    """(best prefill seconds, best seconds for all decode steps), after ``warmup`` untimed
-    rounds (compilation, verification decisions, first-touch allocations)."""
+def module_globals(model: Any) -> dict[tuple[Any, str], Any]:
+    """The module-global functions ``use_kernels`` swaps for ``model`` (its family's
+    ``apply_rotary_pos_emb``), as they are now.
+
+    The swap is process-wide: it changes what every model of the family calls, the
+    PyTorch baseline included. So each configuration's functions are recorded right
+    after it is prepared and put back before each of its rounds."""
+    from kernelhub.integrations.transformers.table import function_targets
+
+    return {target: getattr(*target) for target in function_targets(model).values()}
+
+
+def restore_pytorch_functions(model: Any) -> None:
+    from kernelhub.integrations.transformers.apply import restore_function
+    from kernelhub.integrations.transformers.table import function_targets
+
+    for module, attr in function_targets(model).values():
+        restore_function(module, attr)
+
+
+def measure(models: dict[str, Any], ids: Any, decode_steps: int, repeats: int, warmup: int,
+            functions: dict[str, dict[tuple[Any, str], Any]]) -> dict[str, tuple[float, float]]:
+    """Per configuration: (best prefill seconds, best seconds for all decode steps), after
+    ``warmup`` untimed rounds (compilation, verification decisions, first-touch allocations).
+
+    The configurations take turns, one round each, so a stretch of load from other
+    processes on a shared machine slows them all alike instead of whichever ran then."""
     import torch
 
-    best_prefill = best_decode = float("inf")
+    best = {config: (float("inf"), float("inf")) for config in models}
     with torch.inference_mode():
         for i in range(repeats + warmup):
-            start = time.perf_counter()
-            token, cache = prefill(model, ids)
-            middle = time.perf_counter()
-            decode(model, token, cache, decode_steps)
-            end = time.perf_counter()
-            if i >= warmup:
-                best_prefill = min(best_prefill, middle - start)
-                best_decode = min(best_decode, end - middle)
-    return best_prefill, best_decode
+            for config, model in models.items():
+                for (module, attr), function in functions[config].items():
+                    setattr(module, attr, function)
+                start = time.perf_counter()
+                token, cache = prefill(model, ids)
+                middle = time.perf_counter()
+                decode(model, token, cache, decode_steps)
+                end = time.perf_counter()
+                if i >= warmup:
+                    best[config] = (min(best[config][0], middle - start),
+                                    min(best[config][1], end - middle))
+    return best
 
 
 def verification_lines(model: Any) -> list[str]:
@@ -169,17 +195,18 @@ def main(argv: list[str] | None = None) -> int:
             base = make_model(family, dtype)
             ids = torch.randint(0, SHAPE["vocab_size"], (1, args.prefill),
                                 generator=torch.Generator().manual_seed(0))
-            times: dict[str, tuple[float, float]] = {}
-            for config in configs:
-                model = prepare(base, config)
-                times[config] = measure(model, ids, args.decode, args.repeats, args.warmup)
-                if config == "verify":
-                    notes += [f"  {family} {dtype_name} verify decisions (layer 0):",
-                              *verification_lines(model)]
-                del model
-                gc.collect()
+            restore_pytorch_functions(base)  # a previous model's use_kernels swapped them
+            models, functions = {}, {}
+            for config in ["pytorch", *(c for c in configs if c != "pytorch")]:
+                if config in configs:
+                    models[config] = prepare(base, config)
+                    functions[config] = module_globals(base)
+            times = measure(models, ids, args.decode, args.repeats, args.warmup, functions)
+            if "verify" in models:
+                notes += [f"  {family} {dtype_name} verify decisions (layer 0):",
+                          *verification_lines(models["verify"])]
             print_rows(family, dtype_name, times, configs, args.decode)
-            del base
+            del base, models
             gc.collect()
     print("(decode: ms per token; ratio: pytorch time / this time, higher is faster)")
     if notes:
