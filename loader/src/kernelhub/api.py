@@ -30,7 +30,6 @@ from .hub.base import Hub
 from .hub.guard import hub_call
 from .importer import load_variant_dir
 from .metadata import METADATA_FILE, read_metadata
-from .release_check import check_release, describe_release, signed_metadata_digest
 from .release_manifest import ReleaseFiles
 from .selection import Selection, check_archs, select_variant
 from .signing_policy import OrgPolicy, policy_for
@@ -348,6 +347,8 @@ def _signed_metadata_sha256(resolution: Resolution, policy: OrgPolicy) -> str | 
     """
     if not policy.active:
         return None
+    from .release_check import check_release, signed_metadata_digest  # signing policies only
+
     files = _release_files(resolution, KernelCache())
     manifest = check_release(
         files, policy, resolution.repo_id, resolution.ref, resolution.commit
@@ -360,6 +361,8 @@ def _signed_metadata_sha256(resolution: Resolution, policy: OrgPolicy) -> str | 
 
 def describe_signature(resolution: Resolution) -> str:
     """The release signature at the resolved commit and the verdict of the user's policy."""
+    from .release_check import describe_release
+
     policy = policy_for(resolution.repo_id.partition("/")[0])
     files = _release_files(resolution, KernelCache())
     return describe_release(

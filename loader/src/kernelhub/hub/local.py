@@ -37,13 +37,24 @@ from __future__ import annotations
 import hashlib
 import re
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 from ..errors import HubError, RepoNotFoundError, VersionSpecError
 from ..release_manifest import RELEASE_FILE, SIGNATURE_FILE, ReleaseFiles
 from ..variants import check_variant_dir
 from ..versions import Refs
 from .base import BUILD_DIR
-from .git import GitRepo
+
+if TYPE_CHECKING:
+    from .git import GitRepo
+
+
+def _git(path: Path) -> GitRepo:
+    """The repository at ``path``. The git wrapper is imported on first use: a warm pinned,
+    locked or offline load reads only the cache and never runs git."""
+    from .git import GitRepo
+
+    return GitRepo(path)
 
 MODELS_DIR = "models"
 """Repositories live under ``<root>/models/`` — the repo-type directory olah expects."""
@@ -86,7 +97,7 @@ class LocalHub:
             names = [
                 repo.name
                 for repo in sorted(org_dir.iterdir())
-                if not repo.name.startswith(".") and GitRepo(repo).is_repo()
+                if not repo.name.startswith(".") and _git(repo).is_repo()
             ]
             if names:
                 found[org_dir.name] = names
@@ -94,7 +105,7 @@ class LocalHub:
 
     def open_repo(self, repo_id: str) -> GitRepo:
         """The existing repository ``org/name``; RepoNotFoundError saying what exists."""
-        repo = GitRepo(self.repo_path(repo_id))
+        repo = _git(self.repo_path(repo_id))
         if not repo.is_repo():
             raise RepoNotFoundError(self._missing_repo_message(repo_id))
         return repo
