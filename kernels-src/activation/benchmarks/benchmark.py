@@ -25,7 +25,7 @@ from types import ModuleType
 
 import torch
 import torch.nn.functional as F
-from torch.utils import benchmark
+from kernelhub.benchmarking import best_seconds, interleaved
 
 
 def load_kernel(args: argparse.Namespace) -> ModuleType:
@@ -47,29 +47,6 @@ def synchronized(fn, device: str):
         sync = getattr(torch, device).synchronize
         return lambda: (fn(), sync())
     return fn
-
-
-def best_seconds(fn, min_run_time: float, warm: bool = True) -> float:
-    """Best of repeated blocks, after one untimed call (allocations, first touch), on
-    torch's thread count (benchmark.Timer would otherwise time one thread)."""
-    if warm:
-        fn()
-    timer = benchmark.Timer(stmt="fn()", globals={"fn": fn},
-                            num_threads=torch.get_num_threads())
-    # The fastest block, not the median: on a shared machine the other processes only
-    # ever slow a block down.
-    return min(timer.blocked_autorange(min_run_time=min_run_time).times)
-
-
-def interleaved(candidates: dict, min_run_time: float, rounds: int = 5) -> dict[str, float]:
-    """Each candidate's best block over ``rounds`` rounds in which the candidates take turns:
-    a burst of load from other processes then slows every candidate alike, not only the
-    one being timed during it (same-run ratios stay fair on a shared machine)."""
-    best = {key: best_seconds(fn, min_run_time / rounds) for key, fn in candidates.items()}
-    for _ in range(rounds - 1):
-        for key, fn in candidates.items():
-            best[key] = min(best[key], best_seconds(fn, min_run_time / rounds, warm=False))
-    return best
 
 
 def eager_silu_and_mul(x: torch.Tensor) -> torch.Tensor:
