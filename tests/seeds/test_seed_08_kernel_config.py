@@ -12,7 +12,7 @@ SILU = "kernels-community/activation:Silu"
 
 
 @pytest.mark.parametrize(("mapping", "message"), [
-    ({"SiLU": {"tpu": SILU}}, "unknown device 'tpu'; valid devices: cuda, rocm, xpu, metal, cpu"),
+    ({"SiLU": {"tpu": SILU}}, "unknown device 'tpu'; valid devices: cpu, cuda, rocm, xpu, metal"),
     ({"SiLU": "activation-without-org"}, "expected 'org/repo:LayerName'"),
     ({"SiLU": (SILU, {"versoin": 1})}, "unknown metadata"),
     ({"SiLU": (SILU, {"version": 1, "revision": "main"})}, "not both"),
