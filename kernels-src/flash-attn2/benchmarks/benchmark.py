@@ -19,7 +19,7 @@ from types import ModuleType
 
 import torch
 import torch.nn.functional as F
-from kernelhub.benchmarking import best_seconds, interleaved
+from kernelhub.benchmarking import best_seconds, cpu_header, interleaved
 
 
 def eager_attention(q, k, v, mask: torch.Tensor) -> torch.Tensor:
@@ -63,14 +63,6 @@ def run(kernel: ModuleType, args: argparse.Namespace, dtype: torch.dtype) -> Non
             f"  {label:<24} {seconds * 1e3:8.2f} ms  {flops / seconds / 1e9:6.1f} GFLOP/s  "
             f"{seconds / ours:5.2f}x kernel time"
         )
-
-
-def cpu_header() -> str:
-    """The CPU this ran on (with AVX-512/AMX presence), torch's loops and the threads."""
-    from kernelhub.system import cpu_summary
-
-    return (f"{cpu_summary()}; torch {torch.__version__} loops "
-            f"{torch.backends.cpu.get_cpu_capability()}, {torch.get_num_threads()} threads")
 
 
 MODEL_SEQS = (128, 512, 1024, 2048, 4096)

@@ -17,7 +17,14 @@ from pathlib import Path
 from types import ModuleType
 
 import torch
-from kernelhub.benchmarking import best_seconds, interleaved
+from kernelhub.benchmarking import (
+    MODEL_HEADER,
+    MODEL_TOKENS,
+    best_seconds,
+    cpu_header,
+    interleaved,
+    model_row,
+)
 
 EPS = 1e-6
 
@@ -100,32 +107,6 @@ def run(kernel: ModuleType, rows: int, hidden: int, dtype: torch.dtype, min_run_
         4 * x.numel() * element,
         2 * x.numel() * element,
     )
-
-
-def cpu_header() -> str:
-    """The CPU this ran on (with AVX-512/AMX presence), torch's loops and the threads."""
-    from kernelhub.system import cpu_summary
-
-    return (f"{cpu_summary()}; torch {torch.__version__} loops "
-            f"{torch.backends.cpu.get_cpu_capability()}, {torch.get_num_threads()} threads")
-
-
-MODEL_TOKENS = (1, 128, 512, 2048)
-"""Model shapes: tokens x hidden 4096 (norms, rotary) / intermediate 11008 (activation)."""
-
-
-def model_row(label: str, times: dict[str, float], moved_bytes: int, copy_bytes: int) -> str:
-    """One row of the model-shape table: times (ms) and the ratios the targets are about."""
-    out, layer, compiled = times["out="], times["layer"], times["compile"]
-    copy_gbs = copy_bytes / times["copy"] / 1e9
-    return (f"  {label:<22}" + "".join(f"{times[k] * 1e3:10.3f}" for k in
-                                       ("out=", "layer", "eager", "compile", "copy"))
-            + f"{compiled / out:9.2f}x{compiled / layer:9.2f}x"
-            + f"{moved_bytes / out / 1e9 / copy_gbs:8.0%}")
-
-
-MODEL_HEADER = (f"  {'shape':<22}{'out= ms':>10}{'layer ms':>10}{'eager ms':>10}"
-                f"{'compile':>10}{'copy ms':>10}{'out=/cmp':>10}{'layer/cmp':>10}{'%copy':>8}")
 
 
 def _model_case(kernel: ModuleType, name: str, tokens: int, layer: torch.nn.Module, min_run_time: float) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 from types import ModuleType
 
 import torch
-from kernelhub.benchmarking import best_seconds, interleaved
+from kernelhub.benchmarking import MODEL_TOKENS, best_seconds, cpu_header, interleaved
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -80,18 +80,6 @@ def run(kernel: ModuleType, args: argparse.Namespace, dtype: torch.dtype) -> Non
             f"{times[label] / times['kernel, out=']:5.2f}x, allocating "
             f"{times[label] / times['kernel, allocating']:5.2f}x"
         )
-
-
-def cpu_header() -> str:
-    """The CPU this ran on (with AVX-512/AMX presence), torch's loops and the threads."""
-    from kernelhub.system import cpu_summary
-
-    return (f"{cpu_summary()}; torch {torch.__version__} loops "
-            f"{torch.backends.cpu.get_cpu_capability()}, {torch.get_num_threads()} threads")
-
-
-MODEL_TOKENS = (1, 128, 512, 2048)
-"""Model shapes: tokens x hidden 4096 = 32 query heads (8 KV heads) x head dim 128."""
 
 
 def _model_case(kernel: ModuleType, name: str, tokens: int, min_run_time: float) -> None:

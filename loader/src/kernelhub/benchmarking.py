@@ -36,3 +36,35 @@ def interleaved(candidates: Mapping[str, Callable[[], Any]], min_run_time: float
         for key, fn in candidates.items():
             best[key] = min(best[key], best_seconds(fn, min_run_time / rounds, warm=False))
     return best
+
+
+MODEL_TOKENS = (1, 128, 512, 2048)
+"""Token counts of the model-shape tables (x hidden 4096 for norms and rotary, x
+intermediate 11008 for activation): decode, short and long prompts."""
+
+MODEL_HEADER = (f"  {'shape':<22}{'out= ms':>10}{'layer ms':>10}{'eager ms':>10}"
+                f"{'compile':>10}{'copy ms':>10}{'out=/cmp':>10}{'layer/cmp':>10}{'%copy':>8}")
+"""The columns of :func:`model_row`."""
+
+
+def cpu_header() -> str:
+    """The CPU a table ran on (with AVX-512/AMX presence), torch's loops and threads:
+    machines of one kind differ, so every table says where it ran."""
+    import torch
+
+    from .system import cpu_summary
+
+    return (f"{cpu_summary()}; torch {torch.__version__} loops "
+            f"{torch.backends.cpu.get_cpu_capability()}, {torch.get_num_threads()} threads")
+
+
+def model_row(label: str, times: Mapping[str, float], moved_bytes: int, copy_bytes: int) -> str:
+    """One row of a model-shape table: times (ms) of ``out=``, the layer, eager,
+    torch.compile and a copy, torch.compile's time over ours, and our bandwidth as a share
+    of the copy's."""
+    out, layer, compiled = times["out="], times["layer"], times["compile"]
+    copy_gbs = copy_bytes / times["copy"] / 1e9
+    return (f"  {label:<22}" + "".join(f"{times[k] * 1e3:10.3f}" for k in
+                                       ("out=", "layer", "eager", "compile", "copy"))
+            + f"{compiled / out:9.2f}x{compiled / layer:9.2f}x"
+            + f"{moved_bytes / out / 1e9 / copy_gbs:8.0%}")
