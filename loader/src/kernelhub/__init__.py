@@ -105,6 +105,9 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers
         ROCMProperties as ROCMProperties,
     )
     from .layer import (
+        forget_decisions as forget_decisions,
+    )
+    from .layer import (
         kernelize as kernelize,
     )
     from .layer import (
@@ -163,6 +166,7 @@ _LAZY: dict[str, str] = {
     "LockedLayerRepository": "layer",
     "Mode": "layer",
     "ROCMProperties": "layer",
+    "forget_decisions": "layer",
     "kernelize": "layer",
     "register_kernel_mapping": "layer",
     "replace_kernel_forward_from_hub": "layer",

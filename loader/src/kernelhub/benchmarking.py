@@ -1,4 +1,5 @@
-"""Timing for the kernels' benchmark scripts (``kernels-src/*/benchmarks/benchmark.py``).
+"""Timing for the kernels' benchmark scripts (``kernels-src/*/benchmarks/benchmark.py``)
+and for ``kernelize(verify=True)``'s decisions (:mod:`kernelhub.layer.verify_timing`).
 
 Every kernel's benchmark compares candidates (our op, eager, torch.compile, a copy) in one
 run, often on a machine other processes share. Two rules keep those same-run ratios fair,
@@ -27,15 +28,24 @@ def best_seconds(fn: Callable[[], Any], min_run_time: float, warm: bool = True) 
     return float(min(timer.blocked_autorange(min_run_time=min_run_time).times))
 
 
+def interleaved_blocks(candidates: Mapping[str, Callable[[], Any]], min_run_time: float,
+                       rounds: int = 5) -> dict[str, list[float]]:
+    """Each candidate's best block of every round (seconds per call), over ``rounds``
+    rounds in which the candidates take turns: the minimum is the estimate, the spread
+    of the rest says how much load the measurement met."""
+    blocks: dict[str, list[float]] = {key: [] for key in candidates}
+    for i in range(rounds):
+        for key, fn in candidates.items():
+            blocks[key].append(best_seconds(fn, min_run_time / rounds, warm=i == 0))
+    return blocks
+
+
 def interleaved(candidates: Mapping[str, Callable[[], Any]], min_run_time: float,
                 rounds: int = 5) -> dict[str, float]:
     """Each candidate's best block over ``rounds`` rounds in which the candidates take
     turns."""
-    best = {key: best_seconds(fn, min_run_time / rounds) for key, fn in candidates.items()}
-    for _ in range(rounds - 1):
-        for key, fn in candidates.items():
-            best[key] = min(best[key], best_seconds(fn, min_run_time / rounds, warm=False))
-    return best
+    return {key: min(times) for key, times in
+            interleaved_blocks(candidates, min_run_time, rounds).items()}
 
 
 MODEL_TOKENS = (1, 128, 512, 2048)

@@ -156,6 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="what kernelize(verify=True) decided per layer and shape, and why (from the cache)",
     )
     verify.add_argument("--name", help="only this layer or function name (e.g. RMSNorm)")
+    verify.add_argument("--forget", action="store_true",
+                        help="remove these decisions, so the next run measures them again")
     verify.set_defaults(func=_print_verify_report)
     return parser
 
@@ -202,12 +204,17 @@ def _download(args: argparse.Namespace) -> None:
 
 
 def _print_verify_report(args: argparse.Namespace) -> None:
-    from .layer.verify import stored_decisions
+    from .layer.verify import forget_decisions, stored_decisions
 
     records = [r for r in stored_decisions()
                if args.name is None or r["key"].get("name") == args.name]
     if not records:
         print("no verification decisions cached (run a model with kernelize(..., verify=True))")
+        return
+    if args.forget:
+        removed = forget_decisions(name=args.name)
+        print(f"forgot {removed} verification decision{'s' if removed != 1 else ''}; the next "
+              "run with verify=True measures again")
         return
     for record in records:
         key, d = record["key"], record["decision"]

@@ -101,6 +101,9 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers
         validate_layer as validate_layer,
     )
     from .verify import (
+        forget_decisions as forget_decisions,
+    )
+    from .verify import (
         format_report as format_report,
     )
     from .verify import (
@@ -137,6 +140,7 @@ _LAZY: dict[str, str] = {
     "LockedLayerRepository": "repos",
     "LayerValidationError": "validate",
     "validate_layer": "validate",
+    "forget_decisions": "verify",
     "format_report": "verify",
     "verification_report": "verify",
 }

@@ -5,16 +5,21 @@ path lacks the matrix units) or, for a broken build, wrong. With verification on
 (``kernelize(model, verify=True)``, ``KernelConfig(verify=True)``, ``KERNELHUB_VERIFY=1``)
 each swapped call site gets a :class:`Verifier`. The first call with a new *shape
 bucket* runs the kernel and the PyTorch code it replaces on copies of the real inputs,
-compares every output tensor against a per-dtype tolerance (:data:`TOLERANCES`), times
+compares every output tensor against a per-dtype tolerance
+(:data:`~kernelhub.layer.verify_compare.TOLERANCES`), times
 both interleaved, and decides: the kernel where it is within tolerance and not slower,
 PyTorch otherwise. Every later call of that bucket dispatches on the decision (a dict
-lookup).
+lookup). How the timing is done, and when a decision is measured again because its
+measurement could not tell the two apart (a close call, or load on the machine), is
+:mod:`kernelhub.layer.verify_timing`'s job.
 
 A decision is stored on disk under ``<cache>/verify/`` keyed by everything it depends
 on — device, CPU features, torch version and thread count, the kernel build's unique
 id, the reference function, dtypes and the shape bucket — so the next process with the
-same setup pays nothing. ``verification_report(model)`` and ``kernelhub verify-report``
-say per layer what was chosen and why.
+same setup pays nothing (a provisional decision: a bounded number of re-measurements).
+``verification_report(model)`` and ``kernelhub verify-report`` say per layer what was
+chosen and why; :func:`forget_decisions` and ``kernelhub verify-report --forget`` make
+the next run decide again.
 
 Shapes are bucketed by rounding every dimension but the last up to a power of two:
 the last is the model's hidden/head size (fixed), the others are batch, sequence and
@@ -27,35 +32,26 @@ import functools
 import hashlib
 import json
 import os
-import tempfile
-import time
 import weakref
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import settings
 from ..system import cpu_features
+from . import verify_timing
 from .validate import forward_of
-
-TOLERANCES: dict[str, tuple[float, float]] = {
-    "float64": (1e-7, 1e-7),
-    "float32": (1e-4, 1e-4),
-    "float16": (1e-2, 1e-2),
-    "bfloat16": (2e-2, 2e-2),
-}
-"""dtype name → (rtol, atol): ``|kernel - pytorch| <= atol + rtol * |pytorch|`` everywhere.
-
-Loose enough for reordered float32 accumulation and for one extra rounding step in
-16-bit formats (one bf16 ulp is 2**-8 relative); a kernel that is wrong is far outside.
-"""
-
-TIME_BUDGET_S = 0.05
-"""Per implementation and decision: timing repeats until this much was spent (≥ 3 runs)."""
-
-_MIN_RUNS = 3
-_MAX_RUNS = 25
+from .verify_compare import TOLERANCES as TOLERANCES
+from .verify_compare import clone, compare
+from .verify_store import Decision as Decision
+from .verify_store import (
+    read_decision,
+    record_path,
+    remove_decisions,
+    update_decision,
+    write_decision,
+)
+from .verify_store import stored_decisions as stored_decisions
 
 _decisions: dict[str, Decision] = {}
 """Disk key → decision, for this process (the disk is read once per key)."""
@@ -63,20 +59,8 @@ _decisions: dict[str, Decision] = {}
 _function_verifiers: weakref.WeakSet[Verifier] = weakref.WeakSet()
 """Verifiers of swapped functions and attention (process-wide, not owned by a module)."""
 
-
-@dataclass(frozen=True)
-class Decision:
-    """What one call site runs for one shape bucket, and why."""
-
-    use_kernel: bool
-    reason: str
-    kernel_s: float | None = None
-    pytorch_s: float | None = None
-    max_error: float | None = None
-
-    @property
-    def chosen(self) -> str:
-        return "kernel" if self.use_kernel else "pytorch"
+_USED_ATTR = "_kernelhub_verified"
+"""Module attribute: disk keys of the decisions calls for that module used."""
 
 
 @dataclass(frozen=True)
@@ -110,71 +94,6 @@ def _describe(value: Any, torch: Any) -> Iterator[str]:
         yield repr(value)
 
 
-def _tensors(value: Any, torch: Any) -> list[Any] | None:
-    """The output tensors in order (None entries kept), or None for an unknown structure."""
-    if value is None or isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        found: list[Any] = []
-        for item in value:
-            part = _tensors(item, torch)
-            if part is None:
-                return None
-            found.extend(part)
-        return found
-    return None
-
-
-def _clone(value: Any, torch: Any) -> Any:
-    """Fresh copies of the tensors in ``value``: kernels that update inputs in place
-    (a fused residual add) must not change the model's real tensors while being judged."""
-    if isinstance(value, torch.Tensor):
-        return value.detach().clone()
-    if isinstance(value, tuple):
-        return tuple(_clone(v, torch) for v in value)
-    if isinstance(value, list):
-        return [_clone(v, torch) for v in value]
-    if isinstance(value, dict):
-        return {k: _clone(v, torch) for k, v in value.items()}
-    return value
-
-
-def compare(kernel_out: Any, pytorch_out: Any) -> tuple[bool, float, str]:
-    """(within tolerance, max |difference|, why not) for two outputs of one call."""
-    import torch
-
-    ours, theirs = _tensors(kernel_out, torch), _tensors(pytorch_out, torch)
-    if ours is None or theirs is None or len(ours) != len(theirs):
-        return False, float("inf"), "outputs differ in structure"
-    worst = 0.0
-    for a, b in zip(ours, theirs, strict=True):
-        if a is None or b is None:
-            if a is not b:
-                return False, float("inf"), "one output is None where the other is a tensor"
-            continue
-        if a.shape != b.shape or a.dtype != b.dtype:
-            return False, float("inf"), (f"output {tuple(a.shape)} {a.dtype} where PyTorch gives "
-                                         f"{tuple(b.shape)} {b.dtype}")
-        if a.numel() == 0:
-            continue
-        rtol, atol = TOLERANCES.get(str(b.dtype).removeprefix("torch."), (1e-4, 1e-4))
-        x, y = a.detach().float(), b.detach().float()
-        both_nan = x.isnan() & y.isnan()
-        diff = (x - y).abs().masked_fill(both_nan, 0.0)
-        diff = diff.nan_to_num(nan=float("inf"))
-        worst = max(worst, float(diff.max()))
-        if not bool((diff <= atol + rtol * y.abs().nan_to_num(0.0)).all()):
-            return False, worst, f"max |kernel - pytorch| {worst:.3g} exceeds rtol {rtol:g}, atol {atol:g}"
-    return True, worst, ""
-
-
-def _sync(device: Any) -> None:
-    import torch
-
-    if device is not None and device.type not in ("cpu", "meta"):
-        torch.accelerator.synchronize(device)
-
-
 def _first_device(args: tuple[Any, ...], kwargs: dict[str, Any], torch: Any) -> Any:
     for value in (*args, *kwargs.values()):
         if isinstance(value, torch.Tensor):
@@ -187,42 +106,57 @@ def judge(kernel: Callable[..., Any], pytorch: Callable[..., Any], args: tuple[A
     """Run both on copies of the inputs, compare, time interleaved, decide."""
     import torch
 
-    device = _first_device(args, kwargs, torch)
     with torch.no_grad():
         # The reference must work; if it raises, the caller sees its own error.
-        expected = pytorch(*_clone(args, torch), **_clone(kwargs, torch))
+        expected = pytorch(*clone(args, torch), **clone(kwargs, torch))
         try:
-            got = kernel(*_clone(args, torch), **_clone(kwargs, torch))
+            got = kernel(*clone(args, torch), **clone(kwargs, torch))
         except Exception as e:
-            return Decision(False, f"kernel raised {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+            return Decision(False, f"kernel raised {type(e).__name__}: {str(e).splitlines()[0][:200]}",
+                            settled=True)
         ok, max_error, why = compare(got, expected)
         if not ok:
-            return Decision(False, f"wrong: {why}", max_error=max_error)
+            return Decision(False, f"wrong: {why}", max_error=max_error, settled=True)
         del got, expected
-        best = {"kernel": float("inf"), "pytorch": float("inf")}
-        spent = {"kernel": 0.0, "pytorch": 0.0}
-        runs = 0
-        while runs < _MAX_RUNS and (runs < _MIN_RUNS or min(spent.values()) < TIME_BUDGET_S):
-            for label, fn in (("kernel", kernel), ("pytorch", pytorch)):
-                a, k = _clone(args, torch), _clone(kwargs, torch)
-                _sync(device)
-                start = time.perf_counter()
-                fn(*a, **k)
-                _sync(device)
-                elapsed = time.perf_counter() - start
-                best[label] = min(best[label], elapsed)
-                spent[label] += elapsed
-            runs += 1
-    ratio = best["pytorch"] / best["kernel"] if best["kernel"] > 0 else float("inf")
-    if best["kernel"] <= best["pytorch"]:
-        return Decision(True, f"correct (max error {max_error:.2g}) and {ratio:.2f}x PyTorch's speed",
-                        best["kernel"], best["pytorch"], max_error)
-    return Decision(False, f"correct (max error {max_error:.2g}) but slower: {ratio:.2f}x PyTorch's "
-                    "speed", best["kernel"], best["pytorch"], max_error)
+        return timed_decision(*_time(kernel, pytorch, args, kwargs), max_error)
 
 
-def _verify_dir() -> Path:
-    return settings.cache_dir() / "verify"
+def _time(kernel: Callable[..., Any], pytorch: Callable[..., Any], args: tuple[Any, ...],
+          kwargs: dict[str, Any]) -> tuple[verify_timing.Timing, float]:
+    """Time both on their own copies of the inputs (a kernel that updates an input in
+    place keeps updating its copy: same shapes, same work)."""
+    import torch
+
+    k_args, k_kwargs = clone(args, torch), clone(kwargs, torch)
+    p_args, p_kwargs = clone(args, torch), clone(kwargs, torch)
+    with torch.no_grad():
+        return verify_timing.robust_timing(lambda: kernel(*k_args, **k_kwargs),
+                                           lambda: pytorch(*p_args, **p_kwargs))
+
+
+def timed_decision(timing: verify_timing.Timing, spread: float, max_error: float,
+                   previous: Decision | None = None) -> Decision:
+    """The decision for a correct kernel from ``timing`` (merged with ``previous``
+    measurements of the same key: each side keeps its best time over all of them)."""
+    kernel_s, pytorch_s = timing.best("kernel"), timing.best("pytorch")
+    rounds, measurements = timing.rounds, 1
+    if previous is not None and previous.kernel_s is not None and previous.pytorch_s is not None:
+        kernel_s, pytorch_s = min(kernel_s, previous.kernel_s), min(pytorch_s, previous.pytorch_s)
+        rounds += previous.rounds
+        measurements += previous.measurements
+    ratio = pytorch_s / kernel_s if kernel_s > 0 else float("inf")
+    settled = (not verify_timing.in_doubt(ratio, spread)
+               or measurements >= verify_timing.MAX_MEASUREMENTS)
+    quality = (f"best of {rounds} interleaved rounds in {measurements} measurement"
+               f"{'s' if measurements > 1 else ''}, spread {spread:.0%}"
+               + ("" if settled else "; a close call, measured again by the next process"))
+    correct = f"correct (max error {max_error:.2g})"
+    if kernel_s <= pytorch_s:
+        reason = f"{correct} and {ratio:.2f}x PyTorch's speed ({quality})"
+    else:
+        reason = f"{correct} but slower: {ratio:.2f}x PyTorch's speed ({quality})"
+    return Decision(kernel_s <= pytorch_s, reason, kernel_s, pytorch_s, max_error, rounds,
+                    spread, measurements, settled)
 
 
 def _environment(device: Any) -> dict[str, Any]:
@@ -239,39 +173,23 @@ def _environment(device: Any) -> dict[str, Any]:
     return {"device": where, "torch": torch.__version__, "threads": torch.get_num_threads()}
 
 
-def _read(path: Path) -> Decision | None:
-    try:
-        data = json.loads(path.read_text())
-        return Decision(**data["decision"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None  # absent or damaged: decide again and overwrite
-
-
-def _write(path: Path, record: dict[str, Any]) -> None:
-    """Atomically (temp file + rename): concurrent processes never see half a record."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        with os.fdopen(fd, "w") as f:
-            json.dump(record, f, indent=1)
-        os.replace(tmp, path)
-    except OSError:
-        pass  # a read-only cache only costs the next process a re-measurement
-
-
 class Verifier:
     """One swapped call site: ``kernel`` in place of ``pytorch`` where verification allows.
 
     ``name`` is what the report calls it (the layer or function name); ``build_id`` the
     kernel build's unique id (its import name), so a rebuilt kernel is judged again.
+    Each decision a call uses is recorded on the module it was made for (the call's
+    first argument where that is a module, else ``owner``), which is how
+    :func:`verification_report` tells one model's decisions from another's.
     """
 
     def __init__(self, name: str, build_id: str, kernel: Callable[..., Any],
-                 pytorch: Callable[..., Any]) -> None:
+                 pytorch: Callable[..., Any], owner: Any = None) -> None:
         self.name = name
         self.build_id = build_id
         self.kernel = kernel
         self.pytorch = pytorch
+        self._owner = weakref.ref(owner) if owner is not None else None
         self._keys: dict[tuple[str, ...], tuple[str, str]] = {}
         self.reference_id = f"{getattr(pytorch, '__module__', '?')}.{getattr(pytorch, '__qualname__', repr(pytorch))}"
 
@@ -302,13 +220,27 @@ class Verifier:
             return cached[0], decision
         device = _first_device(args, kwargs, torch)
         digest, fields = self._disk_key(bucket, device)
-        path = _verify_dir() / digest[:2] / f"{digest}.json"
-        decision = _read(path)
+        path = record_path(digest)
+        decision = read_decision(path)
         if decision is None:
             decision = judge(self.kernel, self.pytorch, args, kwargs)
-            _write(path, {"key": fields, "decision": asdict(decision)})
+            write_decision(path, fields, decision)
+        elif decision.needs_retiming:
+            decision = self._retime(path, fields, decision, args, kwargs)
         _decisions[digest] = decision
         return digest, decision
+
+    def _retime(self, path: Path, fields: dict[str, Any], current: Decision,
+                args: tuple[Any, ...], kwargs: dict[str, Any]) -> Decision:
+        """Measure a provisional decision again and merge the measurement into its record."""
+        timing, spread = _time(self.kernel, self.pytorch, args, kwargs)
+
+        def merge(stored: Decision) -> Decision | None:
+            if not stored.needs_retiming:
+                return None  # another process settled it meanwhile
+            return timed_decision(timing, spread, stored.max_error or 0.0, stored)
+
+        return update_decision(path, fields, current, merge)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         import torch
@@ -321,17 +253,20 @@ class Verifier:
             return fn(*args, **kwargs)
         digest, decision = self.decide(args, kwargs)
         owner = args[0] if args and isinstance(args[0], torch.nn.Module) else None
+        if owner is None and self._owner is not None:
+            owner = self._owner()
         if owner is not None:
-            owner.__dict__.setdefault("_kernelhub_verified", set()).add(digest)
+            owner.__dict__.setdefault(_USED_ATTR, set()).add(digest)
         return (self.kernel if decision.use_kernel else self.pytorch)(*args, **kwargs)
 
     def seen(self, digests: set[str] | None = None) -> list[Seen]:
         """The decisions this call site used in this process (optionally only ``digests``)."""
-        found = []
+        return [seen for _, seen in self._seen(digests)]
+
+    def _seen(self, digests: set[str] | None) -> Iterator[tuple[str, Seen]]:
         for bucket, (digest, _) in self._keys.items():
             if (digests is None or digest in digests) and digest in _decisions:
-                found.append(Seen(self.name, self.build_id, " ".join(bucket), _decisions[digest]))
-        return found
+                yield digest, Seen(self.name, self.build_id, " ".join(bucket), _decisions[digest])
 
 
 def build_id_of(obj: Any) -> str:
@@ -340,10 +275,12 @@ def build_id_of(obj: Any) -> str:
     return module.partition(".")[0] or repr(obj)
 
 
-def verified_function(name: str, kernel: Callable[..., Any], pytorch: Callable[..., Any]
-                      ) -> Callable[..., Any]:
-    """A function with ``kernel``'s signature and attributes that verifies it against ``pytorch``."""
-    verifier = Verifier(name, build_id_of(kernel), kernel, pytorch)
+def verified_function(name: str, kernel: Callable[..., Any], pytorch: Callable[..., Any],
+                      owner: Any = None) -> Callable[..., Any]:
+    """A function with ``kernel``'s signature and attributes that verifies it against
+    ``pytorch``; ``owner``: the model whose report lists its decisions when the calls
+    do not pass a module of that model first (attention functions do)."""
+    verifier = Verifier(name, build_id_of(kernel), kernel, pytorch, owner)
 
     @functools.wraps(kernel)
     def verified(*args: Any, **kwargs: Any) -> Any:
@@ -368,21 +305,34 @@ def verified_forward(layer: type, cls: type, name: str) -> Callable[..., Any]:
     return forward
 
 
+def _used_by(model: Any) -> set[str]:
+    """Disk keys of every decision a module of ``model`` used in this process."""
+    used: set[str] = set()
+    for module in model.modules():
+        used |= module.__dict__.get(_USED_ATTR, set())
+    return used
+
+
 def verification_report(model: Any) -> list[tuple[str, Seen]]:
     """(where, decision) for every verified call site ``model`` used in this process.
 
-    Layers are named by their module path; swapped functions and attention (shared by
-    every model of the process) by their registered name.
+    Layers are named by their module path; swapped functions and attention by their
+    registered name. Only decisions a module of ``model`` used are listed: function
+    verifiers serve several models, and another model's shapes are not this one's.
     """
     rows: list[tuple[str, Seen]] = []
     for path, module in model.named_modules():
         forward = getattr(module.__dict__.get("forward"), "__func__", None)
         verifier = getattr(forward, "_kernelhub_verifier", None)
         if isinstance(verifier, Verifier):
-            used = module.__dict__.get("_kernelhub_verified", set())
+            used = module.__dict__.get(_USED_ATTR, set())
             rows += [(path or type(module).__name__, s) for s in verifier.seen(used)]
+    used, listed = _used_by(model), set()
     for verifier in list(_function_verifiers):
-        rows += [(verifier.name, s) for s in verifier.seen()]
+        for digest, seen in verifier._seen(used):
+            if digest not in listed:  # two verifiers of one function share keys
+                listed.add(digest)
+                rows.append((verifier.name, seen))
     return rows
 
 
@@ -403,15 +353,15 @@ def clear_decisions() -> None:
     _decisions.clear()
 
 
-def stored_decisions(root: Path | None = None) -> list[dict[str, Any]]:
-    """Every decision on disk, as stored (``key`` fields and ``decision``), oldest first."""
-    base = root or _verify_dir()
-    records = []
-    for path in sorted(base.glob("*/*.json"), key=lambda p: p.stat().st_mtime):
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(data, dict) and "key" in data and "decision" in data:
-            records.append(data)
-    return records
+def forget_decisions(model: Any = None, name: str | None = None) -> int:
+    """Forget decisions, on disk and in this process, so their next call decides again
+    (measured on a quiet machine, after a kernel or driver update, …): those ``model``
+    used, those of call sites called ``name`` (e.g. ``"RMSNorm"``), or with neither,
+    all. Returns how many stored decisions were removed."""
+    digests = _used_by(model) if model is not None else None
+    removed = remove_decisions(digests, name)
+    for digest in (*removed, *(digests or ())):
+        _decisions.pop(digest, None)
+    if digests is None and name is None:
+        _decisions.clear()
+    return len(removed)

@@ -1,0 +1,114 @@
+"""How ``kernelize(verify=True)`` times a kernel against PyTorch, and how far it trusts
+the result.
+
+A verification decision is often taken on a machine that other processes share. Load
+only ever slows a timed block down, and it comes in bursts, so the timing follows the
+rules of :mod:`kernelhub.benchmarking`: the kernel and PyTorch take turns round by
+round (a burst hits both alike), each side's estimate is its best block, and blocks
+run on torch's own thread count (what the model runs on).
+
+A measurement also says how good it is: its rounds and its *spread* (how far the
+median round's block lies above the best one, on the noisier side). Together with a
+fixed :data:`MARGIN` that gives the *band of doubt* around 1.0x: a ratio inside
+``[1 / (1 + band), 1 + band]`` with ``band = max(MARGIN, spread)`` could flip on
+another measurement. Such a decision is
+
+* measured again at once, with more rounds, while the spread is what put it in doubt
+  (up to :data:`NOISY_RETRIES` times: the retry pays only where load was seen);
+* otherwise cached as *provisional*: the next processes that use it measure it again
+  and keep each side's best time over all measurements, until the decision leaves the
+  band or :data:`MAX_MEASUREMENTS` measurements were taken. So a decision taken under
+  contention is corrected by a quieter process, a close call costs a bounded number of
+  re-measurements, and a clear decision costs later processes nothing.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+TIME_BUDGET_S = 0.05
+"""Per side and :data:`ROUNDS` rounds of a measurement (a retry with more rounds gets
+proportionally more)."""
+
+ROUNDS = 5
+"""Interleaved rounds of a first measurement."""
+
+MARGIN = 0.10
+"""Ratios within 10% of 1.0x are close calls whatever the measured spread."""
+
+NOISY_RETRIES = 2
+"""In-process re-measurements (with twice the rounds each time) of a noisy close call."""
+
+MAX_MEASUREMENTS = 3
+"""A provisional decision is settled after this many measurements (first included)."""
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Per-round best blocks (seconds per call) of each side of one measurement."""
+
+    kernel: tuple[float, ...]
+    pytorch: tuple[float, ...]
+
+    @property
+    def rounds(self) -> int:
+        return len(self.kernel)
+
+    def best(self, side: str) -> float:
+        return min(getattr(self, side))
+
+    @property
+    def spread(self) -> float:
+        """How far the median round lies above the best one, on the noisier side."""
+        return max(_spread(self.kernel), _spread(self.pytorch))
+
+    @property
+    def ratio(self) -> float:
+        """PyTorch's best time over the kernel's: above 1.0 the kernel is faster."""
+        kernel = self.best("kernel")
+        return self.best("pytorch") / kernel if kernel > 0 else float("inf")
+
+    def __add__(self, other: Timing) -> Timing:
+        return Timing(self.kernel + other.kernel, self.pytorch + other.pytorch)
+
+
+def _spread(blocks: tuple[float, ...]) -> float:
+    best = min(blocks)
+    return statistics.median(blocks) / best - 1.0 if best > 0 else 0.0
+
+
+def in_doubt(ratio: float, spread: float | None) -> bool:
+    """Whether a ``ratio`` (PyTorch time / kernel time) measured with ``spread`` could
+    flip on another measurement (``spread`` None: the quality was not recorded)."""
+    band = 1.0 + max(MARGIN, spread if spread is not None else float("inf"))
+    return 1.0 / band <= ratio <= band
+
+
+def measure(kernel: Callable[[], Any], pytorch: Callable[[], Any], rounds: int = ROUNDS
+            ) -> Timing:
+    """One interleaved measurement of two zero-argument calls (the seam tests count)."""
+    from ..benchmarking import interleaved_blocks
+
+    blocks = interleaved_blocks({"kernel": kernel, "pytorch": pytorch},
+                                TIME_BUDGET_S * rounds / ROUNDS, rounds)
+    return Timing(tuple(blocks["kernel"]), tuple(blocks["pytorch"]))
+
+
+def robust_timing(kernel: Callable[[], Any], pytorch: Callable[[], Any]) -> tuple[Timing, float]:
+    """(every round measured, the spread of the last attempt): a measurement repeated
+    with twice the rounds while noise keeps the ratio in doubt.
+
+    Each side's best block over all attempts is its estimate; the spread is the last
+    attempt's, which says what the machine was like when the decision was taken.
+    """
+    last = measure(kernel, pytorch, ROUNDS)
+    total = last
+    for attempt in range(NOISY_RETRIES):
+        if last.spread <= MARGIN or not in_doubt(total.ratio, last.spread):
+            break
+        last = measure(kernel, pytorch, ROUNDS * 2 ** (attempt + 1))
+        total = total + last
+    return total, last.spread
