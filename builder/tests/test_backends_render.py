@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from kernelhub.variants import parse_variant
-from kernelhub_builder.compile import run_ninja
+from kernelhub_builder.build import run_ninja
 from kernelhub_builder.cuda_archs import (
     CUDA_13_CAPABILITIES,
     CudaArch,

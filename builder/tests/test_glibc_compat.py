@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from kernelhub.variants import parse_variant
 from kernelhub_builder.check_abi import check_symbol_versions, read_elf
-from kernelhub_builder.glibc_compat import (
+from kernelhub_builder.portable import (
     HOST_GLIBC_ENV,
     pinning,
     settings_token,

@@ -1,5 +1,9 @@
 """Build the planned variants of one kernel: hash → (skip | render → compile → assemble).
 
+Compiling is ninja on the rendered work dir (:func:`run_ninja`). ninja is the ``ninja``
+pip package (a dependency) so every machine has the same one; a ninja on PATH is the
+fallback for source trees used without installing.
+
 For each buildable variant the source hash gives the variant id. When
 ``<out>/<kernel>/<variant>/metadata.json`` already has that id and its files verify, the
 variant is up to date and no compiler starts. Otherwise the build is rendered into
@@ -9,7 +13,9 @@ and swapped into place; a failure anywhere leaves the previous build untouched.
 
 from __future__ import annotations
 
+import re
 import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,14 +35,14 @@ from .check import (
     raise_if_fatal,
     static_checks,
 )
-from .compile import run_ninja
-from .errors import BuilderError, ToolchainMismatchError
+from .errors import BuilderError, CompileError, ToolchainMismatchError
 from .layout import lock_file, variant_dir, work_dir
 from .manifest_model import KernelManifest, Project
 from .matrix import PlannedVariant, build_env_minor, torch_env_problem
+from .portable import build_environment
 from .render import VariantFlags, render_ops_py, render_variant, variant_flags
 from .render_backends import DeviceTools, device_tools
-from .report import note
+from .report import note, task
 from .source_hash import BuildSettings, build_id
 from .toolchains import Toolchain, detect_toolchains
 from .torch_env import TorchEnv, ensure_torch_env
@@ -204,3 +210,55 @@ def host_cxx() -> Toolchain:
 def compiler_identity(cxx: Toolchain) -> str:
     """What the id hashes about the compiler: a new compiler means a new build id."""
     return f"{cxx.path.name} {cxx.version or '?'} ({cxx.description})"
+
+
+_PROGRESS_RE = re.compile(r"^\[(\d+)/(\d+)\]\s+(.*)$")
+
+
+def ninja_program() -> str:
+    try:
+        import ninja
+
+        bundled = shutil.which("ninja", path=ninja.BIN_DIR)
+    except (ImportError, AttributeError):
+        bundled = None
+    found = bundled or shutil.which("ninja")
+    if not found:
+        raise CompileError("ninja was not found; install it with: pip install ninja", "")
+    return found
+
+
+def run_ninja(work_dir: Path, what: str) -> bool:
+    """Build ``work_dir``; return whether ninja ran any command (False: all up to date).
+
+    Progress lines (``[2/3] CXX …``) are shown as they come; the full output is kept and
+    attached to the CompileError when a step fails.
+    """
+    cmd = [ninja_program(), "-C", str(work_dir)]
+    lines: list[str] = []
+    ran_something = False
+    with task(f"compiling {what}") as progress, subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env=build_environment(),
+    ) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            if m := _PROGRESS_RE.match(line):
+                ran_something = True
+                progress.step(m[3], int(m[1]), int(m[2]))
+        returncode = proc.wait()
+    output = "".join(lines)
+    if returncode != 0:
+        raise CompileError(f"compiling {what} failed (ninja exit {returncode}):",
+                           _compiler_message(output))
+    return ran_something
+
+
+def _compiler_message(output: str) -> str:
+    """Drop ninja's own bookkeeping lines; keep what the compiler said."""
+    keep = [
+        line for line in output.splitlines()
+        if not line.startswith(("ninja: Entering directory", "ninja: build stopped"))
+    ]
+    return "\n".join(keep)

@@ -3,7 +3,7 @@
 Kernel trees of the ecosystem include a generated ``registration.h`` and expect a
 generated ``_ops.py``; the compile itself is a ``build.ninja`` so that ninja does the
 incremental work (objects are reused, headers tracked through depfiles). This module
-only decides flags and writes files; :mod:`compile` runs ninja.
+only decides flags and writes files; :mod:`build` runs ninja.
 """
 
 from __future__ import annotations
@@ -19,14 +19,17 @@ from kernelhub.variants import Variant, VariantKind
 
 from .cuda_archs import supported_capabilities
 from .errors import RenderError
-from .glibc_compat import (
+from .manifest_model import KernelManifest, KernelPart
+from .portable import (
     HEADER_NAME,
     header_context,
+    path_maps,
     pinning,
     settings_token,
+    stable_cuda_sources,
     with_compat_header,
+    with_prefix_maps,
 )
-from .manifest_model import KernelManifest, KernelPart
 from .render_backends import (
     CXX_SUFFIXES,
     ROCM_DEFINES,
@@ -38,7 +41,6 @@ from .render_backends import (
     rocm_units,
     xpu_units,
 )
-from .reproducible import path_maps, stable_cuda_sources, with_prefix_maps
 from .torch_env import TorchEnv, minor_str
 
 BACKEND_DEFINES = {
@@ -267,7 +269,7 @@ def compile_units(
 
 def compat_header(variant: Variant) -> str:
     """The header that binds a Linux build to manylinux_2_28 symbol versions
-    (:mod:`kernelhub_builder.glibc_compat`)."""
+    (:mod:`kernelhub_builder.portable`)."""
     return template_environment().get_template("glibc_compat.h.j2").render(
         **header_context(variant))
 

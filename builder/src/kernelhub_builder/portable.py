@@ -1,18 +1,36 @@
-"""Flags and environment that make a build's bytes independent of where it ran.
+"""Make a build's binaries independent of the host that built them.
 
-The variant id hashes sources and settings, never paths, so two checkouts of one commit
-get the same id; their files must then be the same bytes too, or ``builder publish``
-from the second checkout is refused and a Nix binary cache would hold two different
-outputs for one input. A compiler writes absolute paths into the binary wherever
-``__FILE__`` is used (assertions, ``TORCH_CHECK`` in torch's inline headers) and into
-debug info; prefix maps rewrite those paths to fixed names. Timestamps (``__DATE__``)
-follow ``SOURCE_DATE_EPOCH``. The rest (object order, link order, file copy order) is
-already fixed by the sorted manifest and the generated ninja file.
+Two jobs with one purpose — a variant built here must be usable everywhere its id says:
+
+**Same bytes from any checkout.** The variant id hashes sources and settings, never
+paths, so two checkouts of one commit get the same id; their files must then be the same
+bytes too, or ``builder publish`` from the second checkout is refused and a Nix binary
+cache would hold two different outputs for one input. A compiler writes absolute paths
+into the binary wherever ``__FILE__`` is used (assertions, ``TORCH_CHECK`` in torch's
+inline headers) and into debug info; prefix maps rewrite those paths to fixed names.
+Timestamps (``__DATE__``) follow ``SOURCE_DATE_EPOCH``. The rest (object order, link
+order, file copy order) is already fixed by the sorted manifest and the generated ninja
+file.
 
 nvcc is the exception to "flags suffice": it names anonymous namespaces after the
 physical path of the translation unit (prefix maps do not apply, symlinks do not help),
 so each ``.cu`` is compiled from a copy at a path made of its content digest
 (:func:`stable_cuda_sources`), the same in every checkout and build dir.
+
+**Loadable on any manylinux_2_28 system.** This host's gcc 12 / glibc 2.36 make every
+kernel ask for two symbol versions newer than manylinux_2_28 allows (measured on all
+kernels here): ``exp@GLIBC_2.29`` (also ``log``, ``pow``, ``exp2``, ``log2`` when used)
+and ``__libc_single_threaded@GLIBC_2.32`` (read by libstdc++'s headers). A generated
+header, forced into every host translation unit, binds the libm functions to their
+previous versions and hides the libstdc++ read (see ``templates/glibc_compat.h.j2``).
+Nothing else about the build changes: same compiler, same flags, same libstdc++ ABI at
+the torch boundary, so it serves ATen (C++ ABI) and stable-ABI kernels alike. Symbols
+that have no older version (a libstdc++ symbol newer than GLIBCXX 3.4.24,
+``pthread_*@GLIBC_2.34``) cannot be pinned: ``builder check`` still names them, and such
+a kernel needs ``--allow-host-abi`` or an older toolchain.
+
+``KERNELHUB_HOST_GLIBC=1`` turns the pinning off (a binary for this machine's glibc only;
+used to measure what pinning costs). The choice is part of the variant id.
 """
 
 from __future__ import annotations
@@ -22,6 +40,8 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
+
+from kernelhub.variants import Variant
 
 from .render_backends import CompileUnit
 from .torch_env import TorchEnv
@@ -134,3 +154,44 @@ def stable_cuda_sources(units: Iterable[CompileUnit]) -> tuple[CompileUnit, ...]
         result.append(replace(unit, inputs=(str(copy),),
                               flags=(f"-I{unit.source.parent}", *unit.flags)))
     return tuple(result)
+
+
+# --- manylinux_2_28 symbol pinning ---
+
+HOST_GLIBC_ENV = "KERNELHUB_HOST_GLIBC"
+HEADER_NAME = "kernelhub_glibc_compat.h"
+PINNED_FUNCTIONS = ("exp", "exp2", "log", "log2", "pow")
+"""libm functions whose GLIBC_2.29 version is newer than manylinux_2_28."""
+BASE_VERSIONS = {"x86_64": "GLIBC_2.2.5", "aarch64": "GLIBC_2.17"}
+"""The first glibc version of each architecture: where the previous versions live."""
+_INCLUDE_RULES = frozenset({"cxx", "nvcc", "hipcc"})
+"""Compile rules whose compiler preprocesses host code with a GCC-compatible -include."""
+
+
+def pinning(variant: Variant) -> bool:
+    """Whether this variant's build binds to manylinux_2_28 symbol versions."""
+    return (variant.os == "linux" and variant.arch in BASE_VERSIONS
+            and os.environ.get(HOST_GLIBC_ENV, "") not in ("1", "true", "yes"))
+
+
+def header_context(variant: Variant) -> dict[str, object]:
+    """The values of ``templates/glibc_compat.h.j2`` for ``variant`` (rendered by
+    :func:`kernelhub_builder.render.compat_header`)."""
+    assert variant.arch is not None
+    return {"variant": variant.name, "functions": PINNED_FUNCTIONS,
+            "base_version": BASE_VERSIONS[variant.arch]}
+
+
+def settings_token(variant: Variant, header: str) -> str:
+    """What the variant id hashes about the target: a changed header is a new build."""
+    if not pinning(variant):
+        return "glibc=host"
+    digest = hashlib.sha256(header.encode()).hexdigest()[:12]
+    return f"glibc=manylinux_2_28:{digest}"
+
+
+def with_compat_header(units: Iterable[CompileUnit], header: Path) -> tuple[CompileUnit, ...]:
+    """Force ``header`` into every host compile step."""
+    return tuple(replace(u, flags=(*u.flags, "-include", str(header)),
+                         implicit=(*u.implicit, str(header)))
+                 if u.rule in _INCLUDE_RULES else u for u in units)
