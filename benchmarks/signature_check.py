@@ -42,7 +42,7 @@ PARTS = """
 import json, os, sys, time
 import torch
 from kernelhub import api, release_check
-from kernelhub.signing_policy import policy_for
+from kernelhub.trust import policy_for
 repo, commit, hub = sys.argv[1:4]
 def best(fn, n=200):
     times = []

@@ -30,9 +30,7 @@ from kernelhub.cache import KernelCache
 from kernelhub.errors import KernelHubError
 from kernelhub.integrations.transformers import attention
 from kernelhub.integrations.transformers.kernel_config import KernelConfig
-from kernelhub.layer.device import CUDAProperties, Device
-from kernelhub.layer.mapping import normalize_mapping
-from kernelhub.layer.mode import Mode
+from kernelhub.layer.mapping import CUDAProperties, Device, Mode, normalize_mapping
 from kernelhub.layer.repos import LayerRepository, locked_revision
 from kernelhub.metadata import parse_metadata
 from kernelhub.selection import select_variant

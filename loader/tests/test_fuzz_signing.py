@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from kernelhub.cache import KernelCache
 from kernelhub.release_check import check_release
 from kernelhub.release_manifest import NAMESPACE, ReleaseFiles, ReleaseManifest
-from kernelhub.signing_policy import OrgPolicy, allowed_signers
 from kernelhub.sshsig import PublicKey, parse_public_key, parse_signature
+from kernelhub.trust import OrgPolicy, allowed_signers
 from test_fuzz import FUZZ, SHA, SMALL, only_kernelhub_errors
 
 _PRIVATE = Ed25519PrivateKey.generate()

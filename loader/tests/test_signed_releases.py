@@ -335,7 +335,7 @@ def test_a_forged_verification_record_is_ignored(tmp_path, monkeypatch, hub) -> 
     data["signature"] = base64.b64encode(forged_sig).decode()
     cached.write_text(json.dumps(data))
     from kernelhub.release_manifest import ReleaseFiles
-    from kernelhub.signing_policy import policy_for
+    from kernelhub.trust import policy_for
 
     policy = policy_for("acme")
     content_key = release_check._content_key(ReleaseFiles(manifest, forged_sig), policy)

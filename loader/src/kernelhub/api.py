@@ -27,14 +27,13 @@ from .errors import (
     VersionSpecError,
 )
 from .hub.base import Hub
-from .hub.guard import hub_call
+from .hub.select import hub_call, open_hub
 from .importer import load_variant_dir
 from .metadata import METADATA_FILE, read_metadata
 from .release_manifest import ReleaseFiles
 from .selection import Selection, check_archs, select_variant
-from .signing_policy import OrgPolicy, policy_for
 from .system import SystemInfo, detect_system
-from .trust import check_trusted
+from .trust import OrgPolicy, check_trusted, policy_for
 from .versions import Refs, VersionSpec, branch_major, check_repo_id, resolve, select_spec
 
 if TYPE_CHECKING:  # read when a lock file is used (load_locked_kernel)
@@ -85,8 +84,6 @@ def open_hub_arg(hub: HubArg) -> Hub:
         raise HubError(
             f"hub={hub!r} is not a hub: pass a Hub, a path, an http(s) URL, 'hf' or None"
         )
-    from .hub.select import open_hub
-
     return open_hub(hub)
 
 
@@ -148,7 +145,7 @@ def _per_commit(
 
 
 def _from_hub(hub: Hub, doing: str, call: Callable[[], T]) -> T:
-    """``call()``, with any failure of the hub reported as one HubError (see hub.guard)."""
+    """``call()``, with any failure of the hub reported as one HubError (see hub.select)."""
     with hub_call(hub, doing):
         return call()
 

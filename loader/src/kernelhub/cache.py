@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from . import settings
 from .errors import CacheError, HubError, IntegrityError, KernelHubError
 from .hub.base import Hub
-from .hub.guard import hub_call
+from .hub.select import hub_call
 from .hub_hashes import check_against_hub, hub_hashes, write_lfs_record, write_record
 from .metadata import hub_digest_path, parse_metadata, read_metadata_bytes, verify_variant
 from .release_manifest import ReleaseFiles

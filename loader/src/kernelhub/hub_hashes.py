@@ -27,7 +27,7 @@ from pathlib import Path
 
 from .errors import IntegrityError
 from .hub.base import Hub
-from .hub.guard import hub_call
+from .hub.select import hub_call
 from .metadata import Metadata, file_digest, stored_files
 
 LFS_SUFFIX = ".hub-lfs.json"

@@ -30,8 +30,7 @@ from .metadata import (
     read_metadata_bytes,
 )
 from .release_manifest import metadata_sha256 as release_digest
-from .snapshot import NATIVE_SUFFIXES, VerifiedVariant, snapshot_variant
-from .verified_import import FINDER
+from .verified_import import FINDER, NATIVE_SUFFIXES, VerifiedVariant, snapshot_variant
 
 _OPS_NAMESPACE_RE = re.compile(rb"torch\.ops\.([A-Za-z_][A-Za-z0-9_]*)")
 _TORCH_OPS_ATTRS = {"load_library", "import_module"}
@@ -153,7 +152,7 @@ def _forget_module(module_id: str) -> None:
 def load_variant_dir(path: Path, *, metadata_sha256: str | None = None) -> ModuleType:
     """Verify and import the variant at ``path``; return its top-level module.
 
-    The variant is read once into a private verified copy (:mod:`kernelhub.snapshot`)
+    The variant is read once into a private verified copy (:mod:`kernelhub.verified_import`)
     and imported only from there, so what runs is exactly what was hashed. Loading the
     same build again returns the module already imported, without reading anything but
     its metadata. ``metadata_sha256`` is what a verified release signature records for

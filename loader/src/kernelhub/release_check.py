@@ -21,7 +21,7 @@ import hashlib
 from . import settings
 from .errors import SignatureError
 from .release_manifest import NAMESPACE, RELEASE_FILE, SIGNATURE_FILE, ReleaseFiles, ReleaseManifest
-from .signing_policy import OrgPolicy
+from .trust import OrgPolicy
 from .versions import branch_major, tag_release
 
 _verified: dict[bytes, str] = {}

@@ -20,7 +20,7 @@ from .errors import KernelHubError
 from .metadata import read_metadata, read_metadata_bytes
 from .release_check import check_release, signed_metadata_digest
 from .release_manifest import metadata_sha256
-from .signing_policy import policy_for
+from .trust import policy_for
 from .variants import VariantKind, parse_variant
 
 

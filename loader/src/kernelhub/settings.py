@@ -139,7 +139,7 @@ def _config_strings(table: dict[str, Any], key: str, where: str, example: str) -
 
 @dataclass(frozen=True)
 class SigningSettings:
-    """The raw release-signing policy; :mod:`kernelhub.signing_policy` interprets it.
+    """The raw release-signing policy; :mod:`kernelhub.trust` interprets it.
 
     Config file::
 

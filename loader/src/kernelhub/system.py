@@ -8,6 +8,8 @@ because two worlds name the same hardware differently, and only this module tran
 * a **device type** is where torch runs a tensor (``cpu``, ``cuda``, ``rocm``, ``mps``,
   ``xpu``, ``npu``): kernel mappings and kernelize use it. ROCm builds of torch call
   their GPUs ``cuda``; here they are ``rocm``, so ROCm mappings apply by themselves.
+  :func:`runtime_device` is kernelize's question to this module: which device type, and
+  which GPU capability, does this model run on.
 
 Metal kernels run on torch's ``mps`` device: ``metal`` and ``mps`` are accepted for each
 other wherever a user writes one. Detection reads torch lazily (importing kernelhub must
@@ -25,7 +27,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .errors import KernelHubError, MappingError
 
@@ -127,6 +129,70 @@ def torch_device_type(device: torch_module.device, torch: ModuleType) -> str:
     if device.type == "cuda" and torch_is_rocm(torch):
         return "rocm"
     return device.type
+
+
+# -- the device a model runs on (kernelize's view of the running system) --------------
+
+
+@dataclass(frozen=True)
+class RuntimeDevice:
+    """The device a model runs on, as kernelize sees it: a device type and, on CUDA and
+    ROCm, the GPU's capability as mappings write it (``major * 10 + minor``)."""
+
+    type: str
+    capability: int | None = None
+    index: int | None = None
+
+    def __str__(self) -> str:
+        cap = f", capability {self.capability}" if self.capability is not None else ""
+        return f"{self.type}{cap}"
+
+
+def _model_device(model: torch_module.nn.Module) -> torch_module.device:
+    import torch
+
+    for parameter in model.parameters():
+        return parameter.device
+    for buffer in model.buffers():
+        return buffer.device
+    return torch.device("cpu")
+
+
+def _capability_number_of(torch: ModuleType, index: int | None) -> int | None:
+    found = gpu_capability(torch, index)
+    return capability_number(found) if found is not None else None
+
+
+def runtime_device(model: torch_module.nn.Module, device: Any = None) -> RuntimeDevice:
+    """Where ``model`` runs: ``device`` if given (str or torch.device), else where its
+    first parameter or buffer lives (``cpu`` for a model with neither). A ROCm torch's
+    ``cuda`` device is ``rocm``, so ROCm mappings apply without the user naming it."""
+    import torch
+
+    if device is None:
+        dev = _model_device(model)
+    elif isinstance(device, torch.device):
+        dev = device
+    elif isinstance(device, str):
+        if device.strip().lower() in ("rocm", "metal"):
+            kind = device_type(device, "kernelize(device=...)")
+            cap = _capability_number_of(torch, None) if kind == "rocm" else None
+            return RuntimeDevice(kind, cap, None)
+        try:
+            dev = torch.device(device)
+        except RuntimeError as e:
+            raise MappingError(
+                f"kernelize(device={device!r}): not a device torch knows ({e}); use e.g. "
+                f"'cuda', 'cuda:1', 'cpu', 'mps', 'xpu' or 'rocm'"
+            ) from None
+    else:
+        raise MappingError(
+            f"kernelize(device=...) takes a str or torch.device, got {type(device).__name__}"
+        )
+    kind, index = torch_device_type(dev, torch), dev.index
+    if kind in ("cuda", "rocm"):
+        return RuntimeDevice(kind, _capability_number_of(torch, index), index)
+    return RuntimeDevice(kind, None, index)
 
 
 # -- the running system ----------------------------------------------------------

@@ -1,16 +1,50 @@
-"""Refuse to run code from organisations the user has not trusted.
+"""Whom we trust to run code: which organisations may load at all, and whose signature
+an organisation's releases need.
 
 A kernel is a Python package plus native code; loading it runs both with the user's
-privileges. The check therefore sits on every path that loads from a hub, including
-warm cache loads: a cached copy is no more trusted than the hub it came from.
+privileges. The checks therefore sit on every path that loads from a hub, including
+warm cache loads: a cached copy is no more trusted than the hub it came from. Both
+answers — is this org trusted (:func:`check_trusted`), and which keys must have signed
+its release (:func:`policy_for`) — are read from the same user configuration, so they
+live in one module; verifying a signature against the policy is
+:mod:`kernelhub.release_check`'s job.
+
+**Trusted organisations.** Remote code is refused unless its org is trusted (the
+default org, the config file, ``$KERNELHUB_TRUSTED_ORGS``, or the hub's own list) or the
+caller passes ``trust_remote_code=True``.
+
+**Release-signing policy, per org.** Keys come from OpenSSH ``allowed_signers`` files
+(the file ``ssh-keygen -Y verify -f`` and git's ``gpg.ssh.allowedSignersFile`` read; the
+principals are org names) and from ``[signing.keys]`` in the config file; see
+:class:`kernelhub.settings.SigningSettings`. Two keys for one org is how a key is
+rotated: both verify until the old one is removed. The rules:
+
+* an org with allowed keys refuses unsigned releases, unless it is listed in
+  ``allow-unsigned`` (a signed release must still verify with one of its keys);
+* an org listed in ``require`` (or matched by ``"*"``) refuses unsigned releases, and
+  with no allowed key it refuses everything, saying how to add one;
+* an org with neither loads as before — no signature is looked at, no request is made —
+  which is how Hub repositories that were never signed keep working.
 """
 
 from __future__ import annotations
 
+import fnmatch
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 from . import settings
-from .errors import FlagTypeError, TrustError
+from .errors import FlagTypeError, KernelHubError, SigningKeyError, TrustError
 from .hub.base import Hub
-from .hub.guard import hub_call
+from .hub.select import hub_call
+from .release_manifest import NAMESPACE
+
+if TYPE_CHECKING:  # the parser is imported where keys are read: most loads configure none
+    from .sshsig import PublicKey
+
+# -- trusted organisations ----------------------------------------------------------
 
 DEFAULT_TRUSTED_ORGS: frozenset[str] = frozenset({"kernels-community"})
 
@@ -68,3 +102,137 @@ def check_trusted(repo_id: str, hub: Hub | None, trust_remote_code: bool) -> Non
         f"or add it to KERNELHUB_TRUSTED_ORGS (comma-separated) or to [trust] orgs in "
         f"{settings.config_path()}."
     )
+
+
+# -- release-signing policy --------------------------------------------------------
+
+_UNSUPPORTED_OPTIONS = ("cert-authority", "valid-after", "valid-before")
+
+
+@dataclass(frozen=True)
+class OrgPolicy:
+    """The signing policy that applies to one org's releases."""
+
+    org: str
+    keys: tuple[PublicKey, ...]
+    refuse_unsigned: bool
+
+    @property
+    def active(self) -> bool:
+        """Whether loads from this org look at release signatures at all."""
+        return bool(self.keys) or self.refuse_unsigned
+
+    @property
+    def token(self) -> bytes:
+        """Identifies the policy's content (for memo and verification-cache keys)."""
+        h = hashlib.sha256(b"refuse" if self.refuse_unsigned else b"allow")
+        for blob in sorted(k.blob for k in self.keys):
+            h.update(blob)
+        return h.digest()
+
+    def fingerprints(self) -> str:
+        return ", ".join(k.fingerprint for k in self.keys) or "none"
+
+
+def matches(name: str, patterns: str | frozenset[str] | set[str]) -> bool:
+    """OpenSSH pattern-list matching: ``*``/``?`` wildcards, ``!pattern`` excludes."""
+    items = patterns.split(",") if isinstance(patterns, str) else list(patterns)
+    hit = False
+    for raw in items:
+        pattern = raw.strip()
+        if pattern.startswith("!"):
+            if fnmatch.fnmatchcase(name, pattern[1:]):
+                return False
+        elif pattern and fnmatch.fnmatchcase(name, pattern):
+            hit = True
+    return hit
+
+
+def _split(text: str, comma: bool = False) -> list[str]:
+    """Split on whitespace (or on commas) outside double quotes, as allowed_signers quotes."""
+    out: list[str] = []
+    current, quoted = "", False
+    for ch in text:
+        if ch == '"':
+            quoted = not quoted
+        if not quoted and (ch == "," if comma else ch.isspace()):
+            out.append(current)
+            current = ""
+        else:
+            current += ch
+    return [part for part in [*out, current] if part]
+
+
+def _options(text: str, where: str) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for option in _split(text, comma=True):
+        name, _, value = option.partition("=")
+        found[name.lower()] = value.strip('"')
+    for name in _UNSUPPORTED_OPTIONS:
+        if name in found:
+            raise SigningKeyError(
+                f"{where}: option {name!r} is not supported for release signing keys; "
+                "list plain keys (rotate by listing both keys, then removing the old one)"
+            )
+    return found
+
+
+def allowed_signers(path: Path, org: str) -> list[PublicKey]:
+    """The Ed25519 keys ``path`` allows to sign ``org``'s releases.
+
+    Lines for other principals, other namespaces, or other key types (an RSA key a team
+    uses for git) are skipped: they can never sign a kernelhub release.
+    """
+    from .sshsig import KEY_TYPE, parse_public_key
+
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        raise SigningKeyError(f"allowed signers file {path} is not UTF-8 text") from None
+    except OSError as e:
+        raise KernelHubError(
+            f"cannot read allowed signers file {path}: {e.strerror or e}; fix "
+            "KERNELHUB_ALLOWED_SIGNERS or [signing] allowed-signers"
+        ) from None
+    keys: list[PublicKey] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        where = f"{path}:{number}"
+        fields = _split(line.strip())
+        if not fields or fields[0].startswith("#"):
+            continue
+        if len(fields) < 3:
+            raise SigningKeyError(f"{where}: expected 'principals [options] key-type key'")
+        options: dict[str, str] = {}
+        rest = fields[1:]
+        if not rest[0].startswith(("ssh-", "ecdsa-", "sk-")):
+            options, rest = _options(rest[0], where), rest[1:]
+        if not matches(org, fields[0].strip('"')):
+            continue
+        if "namespaces" in options and not matches(NAMESPACE, options["namespaces"]):
+            continue
+        if not rest or rest[0] != KEY_TYPE:
+            continue
+        keys.append(parse_public_key(" ".join(rest), where))
+    return keys
+
+
+def policy_for(org: str) -> OrgPolicy:
+    """The policy for ``org`` from the config file and the environment, read now."""
+    config = settings.signing()
+    keys: list[PublicKey] = []
+    for path in config.allowed_signers_files:
+        keys += allowed_signers(path, org)
+    if config.keys:
+        from .sshsig import parse_public_key
+
+        keys += [
+            parse_public_key(line, f"{settings.config_path()}: [signing.keys] {name}")
+            for name, line in config.keys
+            if matches(org, name)
+        ]
+    unique = tuple({k.blob: k for k in keys}.values())
+    if matches(org, config.allow_unsigned):
+        refuse = False
+    else:
+        refuse = bool(unique) or matches(org, config.require)
+    return OrgPolicy(org, unique, refuse)

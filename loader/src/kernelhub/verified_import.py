@@ -1,25 +1,218 @@
-"""Import a verified variant's modules from its verified bytes, never from bytecode.
+"""Nothing unverified runs: read a variant once, verify those bytes, import only them.
 
-Python's own file loaders would read each ``.py`` again (after verification) and prefer
-a ``__pycache__/*.pyc`` whose header matches the source's size and mtime — a file no
-digest covers. This finder answers for every module under a loaded variant's name and
-only from the :class:`~kernelhub.snapshot.VerifiedVariant`: sources are compiled from the
-bytes that were hashed, native extensions are loaded from the private verified copy,
-and a module that is not part of the verified build cannot be imported at all.
+Verifying a directory and then importing from it reads every file twice: whoever can
+write the directory in between (a shared cache, a racing process, a link swapped under
+us) decides what runs. So a variant is read exactly once, here, into a private copy
+that only this process writes (:func:`snapshot_variant`): each file is opened without
+following links (``O_NOFOLLOW`` through directory file descriptors, so no path component
+can be swapped either), hashed as it is copied, and the digests are checked against the
+metadata read in the same pass.
+
+Python's own file loaders would then read each ``.py`` again (after verification) and
+prefer a ``__pycache__/*.pyc`` whose header matches the source's size and mtime — a file
+no digest covers. So the import hook (:class:`VerifiedFinder`, installed as
+:data:`FINDER`) answers for every module under a loaded variant's name and only from
+the :class:`VerifiedVariant`: sources are compiled from the bytes that were hashed
+(no ``__pycache__`` is read or written), native extensions are loaded from the private
+verified copy (whose paths are what the variant's own ``__file__`` points at), and a
+module that is not part of the verified build cannot be imported at all. The copy and
+the hook are one guarantee, so they live in one module.
+
+Links are refused, not followed: a link may leave the variant or change after the
+check, and hubs never store them. ``__pycache__`` dirs and ``.pyc`` files in a variant
+are ignored entirely: never read, never verified, never run.
 """
 
 from __future__ import annotations
 
+import atexit
+import base64
+import hashlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
 import linecache
+import os
+import shutil
+import stat
 import sys
+import tempfile
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib.machinery import EXTENSION_SUFFIXES
+from pathlib import Path
 from types import CodeType, ModuleType
 
-from .snapshot import VerifiedVariant
+from .errors import IntegrityError, KernelLoadError, MetadataError
+from .metadata import METADATA_FILE, Metadata, check_digests, complete_digest, parse_metadata
+
+# -- the verified private copy ------------------------------------------------------
+
+_BYTECODE_DIRS = frozenset({"__pycache__"})
+_BYTECODE_SUFFIXES = (".pyc", ".pyo")
+NATIVE_SUFFIXES = (*EXTENSION_SUFFIXES, ".so", ".dylib")
+"""Files that are native code: loaded by the dynamic linker, never by Python."""
+_CHUNK = 1 << 20
+_OPEN_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_NOFOLLOW", 0)  # a link is refused by the kernel, not after a check
+    | getattr(os, "O_NONBLOCK", 0)  # a FIFO planted in the variant must not hang the load
+    | getattr(os, "O_CLOEXEC", 0)
+)
+
+_private_root: Path | None = None
+_private_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class VerifiedVariant:
+    """A variant's bytes as read and verified once; everything imported comes from here."""
+
+    source: Path
+    """The variant dir the bytes were read from (for messages; never read again)."""
+    copy: Path
+    """A private directory holding exactly the verified bytes (and metadata.json)."""
+    metadata: Metadata
+    metadata_bytes: bytes
+    """metadata.json exactly as read: what a release signature is checked against."""
+    python_sources: dict[str, bytes]
+    """Relative path → verified bytes of every ``.py`` file."""
+    files: frozenset[str]
+    """Every verified file (relative POSIX paths), metadata.json excluded."""
+
+    def discard(self) -> None:
+        """Remove the private copy (native code already loaded from it stays mapped)."""
+        shutil.rmtree(self.copy, ignore_errors=True)
+
+
+def snapshot_variant(variant_dir: Path) -> VerifiedVariant:
+    """Copy ``variant_dir`` into a private dir, hashing as it goes; verify; return it.
+
+    Raises IntegrityError (naming the file) for links, special files, missing, extra or
+    changed files, and MetadataError for a missing or malformed metadata.json. On any
+    error the private copy is removed.
+    """
+    source = Path(variant_dir)
+    copy = Path(tempfile.mkdtemp(prefix=f"{source.name}-", dir=_private_dir()))
+    try:
+        metadata_bytes, digests, sources = _copy_verified(source, copy)
+        metadata = complete_digest(parse_metadata(metadata_bytes, str(source / METADATA_FILE)),
+                                   source)
+        check_digests(source, metadata, digests)
+        files = frozenset(digests)
+        if any(rel.endswith(NATIVE_SUFFIXES) for rel in files):
+            _check_exec_allowed(copy)
+    except BaseException:
+        shutil.rmtree(copy, ignore_errors=True)
+        raise
+    return VerifiedVariant(source, copy, metadata, metadata_bytes, sources, files)
+
+
+def _copy_verified(source: Path, copy: Path) -> tuple[bytes, dict[str, str], dict[str, bytes]]:
+    """Walk ``source`` through directory fds, copying every regular file once."""
+    metadata_bytes: bytes | None = None
+    digests: dict[str, str] = {}
+    sources: dict[str, bytes] = {}
+    try:
+        walk = os.fwalk(source, follow_symlinks=False)
+        for dirpath, dirnames, filenames, dirfd in walk:
+            rel_dir = Path(dirpath).relative_to(source)
+            dirnames[:] = sorted(d for d in dirnames if d not in _BYTECODE_DIRS)
+            for name in dirnames:
+                _refuse_link(source / rel_dir / name, name, dirfd)
+                (copy / rel_dir / name).mkdir()
+            for name in sorted(filenames):
+                if name.endswith(_BYTECODE_SUFFIXES):
+                    continue
+                rel = (rel_dir / name).as_posix()
+                keep = rel == METADATA_FILE or name.endswith(".py")
+                digest, data = _copy_file(source / rel, name, dirfd, copy / rel, keep)
+                if rel == METADATA_FILE:
+                    metadata_bytes = data
+                else:
+                    digests[rel] = digest
+                    if data is not None:
+                        sources[rel] = data
+    except FileNotFoundError as e:
+        raise IntegrityError(f"{source}: a file vanished while it was read ({e.filename})") from None
+    except NotADirectoryError:
+        raise MetadataError(f"{source} is not a directory: it is not a built variant") from None
+    except OSError as e:
+        raise KernelLoadError(f"cannot read the variant {source}: {e.strerror or e}") from None
+    if metadata_bytes is None:
+        raise MetadataError(
+            f"{source / METADATA_FILE} does not exist: {source} is not a built variant"
+        )
+    return metadata_bytes, digests, sources
+
+
+def _refuse_link(path: Path, name: str, dirfd: int) -> None:
+    if stat.S_ISLNK(os.stat(name, dir_fd=dirfd, follow_symlinks=False).st_mode):
+        raise _link_error(path)
+
+
+def _link_error(path: Path) -> IntegrityError:
+    return IntegrityError(
+        f"{path} is a symbolic link; a variant may hold only regular files and directories "
+        "(a link can leave the variant or change after verification). Replace it with the "
+        "file it points to and rebuild"
+    )
+
+
+def _copy_file(
+    path: Path, name: str, dirfd: int, dest: Path, keep: bool
+) -> tuple[str, bytes | None]:
+    """Copy one file opened without following links; its digest and (if kept) bytes."""
+    try:
+        fd = os.open(name, _OPEN_FLAGS, dir_fd=dirfd)
+    except OSError as e:
+        if stat.S_ISLNK(os.stat(name, dir_fd=dirfd, follow_symlinks=False).st_mode):
+            raise _link_error(path) from None
+        raise e
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise IntegrityError(f"{path} is not a regular file; a variant may hold only files")
+        h = hashlib.sha256()
+        kept: list[bytes] = []
+        with open(dest, "xb") as out:
+            while chunk := f.read(_CHUNK):
+                h.update(chunk)
+                out.write(chunk)
+                if keep:
+                    kept.append(chunk)
+    digest = base64.b64encode(h.digest()).decode("ascii")
+    return digest, (b"".join(kept) if keep else None)
+
+
+def _private_dir() -> Path:
+    """This process's own directory (mode 0700) for verified copies, removed at exit."""
+    global _private_root
+    with _private_lock:
+        if _private_root is None or not _private_root.is_dir():
+            try:
+                _private_root = Path(tempfile.mkdtemp(prefix="kernelhub-verified-"))
+            except OSError as e:
+                raise KernelLoadError(
+                    f"cannot create a private directory for verified kernel files in "
+                    f"{tempfile.gettempdir()}: {e.strerror or e}; set TMPDIR to a writable "
+                    "directory"
+                ) from None
+            atexit.register(shutil.rmtree, _private_root, True)
+        return _private_root
+
+
+def _check_exec_allowed(copy: Path) -> None:
+    noexec = getattr(os, "ST_NOEXEC", 0)
+    if noexec and os.statvfs(copy).f_flag & noexec:
+        raise KernelLoadError(
+            f"{copy.parent} is on a filesystem mounted noexec, so the verified copy of this "
+            "kernel's native library cannot be loaded from it; set TMPDIR to a directory on "
+            "a filesystem that allows executables"
+        )
+
+
+# -- the import hook: modules come only from the verified copy ------------------------
 
 
 class _VerifiedSourceLoader(importlib.abc.InspectLoader):

@@ -5,8 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 from kernelhub.layer import CUDAProperties, Device, Mode, ROCMProperties, runtime_device
-from kernelhub.layer.device import RuntimeDevice, order_device_entries
-from kernelhub.layer.mode import MODE_FALLBACK_ORDER, check_mapping_mode, describe_mode
+from kernelhub.layer.mapping import (
+    MODE_FALLBACK_ORDER,
+    check_mapping_mode,
+    describe_mode,
+    order_device_entries,
+)
+from kernelhub.system import RuntimeDevice
 from torch import nn
 
 INF, T, C, F = Mode.INFERENCE, Mode.TRAINING, Mode.TORCH_COMPILE, Mode.FALLBACK

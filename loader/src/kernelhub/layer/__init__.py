@@ -13,6 +13,9 @@ from typing import TYPE_CHECKING, Any
 from ..lazy_names import LazyNames
 
 if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers
+    from ..system import (
+        runtime_device as runtime_device,
+    )
     from .decorators import (
         replace_kernel_forward_from_hub as replace_kernel_forward_from_hub,
     )
@@ -25,20 +28,11 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers
     from .decorators import (
         use_kernelized_func as use_kernelized_func,
     )
-    from .device import (
-        CUDAProperties as CUDAProperties,
-    )
-    from .device import (
-        Device as Device,
-    )
-    from .device import (
-        ROCMProperties as ROCMProperties,
-    )
-    from .device import (
-        runtime_device as runtime_device,
-    )
     from .kernelize import (
         KernelizeError as KernelizeError,
+    )
+    from .kernelize import (
+        LayerValidationError as LayerValidationError,
     )
     from .kernelize import (
         clear_layer_cache as clear_layer_cache,
@@ -55,6 +49,24 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers
     from .kernelize import (
         restore_forward as restore_forward,
     )
+    from .kernelize import (
+        validate_layer as validate_layer,
+    )
+    from .mapping import (
+        MODE_FALLBACK_ORDER as MODE_FALLBACK_ORDER,
+    )
+    from .mapping import (
+        CUDAProperties as CUDAProperties,
+    )
+    from .mapping import (
+        Device as Device,
+    )
+    from .mapping import (
+        Mode as Mode,
+    )
+    from .mapping import (
+        ROCMProperties as ROCMProperties,
+    )
     from .mapping import (
         get_kernel_mapping as get_kernel_mapping,
     )
@@ -65,16 +77,10 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers
         register_kernel_mapping as register_kernel_mapping,
     )
     from .mapping import (
-        use_kernel_mapping as use_kernel_mapping,
-    )
-    from .mode import (
-        MODE_FALLBACK_ORDER as MODE_FALLBACK_ORDER,
-    )
-    from .mode import (
-        Mode as Mode,
-    )
-    from .mode import (
         unsupported_reason as unsupported_reason,
+    )
+    from .mapping import (
+        use_kernel_mapping as use_kernel_mapping,
     )
     from .repos import (
         FuncRepository as FuncRepository,
@@ -94,12 +100,6 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers
     from .repos import (
         LockedLayerRepository as LockedLayerRepository,
     )
-    from .validate import (
-        LayerValidationError as LayerValidationError,
-    )
-    from .validate import (
-        validate_layer as validate_layer,
-    )
     from .verify import (
         forget_decisions as forget_decisions,
     )
@@ -115,38 +115,38 @@ _LAZY: dict[str, str] = {
     "use_kernel_forward_from_hub": "decorators",
     "use_kernel_func_from_hub": "decorators",
     "use_kernelized_func": "decorators",
-    "CUDAProperties": "device",
-    "Device": "device",
-    "ROCMProperties": "device",
-    "runtime_device": "device",
+    "CUDAProperties": "mapping",
+    "Device": "mapping",
+    "ROCMProperties": "mapping",
+    "runtime_device": ".system",  # defined by kernelhub.system, the platform module
     "KernelizeError": "kernelize",
     "clear_layer_cache": "kernelize",
     "install_forward": "kernelize",
     "kernel_of": "kernelize",
     "kernelize": "kernelize",
     "restore_forward": "kernelize",
-    "unsupported_reason": "mode",
+    "unsupported_reason": "mapping",
     "get_kernel_mapping": "mapping",
     "normalize_mapping": "mapping",
     "register_kernel_mapping": "mapping",
     "use_kernel_mapping": "mapping",
-    "MODE_FALLBACK_ORDER": "mode",
-    "Mode": "mode",
+    "MODE_FALLBACK_ORDER": "mapping",
+    "Mode": "mapping",
     "FuncRepository": "repos",
     "LayerRepository": "repos",
     "LocalFuncRepository": "repos",
     "LocalLayerRepository": "repos",
     "LockedFuncRepository": "repos",
     "LockedLayerRepository": "repos",
-    "LayerValidationError": "validate",
-    "validate_layer": "validate",
+    "LayerValidationError": "kernelize",
+    "validate_layer": "kernelize",
     "forget_decisions": "verify",
     "format_report": "verify",
     "verification_report": "verify",
 }
-"""Public name → the submodule that defines it, imported on first use (PEP 562): a model
-file that only marks its layers (``use_kernel_forward_from_hub``) imports the decorators,
-not the loading code."""
+"""Public name → the module that defines it, relative to this package (``.system`` is
+``kernelhub.system``), imported on first use (PEP 562): a model file that only marks its
+layers (``use_kernel_forward_from_hub``) imports the decorators, not the loading code."""
 
 
 _lazy = LazyNames(__name__, _LAZY)

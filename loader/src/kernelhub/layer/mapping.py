@@ -1,4 +1,4 @@
-"""The kernel mapping: layer name → device type → device entry → mode → repository.
+"""The kernel mapping and its keys: layer name → device type → Device → Mode → repository.
 
 Users write mappings loosely, the way the kernel ecosystem does::
 
@@ -15,7 +15,39 @@ Each value is normalised once, here, into the strict form
 ``{name: {device_type: {Device: {Mode: repository}}}}``: a bare repository becomes
 ``{Mode.FALLBACK: repository}``, a device string becomes ``Device(type)``. Mistakes
 (unknown device, a mode FALLBACK cannot combine with, something that is not a
-repository) fail when the mapping is registered, not halfway through kernelize.
+repository) fail when the mapping is registered, not halfway through kernelize. The keys
+(:class:`Device`, :class:`Mode`) live here with the mapping because they mean nothing
+elsewhere: each is defined together with the order in which kernelize tries its entries.
+
+**Devices.** A mapping keys kernels by device type (see :mod:`kernelhub.system`, which
+also detects the device a model runs on), optionally narrowed to a compute-capability
+range, because one GPU kernel rarely serves every GPU generation. Capabilities are
+``major * 10 + minor`` (``75`` = sm_75, ``90`` = sm_90, ``121`` = sm_121), as the kernel
+ecosystem writes them. When several ranges contain the running GPU, the narrowest wins
+(it was written for this hardware most specifically); equal widths prefer the higher
+``min_capability`` (the entry aimed at newer hardware), then the lower
+``max_capability``. The order depends only on the ranges, never on object identity, so
+every process picks the same kernel.
+
+**Modes.** A mapping may register different kernels for inference, training and
+torch.compile. A kernel registered for a *stronger* mode can always serve a weaker one: a
+training kernel (it has a backward) also runs inference, and a kernel that torch.compile
+can trace also runs eagerly. So each requested mode tries its own entry first, then
+stronger entries, then the mode-agnostic ``FALLBACK`` entry — never a weaker one:
+
+==============================  ==========================================================
+requested mode                  entries tried, in order
+==============================  ==========================================================
+INFERENCE                       INFERENCE, INFERENCE|TORCH_COMPILE, TRAINING,
+                                TRAINING|TORCH_COMPILE, FALLBACK
+INFERENCE | TORCH_COMPILE       INFERENCE|TORCH_COMPILE, TRAINING|TORCH_COMPILE, FALLBACK
+TRAINING                        TRAINING, TRAINING|TORCH_COMPILE, FALLBACK
+TRAINING | TORCH_COMPILE        TRAINING|TORCH_COMPILE, FALLBACK
+==============================  ==========================================================
+
+Whatever entry is found, the layer must still support the requested mode
+(``has_backward`` for TRAINING, ``can_torch_compile`` for TORCH_COMPILE); one that does
+not is skipped and the next entry is tried.
 
 A layer name mapped to ``None`` (or ``{}``) has no kernel: it disables that layer's
 kernels inherited from an outer mapping. Merging replaces entries per
@@ -30,13 +62,195 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import enum
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeGuard
 
 from ..errors import MappingError
 from ..system import device_type
-from .device import Device
-from .mode import Mode, check_mapping_mode
+
+# -- devices ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _CapabilityRange:
+    min_capability: int
+    max_capability: int
+
+    def __post_init__(self) -> None:
+        for field in ("min_capability", "max_capability"):
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise MappingError(
+                    f"{type(self).__name__}.{field} must be a non-negative int "
+                    f"(major * 10 + minor, e.g. 80 for 8.0), got {value!r}"
+                )
+        if self.min_capability > self.max_capability:
+            raise MappingError(
+                f"{type(self).__name__}: min_capability {self.min_capability} is above "
+                f"max_capability {self.max_capability}"
+            )
+
+    def contains(self, capability: int) -> bool:
+        """Whether the range includes ``capability`` (both ends inclusive)."""
+        return self.min_capability <= capability <= self.max_capability
+
+    @property
+    def width(self) -> int:
+        return self.max_capability - self.min_capability
+
+    def preference(self) -> tuple[int, int, int]:
+        """Sort key among ranges that all contain the GPU: narrowest, then newest, first."""
+        return (self.width, -self.min_capability, self.max_capability)
+
+
+@dataclass(frozen=True)
+class CUDAProperties(_CapabilityRange):
+    """A CUDA compute-capability range, e.g. ``CUDAProperties(min_capability=80,
+    max_capability=89)`` for Ampere and Ada."""
+
+
+@dataclass(frozen=True)
+class ROCMProperties(_CapabilityRange):
+    """A ROCm capability range as torch reports it (gfx942 → 9.4 → ``94``)."""
+
+
+_PROPERTIES = {"cuda": CUDAProperties, "rocm": ROCMProperties}
+
+
+@dataclass(frozen=True)
+class Device:
+    """A mapping key: a device type, optionally narrowed by capability ``properties``."""
+
+    type: str
+    properties: CUDAProperties | ROCMProperties | None = None
+
+    def __post_init__(self) -> None:
+        kind = device_type(self.type, "Device")
+        object.__setattr__(self, "type", kind)
+        if self.properties is None:
+            return
+        expected = _PROPERTIES.get(kind)
+        if expected is None or type(self.properties) is not expected:
+            allowed = ", ".join(f"{t}: {c.__name__}" for t, c in _PROPERTIES.items())
+            raise MappingError(
+                f"Device({kind!r}) cannot take {type(self.properties).__name__}; capability "
+                f"properties exist only for {allowed}"
+            )
+
+    def matches(self, capability: int | None) -> bool:
+        """Whether this entry applies to a GPU of ``capability`` (None: unknown)."""
+        if self.properties is None:
+            return True
+        return capability is not None and self.properties.contains(capability)
+
+    def __str__(self) -> str:
+        if self.properties is None:
+            return self.type
+        p = self.properties
+        return f"{self.type}[{p.min_capability}-{p.max_capability}]"
+
+
+def order_device_entries(devices: list[Device], capability: int | None) -> list[Device]:
+    """The entries that apply to a GPU of ``capability``, best first.
+
+    Ranged entries that contain the capability come first (narrowest, then newest), the
+    type-wide entry (no properties) last: a specific kernel beats a generic one.
+    """
+    ranged = [d for d in devices if d.properties is not None and d.matches(capability)]
+    ranged.sort(key=lambda d: d.properties.preference())  # type: ignore[union-attr]
+    generic = [d for d in devices if d.properties is None]
+    return ranged + generic
+
+
+# -- modes --------------------------------------------------------------------------
+
+
+class Mode(enum.Flag):
+    """What the kernelized model will be used for.
+
+    ``FALLBACK`` is only a mapping key (a kernel for any mode); pass ``INFERENCE`` or
+    ``TRAINING`` to :func:`kernelize`, optionally combined with ``TORCH_COMPILE``.
+    """
+
+    FALLBACK = enum.auto()
+    TRAINING = enum.auto()
+    INFERENCE = enum.auto()
+    TORCH_COMPILE = enum.auto()
+
+    def __repr__(self) -> str:  # "Mode.TRAINING|TORCH_COMPILE", stable across Python versions
+        return "Mode." + describe_mode(self)
+
+
+_I, _T, _C, _F = Mode.INFERENCE, Mode.TRAINING, Mode.TORCH_COMPILE, Mode.FALLBACK
+
+MODE_FALLBACK_ORDER: dict[Mode, tuple[Mode, ...]] = {
+    _I: (_I, _I | _C, _T, _T | _C, _F),
+    _I | _C: (_I | _C, _T | _C, _F),
+    _T: (_T, _T | _C, _F),
+    _T | _C: (_T | _C, _F),
+}
+"""Requested mode → mapping entries to try, best first (see the module docstring)."""
+
+_NAMES = ("FALLBACK", "TRAINING", "INFERENCE", "TORCH_COMPILE")
+
+
+def describe_mode(mode: Mode) -> str:
+    """``"TRAINING|TORCH_COMPILE"``: the flag names in a fixed order, for messages."""
+    names = [n for n in _NAMES if Mode[n] in mode]
+    return "|".join(names) or "0"
+
+
+def check_kernelize_mode(mode: object) -> Mode:
+    """The mode kernelize was asked for, or a TypeError/ValueError saying what is valid."""
+    if not isinstance(mode, Mode):
+        raise MappingError(
+            f"mode must be a kernelhub Mode, got {mode!r}; use Mode.INFERENCE, Mode.TRAINING, "
+            "or either combined with Mode.TORCH_COMPILE"
+        )
+    if mode not in MODE_FALLBACK_ORDER:
+        valid = ", ".join(describe_mode(m) for m in MODE_FALLBACK_ORDER)
+        raise MappingError(
+            f"kernelize cannot run in mode {describe_mode(mode)}: give exactly one of INFERENCE "
+            f"or TRAINING, optionally with TORCH_COMPILE (FALLBACK is only a mapping key). "
+            f"Valid modes: {valid}"
+        )
+    return mode
+
+
+MAPPING_MODES: tuple[Mode, ...] = (_I, _I | _C, _T, _T | _C, _F)
+"""Every mode a mapping entry may be registered for."""
+
+
+def check_mapping_mode(mode: object, where: str) -> Mode:
+    """A mode used as a mapping key; anything kernelize would never look up is refused."""
+    if not isinstance(mode, Mode):
+        raise MappingError(f"{where}: mapping mode keys must be kernelhub Mode values, got {mode!r}")
+    if mode not in MAPPING_MODES:
+        valid = ", ".join(describe_mode(m) for m in MAPPING_MODES)
+        raise MappingError(
+            f"{where}: {describe_mode(mode)} is not a mapping mode; use one of {valid} "
+            "(a TRAINING kernel is used for inference automatically)"
+        )
+    return mode
+
+
+def unsupported_reason(layer: object, mode: Mode) -> str | None:
+    """Why ``layer`` (a layer class or a function kernel) cannot run in ``mode``, or None.
+
+    The one rule, with the kernel ecosystem's defaults: a kernel has a backward unless it
+    says ``has_backward = False``, and torch.compile may trace it only if it says
+    ``can_torch_compile = True``.
+    """
+    if Mode.TRAINING in mode and not getattr(layer, "has_backward", True):
+        return "has no backward (has_backward = False), so it cannot train"
+    if Mode.TORCH_COMPILE in mode and not getattr(layer, "can_torch_compile", False):
+        return "is not marked can_torch_compile = True"
+    return None
+
+
+# -- the mapping ----------------------------------------------------------------------
 
 
 class Repository(Protocol):

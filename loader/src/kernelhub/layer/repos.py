@@ -25,8 +25,7 @@ from ..errors import KernelHubError, KernelLoadError, MappingError
 from ..hub.base import Hub
 from ..lockfile import lock_entry
 from ..metadata import read_metadata
-from ..signing_policy import policy_for
-from ..trust import require_bool
+from ..trust import policy_for, require_bool
 from ..versions import check_repo_id, select_spec
 from .decorators import forward_calling
 

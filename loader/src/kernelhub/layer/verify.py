@@ -40,7 +40,7 @@ from typing import Any
 
 from ..system import cpu_features
 from . import verify_timing
-from .validate import forward_of
+from .decorators import forward_of
 from .verify_compare import TOLERANCES as TOLERANCES
 from .verify_compare import clone, compare
 from .verify_store import Decision as Decision
