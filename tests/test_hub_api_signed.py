@@ -189,3 +189,19 @@ def test_signing_a_release_already_published_unsigned_is_reported_as_a_change(
     assert again.previous == first.commit != again.commit and again.changed
     assert git(server).resolve_commit("v1.0.0") == again.commit
     assert RELEASE_FILE in {e.path for e in git(server).ls_tree("v1.0.0")}
+
+
+def test_a_signature_only_dry_run_counts_the_release_files_it_would_commit(
+    server: HubApiTestServer, key: SigningKey, tmp_path: Path
+) -> None:
+    from kernelhub_builder.publish import describe_result
+
+    staged = stage(tmp_path, "torch-universal", 4)
+    first = publish(server, {"torch-universal": staged}, "1.0.0", None)
+    plan = publish(server, {"torch-universal": staged}, "1.0.0", key, dry_run=True)
+
+    assert plan.unchanged == ["torch-universal"] and plan.changed and plan.commit_needed
+    (commit_line,) = [op for op in plan.operations if op.startswith("commit to v1")]
+    assert commit_line.startswith("commit to v1 (2 file(s), ") and " 0 bytes" not in commit_line
+    assert describe_result(plan).startswith("dry run: would publish")
+    assert git(server).resolve_commit("v1") == first.commit

@@ -269,6 +269,25 @@ def test_signed_publish_covers_every_variant_and_unsigned_publish_drops_it(
     assert files == []
 
 
+def test_a_dry_run_that_would_only_sign_reports_the_commit_it_would_make(
+    tmp_path, monkeypatch, hub
+) -> None:
+    # Signing a release already published unsigned changes no variant, but it does commit
+    # the release files: the dry run must say so, not "no change".
+    key = new_key(tmp_path / "key")
+    staged = tmp_path / "staging" / "same"
+    make_variant(staged, name="scale", init="VALUE = 1\n")
+    first = hub.publish(REPO, "v1", {"torch-universal": staged}, tag="v1.0.0", message="m")
+    plan = hub.publish(REPO, "v1", {"torch-universal": staged}, tag="v1.0.0", message="m",
+                       sign=signer(key), dry_run=True)
+    assert plan.unchanged == ["torch-universal"] and plan.signed == ["torch-universal"]
+    assert plan.commit_needed and plan.changed
+    assert GitRepo(hub.repo_path(REPO)).resolve_commit("v1") == first.commit
+    unsigned = hub.publish(REPO, "v1", {"torch-universal": staged}, tag="v1.0.0",
+                           message="m", dry_run=True)
+    assert not unsigned.commit_needed and not unsigned.changed
+
+
 LAYERS = "import torch\n\n\nclass Scale(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
 
 

@@ -37,13 +37,16 @@ class PublishResult:
     """The hub operations, in order, that were made (or, for a dry run, would be)."""
     notes: list[str] = field(default_factory=list)
     """Things the user should know, e.g. a repository type fallback."""
+    commit_needed: bool = False
+    """Whether the publish made (or, for a dry run, would make) a commit. A publish that
+    only adds, replaces or drops the release signature changes no variant, yet commits."""
 
     @property
     def changed(self) -> bool:
         """Whether the branch moved (or, for a dry run, its variants would change): a
         publish that only adds or removes the release signature changes it too."""
         moved = not self.dry_run and self.commit != self.previous
-        return bool(self.added or self.replaced or self.removed) or moved
+        return bool(self.added or self.replaced or self.removed) or moved or self.commit_needed
 
     @classmethod
     def dry_run_new_repo(

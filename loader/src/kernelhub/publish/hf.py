@@ -144,7 +144,7 @@ class HfPublisher(HfHub):
                 step = self._release_step(repo_id, None, list(staged), staged, {}, signing,
                                           target.repo_type)
                 ops += [f"create branch {branch} from {README_BRANCH}",
-                        *_commit_lines(branch, staged, list(staged), [], []), *step.lines,
+                        *_commit_lines(branch, staged, list(staged), [], [], step),
                         *([f"create tag {tag} at the new commit"] if tag else []),
                         *([f"add {README} on {README_BRANCH}"] if readme else [])]
                 return replace(PublishResult.dry_run_new_repo(repo_id, branch, tag, list(staged)),
@@ -173,8 +173,7 @@ class HfPublisher(HfHub):
                 attempt_ops.append(f"create branch {branch} from {README_BRANCH}")
             if changed:
                 attempt_ops += _commit_lines(branch, staged, added + replaced, removed,
-                                             [n for n in added + replaced if n in before])
-                attempt_ops += step.lines
+                                             [n for n in added + replaced if n in before], step)
             if tag is not None and (changed or tagged != old):
                 where = "the new commit" if changed else f"{branch} head {str(old)[:12]}"
                 verb = f"move tag {tag} to" if tagged is not None else f"create tag {tag} at"
@@ -186,7 +185,7 @@ class HfPublisher(HfHub):
                 repo_id, branch, commit=old, previous=old, tag=tag, added=added,
                 replaced=replaced, unchanged=unchanged, created_repo=created,
                 dry_run=dry_run, removed=removed, operations=attempt_ops, notes=notes,
-                signed=step.signed,
+                signed=step.signed, commit_needed=changed,
             )
             if dry_run:
                 return result
@@ -465,14 +464,18 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _commit_lines(branch: str, staged: Mapping[str, list[StagedFile]], written: list[str],
-                  removed: list[str], replaced: list[str]) -> list[str]:
-    """The commit step in words: what it deletes and adds."""
-    files = sum(len(staged[n]) for n in written)
-    size = sum(f.source.stat().st_size for n in written for f in staged[n])
+                  removed: list[str], replaced: list[str], release: ReleaseStep) -> list[str]:
+    """The commit step in words: what it deletes and adds, release files included (a
+    signature-only commit adds two files and no variant)."""
+    release_data = [op.path_or_fileobj for op in release.operations
+                    if isinstance(op, CommitOperationAdd)]
+    files = sum(len(staged[n]) for n in written) + len(release_data)
+    size = (sum(f.source.stat().st_size for n in written for f in staged[n])
+            + sum(len(data) for data in release_data if isinstance(data, bytes)))
     lines = [f"commit to {branch} ({files} file(s), {size} bytes):"]
     lines += [f"  delete {BUILD_DIR}/{n}/" for n in sorted(set(replaced) | set(removed))]
     lines += [f"  add    {BUILD_DIR}/{n}/ ({len(staged[n])} files)" for n in sorted(written)]
-    return lines
+    return lines + release.lines
 
 
 def classify(

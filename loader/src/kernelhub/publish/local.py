@@ -97,6 +97,7 @@ class LocalPublisher(LocalHub):
                 dry_run=dry_run,
                 signed=plan.signed,
                 removed=plan.removed,
+                commit_needed=plan.commit_needed,
             )
             if dry_run:
                 return result
