@@ -80,28 +80,19 @@ def decode(model: Any, token: Any, cache: Any, steps: int) -> None:
         token = out.logits[:, -1:].argmax(-1)
 
 
-def module_globals(model: Any) -> dict[tuple[Any, str], Any]:
-    """The module-global functions ``use_kernels`` swaps for ``model`` (its family's
-    ``apply_rotary_pos_emb``), as they are now.
+def pytorch_rotary_everywhere(model: Any) -> bool:
+    """Whether no module of ``model`` sees a replaced module-global function.
 
-    The swap is process-wide: it changes what every model of the family calls, the
-    PyTorch baseline included. So each configuration's functions are recorded right
-    after it is prepared and put back before each of its rounds."""
-    from kernelhub.integrations.transformers.table import function_targets
+    ``use_kernels`` gives only the kernelized model's attention modules our rotary (see
+    kernelhub.integrations.transformers.rebind); this checks that the baseline stayed
+    PyTorch while the other configurations of its (family, dtype) were prepared."""
+    from kernelhub.integrations.transformers.rebind import overrides_of
 
-    return {target: getattr(*target) for target in function_targets(model).values()}
-
-
-def restore_pytorch_functions(model: Any) -> None:
-    from kernelhub.integrations.transformers.apply import restore_function
-    from kernelhub.integrations.transformers.table import function_targets
-
-    for module, attr in function_targets(model).values():
-        restore_function(module, attr)
+    return not any(overrides_of(m) for m in model.modules())
 
 
-def measure(models: dict[str, Any], ids: Any, decode_steps: int, repeats: int, warmup: int,
-            functions: dict[str, dict[tuple[Any, str], Any]]) -> dict[str, tuple[float, float]]:
+def measure(models: dict[str, Any], ids: Any, decode_steps: int, repeats: int, warmup: int
+            ) -> dict[str, tuple[float, float]]:
     """Per configuration: (best prefill seconds, best seconds for all decode steps), after
     ``warmup`` untimed rounds (compilation, verification decisions, first-touch allocations).
 
@@ -113,8 +104,6 @@ def measure(models: dict[str, Any], ids: Any, decode_steps: int, repeats: int, w
     with torch.inference_mode():
         for i in range(repeats + warmup):
             for config, model in models.items():
-                for (module, attr), function in functions[config].items():
-                    setattr(module, attr, function)
                 start = time.perf_counter()
                 token, cache = prefill(model, ids)
                 middle = time.perf_counter()
@@ -195,13 +184,13 @@ def main(argv: list[str] | None = None) -> int:
             base = make_model(family, dtype)
             ids = torch.randint(0, SHAPE["vocab_size"], (1, args.prefill),
                                 generator=torch.Generator().manual_seed(0))
-            restore_pytorch_functions(base)  # a previous model's use_kernels swapped them
-            models, functions = {}, {}
-            for config in ["pytorch", *(c for c in configs if c != "pytorch")]:
-                if config in configs:
-                    models[config] = prepare(base, config)
-                    functions[config] = module_globals(base)
-            times = measure(models, ids, args.decode, args.repeats, args.warmup, functions)
+            models = {config: prepare(base, config) for config in configs}
+            for config in ("pytorch", "compile"):
+                if config in models and not pytorch_rotary_everywhere(models[config]):
+                    print(f"model.py: the {config} configuration runs a kernel's rotary",
+                          file=sys.stderr)
+                    return 1
+            times = measure(models, ids, args.decode, args.repeats, args.warmup)
             if "verify" in models:
                 notes += [f"  {family} {dtype_name} verify decisions (layer 0):",
                           *verification_lines(models["verify"])]

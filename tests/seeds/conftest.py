@@ -37,7 +37,6 @@ def model_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def hub_env(published: Workspace, monkeypatch: pytest.MonkeyPatch) -> Iterator[Workspace]:
     """This session's hub and cache, and the integration enabled (then disabled again)."""
     from kernelhub.integrations import transformers as kh
-    from kernelhub.integrations.transformers import apply
 
     for key, value in published.env(cache="seed-cache").items():
         if key.startswith("KERNELHUB_"):
@@ -47,7 +46,3 @@ def hub_env(published: Workspace, monkeypatch: pytest.MonkeyPatch) -> Iterator[W
     kh.enable()
     yield published
     kh.disable()
-    for module_name, attr in list(apply._swapped):
-        import sys
-
-        apply.restore_function(sys.modules[module_name], attr)

@@ -16,12 +16,13 @@ def report(namespace: dict[str, Any]) -> None:
     out: dict[str, Any] = {}
     model = namespace.get("model")
     if model is not None:
-        import transformers.models.llama.modeling_llama as llama
+        from kernelhub.integrations.transformers.rebind import overrides_of
 
         out["attn"] = model.config._attn_implementation
         out["kernels"] = {n: str(k) for n, m in model.named_modules()
                           if (k := kernel_of(m)) is not None}
-        out["rotary_swapped"] = llama.apply_rotary_pos_emb.__module__ != llama.__name__
+        out["rotary_swapped"] = any("apply_rotary_pos_emb" in overrides_of(m)
+                                    for m in model.modules())
         out["mode"] = str(getattr(model, "_kernelhub_mode", None))
     if (config := namespace.get("kernel_config")) is not None:
         checked = from_transformers(config)

@@ -9,9 +9,8 @@ same kind.
 
 Four parts, in this order: layers (per instance, through
 :func:`kernelhub.layer.kernelize`), module fusion (explicit KernelConfig entries only,
-:mod:`.fusion`), module-global functions
-(swapped in the model's module, reversibly) and attention (an ``AttentionInterface``
-registration). Default entries that cannot load fall back to PyTorch with a warning;
+:mod:`.fusion`), module-global functions (seen replaced by this model's modules only,
+:mod:`.rebind`) and attention (an ``AttentionInterface`` registration). Default entries that cannot load fall back to PyTorch with a warning;
 entries the user named explicitly raise, suggesting a newer ``version`` first.
 """
 
@@ -44,6 +43,7 @@ from .kernel_config import (
     device_type_of,
     from_transformers,
 )
+from .rebind import bind_globals, unbind_globals
 from .table import (
     ATTENTION_KEY,
     DEFAULT_MAPPING,
@@ -54,10 +54,6 @@ from .table import (
 )
 
 logger = logging.getLogger("kernelhub.transformers")
-
-_swapped: dict[tuple[str, str], Any] = {}
-"""(module name, global) → the original function, for every global we replaced."""
-
 
 def _default_specs(device: str) -> dict[str, KernelSpec]:
     return {
@@ -128,8 +124,6 @@ def _apply_layers(model: Any, specs: dict[str, KernelSpec], explicit: set[str],
 def _apply_functions(model: Any, specs: dict[str, KernelSpec], explicit: set[str],
                      device: str, mode: Any, verify: bool) -> None:
     for name, (module, attr) in function_targets(model).items():
-        key = (module.__name__, attr)
-        original = _swapped.get(key, getattr(module, attr))
         spec = specs.get(name)
         replacement = None
         if spec is not None:
@@ -141,18 +135,11 @@ def _apply_functions(model: Any, specs: dict[str, KernelSpec], explicit: set[str
                 logger.warning("%s: keeping PyTorch (%s)", name, e)
         if replacement is not None and _supports(replacement, mode):
             if verify:
-                replacement = verified_function(name, replacement, original)
-            _swapped[key] = original
-            setattr(module, attr, replacement)
+                replacement = verified_function(name, replacement, getattr(module, attr),
+                                                owner=model)
+            bind_globals(model, module, {attr: replacement})
         else:
-            restore_function(module, attr)
-
-
-def restore_function(module: ModuleType, attr: str) -> None:
-    """Put back a module global we replaced (no-op when we did not)."""
-    original = _swapped.pop((module.__name__, attr), None)
-    if original is not None:
-        setattr(module, attr, original)
+            unbind_globals(model, module, [attr])
 
 
 def _apply_attention(model: Any, specs: dict[str, KernelSpec], explicit: set[str],
