@@ -98,3 +98,27 @@ def test_verify_judges_every_swapped_call_site_with_the_real_kernels(hub_env, mo
     for where, seen in verification_report(model):
         assert seen.decision.reason.startswith("correct"), (where, seen.decision)
     assert any((tmp_path / "cache" / "verify").rglob("*.json")), "decisions were not stored"
+
+
+def test_verification_report_lists_only_this_models_decisions(hub_env, model_dirs,
+                                                              monkeypatch, tmp_path):
+    """Function and attention verifiers serve every model of the process; a model's
+    report still lists only the decisions its own calls used."""
+    import torch
+    from kernelhub import verification_report
+    from seeds.seedkit import ids
+
+    monkeypatch.setenv("KERNELHUB_CACHE", str(tmp_path / "cache"))
+    short, long = (load(model_dirs["llama"], use_kernels=True,
+                        kernel_config=KernelConfig(verify=True)) for _ in range(2))
+    with torch.no_grad():
+        short(ids(1, 4))
+        long(ids(1, 40))
+
+    def buckets(model, name):
+        return {seen.bucket for _, seen in verification_report(model) if seen.name == name}
+
+    for name in ("rotary_pos_emb", "attention", "RMSNorm"):
+        assert buckets(short, name), name
+        assert buckets(short, name).isdisjoint(buckets(long, name)), (name, buckets(long, name))
+    assert verification_report(load(model_dirs["llama"])) == []
