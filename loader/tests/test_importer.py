@@ -110,6 +110,39 @@ def test_namespace_registered_by_someone_else_is_refused(tmp_path: Path) -> None
     assert module_id not in sys.modules
 
 
+def test_ops_defined_from_python_without_a_claim_are_refused(tmp_path: Path) -> None:
+    # A FRAGMENT library claims nothing, yet defining the same op again would fail.
+    module_id = unique_id()
+    foreign = torch.library.Library(module_id, "FRAGMENT")
+    foreign.define("other(Tensor x) -> Tensor")
+    make_variant(tmp_path / "v", module_id=module_id, init=OPS_INIT, files={"layers.py": ""})
+    with pytest.raises(KernelLoadError, match="torch already has ops in namespace"):
+        load_variant_dir(tmp_path / "v")
+    assert module_id not in sys.modules
+
+
+def test_the_clash_guard_asks_only_about_its_namespace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Listing every op in the dispatcher cost 3-4 ms per load; the guard must not need it,
+    # and its own claim on the namespace must be gone before the variant registers it.
+    def listing(*_: object) -> list[str]:
+        raise AssertionError("the guard listed every op")
+
+    monkeypatch.setattr(torch._C, "_dispatch_get_all_op_names", listing)
+    monkeypatch.setattr(torch._C, "_jit_get_all_schemas", listing, raising=False)
+    taken = unique_id()
+    foreign = torch.library.Library(taken, "DEF")
+    foreign.define("other(Tensor x) -> Tensor")
+    make_variant(tmp_path / "taken", module_id=taken, init=OPS_INIT, files={"layers.py": ""})
+    with pytest.raises(KernelLoadError, match="torch already has ops in namespace"):
+        load_variant_dir(tmp_path / "taken")
+    meta = make_variant(tmp_path / "free", init=OPS_INIT, files={"layers.py": ""})
+    module = load_variant_dir(tmp_path / "free")
+    assert module.__name__ == meta.id
+    assert torch.equal(module.ops.twice(torch.tensor([1.0])), torch.tensor([2.0]))
+
+
 def test_missing_python_dependency_is_named(tmp_path: Path) -> None:
     make_variant(tmp_path / "v", python_depends=["definitely-not-installed-pkg"])
     with pytest.raises(KernelLoadError, match="'definitely-not-installed-pkg', which is not installed"):
