@@ -22,7 +22,6 @@ import base64
 import contextlib
 import json
 import os
-import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -35,13 +34,11 @@ from .hub.select import hub_call
 from .hub_hashes import check_against_hub, hub_hashes, write_lfs_record, write_record
 from .metadata import hub_digest_path, parse_metadata, read_metadata_bytes, verify_variant
 from .release_manifest import ReleaseFiles
-from .versions import Refs
+from .versions import Refs, is_commit_id, is_plain_name
 
 if TYPE_CHECKING:  # imported when a lock is taken: a warm load never needs one
     from filelock import FileLock
 
-_SEGMENT_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
-_COMMIT_RE = re.compile(r"[0-9a-f]{40}")
 _TMP_SUFFIX = ".partial"
 VARIANTS_FILE = "variants.json"
 RELEASE_FILES = "release-files.json"
@@ -50,7 +47,7 @@ REFS_FILE = "refs.json"
 
 def _segment(value: str, what: str) -> str:
     # Names become path components: refuse anything that could escape the cache.
-    if not _SEGMENT_RE.fullmatch(value) or value in (".", ".."):
+    if not is_plain_name(value, first="_") or value in (".", ".."):
         raise KernelHubError(f"{what} {value!r} is not a safe name for a cache path")
     return value
 
@@ -123,7 +120,7 @@ class KernelCache:
         )
 
     def commit_dir(self, hub_key: str, repo_id: str, commit: str) -> Path:
-        if not _COMMIT_RE.fullmatch(commit):
+        if not is_commit_id(commit):
             raise KernelHubError(f"commit {commit!r} is not a full 40-hex sha")
         return self.repo_dir(hub_key, repo_id) / commit
 

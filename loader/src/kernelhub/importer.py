@@ -14,7 +14,6 @@ import importlib.metadata
 import importlib.util
 import mmap
 import os
-import re
 import sys
 import threading
 from dataclasses import dataclass
@@ -32,7 +31,9 @@ from .metadata import (
 from .release_manifest import metadata_sha256 as release_digest
 from .verified_import import FINDER, NATIVE_SUFFIXES, VerifiedVariant, snapshot_variant
 
-_OPS_NAMESPACE_RE = re.compile(rb"torch\.ops\.([A-Za-z_][A-Za-z0-9_]*)")
+_OPS_PREFIX = b"torch.ops."
+_IDENT_START = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
+_IDENT = _IDENT_START | frozenset(b"0123456789")
 _TORCH_OPS_ATTRS = {"load_library", "import_module"}
 
 
@@ -251,7 +252,7 @@ def op_namespace(variant: VerifiedVariant) -> str:
             f"{path}: metadata id {metadata.id!r} is not a Python identifier; rebuild the variant"
         )
     ops = variant.python_sources.get("_ops.py", b"")
-    named = {m.decode() for m in _OPS_NAMESPACE_RE.findall(ops)} - _TORCH_OPS_ATTRS
+    named = _ops_names(ops) - _TORCH_OPS_ATTRS
     if named and named != {metadata.id}:
         raise KernelLoadError(
             f"{path}: metadata.json says id {metadata.id!r} but _ops.py uses op namespace "
@@ -267,6 +268,26 @@ def op_namespace(variant: VerifiedVariant) -> str:
                 "different builds. Rebuild it"
             )
     return metadata.id
+
+
+def _ops_names(source: bytes) -> set[str]:
+    """Every ASCII identifier written right after ``torch.ops.`` in ``source``.
+
+    A scan with bytes methods, not a regex: this runs on every load, and compiling the
+    pattern cost more than the whole scan of an ``_ops.py``.
+    """
+    names: set[str] = set()
+    at = source.find(_OPS_PREFIX)
+    while at != -1:
+        start = end = at + len(_OPS_PREFIX)
+        while end < len(source) and source[end] in _IDENT:
+            end += 1
+        if end > start and source[start] in _IDENT_START:
+            names.add(source[start:end].decode("ascii"))
+            at = source.find(_OPS_PREFIX, end)
+        else:  # not a name here; the next occurrence may start inside what was skipped
+            at = source.find(_OPS_PREFIX, at + 1)
+    return names
 
 
 def _mentions(path: Path, needle: bytes) -> bool:

@@ -38,7 +38,7 @@ NAMESPACE = "kernelhub-release"
 """The SSHSIG namespace: a signature made for anything else (git, files) never verifies here."""
 FORMAT = "kernelhub-release/1"
 
-_HEX64 = re.compile(r"[0-9a-f]{64}")
+_HEX64 = r"[0-9a-f]{64}"  # compiled where first used: most loads check no signature
 
 Signer = Callable[[bytes], str]
 """Signs a manifest's bytes; returns the armored SSHSIG text (see :mod:`kernelhub.sshsig`)."""
@@ -94,7 +94,7 @@ class ReleaseManifest:
         digests: dict[str, str] = {}
         for name, entry in variants.items():
             digest = entry.get("metadata-sha256") if isinstance(entry, dict) else None
-            if not isinstance(digest, str) or not _HEX64.fullmatch(digest):
+            if not isinstance(digest, str) or not re.fullmatch(_HEX64, digest):
                 raise bad(f"variant {name!r} has no metadata-sha256")
             digests[name] = digest
         manifest = cls(repo, release, digests)

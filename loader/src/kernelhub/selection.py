@@ -142,7 +142,7 @@ def _reject_reason(variant: Variant, system: SystemInfo) -> str | None:
     return _compute_reason(variant, system)
 
 
-_ARCH_RE = re.compile(r"(\d+)\.(\d+)([af]?)(\+PTX)?")
+_ARCH = r"(\d+)\.(\d+)([af]?)(\+PTX)?"  # compiled where first used: CUDA builds only
 
 
 def arch_rank(archs: Sequence[str], capability: tuple[int, int]) -> int | None:
@@ -159,7 +159,7 @@ def arch_rank(archs: Sequence[str], capability: tuple[int, int]) -> int | None:
         return _UNKNOWN
     best: int | None = None
     for item in archs:
-        m = _ARCH_RE.fullmatch(item.strip())
+        m = re.fullmatch(_ARCH, item.strip())
         if not m:
             continue
         cap, suffix, ptx = (int(m[1]), int(m[2])), m[3], bool(m[4])

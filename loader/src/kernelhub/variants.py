@@ -211,12 +211,13 @@ def variant_id(kernel_name: str, backend: str, digest_hex: str) -> str:
     return f"_{safe}_{backend}_{digest_hex[:10]}"
 
 
-_VARIANT_DIR_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_VARIANT_DIR = r"[A-Za-z0-9][A-Za-z0-9._-]*"
+"""Compiled where first used (re caches it): no warm load checks a variant dir name."""
 
 
 def check_variant_dir(name: str) -> None:
     """A variant name becomes a directory on every machine that fetches it: no paths."""
-    if not _VARIANT_DIR_RE.fullmatch(name):
+    if not re.fullmatch(_VARIANT_DIR, name):
         raise VariantNameError(
             f"{name!r} is not a valid variant directory name (letters, digits, '.', '_', '-')"
         )

@@ -35,14 +35,13 @@ published so tools that look at HEAD find content.
 from __future__ import annotations
 
 import hashlib
-import re
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from ..errors import HubError, RepoNotFoundError, VersionSpecError
 from ..release_manifest import RELEASE_FILE, SIGNATURE_FILE, ReleaseFiles
 from ..variants import check_variant_dir
-from ..versions import Refs
+from ..versions import Refs, is_plain_name
 from .base import BUILD_DIR
 
 if TYPE_CHECKING:
@@ -60,8 +59,6 @@ MODELS_DIR = "models"
 """Repositories live under ``<root>/models/`` — the repo-type directory olah expects."""
 
 CONFIG_FILE = "kernelhub.toml"
-
-_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 class LocalHub:
@@ -229,7 +226,7 @@ def variant_trees(repo: GitRepo, treeish: str) -> dict[str, str]:
 
 def split_repo_id(repo_id: str) -> tuple[str, str]:
     parts = repo_id.split("/")
-    if len(parts) != 2 or not all(_NAME_RE.fullmatch(p) for p in parts):
+    if len(parts) != 2 or not all(is_plain_name(p) for p in parts):
         raise RepoNotFoundError(
             f"{repo_id!r} is not a valid repository id; expected 'org/name' using letters, "
             "digits, '.', '_' and '-'"
