@@ -100,20 +100,11 @@ def test_same_id_different_build_is_refused_naming_both_paths(tmp_path: Path) ->
     assert not hasattr(sys.modules[module_id], "NEW")
 
 
-def test_namespace_registered_by_someone_else_is_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["DEF", "FRAGMENT"])
+def test_namespace_registered_by_someone_else_is_refused(tmp_path: Path, kind: str) -> None:
+    # DEF claims the namespace; FRAGMENT claims nothing, yet defining the op again fails.
     module_id = unique_id()
-    foreign = torch.library.Library(module_id, "DEF")
-    foreign.define("other(Tensor x) -> Tensor")
-    make_variant(tmp_path / "v", module_id=module_id, init=OPS_INIT, files={"layers.py": ""})
-    with pytest.raises(KernelLoadError, match="torch already has ops in namespace"):
-        load_variant_dir(tmp_path / "v")
-    assert module_id not in sys.modules
-
-
-def test_ops_defined_from_python_without_a_claim_are_refused(tmp_path: Path) -> None:
-    # A FRAGMENT library claims nothing, yet defining the same op again would fail.
-    module_id = unique_id()
-    foreign = torch.library.Library(module_id, "FRAGMENT")
+    foreign = torch.library.Library(module_id, kind)
     foreign.define("other(Tensor x) -> Tensor")
     make_variant(tmp_path / "v", module_id=module_id, init=OPS_INIT, files={"layers.py": ""})
     with pytest.raises(KernelLoadError, match="torch already has ops in namespace"):
