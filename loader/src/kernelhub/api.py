@@ -30,14 +30,14 @@ from .hub.base import Hub
 from .hub.select import hub_call, open_hub
 from .importer import load_variant_dir
 from .metadata import METADATA_FILE, read_metadata
-from .release_manifest import ReleaseFiles
 from .selection import Selection, check_archs, select_variant
 from .system import SystemInfo, detect_system
 from .trust import OrgPolicy, check_trusted, policy_for
 from .versions import Refs, VersionSpec, branch_major, check_repo_id, resolve, select_spec
 
-if TYPE_CHECKING:  # read when a lock file is used (load_locked_kernel)
+if TYPE_CHECKING:  # read when a lock file is used (load_locked_kernel) or a release signed
     from .lockfile import LockEntry
+    from .release_manifest import ReleaseFiles
 
 T = TypeVar("T")
 

@@ -29,15 +29,15 @@ from typing import TYPE_CHECKING, Any
 
 from . import settings
 from .errors import CacheError, HubError, IntegrityError, KernelHubError
-from .hub.base import Hub
 from .hub.select import hub_call
-from .hub_hashes import check_against_hub, hub_hashes, write_lfs_record, write_record
 from .metadata import hub_digest_path, parse_metadata, read_metadata_bytes, verify_variant
-from .release_manifest import ReleaseFiles
 from .versions import Refs, is_commit_id, is_plain_name
 
-if TYPE_CHECKING:  # imported when a lock is taken: a warm load never needs one
+if TYPE_CHECKING:  # imported where used: a warm load takes no lock and reads no release
     from filelock import FileLock
+
+    from .hub.base import Hub
+    from .release_manifest import ReleaseFiles
 
 _TMP_SUFFIX = ".partial"
 VARIANTS_FILE = "variants.json"
@@ -154,6 +154,8 @@ class KernelCache:
     def read_release(self, hub_key: str, repo_id: str, commit: str) -> ReleaseFiles | None:
         """The release files seen at ``commit`` (None: never asked). Not trusted: they are
         verified on every load, like everything else read from the cache."""
+        from .release_manifest import ReleaseFiles
+
         path = self.commit_dir(hub_key, repo_id, commit) / RELEASE_FILES
         data = _read_json(path)
         if data is None:
@@ -218,6 +220,8 @@ class KernelCache:
             raise _unwritable(self.root, f"install {variant} of {repo_id}", e) from None
 
     def _install(self, hub: Hub, repo_id: str, commit: str, variant: str, dest: Path) -> Path:
+        from .hub_hashes import check_against_hub, hub_hashes, write_lfs_record, write_record
+
         with self.lock(hub.key, repo_id):
             if dest.is_dir():
                 return dest

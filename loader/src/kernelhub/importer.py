@@ -28,7 +28,6 @@ from .metadata import (
     parse_metadata,
     read_metadata_bytes,
 )
-from .release_manifest import metadata_sha256 as release_digest
 from .verified_import import FINDER, NATIVE_SUFFIXES, VerifiedVariant, snapshot_variant
 
 _OPS_PREFIX = b"torch.ops."
@@ -180,7 +179,9 @@ def load_variant_dir(path: Path, *, metadata_sha256: str | None = None) -> Modul
 def _check_signed(raw: bytes, signed_sha256: str | None, path: Path) -> None:
     if signed_sha256 is None:
         return
-    if (actual := release_digest(raw)) == signed_sha256:
+    from .release_manifest import metadata_sha256  # signed releases only
+
+    if (actual := metadata_sha256(raw)) == signed_sha256:
         if not parse_metadata(raw, str(path / METADATA_FILE)).digest_files:
             raise SignatureError(
                 f"refusing to load {path}: its metadata.json lists no file digests, so the "

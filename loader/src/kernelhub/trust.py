@@ -39,7 +39,6 @@ from . import settings
 from .errors import FlagTypeError, KernelHubError, SigningKeyError, TrustError
 from .hub.base import Hub
 from .hub.select import hub_call
-from .release_manifest import NAMESPACE
 
 if TYPE_CHECKING:  # the parser is imported where keys are read: most loads configure none
     from .sshsig import PublicKey
@@ -183,6 +182,7 @@ def allowed_signers(path: Path, org: str) -> list[PublicKey]:
     Lines for other principals, other namespaces, or other key types (an RSA key a team
     uses for git) are skipped: they can never sign a kernelhub release.
     """
+    from .release_manifest import NAMESPACE
     from .sshsig import KEY_TYPE, parse_public_key
 
     try:

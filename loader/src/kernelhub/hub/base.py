@@ -9,10 +9,11 @@ the load path carries the code that writes to a hub.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from ..release_manifest import ReleaseFiles
-from ..versions import Refs
+if TYPE_CHECKING:  # the protocol names them; loading through it needs neither module
+    from ..release_manifest import ReleaseFiles
+    from ..versions import Refs
 
 BUILD_DIR = "build"
 """Variants live under ``build/<variant>/`` in every hub repository."""

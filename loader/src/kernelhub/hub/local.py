@@ -39,12 +39,12 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from ..errors import HubError, RepoNotFoundError, VersionSpecError
-from ..release_manifest import RELEASE_FILE, SIGNATURE_FILE, ReleaseFiles
 from ..variants import check_variant_dir
 from ..versions import Refs, is_plain_name
 from .base import BUILD_DIR
 
 if TYPE_CHECKING:
+    from ..release_manifest import ReleaseFiles
     from .git import GitRepo
 
 
@@ -185,6 +185,8 @@ class LocalHub:
                 for e in repo.ls_tree(resolved, prefix, recursive=True) if e.kind == "blob"}
 
     def fetch_release(self, repo_id: str, commit: str) -> ReleaseFiles:
+        from ..release_manifest import RELEASE_FILE, SIGNATURE_FILE, ReleaseFiles
+
         repo = self.open_repo(repo_id)
         resolved = self._resolve(repo, repo_id, commit)
         found = {
