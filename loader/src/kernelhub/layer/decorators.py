@@ -20,8 +20,6 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 KERNEL_FUNCS_ATTR = "_kernel_funcs"
-FORWARD = "forward"
-"""The method kernelize replaces; read by name, since a layer class is any class."""
 LAYER_NAME_ATTR = "kernel_layer_name"
 """The class attribute that marks a layer class, as the kernel ecosystem names it."""
 
@@ -30,13 +28,6 @@ def _check_name(layer_name: object, what: str) -> str:
     if not isinstance(layer_name, str) or not layer_name:
         raise TypeError(f"{what} takes the layer name (a non-empty str), got {layer_name!r}")
     return layer_name
-
-
-def forward_of(cls: type) -> Callable[..., Any]:
-    """``cls.forward``: layers are plain classes, so their forward is read by name (the
-    one place that does, for kernelize, verification and fusion alike)."""
-    forward: Callable[..., Any] = getattr(cls, FORWARD)
-    return forward
 
 
 def forward_calling(func: Callable[..., Any]) -> Callable[..., Any]:

@@ -33,14 +33,14 @@ import inspect
 import logging
 import types
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .. import settings
 from ..errors import KernelHubError, TrustError
 from ..system import RuntimeDevice, runtime_device
-from .decorators import KERNEL_FUNCS_ATTR, forward_of
+from .decorators import KERNEL_FUNCS_ATTR
 from .mapping import (
     MODE_FALLBACK_ORDER,
     DeviceRepos,
@@ -71,6 +71,16 @@ _layer_cache: dict[tuple[Any, type], type] = {}
 
 class KernelizeError(KernelHubError):
     """kernelize(use_fallback=False) found no usable kernel for a marked layer."""
+
+
+FORWARD = "forward"
+
+
+def forward_of(cls: type) -> Callable[..., Any]:
+    """``cls.forward``: layers are plain classes, so their forward is read by name (here
+    for kernelize and the Transformers fusion; verification is handed the functions)."""
+    forward: Callable[..., Any] = getattr(cls, FORWARD)
+    return forward
 
 
 # -- pure-layer validation: may a hub layer replace a model layer's forward? ------
@@ -269,7 +279,7 @@ def _install(module: nn.Module, layer: type, repo: Repository, verify_as: str | 
     forward = forward_of(layer)
     if verify_as is not None:
         owner: type = type(module)
-        forward = verified_forward(layer, owner, verify_as)
+        forward = verified_forward(layer, forward, forward_of(owner), verify_as)
     _installed.add(forward)
     module.__dict__["forward"] = types.MethodType(forward, module)
     module.__dict__[_REPO_ATTR] = repo

@@ -40,7 +40,6 @@ from typing import Any
 
 from ..system import cpu_features
 from . import verify_timing
-from .decorators import forward_of
 from .verify_compare import TOLERANCES as TOLERANCES
 from .verify_compare import clone, compare
 from .verify_store import Decision as Decision
@@ -292,12 +291,13 @@ def verified_function(name: str, kernel: Callable[..., Any], pytorch: Callable[.
 
 
 @functools.cache
-def verified_forward(layer: type, cls: type, name: str) -> Callable[..., Any]:
-    """``layer.forward`` verified against ``cls.forward`` (one function per pair, so
-    kernelize can recognise and restore it)."""
-    verifier = Verifier(name, build_id_of(layer), forward_of(layer), forward_of(cls))
+def verified_forward(layer: type, kernel: Callable[..., Any], pytorch: Callable[..., Any],
+                     name: str) -> Callable[..., Any]:
+    """``kernel`` (the forward of hub ``layer``) verified against ``pytorch`` (the model
+    class's forward); one function per pair, so kernelize can recognise and restore it."""
+    verifier = Verifier(name, build_id_of(layer), kernel, pytorch)
 
-    @functools.wraps(forward_of(layer))
+    @functools.wraps(kernel)
     def forward(self: Any, *args: Any, **kwargs: Any) -> Any:
         return verifier(self, *args, **kwargs)
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from ...errors import KernelHubError
 from ...layer import install_forward, restore_forward, unsupported_reason, validate_layer
-from ...layer.decorators import forward_of
+from ...layer.kernelize import forward_of
 from .failures import load_failure
 from .kernel_config import KernelConfig, KernelConfigError, KernelSpec, fusion_parents
 

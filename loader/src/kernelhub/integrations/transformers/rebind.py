@@ -25,7 +25,7 @@ from collections.abc import Iterable, Iterator
 from types import CodeType, FunctionType, ModuleType
 from typing import Any
 
-from ...layer.decorators import forward_of
+from ...layer.kernelize import forward_of
 
 _OVERRIDES_ATTR = "_kernelhub_overrides"
 """On a rebuilt forward: the globals it overrides (name → value)."""
