@@ -143,3 +143,28 @@ def test_decisions_are_reused_by_the_next_process(env: Path, capsys: pytest.Capt
     assert cli_main(["verify-report", "--name", "SiluAndMul"]) == 0
     out = capsys.readouterr().out
     assert "SiluAndMul" in out and "pytorch — wrong:" in out and "float32[4, 32]" in out
+
+
+def test_later_calls_dispatch_without_building_the_bucket(env: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The per-call path maps exact shapes to the decision; the bucket's text (the
+    costly part) is built once per new shape, not per call."""
+    from kernelhub.layer.verify import Verifier
+
+    built = []
+    original = Verifier.bucket
+
+    def counted(self: Verifier, args: tuple, kwargs: dict) -> tuple[str, ...]:
+        built.append(1)
+        return original(self, args, kwargs)
+
+    monkeypatch.setattr(Verifier, "bucket", counted)
+    model = SlowSiluAndMul()
+    run_verified(model, "Good", torch.randn(4, 32))
+    for _ in range(5):
+        model(torch.randn(4, 32))
+    assert len(built) == 1
+    model(torch.randn(3, 32))  # a new exact shape in the same bucket: built once more
+    model(torch.randn(3, 32))
+    assert len(built) == 2
+    assert len(verification_report(model)) == 1
