@@ -159,12 +159,12 @@ def test_later_calls_dispatch_without_building_the_bucket(env: Path,
         return original(self, args, kwargs)
 
     monkeypatch.setattr(Verifier, "bucket", counted)
-    model = SlowSiluAndMul()
-    run_verified(model, "Good", torch.randn(4, 32))
+    model = SlowSiluAndMul()  # shapes no other test uses: the verifier is per class
+    run_verified(model, "Good", torch.randn(8, 40))
     for _ in range(5):
-        model(torch.randn(4, 32))
+        model(torch.randn(8, 40))
     assert len(built) == 1
-    model(torch.randn(3, 32))  # a new exact shape in the same bucket: built once more
-    model(torch.randn(3, 32))
+    model(torch.randn(7, 40))  # a new exact shape in the same bucket: built once more
+    model(torch.randn(7, 40))
     assert len(built) == 2
     assert len(verification_report(model)) == 1

@@ -19,7 +19,7 @@ from kernelhub import forget_decisions, kernelize, use_kernel_mapping
 from kernelhub.cli import main as cli_main
 from kernelhub.layer import LayerRepository, Mode, verification_report, verify_timing
 from kernelhub.layer.verify import Decision, clear_decisions, stored_decisions
-from kernelhub.layer.verify_timing import MAX_MEASUREMENTS, ROUNDS, Timing, in_doubt
+from kernelhub.layer.verify_timing import MAX_MEASUREMENTS, ROUNDS, Timing, is_close, is_noisy
 from kh_verify_toy import REPO, SiluAndMul, kernel_calls, publish_verify_toy
 
 
@@ -137,11 +137,18 @@ def test_a_retry_stops_once_the_machine_is_quiet(timer: ScriptedTimer) -> None:
     assert decision.use_kernel and decision.settled, decision
 
 
-def test_noise_does_not_delay_a_decision_it_cannot_change(timer: ScriptedTimer) -> None:
+def test_a_clear_but_noisy_decision_is_retried_then_measured_again_later(
+        timer: ScriptedTimer) -> None:
+    """Seen on a loaded host: a norm kernel at 0.08x (2.7x in a quieter run), every
+    kernel round slowed. Clear ratios from a noisy measurement are not final."""
     model, x = SiluAndMul(), torch.randn(4, 32)
-    timer.script = [(0.1, 1.0, 0.8)]  # 10x faster, whatever the load
-    decision = new_process_runs(model, x)
-    assert timer.calls == 1 and decision.settled and decision.use_kernel
+    timer.script = [(12.0, 1.0, 7.5), (11.0, 1.0, 6.0), (12.0, 1.0, 5.0), (0.4, 1.0, 0.02)]
+    first = new_process_runs(model, x)
+    assert timer.rounds == [ROUNDS, 2 * ROUNDS, 4 * ROUNDS]
+    assert not first.use_kernel and not first.settled and "noisy" in first.reason, first
+    second = new_process_runs(model, x)
+    assert second.use_kernel and second.settled, second
+    assert timer.calls == 4
 
 
 def test_a_decision_stored_without_its_quality_is_measured_again(timer: ScriptedTimer,
@@ -178,12 +185,16 @@ def test_forget_decisions_makes_the_next_call_decide_again(timer: ScriptedTimer,
     assert timer.calls == 3
 
 
-@pytest.mark.parametrize(("ratio", "spread", "doubt"), [
-    (1.05, 0.0, True), (0.95, 0.0, True), (1.2, 0.0, False), (0.5, 0.0, False),
-    (1.2, 0.3, True), (0.8, 0.3, True), (0.3, 0.3, False), (0.32, None, True),
-])
-def test_band_of_doubt(ratio: float, spread: float | None, doubt: bool) -> None:
-    assert in_doubt(ratio, spread) is doubt
+@pytest.mark.parametrize(("ratio", "close"), [
+    (1.05, True), (0.95, True), (1.0, True), (1.2, False), (0.5, False), (0.08, False)])
+def test_close_calls(ratio: float, close: bool) -> None:
+    assert is_close(ratio) is close
+
+
+@pytest.mark.parametrize(("spread", "noisy"), [(0.02, False), (0.25, False), (0.3, True),
+                                               (7.47, True), (None, True)])
+def test_noisy_measurements(spread: float | None, noisy: bool) -> None:
+    assert is_noisy(spread) is noisy
 
 
 def test_spread_is_the_noisier_sides_second_best_over_its_best() -> None:

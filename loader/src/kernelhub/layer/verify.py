@@ -166,11 +166,12 @@ def timed_decision(timing: verify_timing.Timing, spread: float, max_error: float
         rounds += previous.rounds
         measurements += previous.measurements
     ratio = pytorch_s / kernel_s if kernel_s > 0 else float("inf")
-    settled = (not verify_timing.in_doubt(ratio, spread)
-               or measurements >= verify_timing.MAX_MEASUREMENTS)
+    settled = verify_timing.is_settled(ratio, spread, measurements)
+    doubt = " and ".join(what for what, yes in (("a close call", verify_timing.is_close(ratio)),
+                                                ("noisy", verify_timing.is_noisy(spread))) if yes)
     quality = (f"best of {rounds} interleaved rounds in {measurements} measurement"
                f"{'s' if measurements > 1 else ''}, spread {spread:.0%}"
-               + ("" if settled else "; a close call, measured again by the next process"))
+               + ("" if settled else f"; {doubt}, measured again by the next process"))
     correct = f"correct (max error {max_error:.2g})"
     if kernel_s <= pytorch_s:
         reason = f"{correct} and {ratio:.2f}x PyTorch's speed ({quality})"

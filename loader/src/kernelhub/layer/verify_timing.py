@@ -10,20 +10,21 @@ run on torch's own thread count (what the model runs on).
 A measurement also says how good it is: its rounds and its *spread* (how far each
 side's second-best round lies above its best, on the noisier side: a best block that
 another round reproduces is the machine's quiet speed, one that stands alone may not
-be). The median would measure the machine's load instead, which best-of already
-discounts: on a loaded 2-core host most rounds are slowed, yet two quiet ones suffice.
-Together with a
-fixed :data:`MARGIN` that gives the *band of doubt* around 1.0x: a ratio inside
-``[1 / (1 + band), 1 + band]`` with ``band = max(MARGIN, spread)`` could flip on
-another measurement. Such a decision is
+be; the median would measure the machine's load instead, which best-of already
+discounts). A decision is settled — later processes use it without measuring — only
+when it is both
 
-* measured again at once, with more rounds, while the spread is what put it in doubt
-  (up to :data:`NOISY_RETRIES` times: the retry pays only where load was seen);
-* otherwise cached as *provisional*: the next processes that use it measure it again
-  and keep each side's best time over all measurements, until the decision leaves the
-  band or :data:`MAX_MEASUREMENTS` measurements were taken. So a decision taken under
-  contention is corrected by a quieter process, a close call costs a bounded number of
-  re-measurements, and a clear decision costs later processes nothing.
+* *clear*: the ratio is more than :data:`MARGIN` away from 1.0x, and
+* *quiet*: the spread is at most :data:`NOISE_LIMIT`.
+
+A noisy measurement is repeated at once with twice, then four times the rounds (at
+most :data:`NOISY_RETRIES` times; a quiet machine never pays for it). A decision still
+close or noisy is cached as *provisional*: the next processes that use it measure it
+again and keep each side's best time over all measurements, until it is clear and
+quiet or :data:`MAX_MEASUREMENTS` measurements were taken. So a decision taken under
+contention (seen: a norm at 0.08x whose kernel rounds were all slowed, spread 747%)
+is corrected by a quieter process, a true coin toss costs a bounded number of
+re-measurements, and a clear decision costs later processes nothing.
 """
 
 from __future__ import annotations
@@ -40,10 +41,14 @@ ROUNDS = 5
 """Interleaved rounds of a first measurement."""
 
 MARGIN = 0.10
-"""Ratios within 10% of 1.0x are close calls whatever the measured spread."""
+"""Ratios within 10% of 1.0x (0.91x-1.10x) are close calls."""
+
+NOISE_LIMIT = 0.25
+"""A spread above 25% is noise: on a quiet machine the two best rounds of a side agree
+within a few percent."""
 
 NOISY_RETRIES = 2
-"""In-process re-measurements (with twice the rounds each time) of a noisy close call."""
+"""In-process re-measurements (with twice the rounds each time) of a noisy measurement."""
 
 MAX_MEASUREMENTS = 3
 """A provisional decision is settled after this many measurements (first included)."""
@@ -85,11 +90,19 @@ def _spread(blocks: tuple[float, ...]) -> float:
     return second / best - 1.0 if best > 0 else 0.0
 
 
-def in_doubt(ratio: float, spread: float | None) -> bool:
-    """Whether a ``ratio`` (PyTorch time / kernel time) measured with ``spread`` could
-    flip on another measurement (``spread`` None: the quality was not recorded)."""
-    band = 1.0 + max(MARGIN, spread if spread is not None else float("inf"))
-    return 1.0 / band <= ratio <= band
+def is_close(ratio: float) -> bool:
+    """Whether ``ratio`` (PyTorch time / kernel time) is within :data:`MARGIN` of 1.0x."""
+    return 1.0 / (1.0 + MARGIN) <= ratio <= 1.0 + MARGIN
+
+
+def is_noisy(spread: float | None) -> bool:
+    """Whether a measurement with ``spread`` met load (None: quality not recorded)."""
+    return spread is None or spread > NOISE_LIMIT
+
+
+def is_settled(ratio: float, spread: float | None, measurements: int) -> bool:
+    """Whether later processes may use a decision without measuring it again."""
+    return (not is_close(ratio) and not is_noisy(spread)) or measurements >= MAX_MEASUREMENTS
 
 
 def measure(kernel: Callable[[], Any], pytorch: Callable[[], Any], rounds: int = ROUNDS
@@ -104,7 +117,7 @@ def measure(kernel: Callable[[], Any], pytorch: Callable[[], Any], rounds: int =
 
 def robust_timing(kernel: Callable[[], Any], pytorch: Callable[[], Any]) -> tuple[Timing, float]:
     """(every round measured, the spread of the last attempt): a measurement repeated
-    with twice the rounds while noise keeps the ratio in doubt.
+    with twice the rounds while it is noisy.
 
     Each side's best block over all attempts is its estimate; the spread is the last
     attempt's, which says what the machine was like when the decision was taken.
@@ -112,7 +125,7 @@ def robust_timing(kernel: Callable[[], Any], pytorch: Callable[[], Any]) -> tupl
     last = measure(kernel, pytorch, ROUNDS)
     total = last
     for attempt in range(NOISY_RETRIES):
-        if last.spread <= MARGIN or not in_doubt(total.ratio, last.spread):
+        if not is_noisy(last.spread):
             break
         last = measure(kernel, pytorch, ROUNDS * 2 ** (attempt + 1))
         total = total + last
