@@ -9,6 +9,10 @@
 #include "kernels.h"
 #include "scalar.h"
 
+#ifdef RMSNORM_BF16_ROWS
+#include "bf16_rows.h"
+#endif
+
 #include <cmath>
 #include <cstdint>
 
@@ -47,12 +51,6 @@ inline A lane_sum(int64_t n, const Term& term) {
     lanes[j] += term(i + j);
   }
   return fold(lanes);
-}
-
-template <typename T>
-inline acc_t<T> rstd_of(acc_t<T> sum_squares, int64_t hidden, double eps) {
-  using A = acc_t<T>;
-  return A(1) / std::sqrt(sum_squares / A(hidden) + A(eps));
 }
 
 // out = x * rstd * w (or * (1 + w)), with Llama's rounding for 16-bit types.
@@ -178,6 +176,11 @@ void with_dtype(DType dtype, const Fn& fn) {
 }
 
 void forward(const ForwardArgs& args, int64_t begin, int64_t end) {
+#ifdef RMSNORM_BF16_ROWS
+  if (args.dtype == DType::BFloat16) {
+    return bf16_rows::forward_rows(args, begin, end);
+  }
+#endif
   with_dtype(args.dtype, [&](auto tag) { forward_rows<decltype(tag)>(args, begin, end); });
 }
 

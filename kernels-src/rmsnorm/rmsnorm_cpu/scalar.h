@@ -54,6 +54,13 @@ inline float widen(f16_t v) {
   return std::bit_cast<float>(sign | magnitude);
 }
 
+// 1 / sqrt(mean of squares + eps), the scale of every RMSNorm row.
+template <typename T>
+inline acc_t<T> rstd_of(acc_t<T> sum_squares, int64_t hidden, double eps) {
+  using A = acc_t<T>;
+  return A(1) / std::sqrt(sum_squares / A(hidden) + A(eps));
+}
+
 template <typename T>
 inline T narrow(acc_t<T> v);
 

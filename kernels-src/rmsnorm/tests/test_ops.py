@@ -115,19 +115,73 @@ def test_llama_rounding_is_exact_in_bf16(device):
     assert (ours != llama).float().mean().item() < 0.01
 
 
-def test_capabilities_agree_bitwise(cpu_kernels):
-    """Every loop copy sums in the same order without FMA, so results are identical."""
-    x, w = _rand((8, 1000), torch.float32, 11), _rand((1000,), torch.float32, 12)
+def _bf16_edge_rows(hidden: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """bf16 rows that take the bf16 loops' exits, among ordinary rows: a subnormal x
+    (x * rstd is subnormal: VCVTNEPS2BF16 would flush it), a NaN, an inf, a zero row,
+    a row of tiny values next to a huge one; an ordinary weight, and one with a tiny
+    value (weight * normed is subnormal), zeros and a huge value."""
+    x = _rand((8, hidden), torch.float32, 31)
+    x[2, 5] = 1e-39
+    x[3, 7] = float("nan")
+    x[4, 9] = float("inf")
+    x[5] = 0.0
+    x[6] *= 1e-30
+    x[6, 3] = 1e18
+    w = _rand((hidden,), torch.float32, 32)
+    edge_w = w.clone()
+    edge_w[0], edge_w[1], edge_w[2] = 1e-38, 0.0, -0.0
+    edge_w[hidden - 1] = 3e38
+    return x.to(torch.bfloat16), w.to(torch.bfloat16), edge_w.to(torch.bfloat16)
+
+
+def _each_capability(fn) -> list:
     original = rmsnorm.cpu_capability()
     results = []
-    for capability in ("DEFAULT", "AVX2", "AVX512"):
+    for capability in ("DEFAULT", "AVX2", "AVX512", "AVX512_BF16"):
         try:
             rmsnorm.set_cpu_capability(capability)
         except RuntimeError:
             continue
-        results.append(rmsnorm.rms_norm(x, w, EPS))
+        results.append(fn())
     rmsnorm.set_cpu_capability(original)
+    return results
+
+
+def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bitwise equality, NaNs included (torch.equal says NaN != NaN)."""
+    if a.dtype == torch.bfloat16:
+        return torch.equal(a.view(torch.int16), b.view(torch.int16))
+    return torch.equal(a.view(torch.int32), b.view(torch.int32))
+
+
+def test_capabilities_agree_bitwise(cpu_kernels):
+    """Every loop copy sums in the same order without FMA, so results are identical."""
+    x, w = _rand((8, 1000), torch.float32, 11), _rand((1000,), torch.float32, 12)
+    results = _each_capability(lambda: rmsnorm.rms_norm(x, w, EPS))
     assert all(torch.equal(results[0], r) for r in results[1:])
+
+
+@pytest.mark.parametrize("hidden", [4096, 1000, 37])
+def test_capabilities_agree_bitwise_bf16(cpu_kernels, hidden):
+    """The bf16 loops (intrinsics in the AVX-512 copies, VCVTNEPS2BF16 in AVX512_BF16)
+    round every value as the plain loop does: subnormal products, NaN and inf included,
+    at widths with and without a partial last vector."""
+    x, w, edge_w = _bf16_edge_rows(hidden)
+    residual = _rand((8, hidden), torch.bfloat16, 33)
+
+    def run() -> list[torch.Tensor]:
+        results = []
+        for weight in (w, edge_w):
+            fused_residual = residual.clone()
+            fused = rmsnorm.fused_add_rms_norm(x, fused_residual, weight, EPS)
+            results += [rmsnorm.rms_norm(x, weight, EPS), rmsnorm.gemma_rms_norm(x, weight, EPS),
+                        fused, fused_residual]
+        return results
+
+    results = _each_capability(run)
+    assert len(results) >= 1
+    for other in results[1:]:
+        assert all(_same_bits(a, b) for a, b in zip(results[0], other, strict=True))
 
 
 def test_non_contiguous_inputs_and_outputs(device):

@@ -103,7 +103,8 @@ def silu_mul(gate: torch.Tensor, up: torch.Tensor, out: torch.Tensor | None = No
 
 
 def cpu_capability() -> str:
-    """The vector loops the CPU ops run: ``DEFAULT``, ``AVX2`` or ``AVX512``."""
+    """The vector loops the CPU ops run: ``DEFAULT``, ``AVX2``, ``AVX512`` or
+    ``AVX512_BF16`` (AVX-512 rounding bf16 results with the CPU's VCVTNEPS2BF16)."""
     return ops.cpu_capability()
 
 
