@@ -6,6 +6,8 @@
 #pragma GCC target("prefer-vector-width=512")
 #pragma GCC diagnostic ignored "-Wpsabi"
 #define LAYERNORM_CAPABILITY AVX512
+// bf16 rows with intrinsics (bf16_rows.h), rounding by bit arithmetic.
+#define LAYERNORM_BF16_ROWS
 #define LAYERNORM_KERNEL_TABLE kernel_table_AVX512
 #include "kernels_impl.h"
 #else

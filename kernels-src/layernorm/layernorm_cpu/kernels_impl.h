@@ -9,6 +9,10 @@
 #include "kernels.h"
 #include "scalar.h"
 
+#ifdef LAYERNORM_BF16_ROWS
+#include "bf16_rows.h"
+#endif
+
 #include <cmath>
 #include <cstdint>
 
@@ -64,6 +68,30 @@ inline void moments(const T* x, int64_t n, double eps, acc_t<T>& mean, acc_t<T>&
   rstd = A(1) / std::sqrt(var + A(eps));
 }
 
+// out = (x - mean) * rstd * w + b for one row, rounded once; a null w is 1,
+// a null b 0. Four copies of the loop, so the innermost loops carry no branch.
+template <typename T>
+inline void normalize_row(const T* __restrict x, const T* __restrict w, const T* __restrict b,
+                          T* out, int64_t n, acc_t<T> mean, acc_t<T> rstd) {
+  if (w != nullptr && b != nullptr) {
+    for (int64_t i = 0; i < n; ++i) {
+      out[i] = narrow<T>((widen(x[i]) - mean) * rstd * widen(w[i]) + widen(b[i]));
+    }
+  } else if (w != nullptr) {
+    for (int64_t i = 0; i < n; ++i) {
+      out[i] = narrow<T>((widen(x[i]) - mean) * rstd * widen(w[i]));
+    }
+  } else if (b != nullptr) {
+    for (int64_t i = 0; i < n; ++i) {
+      out[i] = narrow<T>((widen(x[i]) - mean) * rstd + widen(b[i]));
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      out[i] = narrow<T>((widen(x[i]) - mean) * rstd);
+    }
+  }
+}
+
 template <typename T>
 void forward_rows(const ForwardArgs& args, int64_t begin, int64_t end) {
   using A = acc_t<T>;
@@ -72,27 +100,9 @@ void forward_rows(const ForwardArgs& args, int64_t begin, int64_t end) {
   const T* b = static_cast<const T*>(args.bias);
   for (int64_t row = begin; row < end; ++row) {
     const T* x = static_cast<const T*>(args.x) + row * n;
-    T* out = static_cast<T*>(args.out) + row * n;
     A mean, rstd;
     moments(x, n, args.eps, mean, rstd);
-    // Four copies of the last pass, so the innermost loops carry no branch.
-    if (w != nullptr && b != nullptr) {
-      for (int64_t i = 0; i < n; ++i) {
-        out[i] = narrow<T>((widen(x[i]) - mean) * rstd * widen(w[i]) + widen(b[i]));
-      }
-    } else if (w != nullptr) {
-      for (int64_t i = 0; i < n; ++i) {
-        out[i] = narrow<T>((widen(x[i]) - mean) * rstd * widen(w[i]));
-      }
-    } else if (b != nullptr) {
-      for (int64_t i = 0; i < n; ++i) {
-        out[i] = narrow<T>((widen(x[i]) - mean) * rstd + widen(b[i]));
-      }
-    } else {
-      for (int64_t i = 0; i < n; ++i) {
-        out[i] = narrow<T>((widen(x[i]) - mean) * rstd);
-      }
-    }
+    normalize_row(x, w, b, static_cast<T*>(args.out) + row * n, n, mean, rstd);
   }
 }
 
@@ -165,6 +175,11 @@ void with_dtype(DType dtype, const Fn& fn) {
 }
 
 void forward(const ForwardArgs& args, int64_t begin, int64_t end) {
+#ifdef LAYERNORM_BF16_ROWS
+  if (args.dtype == DType::BFloat16) {
+    return bf16_rows::forward_rows(args, begin, end);
+  }
+#endif
   with_dtype(args.dtype, [&](auto tag) { forward_rows<decltype(tag)>(args, begin, end); });
 }
 

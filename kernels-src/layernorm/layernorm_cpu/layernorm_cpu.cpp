@@ -48,8 +48,19 @@ bool avx512_supported() {
 #endif
 }
 
+bool avx512_bf16_supported() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  return avx512_supported() && __builtin_cpu_supports("avx512bf16");
+#else
+  return false;
+#endif
+}
+
 // The loops for `capability` if compiled here and this CPU runs them.
 const KernelTable* table_for(const std::string& capability) {
+  if (capability == "AVX512_BF16") {
+    return avx512_bf16_supported() ? kernel_table_AVX512_BF16() : nullptr;
+  }
   if (capability == "AVX512") {
     return avx512_supported() ? kernel_table_AVX512() : nullptr;
   }
@@ -64,7 +75,7 @@ const KernelTable* table_for(const std::string& capability) {
 
 std::atomic<const KernelTable*>& active_table() {
   static std::atomic<const KernelTable*> table{[] {
-    for (const char* capability : {"AVX512", "AVX2"}) {
+    for (const char* capability : {"AVX512_BF16", "AVX512", "AVX2"}) {
       if (const KernelTable* found = table_for(capability)) {
         return found;
       }
@@ -247,9 +258,12 @@ std::string cpu_capability() {
 std::string set_cpu_capability(std::string capability) {
   const KernelTable* table = table_for(capability);
   STD_TORCH_CHECK(table != nullptr, "set_cpu_capability: '", capability,
-                  "' loops are not available on this CPU/build; choose DEFAULT, AVX2 or AVX512 "
-                  "(this CPU runs up to ",
-                  avx512_supported() ? "AVX512" : (avx2_supported() ? "AVX2" : "DEFAULT"), ")");
+                  "' loops are not available on this CPU/build; choose DEFAULT, AVX2, AVX512 or "
+                  "AVX512_BF16 (this CPU runs up to ",
+                  avx512_bf16_supported()
+                      ? "AVX512_BF16"
+                      : (avx512_supported() ? "AVX512" : (avx2_supported() ? "AVX2" : "DEFAULT")),
+                  ")");
   return active_table().exchange(table)->capability;
 }
 

@@ -5,7 +5,7 @@ A built variant holds one backend: the ``cpu`` build registers CPU kernels, the
 when the variant has CUDA kernels; each runs where the variant has its kernels
 and the machine has the device, and is skipped with the reason otherwise (a
 ``cu130`` variant on a machine without a GPU: CPU skipped, no CPU kernels; CUDA
-skipped, no device). CPU runs once per compiled loop copy (DEFAULT/AVX2/AVX512)
+skipped, no device). CPU runs once per compiled loop copy (DEFAULT/AVX2/AVX512/AVX512_BF16)
 the CPU supports.
 
 Parametrization happens in ``pytest_generate_tests`` because the kernel module
@@ -50,7 +50,7 @@ def _capabilities() -> list[str]:
     kernel = _kernel()
     original = kernel.cpu_capability()
     available = []
-    for capability in ("DEFAULT", "AVX2", "AVX512"):
+    for capability in ("DEFAULT", "AVX2", "AVX512", "AVX512_BF16"):
         try:
             kernel.set_cpu_capability(capability)
         except RuntimeError:

@@ -63,18 +63,50 @@ def test_layer_norm(target, shape, dtype, affine):
     _close(out, expected, dtype)
 
 
-def test_capabilities_agree_bitwise(cpu_kernels):
-    x, w, b = _rand((8, 1000), torch.float32, 3), _rand((1000,), torch.float32, 4), None
+def _each_capability(fn) -> list:
     original = layernorm.cpu_capability()
     results = []
-    for capability in ("DEFAULT", "AVX2", "AVX512"):
+    for capability in ("DEFAULT", "AVX2", "AVX512", "AVX512_BF16"):
         try:
             layernorm.set_cpu_capability(capability)
         except RuntimeError:
             continue
-        results.append(layernorm.layer_norm(x, w, b, EPS))
+        results.append(fn())
     layernorm.set_cpu_capability(original)
+    return results
+
+
+def test_capabilities_agree_bitwise(cpu_kernels):
+    x, w, b = _rand((8, 1000), torch.float32, 3), _rand((1000,), torch.float32, 4), None
+    results = _each_capability(lambda: layernorm.layer_norm(x, w, b, EPS))
     assert all(torch.equal(results[0], r) for r in results[1:])
+
+
+@pytest.mark.parametrize("hidden", [4096, 1000, 37])
+def test_capabilities_agree_bitwise_bf16(cpu_kernels, hidden):
+    """The bf16 loops (intrinsics in the AVX-512 copies, VCVTNE2PS2BF16 in AVX512_BF16)
+    round as the plain loop does, with and without weight and bias, at widths with and
+    without a partial last vector: NaN/inf rows, a zero row, subnormal results (which
+    the instruction would flush), a weight with zeros, a tiny and a huge value."""
+    x = _rand((8, hidden), torch.float32, 5)
+    x[2, 5] = float("nan")
+    x[3, 7] = float("inf")
+    x[4] = 0.0
+    x[5] *= 1e-30
+    w, b = _rand((hidden,), torch.float32, 6), _rand((hidden,), torch.float32, 7)
+    w[0], w[1], w[2], w[hidden - 1] = 1e-38, 0.0, -0.0, 3e38
+    b[3] = 1e-39
+    x, w, b = x.to(torch.bfloat16), w.to(torch.bfloat16), b.to(torch.bfloat16)
+    edge_b = b.clone()
+    edge_b[4] = float("inf")
+
+    def run() -> list[torch.Tensor]:
+        affine = [(w, b), (w, None), (None, b), (None, None), (w, edge_b)]
+        return [layernorm.layer_norm(x, ww, bb, EPS).view(torch.int16) for ww, bb in affine]
+
+    results = _each_capability(run)
+    for other in results[1:]:
+        assert all(torch.equal(a, c) for a, c in zip(results[0], other, strict=True))
 
 
 def test_non_contiguous_inputs_and_outputs(device):

@@ -42,7 +42,8 @@ def layer_norm(
 
 
 def cpu_capability() -> str:
-    """The vector loops the CPU ops run: ``DEFAULT``, ``AVX2`` or ``AVX512``."""
+    """The vector loops the CPU ops run: ``DEFAULT``, ``AVX2``, ``AVX512`` or
+    ``AVX512_BF16`` (AVX-512 rounding bf16 results with the CPU's VCVTNE2PS2BF16)."""
     return ops.cpu_capability()
 
 

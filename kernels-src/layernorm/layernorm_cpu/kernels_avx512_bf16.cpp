@@ -1,0 +1,22 @@
+// The loops for x86-64 CPUs with AVX-512 and its BF16 extension (Zen 4 and
+// later, Cooper Lake, Sapphire Rapids and later): the AVX512 copy, with bf16
+// results rounded by VCVTNE2PS2BF16 (one instruction per 32 values instead of
+// ten of bit arithmetic; same bits, see bf16_rows.h). Chosen at run time
+// only where the CPU reports avx512_bf16 (layernorm_cpu.cpp); see
+// kernels_avx2.cpp for why the instruction set is chosen with a pragma.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#pragma GCC target( \
+    "avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt")
+#pragma GCC target("prefer-vector-width=512")
+#pragma GCC diagnostic ignored "-Wpsabi"
+#define LAYERNORM_CAPABILITY AVX512_BF16
+#define LAYERNORM_KERNEL_TABLE kernel_table_AVX512_BF16
+#define LAYERNORM_BF16_ROWS
+#define LAYERNORM_HW_BF16
+#include "kernels_impl.h"
+#else
+#include "kernels.h"
+const layernorm_cpu::KernelTable* layernorm_cpu::kernel_table_AVX512_BF16() {
+  return nullptr;
+}
+#endif
