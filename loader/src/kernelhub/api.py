@@ -294,16 +294,21 @@ def _load_kernel(repo_id: str, version: int | str | None, revision: str | None,
 
 
 def check_locked(entry: LockEntry, variant: str, path: Path) -> None:
-    """Refuse a variant dir that does not match the hash its lock entry records."""
-    from .hub_hashes import cached_variant_hash
-    from .metadata import read_metadata_bytes
-    from .release_manifest import metadata_sha256
+    """Refuse a variant dir that does not match the hash its lock entry records.
 
+    Each hash's module is imported only where the lock records that hash: a pin without
+    hashes imports neither.
+    """
     where = f"{variant} of {entry.repo_id} at {entry.sha[:12]}"
     if (want := entry.metadata_sha256.get(variant)) is not None:
+        from .metadata import read_metadata_bytes
+        from .release_manifest import metadata_sha256
+
         actual = metadata_sha256(read_metadata_bytes(path))
         kind = "metadata sha256"
     elif (want := entry.variant_hashes.get(variant)) is not None:
+        from .hub_hashes import cached_variant_hash
+
         actual = cached_variant_hash(path)
         kind = "hash (git_lfs_concat)"
     elif entry.variant_hashes or entry.metadata_sha256:
