@@ -14,6 +14,7 @@ its alias ``allow_all_kernels``) is the only way past an untrusted organisation.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -81,6 +82,18 @@ def func_layer(func: Any, name: str) -> type[nn.Module]:
     return type(name, (nn.Module,), attrs)
 
 
+def _func_layer_from(module: ModuleType, func_name: str, where: str) -> type[nn.Module]:
+    return func_layer(_func_from(module, func_name, where), func_name)
+
+
+_TAKE: dict[str, Callable[[ModuleType, str, str], type[nn.Module]]] = {
+    "layer": _layer_from,
+    "func": _func_layer_from,
+}
+"""Kind of repository → how it takes its layer from the kernel module: a class of its
+``layers`` module, or a top-level function wrapped in a pure layer."""
+
+
 def _check_flags(repo: Any) -> None:
     require_bool(repo.trust_remote_code, f"{type(repo).__name__}.trust_remote_code")
     require_bool(repo.allow_all_kernels, f"{type(repo).__name__}.allow_all_kernels")
@@ -102,7 +115,8 @@ class _Takes:
     ``_key()``."""
 
     _KIND: ClassVar[str]
-    _FIELD: ClassVar[str]
+    """``"layer"`` or ``"func"``: how the kernel is taken (:data:`_TAKE`), and the field
+    that names what is taken (``layer_name``, ``func_name``)."""
 
     def _kernel(self) -> ModuleType:
         raise NotImplementedError
@@ -113,19 +127,20 @@ class _Takes:
     def _key(self, kind: str, name: str) -> tuple[Any, ...]:
         raise NotImplementedError
 
-    def _take(self, kernel: ModuleType) -> type[nn.Module]:
-        raise NotImplementedError
+    @property
+    def _field(self) -> str:
+        return f"{self._KIND}_name"
 
     @property
     def _name(self) -> str:
-        return str(getattr(self, self._FIELD))
+        return str(getattr(self, self._field))
 
     def _require_target(self) -> None:
         if not self._name:
-            raise MappingError(f"{type(self).__name__}({self._where()!r}): {self._FIELD} is required")
+            raise MappingError(f"{type(self).__name__}({self._where()!r}): {self._field} is required")
 
     def load(self) -> type[nn.Module]:
-        return self._take(self._kernel())
+        return _TAKE[self._KIND](self._kernel(), self._name, self._where())
 
     def cache_key(self) -> tuple[Any, ...]:
         return self._key(self._KIND, self._name)
@@ -139,11 +154,7 @@ class _TakesLayer(_Takes):
     """A class from the kernel's ``layers`` module."""
 
     _KIND = "layer"
-    _FIELD = "layer_name"
     layer_name: str = field(default="", kw_only=True)
-
-    def _take(self, kernel: ModuleType) -> type[nn.Module]:
-        return _layer_from(kernel, self.layer_name, self._where())
 
 
 @dataclass(frozen=True)
@@ -151,11 +162,7 @@ class _TakesFunc(_Takes):
     """A function from the kernel's top level, wrapped in a pure layer."""
 
     _KIND = "func"
-    _FIELD = "func_name"
     func_name: str = field(default="", kw_only=True)
-
-    def _take(self, kernel: ModuleType) -> type[nn.Module]:
-        return func_layer(_func_from(kernel, self.func_name, self._where()), self.func_name)
 
 
 @dataclass(frozen=True)
