@@ -7,13 +7,15 @@ are immutable, so nothing the hub could say would change the answer.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from . import settings
 from .cache import KernelCache
@@ -40,6 +42,7 @@ if TYPE_CHECKING:  # read when a lock file is used (load_locked_kernel) or a rel
     from .release_manifest import ReleaseFiles
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 HubArg = Hub | str | os.PathLike | None
 """A Hub, or what :func:`kernelhub.hub.select.open_hub` accepts: a path, URL, "hf", None."""
@@ -131,47 +134,77 @@ def _offline_miss(what: str) -> KernelHubError:
 
 
 def _per_commit(
-    read: Callable[[], T | None], fetch: Callable[[], T], write: Callable[[T], None], what: str
+    hub: Hub, repo_id: str, commit: str, *,
+    read: Callable[[str, str, str], T | None],
+    ask: Callable[[str, str], T],
+    write: Callable[[str, str, str, T], None],
+    doing: str, what: str,
 ) -> T:
-    """What a commit holds, from the cache when there (a commit never changes), else from
-    the hub — which offline mode forbids."""
-    if (cached := read()) is not None:
+    """What ``commit`` holds: ``read`` from the cache when there (a commit never changes),
+    else ``ask``-ed of the hub (a failure is one HubError saying it was ``doing`` that) and
+    ``write``-n to the cache. Offline mode forbids asking: ``what`` is then missing."""
+    if (cached := read(hub.key, repo_id, commit)) is not None:
         return cached
     if settings.offline():
         raise _offline_miss(what)
-    value = fetch()
-    write(value)
+    with hub_call(hub, doing):
+        value = ask(repo_id, commit)
+    write(hub.key, repo_id, commit, value)
     return value
 
 
-def _from_hub(hub: Hub, doing: str, call: Callable[[], T]) -> T:
-    """``call()``, with any failure of the hub reported as one HubError (see hub.select)."""
-    with hub_call(hub, doing):
-        return call()
-
-
 def _variants_at(repo_id: str, commit: str, hub: Hub, cache: KernelCache) -> list[str]:
-    return _per_commit(
-        lambda: cache.read_variants(hub.key, repo_id, commit),
-        lambda: _from_hub(hub, f"listing the variants of {repo_id} at {commit[:12]}",
-                          lambda: hub.list_variants(repo_id, commit)),
-        lambda names: cache.write_variants(hub.key, repo_id, commit, names),
-        f"{repo_id} at {commit[:12]}",
-    )
+    return _per_commit(hub, repo_id, commit, read=cache.read_variants, ask=hub.list_variants,
+                       write=cache.write_variants,
+                       doing=f"listing the variants of {repo_id} at {commit[:12]}",
+                       what=f"{repo_id} at {commit[:12]}")
 
 
-def resolve_kernel(
+@dataclass(frozen=True)
+class _Request:
+    """A hub kernel as the caller named it, checked: nothing has asked the hub yet."""
+
+    repo_id: str
+    spec: VersionSpec | None
+    hub: Hub
+    backend: str | None
+
+
+def _request(
     repo_id: str,
     version: int | str | None = None,
     revision: str | None = None,
     *,
     hub: HubArg = None,
     backend: str | None = None,
-) -> Resolution:
-    """Resolve a spec to a commit and pick a variant, without fetching or importing."""
+) -> _Request:
+    """The one parameter list of :func:`resolve_kernel`, :func:`locate_kernel` and
+    :func:`has_kernel`, checked: a malformed repo id or spec raises here, before any hub
+    is asked."""
     check_repo_id(repo_id)
     spec = select_spec(version, revision)
-    hub = open_hub_arg(hub)
+    return _Request(repo_id, spec, open_hub_arg(hub), backend)
+
+
+def _called_like(parse: Callable[P, _Request]
+                 ) -> Callable[[Callable[[_Request], T]], Callable[P, T]]:
+    """Make ``step`` (which takes a checked request) callable with ``parse``'s parameters,
+    which type checkers and ``help()`` then show, so the parameters are written once."""
+
+    def decorate(step: Callable[[_Request], T]) -> Callable[P, T]:
+        @functools.wraps(step)
+        def call(*args: P.args, **kwargs: P.kwargs) -> T:
+            return step(parse(*args, **kwargs))
+
+        call.__signature__ = inspect.signature(parse).replace(  # type: ignore[attr-defined]
+            return_annotation=inspect.signature(step).return_annotation)
+        return call
+
+    return decorate
+
+
+def _resolve(request: _Request) -> Resolution:
+    repo_id, spec, hub = request.repo_id, request.spec, request.hub
     cache = KernelCache()
     if spec is not None and spec.commit is not None:
         ref, commit = spec.commit, spec.commit
@@ -179,8 +212,14 @@ def resolve_kernel(
         refs = _refs(repo_id, hub, cache)
         ref, commit = resolve(spec or default_spec(refs, repo_id), refs, repo_id)
     variants = _variants_at(repo_id, commit, hub, cache)
-    system = detect_system(backend)
+    system = detect_system(request.backend)
     return Resolution(repo_id, hub, ref, commit, variants, system, select_variant(variants, system))
+
+
+@_called_like(_request)
+def resolve_kernel(request: _Request) -> Resolution:
+    """Resolve a spec to a commit and pick a variant, without fetching or importing."""
+    return _resolve(request)
 
 
 def install_kernel(resolution: Resolution) -> tuple[Path, bool]:
@@ -198,17 +237,10 @@ def install_kernel(resolution: Resolution) -> tuple[Path, bool]:
     return cache.install(hub, repo_id, commit, variant), True
 
 
-def locate_kernel(
-    repo_id: str,
-    version: int | str | None = None,
-    revision: str | None = None,
-    *,
-    hub: HubArg = None,
-    backend: str | None = None,
-) -> Path:
+@_called_like(_request)
+def locate_kernel(request: _Request) -> Path:
     """The cache directory of the variant get_kernel would load (fetched, not imported)."""
-    resolution = resolve_kernel(repo_id, version, revision, hub=hub, backend=backend)
-    return install_kernel(resolution)[0]
+    return install_kernel(_resolve(request))[0]
 
 
 def get_kernel(
@@ -270,9 +302,8 @@ def load_locked_entry(entry: LockEntry, *, trust_remote_code: bool = False,
 def _load_kernel(repo_id: str, version: int | str | None, revision: str | None,
                  trust_remote_code: bool, hub: HubArg, backend: str | None,
                  locked: LockEntry | None) -> ModuleType:
-    check_repo_id(repo_id)
-    select_spec(version, revision)  # a malformed spec fails before any hub work
-    hub = open_hub_arg(hub)
+    request = _request(repo_id, version, revision, hub=hub, backend=backend)
+    hub = request.hub
     check_trusted(repo_id, hub, trust_remote_code)
     policy = policy_for(repo_id.partition("/")[0])
     # The policy is part of the key: tightening it makes the next call check again; so
@@ -281,7 +312,7 @@ def _load_kernel(repo_id: str, version: int | str | None, revision: str | None,
     key = (hub.key, repo_id, f"{version!r}|{revision!r}", backend, policy.token, pins)
     if (module := _memo.get(key)) is not None:
         return module
-    resolution = resolve_kernel(repo_id, version, revision, hub=hub, backend=backend)
+    resolution = _resolve(request)
     signed_sha256 = _signed_metadata_sha256(resolution, policy)
     path, _ = install_kernel(resolution)
     if locked is not None:
@@ -330,13 +361,10 @@ def check_locked(entry: LockEntry, variant: str, path: Path) -> None:
 
 def _release_files(resolution: Resolution, cache: KernelCache) -> ReleaseFiles:
     hub, repo_id, commit = resolution.hub, resolution.repo_id, resolution.commit
-    return _per_commit(
-        lambda: cache.read_release(hub.key, repo_id, commit),
-        lambda: _from_hub(hub, f"sending the release signature of {repo_id}",
-                          lambda: hub.fetch_release(repo_id, commit)),
-        lambda files: cache.write_release(hub.key, repo_id, commit, files),
-        f"the release signature of {repo_id} at {commit[:12]}",
-    )
+    return _per_commit(hub, repo_id, commit, read=cache.read_release, ask=hub.fetch_release,
+                       write=cache.write_release,
+                       doing=f"sending the release signature of {repo_id}",
+                       what=f"the release signature of {repo_id} at {commit[:12]}")
 
 
 def _signed_metadata_sha256(resolution: Resolution, policy: OrgPolicy) -> str | None:
@@ -372,22 +400,15 @@ def describe_signature(resolution: Resolution) -> str:
     )
 
 
-def has_kernel(
-    repo_id: str,
-    version: int | str | None = None,
-    revision: str | None = None,
-    *,
-    hub: HubArg = None,
-    backend: str | None = None,
-) -> bool:
+@_called_like(_request)
+def has_kernel(request: _Request) -> bool:
     """Whether the repository has a build this system can load (nothing is imported).
 
-    A missing repository or version is False; a malformed spec or repo id still raises.
+    A missing repository or version is False; a malformed spec or repo id still raises
+    (it is refused before the hub is asked).
     """
-    check_repo_id(repo_id)
-    select_spec(version, revision)
     try:
-        resolution = resolve_kernel(repo_id, version, revision, hub=hub, backend=backend)
+        resolution = _resolve(request)
     except (RepoNotFoundError, VersionSpecError):
         return False
     return resolution.selection.chosen is not None
