@@ -77,3 +77,16 @@ def test_rotary_kernel_runs_only_in_the_kernelized_model(hub_env, model_dirs, mo
     with torch.no_grad():
         model(ids())
     assert len(pytorch_calls) == 3 * layers
+
+
+def test_model_with_the_rotary_kernel_compiles(hub_env, model_dirs):
+    """torch.compile of a use_kernels model whose attention sees our rotary through its
+    own globals: the graph guards on those globals, not the family module's."""
+    require_kernel("kernels-community/rotary")
+    reference = load(model_dirs["qwen3"])
+    model = load(model_dirs["qwen3"], use_kernels=True)
+    assert any(overrides_of(m) for m in model.modules())
+    model.forward = torch.compile(model.forward)
+    with torch.no_grad():
+        torch.testing.assert_close(model(ids()).logits, reference(ids()).logits,
+                                   rtol=1e-3, atol=1e-4)

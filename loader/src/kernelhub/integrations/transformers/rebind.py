@@ -43,6 +43,16 @@ def _names(code: CodeType) -> Iterator[str]:
             yield from _names(const)
 
 
+def _globals(namespace: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """The module's globals with ``overrides``, without ``__name__``: torch.compile takes
+    a globals dict with a module name for that module's ``__dict__`` and guards on the
+    module's attributes (the original function, not ours); without one it guards on
+    this dict itself."""
+    copy = {**namespace, **overrides}
+    copy.pop("__name__", None)
+    return copy
+
+
 def _rebuilt(fn: FunctionType, namespace: dict[str, Any], overrides: dict[str, Any],
              done: dict[FunctionType, FunctionType | None]) -> FunctionType | None:
     """``fn`` with ``overrides`` in place of ``namespace``'s globals, wherever it or a
@@ -63,7 +73,7 @@ def _rebuilt(fn: FunctionType, namespace: dict[str, Any], overrides: dict[str, A
     reads = fn.__globals__ is namespace and not overrides.keys().isdisjoint(_names(fn.__code__))
     if not reads and cells == list(fn.__closure__ or ()):
         return None
-    new = FunctionType(fn.__code__, {**namespace, **overrides} if reads else fn.__globals__,
+    new = FunctionType(fn.__code__, _globals(namespace, overrides) if reads else fn.__globals__,
                        fn.__name__, fn.__defaults__, tuple(cells) if cells else None)
     new.__kwdefaults__ = fn.__kwdefaults__
     new.__qualname__, new.__doc__, new.__module__ = fn.__qualname__, fn.__doc__, fn.__module__
