@@ -63,14 +63,10 @@ inline void normalize_row(const bf16_t* x, const bf16_t* w, const bf16_t* b, bf1
       const Pair bs = split(_mm512_maskz_loadu_epi16(lanes, b + i));
       y = {_mm512_add_ps(y.even, bs.even), _mm512_add_ps(y.odd, bs.odd)};
     }
-#ifdef LAYERNORM_HW_BF16
     // fpclass 0x20: subnormal, which VCVTNE2PS2BF16 would flush to zero.
-    const bool flushed = (_mm512_fpclass_ps_mask(y.even, 0x20) |
-                          _mm512_fpclass_ps_mask(y.odd, 0x20)) != 0;
+    const bool flushed = kHardwareRounding && (_mm512_fpclass_ps_mask(y.even, 0x20) |
+                                               _mm512_fpclass_ps_mask(y.odd, 0x20)) != 0;
     _mm512_mask_storeu_epi16(out + i, lanes, flushed ? join_bits(y) : join(y));
-#else
-    _mm512_mask_storeu_epi16(out + i, lanes, join(y));
-#endif
   }
 }
 

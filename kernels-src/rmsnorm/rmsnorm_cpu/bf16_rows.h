@@ -79,15 +79,13 @@ inline float smallest(__m256i so_far) {
 // stay at least 2^-126 for the smallest nonzero factors, with a factor 2 to
 // spare for the rounding in between. In double, so the test itself cannot underflow.
 inline bool flush_free(float min_x, float rstd, float min_w) {
-#ifdef RMSNORM_HW_BF16
+  if constexpr (!kHardwareRounding) {
+    return true;
+  }
   const double smallest_normal = 0x1.0p-126;
   const double normed = double(min_x) * double(rstd);
   return normed >= 2 * smallest_normal &&
          normed * std::min(1.0, double(min_w)) >= 2 * smallest_normal;
-#else
-  (void)min_x, (void)rstd, (void)min_w;
-  return true;
-#endif
 }
 
 // The smallest nonzero |w| (or |1 + w| for unit_offset); infinity when none.
@@ -106,7 +104,8 @@ inline void forward_rows(const ForwardArgs& args, int64_t begin, int64_t end) {
   const int64_t n = args.hidden;
   const bf16_t* w = static_cast<const bf16_t*>(args.weight);
   const bool w_finite = all_finite(w, n);
-  const float min_w = smallest_factor(w, n, args.unit_offset);
+  // Only the hardware rounding needs the bounds of flush_free.
+  const float min_w = kHardwareRounding ? smallest_factor(w, n, args.unit_offset) : 0.0f;
   for (int64_t row = begin; row < end; ++row) {
     const bf16_t* x = static_cast<const bf16_t*>(args.x) + row * n;
     bf16_t* out = static_cast<bf16_t*>(args.out) + row * n;
@@ -119,7 +118,9 @@ inline void forward_rows(const ForwardArgs& args, int64_t begin, int64_t end) {
       sum_squares = lane_sum(n, [&](int64_t i, __mmask16 lanes) {
         const __m256i bits = narrow(_mm512_add_ps(load(x + i, lanes), load(res + i, lanes)));
         _mm256_mask_storeu_epi16(s + i, lanes, bits);
-        min_x = min_magnitude(bits, min_x);
+        if constexpr (kHardwareRounding) {
+          min_x = min_magnitude(bits, min_x);
+        }
         const __m512 v = widen(bits);
         return _mm512_mul_ps(v, v);
       });
@@ -127,7 +128,9 @@ inline void forward_rows(const ForwardArgs& args, int64_t begin, int64_t end) {
     } else {
       sum_squares = lane_sum(n, [&](int64_t i, __mmask16 lanes) {
         const __m256i bits = _mm256_maskz_loadu_epi16(lanes, x + i);
-        min_x = min_magnitude(bits, min_x);
+        if constexpr (kHardwareRounding) {
+          min_x = min_magnitude(bits, min_x);
+        }
         const __m512 v = widen(bits);
         return _mm512_mul_ps(v, v);
       });

@@ -16,6 +16,13 @@ namespace rmsnorm_cpu {
 namespace {
 namespace bf16_vec {
 
+// Whether this copy rounds with VCVTNE(2)PS2BF16 (the avx512_bf16 copy).
+#ifdef RMSNORM_HW_BF16
+constexpr bool kHardwareRounding = true;
+#else
+constexpr bool kHardwareRounding = false;
+#endif
+
 // Lanes [0, left) of a 16-lane vector.
 inline __mmask16 first(int64_t left) {
   return left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1u);
