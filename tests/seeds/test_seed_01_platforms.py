@@ -16,6 +16,16 @@ def test_cpu_model_is_routed_to_cpu_kernels(hub_env, model_dirs):
     assert model(ids()).logits.isfinite().all()
 
 
+def test_offloaded_parameters_take_the_device_map_device():
+    """Transformers >= 5.25 passes from_pretrained's device_map to set_use_kernels: layers
+    whose parameters are offloaded (on meta) run where the map sends them."""
+    with torch.device("meta"):
+        model = torch.nn.Linear(2, 2)
+    assert device_type_of(model, {"": 0}) == "cuda"
+    assert device_type_of(model, {"a": "disk", "b": "cpu"}) == "cpu"
+    assert device_type_of(torch.nn.Linear(2, 2), {"": 0}) == "cpu"  # placed: the map is moot
+
+
 def test_every_platform_keeps_its_own_entry():
     """One per-device dict serves every platform; each device gets exactly its entry."""
     config = KernelConfig({"SiLU": {

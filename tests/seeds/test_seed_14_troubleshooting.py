@@ -12,9 +12,9 @@ def test_installed_transformers_is_accepted():
     check_transformers()
 
 
-@pytest.mark.parametrize("found", [None, "4.57.1", "6.0.0"])
+@pytest.mark.parametrize("found", [None, "4.57.1", "5.25.0", "6.0.0"])
 def test_missing_or_out_of_range_transformers_says_what_to_install(found):
-    assert "pip install 'transformers>=5.0,<6'" in transformers_problem(found)
+    assert "pip install 'transformers>=5.0,<5.25'" in transformers_problem(found)
 
 
 def test_load_failure_names_the_driver_cause(hub_env):

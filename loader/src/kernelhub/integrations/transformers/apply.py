@@ -190,8 +190,12 @@ def current_mode(model: Any, requested: Any = None) -> Any:
     return mode
 
 
-def apply_kernels(model: Any, kernel_config: Any = None, mode: Any = None) -> None:
-    """Kernelize ``model`` for its mode with the table, then the user's KernelConfig."""
+def apply_kernels(model: Any, kernel_config: Any = None, mode: Any = None,
+                  device_map: Any = None) -> None:
+    """Kernelize ``model`` for its mode with the table, then the user's KernelConfig.
+
+    ``device_map`` (what ``from_pretrained`` resolved) names the device the layers run on
+    where the parameters cannot tell: offloaded ones sit on ``meta``."""
     if not settings.hub_kernels_enabled():
         model._use_kernels = False
         return
@@ -206,7 +210,7 @@ def apply_kernels(model: Any, kernel_config: Any = None, mode: Any = None) -> No
         model._kernelhub_coverage_told = True
         logger.warning(coverage_message(model))
     mode = current_mode(model, mode)
-    device = device_type_of(model)
+    device = device_type_of(model, device_map)
     specs, explicit = effective_specs(config, device)
     verify = (config is not None and config.verify) or verify_from_env()
     _apply_layers(model, specs, explicit, device, mode, verify)
@@ -215,3 +219,4 @@ def apply_kernels(model: Any, kernel_config: Any = None, mode: Any = None) -> No
     _apply_attention(model, specs, explicit, device, mode, verify)
     model._use_kernels = True
     model._kernelhub_mode = mode
+    model._kernels_mode = mode  # Transformers >= 5.25 reads it to skip a same-mode kernelize

@@ -289,14 +289,22 @@ def fusion_parents(model: Any, key: FusionKey) -> list[tuple[str, Any]]:
     return found
 
 
-def device_type_of(model: Any) -> str:
-    """The device type a model's kernels are chosen for; ROCm reports itself as cuda."""
+def device_type_of(model: Any, device_map: Any = None) -> str:
+    """The device type a model's kernels are chosen for; ROCm reports itself as cuda.
+
+    A parameter offloaded by ``device_map`` sits on ``meta``; the layers then run where
+    the map sends them (an int is a CUDA index, as in Transformers' device maps)."""
     import torch
 
     try:
         device = next(model.parameters()).device
     except StopIteration:
         device = torch.device("cpu")
+    if device.type == "meta" and isinstance(device_map, dict):
+        placed = [v for v in device_map.values() if v not in ("disk", "meta")]
+        if placed:
+            first = placed[0]
+            device = torch.device("cuda", first) if isinstance(first, int) else torch.device(first)
     return backend_of(torch_device_type(device, torch))
 
 

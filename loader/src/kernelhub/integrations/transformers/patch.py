@@ -73,7 +73,7 @@ def _mark_classes() -> None:
             _mark(hit[2], layer_name)
 
 
-SUPPORTED_TRANSFORMERS = ">=5.0,<6"
+SUPPORTED_TRANSFORMERS = ">=5.0,<5.25"
 """The Transformers releases whose seams (method names and signatures) we patch."""
 
 
@@ -128,9 +128,11 @@ def patch_pretrained_model(pretrained_model: type) -> None:
         original_check = _saved[(pretrained_model, "_check_and_adjust_attn_implementation")]
 
     def set_use_kernels(self: Any, use_kernels: bool, kernel_config: Any = None,
-                        mode: Any = None) -> None:
+                        mode: Any = None, device_map: Any = None) -> None:
+        # Transformers >= 5.25 passes the resolved device_map (from_pretrained) as the
+        # fourth argument; 5.x before it passes three.
         if use_kernels:
-            apply_kernels(self, kernel_config, mode)
+            apply_kernels(self, kernel_config, mode, device_map)
         else:
             self._use_kernels = False
 
