@@ -219,4 +219,3 @@ def apply_kernels(model: Any, kernel_config: Any = None, mode: Any = None,
     _apply_attention(model, specs, explicit, device, mode, verify)
     model._use_kernels = True
     model._kernelhub_mode = mode
-    model._kernels_mode = mode  # Transformers >= 5.25 reads it to skip a same-mode kernelize
