@@ -12,7 +12,6 @@ import inspect
 import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, ParamSpec, TypeVar
@@ -32,6 +31,7 @@ from .hub.base import Hub
 from .hub.select import hub_call, open_hub
 from .importer import load_variant_dir
 from .metadata import METADATA_FILE, read_metadata
+from .records import Record
 from .selection import Selection, check_archs, select_variant
 from .system import SystemInfo, detect_system
 from .trust import OrgPolicy, check_trusted, policy_for
@@ -51,8 +51,7 @@ _memo: dict[tuple[str, str, str, str | None, bytes, str | None], ModuleType] = {
 """(hub key, repo, spec, backend) → module, so repeated get_kernel calls cost a dict lookup."""
 
 
-@dataclass(frozen=True)
-class Resolution:
+class Resolution(Record, frozen=True):
     """Where a repository spec led: the commit, its variants and the pick for this system."""
 
     repo_id: str
@@ -160,8 +159,7 @@ def _variants_at(repo_id: str, commit: str, hub: Hub, cache: KernelCache) -> lis
                        what=f"{repo_id} at {commit[:12]}")
 
 
-@dataclass(frozen=True)
-class _Request:
+class _Request(Record, frozen=True):
     """A hub kernel as the caller named it, checked: nothing has asked the hub yet."""
 
     repo_id: str

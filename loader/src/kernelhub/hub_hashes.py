@@ -19,7 +19,6 @@ LFS sha256 for a file stored with Git LFS, else the git blob id. Two things use 
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import os
@@ -29,6 +28,7 @@ from .errors import IntegrityError
 from .hub.base import Hub
 from .hub.select import hub_call
 from .metadata import Metadata, file_digest, stored_files
+from .records import replace
 
 LFS_SUFFIX = ".hub-lfs.json"
 """Sidecar of a cached variant some of whose files the hub stores with Git LFS: a JSON list
@@ -82,7 +82,7 @@ def check_against_hub(hub: Hub, repo_id: str, commit: str, variant: str, fetched
                 "download was corrupted or altered, nothing of it was kept"
             )
     recorded = {rel: file_digest(fetched / rel) for rel in present if rel != "metadata.json"}
-    return dataclasses.replace(metadata, digest_files=recorded)
+    return replace(metadata, digest_files=recorded)
 
 
 def write_record(path: Path, metadata: Metadata) -> None:

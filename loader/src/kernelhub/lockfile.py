@@ -25,11 +25,11 @@ import hashlib
 import json
 import os
 from collections.abc import Collection
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .errors import LockFileError
+from .records import Record, field
 from .versions import is_commit_id, shown_name
 
 LOCKFILE_NAME = "kernels.lock"
@@ -37,8 +37,7 @@ GIT_LFS_CONCAT = "git_lfs_concat"
 OURS = "kernelhub"
 
 
-@dataclass(frozen=True)
-class LockEntry:
+class LockEntry(Record, frozen=True):
     """One locked repository: its commit and, per variant, the hashes it must match."""
 
     repo_id: str

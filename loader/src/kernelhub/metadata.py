@@ -8,15 +8,14 @@ read and written back, so older loaders keep working as the format grows.
 from __future__ import annotations
 
 import base64
-import dataclasses
 import hashlib
 import json
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .errors import IntegrityError, MetadataError
+from .records import Record, field, replace
 
 METADATA_FILE = "metadata.json"
 DIGEST_ALGORITHM = "sha256"
@@ -24,14 +23,12 @@ _SKIPPED_DIRS = {"__pycache__"}
 _SKIPPED_SUFFIXES = (".pyc", ".pyo")
 
 
-@dataclass
-class BackendInfo:
+class BackendInfo(Record):
     type: str
     archs: list[str] = field(default_factory=list)
 
 
-@dataclass
-class Metadata:
+class Metadata(Record):
     """The typed view of metadata.json."""
 
     name: str
@@ -189,7 +186,7 @@ def complete_digest(metadata: Metadata, variant_dir: Path) -> Metadata:
             isinstance(k, str) and isinstance(v, str) for k, v in recorded.items()):
         raise IntegrityError(f"{path}: malformed record of the hub's hashes; run "
                              "`kernelhub cache clear`")
-    return dataclasses.replace(metadata, digest_files=recorded)
+    return replace(metadata, digest_files=recorded)
 
 
 def write_metadata(variant_dir: Path, metadata: Metadata) -> None:

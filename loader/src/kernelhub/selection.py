@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 
 from .errors import NoCompatibleVariantError, VariantNameError
+from .records import Record, field
 from .system import SystemInfo
 from .variants import Variant, VariantKind, parse_variant
 
@@ -46,8 +46,7 @@ _TIER = {
 }
 
 
-@dataclass(frozen=True)
-class Selection:
+class Selection(Record, frozen=True):
     """The outcome of :func:`select_variant`."""
 
     chosen: str | None

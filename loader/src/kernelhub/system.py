@@ -14,7 +14,7 @@ because two worlds name the same hardware differently, and only this module tran
 Metal kernels run on torch's ``mps`` device: ``metal`` and ``mps`` are accepted for each
 other wherever a user writes one. Detection reads torch lazily (importing kernelhub must
 stay cheap and must not import torch before the user does). :class:`SystemInfo` is a
-plain frozen dataclass so tests (and ``kernelhub versions --backend``) can describe
+plain frozen record so tests (and ``kernelhub versions --backend``) can describe
 systems this machine is not, e.g. a ROCm box or a Mac.
 """
 
@@ -24,12 +24,12 @@ import functools
 import platform
 import re
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from .errors import KernelHubError, MappingError
+from .records import Record
 
 if TYPE_CHECKING:
     import torch as torch_module
@@ -134,8 +134,7 @@ def torch_device_type(device: torch_module.device, torch: ModuleType) -> str:
 # -- the device a model runs on (kernelize's view of the running system) --------------
 
 
-@dataclass(frozen=True)
-class RuntimeDevice:
+class RuntimeDevice(Record, frozen=True):
     """The device a model runs on, as kernelize sees it: a device type and, on CUDA and
     ROCm, the GPU's capability as mappings write it (``major * 10 + minor``)."""
 
@@ -198,8 +197,7 @@ def runtime_device(model: torch_module.nn.Module, device: Any = None) -> Runtime
 # -- the running system ----------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class SystemInfo:
+class SystemInfo(Record, frozen=True):
     """The runtime a kernel must match."""
 
     torch: tuple[int, int]

@@ -13,10 +13,10 @@ interoperate::
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from enum import Enum
 
 from .errors import VariantNameError
+from .records import Record
 from .system import BACKENDS, TOOLKIT_BACKENDS, platform_problem
 
 
@@ -29,8 +29,7 @@ class VariantKind(str, Enum):
     UNIVERSAL = "universal"
 
 
-@dataclass(frozen=True, order=True)
-class Compute:
+class Compute(Record, frozen=True, order=True):
     """A compute backend with its toolkit version (CUDA 13.0, ROCm 7.0, XPU 2025.2)."""
 
     backend: str
@@ -97,8 +96,7 @@ class Compute:
         return cls(backend, parts)
 
 
-@dataclass(frozen=True)
-class Variant:
+class Variant(Record, frozen=True):
     """One build variant. ``name`` round-trips through :func:`parse_variant`."""
 
     kind: VariantKind

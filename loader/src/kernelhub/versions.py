@@ -10,10 +10,10 @@ strings, lock files and the CLI all parse through here.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .errors import RepoIdError, VersionSpecError
+from .records import Record, field
 
 if TYPE_CHECKING:  # packaging is imported where a release or specifier is parsed
     from packaging.specifiers import SpecifierSet
@@ -56,8 +56,7 @@ def shown_name(name: str) -> str:
     return name if is_plain_name(name, "._/+-") else repr(name)
 
 
-@dataclass(frozen=True)
-class Refs:
+class Refs(Record, frozen=True):
     """Branches and tags of one repository, each mapped to its commit sha."""
 
     branches: dict[str, str] = field(default_factory=dict)
@@ -84,8 +83,7 @@ class Refs:
         return f"branches: {branches}; release tags: {tags}"
 
 
-@dataclass(frozen=True)
-class VersionSpec:
+class VersionSpec(Record, frozen=True):
     """A parsed version or revision. Exactly one field is set."""
 
     major: int | None = None
