@@ -13,12 +13,26 @@
 namespace activation_cpu {
 namespace {
 
+// Whether the CPU has AVX512_BF16 (VCVTNE2PS2BF16), which torch's capability
+// levels do not name.
+bool cpu_has_avx512_bf16() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  return __builtin_cpu_supports("avx512bf16");
+#else
+  return false;
+#endif
+}
+
 // The best loops torch itself would use on this CPU (it honours the
-// ATEN_CPU_CAPABILITY environment variable), limited to those compiled here.
+// ATEN_CPU_CAPABILITY environment variable), limited to those compiled here;
+// AVX512_BF16 is the AVX512 level on a CPU that also has AVX512_BF16.
 const KernelTable* table_for(const std::string& capability) {
   const std::string torch_best = at::get_cpu_capability();
   const bool avx512_ok = torch_best == "AVX512";
   const bool avx2_ok = avx512_ok || torch_best == "AVX2";
+  if (capability == "AVX512_BF16") {
+    return avx512_ok && cpu_has_avx512_bf16() ? kernel_table_AVX512_BF16() : nullptr;
+  }
   if (capability == "AVX512") {
     return avx512_ok ? kernel_table_AVX512() : nullptr;
   }
@@ -32,7 +46,7 @@ const KernelTable* table_for(const std::string& capability) {
 }
 
 const KernelTable* best_table() {
-  for (const char* capability : {"AVX512", "AVX2"}) {
+  for (const char* capability : {"AVX512_BF16", "AVX512", "AVX2"}) {
     if (const KernelTable* table = table_for(capability)) {
       return table;
     }
@@ -139,7 +153,8 @@ std::string cpu_capability() {
 std::string set_cpu_capability(const std::string& capability) {
   const activation_cpu::KernelTable* table = activation_cpu::table_for(capability);
   TORCH_CHECK(table != nullptr, "set_cpu_capability: '", capability,
-              "' loops are not available on this CPU/build; choose DEFAULT, AVX2 or AVX512 "
+              "' loops are not available on this CPU/build; choose DEFAULT, AVX2, AVX512 or "
+              "AVX512_BF16 "
               "(at most what torch reports: ",
               at::get_cpu_capability(), ")");
   return activation_cpu::active_table().exchange(table)->capability;

@@ -54,5 +54,6 @@ struct KernelTable {
 const KernelTable* kernel_table_DEFAULT();
 const KernelTable* kernel_table_AVX2();
 const KernelTable* kernel_table_AVX512();
+const KernelTable* kernel_table_AVX512_BF16();
 
 }  // namespace activation_cpu

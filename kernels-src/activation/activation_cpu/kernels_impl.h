@@ -20,6 +20,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
+
+#ifdef CPU_CAPABILITY_AVX512
+#include "avx512_math.h"
+#endif
 
 #ifndef ACTIVATION_KERNEL_TABLE
 #error "define ACTIVATION_KERNEL_TABLE before including kernels_impl.h"
@@ -48,8 +53,15 @@ inline Vectorized<double> fast_exp(const Vectorized<double>& x) {
 // 0 above ~88.7, which would turn silu(-100) into -100), so its argument is
 // clamped at 88: exp(88) ~ 1.7e38 already makes the quotient vanish to within
 // float resolution of the true value. NaN passes through the clamp.
+// The AVX-512 copies compute float with avx512::sigmoid_product instead
+// (an exp and a reciprocal without VDIVPS; see avx512_math.h).
 template <typename V>
 inline V x_times_sigmoid(const V& x, const V& neg_scaled) {
+#ifdef CPU_CAPABILITY_AVX512
+  if constexpr (std::is_same_v<V, Vectorized<float>>) {
+    return avx512::sigmoid_product(x, neg_scaled);
+  }
+#endif
   const V clamped = at::vec::minimum(neg_scaled, V(88));
   return x / (V(1) + fast_exp(clamped));
 }
@@ -112,6 +124,25 @@ inline void gated_run(scalar_t* out, const scalar_t* a, const scalar_t* b, int64
       const int64_t rest = n - i;
       (act(V::loadu(a + i, rest)) * V::loadu(b + i, rest)).store(out + i, rest);
     }
+#ifdef CPU_CAPABILITY_AVX512
+  } else if constexpr (std::is_same_v<scalar_t, c10::BFloat16>) {
+    // 32 values per step as even/odd float vectors (avx512_math.h): the order
+    // of elements does not matter to an elementwise product.
+    using V = Vectorized<float>;
+    auto step = [&](__mmask32 lanes, int64_t i) {
+      const avx512::Pair pa = avx512::load(a + i, lanes);
+      const avx512::Pair pb = avx512::load(b + i, lanes);
+      avx512::store(out + i, lanes,
+                    {act(V(pa.even)) * V(pb.even), act(V(pa.odd)) * V(pb.odd)});
+    };
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+      step(~__mmask32(0), i);
+    }
+    if (i < n) {
+      step(avx512::first32(n - i), i);
+    }
+#endif
   } else {
     using R = Vectorized<scalar_t>;  // bf16/fp16: one R holds two float vectors
     int64_t i = 0;
@@ -142,6 +173,21 @@ inline void unary_run(scalar_t* out, const scalar_t* a, int64_t n, const Act& ac
       const int64_t rest = n - i;
       act(V::loadu(a + i, rest)).store(out + i, rest);
     }
+#ifdef CPU_CAPABILITY_AVX512
+  } else if constexpr (std::is_same_v<scalar_t, c10::BFloat16>) {
+    using V = Vectorized<float>;
+    auto step = [&](__mmask32 lanes, int64_t i) {
+      const avx512::Pair pa = avx512::load(a + i, lanes);
+      avx512::store(out + i, lanes, {act(V(pa.even)), act(V(pa.odd))});
+    };
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+      step(~__mmask32(0), i);
+    }
+    if (i < n) {
+      step(avx512::first32(n - i), i);
+    }
+#endif
   } else {
     using R = Vectorized<scalar_t>;
     int64_t i = 0;

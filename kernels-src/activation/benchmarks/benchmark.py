@@ -10,7 +10,7 @@ or, for a package dir without metadata (a hand-made development build):
 
 Options: --tokens (rows, default 2048), --d (output width, default 4096, so the
 input is [2048, 8192]), --dtypes (default float32 bfloat16), --capability
-(DEFAULT/AVX2/AVX512 loops; default the best this CPU runs), --device (cpu, or
+(DEFAULT/AVX2/AVX512/AVX512_BF16 loops; default the best this CPU runs), --device (cpu, or
 cuda/mps/xpu with a variant built for that backend: the copy is then a
 device-to-device copy). Takes under a minute.
 """
@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tokens", type=int, default=2048)
     parser.add_argument("--d", type=int, default=4096)
     parser.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
-    parser.add_argument("--capability", choices=["DEFAULT", "AVX2", "AVX512"])
+    parser.add_argument("--capability", choices=["DEFAULT", "AVX2", "AVX512", "AVX512_BF16"])
     parser.add_argument("--min-run-time", type=float, default=1.0)
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda", "mps", "xpu"])
     parser.add_argument("--model-shapes", action=argparse.BooleanOptionalAction, default=True,

@@ -6,7 +6,7 @@ has kernels for; each runs where the variant has its kernels and the machine has
 device, and is skipped with the reason otherwise (a ``cu130`` variant on a machine
 without a GPU: CPU skipped, no CPU kernels; CUDA skipped, no device). Devices the
 variant has no kernels for are not parameters at all, so a CPU build's report is not
-full of MPS/XPU skips. CPU runs once per compiled loop copy (DEFAULT/AVX2/AVX512) the
+full of MPS/XPU skips. CPU runs once per compiled loop copy (DEFAULT/AVX2/AVX512/AVX512_BF16) the
 CPU supports.
 
 Parametrization happens here (``pytest_generate_tests``) because the kernel module
@@ -57,7 +57,7 @@ def _capabilities() -> list[str]:
 
     original = activation.cpu_capability()
     available = []
-    for capability in ("DEFAULT", "AVX2", "AVX512"):
+    for capability in ("DEFAULT", "AVX2", "AVX512", "AVX512_BF16"):
         try:
             activation.set_cpu_capability(capability)
         except RuntimeError:

@@ -203,6 +203,75 @@ def test_nan_propagates(target):
     assert torch.isnan(out).all()
 
 
+def _bf16_products(rows: int, d: int, seed: int) -> torch.Tensor:
+    """bf16 gated inputs whose float products span every rounding case: exponents from
+    float-subnormal to overflow, exact ties (a bf16 product has up to 16 significant bits,
+    so about one in 256 lies halfway), subnormal factors, inf and NaN, a partial last
+    32-value step (d odd)."""
+    generator = torch.Generator().manual_seed(seed)
+    scale = torch.randint(-75, 75, (rows, 2 * d), generator=generator).double()
+    x = torch.randn(rows, 2 * d, generator=generator, dtype=torch.float64) * 2.0**scale
+    x[0, :8] = torch.tensor([1 + 2**-7, 1 + 3 * 2**-7, 1e-39, -3e-40, 3e38, 2.0, 1.0, -1.0])
+    x[0, d:d + 8] = torch.tensor([1 + 2**-7, 1 + 2**-7, 2.0, 1.0, 4.0, float("inf"),
+                                  float("nan"), 1e-38])
+    x[1, 5] = float("nan")
+    return x.to(torch.bfloat16)
+
+
+def _same_bits_or_both_nan(out: torch.Tensor, expected: torch.Tensor) -> None:
+    nan = torch.isnan(expected)
+    assert torch.equal(torch.isnan(out), nan), "a NaN appeared or vanished"
+    mismatch = (out.view(torch.int16) != expected.view(torch.int16)) & ~nan
+    assert not mismatch.any(), (
+        f"{int(mismatch.sum())} values rounded differently from torch, e.g. "
+        f"{out[mismatch][:4].tolist()} for {expected[mismatch][:4].tolist()}"
+    )
+
+
+def test_bf16_rounding_is_torchs_bit_for_bit(target):
+    """fatrelu_and_mul's float product of two bf16 values is exact (or one IEEE rounding
+    when subnormal), so its bf16 result must be torch's rounding of it to the bit: ties to
+    even, subnormal results kept (VCVTNE2PS2BF16 alone would flush them to zero),
+    overflow to inf, NaN kept a NaN."""
+    d = 4099
+    x = _bf16_products(3, d, seed=5)
+    out = _poisoned((3, d), torch.bfloat16, target)
+    activation.fatrelu_and_mul(out, x.to(target), -3e38)
+    a, b = x.float()[:, :d], x.float()[:, d:]
+    expected = (torch.where(a > -3e38, a, torch.zeros_like(a)) * b).to(torch.bfloat16)
+    assert (expected.float().abs() < 2.0**-126).logical_and(expected != 0).any()
+    _same_bits_or_both_nan(out.cpu(), expected)
+
+
+def test_bf16_subnormals_and_specials_survive(target):
+    """Subnormal inputs and results stay (not flushed), inf and NaN propagate."""
+    a = torch.tensor([2.0, 1e-39, 3e38, float("inf"), 1.0, float("nan"), 1.0, 2.0])
+    b = torch.tensor([1e-39, 1.0, 4.0, 1.0, float("inf"), 1.0, float("nan"), -3e-39])
+    x = torch.cat([a, b]).to(torch.bfloat16).repeat(1, 9)[:, : 16 * 9].reshape(9, 16)
+    out = _poisoned((9, 8), torch.bfloat16, target)
+    activation.silu_and_mul(out, x.to(target))
+    expected = _ref(GATED["silu_and_mul"], x).to(torch.bfloat16)
+    out = out.cpu()
+    assert torch.equal(torch.isnan(out), torch.isnan(expected))
+    assert torch.equal(torch.isinf(out), torch.isinf(expected))
+    finite = torch.isfinite(expected)
+    assert (out[finite] != 0).all(), "a subnormal result was flushed to zero"
+    torch.testing.assert_close(out[finite].double(), expected[finite].double(), rtol=1e-2,
+                               atol=0)
+    unary = _poisoned((9, 8), torch.bfloat16, target)
+    activation.silu(unary, x[:, :8].to(target))
+    assert unary[:, 1].cpu().ne(0).all(), "silu of a subnormal was flushed to zero"
+
+
+def test_float_infinities(target):
+    """silu(inf) is inf and silu(-inf) is -inf or NaN (never a finite value)."""
+    x = torch.tensor([float("inf"), float("-inf"), float("nan"), 5.0], device=target)
+    out = _poisoned(x.shape, torch.float32, target)
+    activation.silu(out, x)
+    assert out[0] == float("inf") and out[3] == pytest.approx(5.0 / (1 + math.exp(-5.0)))
+    assert not torch.isfinite(out[1]) and torch.isnan(out[2])
+
+
 # ---- layouts ----------------------------------------------------------------------
 
 
@@ -306,7 +375,7 @@ def test_unknown_capability_is_rejected(device):
 def test_capability_reports_best_loops_by_default(device):
     if device != "cpu":
         pytest.skip("CPU loop selection only")
-    order = ["DEFAULT", "AVX2", "AVX512"]
+    order = ["DEFAULT", "AVX2", "AVX512", "AVX512_BF16"]
     best = activation.cpu_capability()
     assert best in order
     for better in order[order.index(best) + 1 :]:  # nothing better is runnable here

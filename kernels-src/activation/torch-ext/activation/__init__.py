@@ -111,7 +111,7 @@ def _cpu_only(name: str):
 
 
 def cpu_capability() -> str:
-    """The vector loops the CPU ops run: ``DEFAULT``, ``AVX2`` or ``AVX512``."""
+    """The vector loops the CPU ops run: ``DEFAULT``, ``AVX2``, ``AVX512`` or ``AVX512_BF16``."""
     return _cpu_only("cpu_capability")()
 
 
