@@ -48,6 +48,12 @@ inline Vectorized<double> fast_exp(const Vectorized<double>& x) {
   return x.exp();
 }
 
+// What a result is rounded to: the sigmoid's error budget. Float results keep
+// about 20 ulp of float; results rounded to bf16 (8 significant bits) need
+// 2^-13, which the AVX-512 copies meet with less work (avx512_math.h).
+struct FloatResult {};
+struct Bf16Result {};
+
 // x * sigmoid(z) computed as x / (1 + exp(-z)); `neg_scaled` is -z.
 // The polynomial exp is unspecified past float's range (the AVX2 copy returns
 // 0 above ~88.7, which would turn silu(-100) into -100), so its argument is
@@ -55,47 +61,49 @@ inline Vectorized<double> fast_exp(const Vectorized<double>& x) {
 // float resolution of the true value. NaN passes through the clamp.
 // The AVX-512 copies compute float with avx512::sigmoid_product instead
 // (an exp and a reciprocal without VDIVPS; see avx512_math.h).
-template <typename V>
-inline V x_times_sigmoid(const V& x, const V& neg_scaled) {
+template <typename V, typename Result>
+inline V x_times_sigmoid(const V& x, const V& neg_scaled, Result) {
 #ifdef CPU_CAPABILITY_AVX512
   if constexpr (std::is_same_v<V, Vectorized<float>>) {
-    return avx512::sigmoid_product(x, neg_scaled);
+    return avx512::sigmoid_product<std::is_same_v<Result, Bf16Result>>(x, neg_scaled);
   }
 #endif
   const V clamped = at::vec::minimum(neg_scaled, V(88));
   return x / (V(1) + fast_exp(clamped));
 }
 
+// Each activation: operator()(x, result) with `result` a FloatResult or a
+// Bf16Result (the accuracy its caller rounds to).
 struct SiluOp {
-  template <typename V>
-  V operator()(const V& x) const {
-    return x_times_sigmoid(x, V(0) - x);
+  template <typename V, typename Result = FloatResult>
+  V operator()(const V& x, Result result = {}) const {
+    return x_times_sigmoid(x, V(0) - x, result);
   }
 };
 
 struct GeluQuickOp {
-  template <typename V>
-  V operator()(const V& x) const {
-    return x_times_sigmoid(x, x * V(-1.702));
+  template <typename V, typename Result = FloatResult>
+  V operator()(const V& x, Result result = {}) const {
+    return x_times_sigmoid(x, x * V(-1.702), result);
   }
 };
 
 // 0.5 * x * (1 + tanh(u)) == x * sigmoid(2u): one exp, and no cancellation in
 // 1 + tanh(u) for negative x, so relative accuracy holds on the whole line.
 struct GeluTanhOp {
-  template <typename V>
-  V operator()(const V& x) const {
+  template <typename V, typename Result = FloatResult>
+  V operator()(const V& x, Result result = {}) const {
     constexpr double kBeta = 0.7978845608028654;  // sqrt(2 / pi)
     constexpr double kKappa = 0.044715;
     const V x2 = x * x;
     const V neg_two_u = x * at::vec::fmadd(x2, V(-2.0 * kBeta * kKappa), V(-2.0 * kBeta));
-    return x_times_sigmoid(x, neg_two_u);
+    return x_times_sigmoid(x, neg_two_u, result);
   }
 };
 
 struct GeluOp {
-  template <typename V>
-  V operator()(const V& x) const {
+  template <typename V, typename Result = FloatResult>
+  V operator()(const V& x, Result = {}) const {
     constexpr double kRsqrt2 = 0.7071067811865476;
     return V(0.5) * x * (V(1) + (x * V(kRsqrt2)).erf());
   }
@@ -103,8 +111,8 @@ struct GeluOp {
 
 struct FatReluOp {
   float threshold;
-  template <typename V>
-  V operator()(const V& x) const {
+  template <typename V, typename Result = FloatResult>
+  V operator()(const V& x, Result = {}) const {
     return V::blendv(V(0), x, x > V(threshold));
   }
 };
@@ -133,7 +141,8 @@ inline void gated_run(scalar_t* out, const scalar_t* a, const scalar_t* b, int64
       const avx512::Pair pa = avx512::load(a + i, lanes);
       const avx512::Pair pb = avx512::load(b + i, lanes);
       avx512::store(out + i, lanes,
-                    {act(V(pa.even)) * V(pb.even), act(V(pa.odd)) * V(pb.odd)});
+                    {act(V(pa.even), Bf16Result{}) * V(pb.even),
+                     act(V(pa.odd), Bf16Result{}) * V(pb.odd)});
     };
     int64_t i = 0;
     for (; i + 32 <= n; i += 32) {
@@ -178,7 +187,7 @@ inline void unary_run(scalar_t* out, const scalar_t* a, int64_t n, const Act& ac
     using V = Vectorized<float>;
     auto step = [&](__mmask32 lanes, int64_t i) {
       const avx512::Pair pa = avx512::load(a + i, lanes);
-      avx512::store(out + i, lanes, {act(V(pa.even)), act(V(pa.odd))});
+      avx512::store(out + i, lanes, {act(V(pa.even), Bf16Result{}), act(V(pa.odd), Bf16Result{})});
     };
     int64_t i = 0;
     for (; i + 32 <= n; i += 32) {
