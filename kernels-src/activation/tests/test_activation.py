@@ -505,3 +505,10 @@ def test_layer_outputs_reuse_released_memory_only():
         torch.testing.assert_close(out, expected)
     small = layer(torch.randn(2, 16))  # below the pool's threshold: a plain allocation
     assert small.shape == (2, 8)
+    unary = activation.layers.Silu()
+    big = torch.randn(64, 8192)  # pooled too
+    pooled = unary(big)
+    torch.testing.assert_close(pooled, F.silu(big))
+    pointer = pooled.data_ptr()
+    del pooled
+    assert unary(big).data_ptr() == pointer, "released memory was not reused"

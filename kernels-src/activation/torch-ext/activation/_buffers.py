@@ -59,6 +59,15 @@ def reusable(shape: tuple[int, ...], like: torch.Tensor,
         return torch.empty((0,), dtype=like.dtype).set_(storage, 0, shape, stride)
 
 
+def empty_like(like: torch.Tensor) -> torch.Tensor:
+    """An output of ``like``'s shape: ``torch.empty_like`` below ``MIN_BYTES`` (about 1 us,
+    a third of building the shape and calling ``empty``, which matters at one token), pooled
+    above."""
+    if like.numel() * like.element_size() < MIN_BYTES:
+        return torch.empty_like(like)
+    return empty(tuple(like.shape), like)
+
+
 def empty(shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
     """Like ``torch.empty(shape)`` with ``like``'s dtype and device, pooled where it applies."""
     out = reusable(shape, like)

@@ -5,9 +5,22 @@ because their ``forward`` runs on the replaced layer's instance: ``FatreluAndMul
 reads the ``threshold`` attribute that the model's own layer carries.
 The kernels have no backward yet, so ``has_backward`` is False; fake
 implementations are registered, so they trace under ``torch.compile``.
+
+Per-call cost: at one token (``[1, 1, 5632]``, CPU) the work is a microsecond and the
+Python around it is most of the call, so each ``forward`` does the least it can: an
+output from ``torch.empty_like`` below the buffer pool's threshold (``_buffers``), and the
+op's C++ entry point called directly (``OpOverload._op``, what ``OpOverload.__call__``
+runs, minus that Python frame), measured on a Zen 4 core at 3.8 us against 3.8 us for
+``F.silu`` in float32 and 3.8 us against 4.8 us in bfloat16 (the forward before this:
+6.0 and 6.4 us). Under ``torch.compile`` the ``OpOverload`` itself is called, since
+dynamo cannot trace the raw entry point. The layers always run the kernel, however small
+the input: at the measured cost there is nothing to gain from handing small inputs to
+PyTorch's own op, and one code path keeps results identical at every batch size.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -15,13 +28,39 @@ from torch import nn
 from . import _buffers
 from ._ops import ops
 
-
-def _gated_out(x: torch.Tensor) -> torch.Tensor:
-    return _buffers.empty((*x.shape[:-1], x.shape[-1] // 2), x)
+Forward = Callable[..., torch.Tensor]
 
 
-def _same_out(x: torch.Tensor) -> torch.Tensor:
-    return _buffers.empty(tuple(x.shape), x)
+def _entry_points(name: str) -> tuple[Callable[..., None], Callable[..., None]]:
+    """(traceable, eager) callables of op ``name``: its ``OpOverload`` for torch.compile,
+    and the C++ function that overload calls, for eager calls."""
+    traced = getattr(ops, name).default
+    return traced, getattr(traced, "_op", traced)
+
+
+def _gated_forward(name: str) -> Forward:
+    traced, eager = _entry_points(name)
+
+    def forward(self: nn.Module, x: torch.Tensor) -> torch.Tensor:
+        out = _buffers.empty((*x.shape[:-1], x.shape[-1] // 2), x)
+        (traced if torch.compiler.is_compiling() else eager)(out, x)
+        return out
+
+    return forward
+
+
+def _unary_forward(name: str) -> Forward:
+    traced, eager = _entry_points(name)
+
+    def forward(self: nn.Module, x: torch.Tensor) -> torch.Tensor:
+        out = _buffers.empty_like(x)
+        (traced if torch.compiler.is_compiling() else eager)(out, x)
+        return out
+
+    return forward
+
+
+_FATRELU = _entry_points("fatrelu_and_mul")
 
 
 class SiluAndMul(nn.Module):
@@ -29,11 +68,7 @@ class SiluAndMul(nn.Module):
 
     has_backward: bool = False
     can_torch_compile: bool = True
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = _gated_out(x)
-        ops.silu_and_mul(out, x)
-        return out
+    forward = _gated_forward("silu_and_mul")
 
 
 class MulAndSilu(nn.Module):
@@ -41,11 +76,7 @@ class MulAndSilu(nn.Module):
 
     has_backward: bool = False
     can_torch_compile: bool = True
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = _gated_out(x)
-        ops.mul_and_silu(out, x)
-        return out
+    forward = _gated_forward("mul_and_silu")
 
 
 class GeluAndMul(nn.Module):
@@ -53,11 +84,7 @@ class GeluAndMul(nn.Module):
 
     has_backward: bool = False
     can_torch_compile: bool = True
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = _gated_out(x)
-        ops.gelu_and_mul(out, x)
-        return out
+    forward = _gated_forward("gelu_and_mul")
 
 
 class GeluTanhAndMul(nn.Module):
@@ -65,11 +92,7 @@ class GeluTanhAndMul(nn.Module):
 
     has_backward: bool = False
     can_torch_compile: bool = True
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = _gated_out(x)
-        ops.gelu_tanh_and_mul(out, x)
-        return out
+    forward = _gated_forward("gelu_tanh_and_mul")
 
 
 class FatreluAndMul(nn.Module):
@@ -82,8 +105,10 @@ class FatreluAndMul(nn.Module):
     can_torch_compile: bool = True
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = _gated_out(x)
-        ops.fatrelu_and_mul(out, x, float(getattr(self, "threshold", 0.0)))
+        out = _buffers.empty((*x.shape[:-1], x.shape[-1] // 2), x)
+        traced, eager = _FATRELU
+        threshold = float(getattr(self, "threshold", 0.0))
+        (traced if torch.compiler.is_compiling() else eager)(out, x, threshold)
         return out
 
 
@@ -92,11 +117,7 @@ class FastGELU(nn.Module):
 
     has_backward: bool = False
     can_torch_compile: bool = True
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = _same_out(x)
-        ops.gelu_fast(out, x)
-        return out
+    forward = _unary_forward("gelu_fast")
 
 
 class NewGELU(nn.Module):
@@ -104,11 +125,7 @@ class NewGELU(nn.Module):
 
     has_backward: bool = False
     can_torch_compile: bool = True
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = _same_out(x)
-        ops.gelu_new(out, x)
-        return out
+    forward = _unary_forward("gelu_new")
 
 
 class QuickGELU(nn.Module):
@@ -116,11 +133,7 @@ class QuickGELU(nn.Module):
 
     has_backward: bool = False
     can_torch_compile: bool = True
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = _same_out(x)
-        ops.gelu_quick(out, x)
-        return out
+    forward = _unary_forward("gelu_quick")
 
 
 class Silu(nn.Module):
@@ -128,11 +141,7 @@ class Silu(nn.Module):
 
     has_backward: bool = False
     can_torch_compile: bool = True
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = _same_out(x)
-        ops.silu(out, x)
-        return out
+    forward = _unary_forward("silu")
 
 
 class Gelu(nn.Module):
@@ -140,11 +149,7 @@ class Gelu(nn.Module):
 
     has_backward: bool = False
     can_torch_compile: bool = True
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = _same_out(x)
-        ops.gelu(out, x)
-        return out
+    forward = _unary_forward("gelu")
 
 
 class GeluTanh(nn.Module):
@@ -152,11 +157,7 @@ class GeluTanh(nn.Module):
 
     has_backward: bool = False
     can_torch_compile: bool = True
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = _same_out(x)
-        ops.gelu_tanh(out, x)
-        return out
+    forward = _unary_forward("gelu_tanh")
 
 
 __all__ = [
