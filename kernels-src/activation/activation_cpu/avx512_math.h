@@ -141,6 +141,18 @@ inline void store(c10::BFloat16* p, __mmask32 lanes, const Pair& values) {
   _mm512_mask_storeu_epi16(p, lanes, join(values));
 }
 
+// step(lanes, i) for each 32-value step of [0, n): whole steps, then the rest.
+template <typename Step>
+inline void for_each_step(int64_t n, const Step& step) {
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    step(~__mmask32(0), i);
+  }
+  if (i < n) {
+    step(first32(n - i), i);
+  }
+}
+
 }  // namespace avx512
 }  // namespace
 }  // namespace activation_cpu

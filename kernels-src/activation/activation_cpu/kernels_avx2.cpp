@@ -6,19 +6,7 @@
 // this file compiles to an absent table and the portable loops run instead.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #pragma GCC target("avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt")
-// GCC's C++ front end does not announce a target pragma through the ISA
-// macros, and ATen/Sleef headers pick their vector code by those macros.
-#define __SSE3__ 1
-#define __SSSE3__ 1
-#define __SSE4_1__ 1
-#define __SSE4_2__ 1
-#define __AVX__ 1
-#define __AVX2__ 1
-#define __FMA__ 1
-#define __F16C__ 1
-// Only the private loops below take 256/512-bit vectors by value, so the
-// "ABI changed" note for such parameters does not concern any caller.
-#pragma GCC diagnostic ignored "-Wpsabi"
+#include "isa_macros.h"
 #define CPU_CAPABILITY AVX2
 #define CPU_CAPABILITY_AVX2
 #define ACTIVATION_KERNEL_TABLE kernel_table_AVX2

@@ -4,25 +4,12 @@
 // values instead of about fourteen of bit arithmetic; the same bits, see
 // avx512_math.h). Chosen at run time only where the CPU reports avx512_bf16
 // (activation_cpu.cpp); see kernels_avx2.cpp for why the instruction set is
-// chosen with a pragma and the ISA macros are set by hand.
+// chosen with a pragma.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #pragma GCC target( \
     "avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt")
-#define __SSE3__ 1
-#define __SSSE3__ 1
-#define __SSE4_1__ 1
-#define __SSE4_2__ 1
-#define __AVX__ 1
-#define __AVX2__ 1
-#define __FMA__ 1
-#define __F16C__ 1
-#define __AVX512F__ 1
-#define __AVX512BW__ 1
-#define __AVX512VL__ 1
-#define __AVX512DQ__ 1
-// Only the private loops below take 256/512-bit vectors by value, so the
-// "ABI changed" note for such parameters does not concern any caller.
-#pragma GCC diagnostic ignored "-Wpsabi"
+#define ACTIVATION_ISA_AVX512
+#include "isa_macros.h"
 // at::vec's AVX512 vectors, in a namespace of this copy's own.
 #define CPU_CAPABILITY AVX512_BF16
 #define CPU_CAPABILITY_AVX512

@@ -144,13 +144,7 @@ inline void gated_run(scalar_t* out, const scalar_t* a, const scalar_t* b, int64
                     {act(V(pa.even), Bf16Result{}) * V(pb.even),
                      act(V(pa.odd), Bf16Result{}) * V(pb.odd)});
     };
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-      step(~__mmask32(0), i);
-    }
-    if (i < n) {
-      step(avx512::first32(n - i), i);
-    }
+    avx512::for_each_step(n, step);
 #endif
   } else {
     using R = Vectorized<scalar_t>;  // bf16/fp16: one R holds two float vectors
@@ -189,13 +183,7 @@ inline void unary_run(scalar_t* out, const scalar_t* a, int64_t n, const Act& ac
       const avx512::Pair pa = avx512::load(a + i, lanes);
       avx512::store(out + i, lanes, {act(V(pa.even), Bf16Result{}), act(V(pa.odd), Bf16Result{})});
     };
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-      step(~__mmask32(0), i);
-    }
-    if (i < n) {
-      step(avx512::first32(n - i), i);
-    }
+    avx512::for_each_step(n, step);
 #endif
   } else {
     using R = Vectorized<scalar_t>;
