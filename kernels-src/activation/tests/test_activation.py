@@ -478,11 +478,15 @@ def test_opcheck(device, name, args):
     torch.library.opcheck(op, args)
 
 
-def test_layer_under_torch_compile(device):
-    layer = activation.layers.SiluAndMul()
-    compiled = torch.compile(layer, fullgraph=True)
+@pytest.mark.parametrize(("layer", "ref"), [("SiluAndMul", GATED["silu_and_mul"]),
+                                            ("Silu", UNARY["silu"]),
+                                            ("FatreluAndMul", _fatrelu(0.0))])
+def test_layer_under_torch_compile(device, layer, ref):
+    """Under torch.compile the layers call the traceable OpOverload (eager calls take the
+    C++ entry point, which dynamo cannot trace): fullgraph must hold."""
+    compiled = torch.compile(getattr(activation.layers, layer)(), fullgraph=True)
     x = _input((4, 2 * 40), torch.float32, device)
-    _check(compiled(x), _ref(GATED["silu_and_mul"], x), torch.float32)
+    _check(compiled(x), _ref(ref, x), torch.float32)
 
 
 def test_layer_outputs_reuse_released_memory_only():
