@@ -48,6 +48,8 @@ ARCH_ALIASES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "ar
 DEVICE_TYPES: tuple[str, ...] = ("cuda", "rocm", "mps", "xpu", "npu", "cpu")
 """Device types a kernel mapping can name."""
 
+_DIGITS = "0123456789"
+
 _DEVICE_OF_BACKEND = {"metal": "mps"}
 _BACKEND_OF_DEVICE = {"mps": "metal"}
 
@@ -238,10 +240,13 @@ class SystemInfo(Record, frozen=True):
 
 
 def _version_pair(text: str | None) -> tuple[int, int] | None:
-    if not text:
+    """``"2.13.0+cpu"`` → (2, 13): the leading ``<major>.<minor>`` of a version string.
+    With str methods: every load asks, and compiling a regex for it costs more."""
+    major, dot, rest = (text or "").partition(".")
+    minor = rest[:len(rest) - len(rest.lstrip(_DIGITS))]
+    if not (dot and minor and major and not major.strip(_DIGITS)):
         return None
-    m = re.match(r"(\d+)\.(\d+)", text)
-    return (int(m[1]), int(m[2])) if m else None
+    return int(major), int(minor)
 
 
 def _xpu_version(text: str | None) -> tuple[int, int] | None:

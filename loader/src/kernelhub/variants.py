@@ -73,12 +73,15 @@ class Compute(Record, frozen=True, order=True):
     def parse_tag(cls, tag: str) -> Compute:
         if tag in ("cpu", "metal"):
             return cls(tag)
-        if m := re.fullmatch(r"cu(\d+)(\d)", tag):
-            return cls("cuda", (int(m[1]), int(m[2])))
-        if m := re.fullmatch(r"rocm(\d+)(\d)", tag):
-            return cls("rocm", (int(m[1]), int(m[2])))
-        if m := re.fullmatch(r"xpu(\d{4})(\d+)", tag):
-            return cls("xpu", (int(m[1]), int(m[2])))
+        # <prefix><digits>: the toolkit's major, then its minor (one digit for CUDA and
+        # ROCm, what follows the four-digit year for XPU). Parsed with str methods: a warm
+        # load parses every variant name of the commit, and a regex compile per process
+        # costs more than all of them.
+        for prefix, backend, split in (("cu", "cuda", -1), ("rocm", "rocm", -1), ("xpu", "xpu", 4)):
+            digits = tag[len(prefix):]
+            if (tag.startswith(prefix) and _is_digits(digits) and len(digits) >= 2
+                    and (split == -1 or len(digits) > split)):
+                return cls(backend, (int(digits[:split]), int(digits[split:])))
         raise VariantNameError(
             f"unknown compute tag {tag!r}; expected cpu, metal, cu<MAJ><MIN> (cu130), "
             "rocm<MAJ><MIN> (rocm70) or xpu<YYYY><N> (xpu20252)"
@@ -145,39 +148,56 @@ def _torch_mm(digits: str) -> tuple[int, int]:
     return int(digits[0]), int(digits[1:])
 
 
-_COMPILED_RE = re.compile(
-    r"torch(?P<mm>\d{2,3})(?P<cxx>-cxx11)?-(?P<compute>[a-z0-9]+)-(?P<arch>x86_64|aarch64)-(?P<os>linux|darwin)"
-)
-_STABLE_RE = re.compile(
-    r"torch-stable-abi(?P<mm>\d{2,3})-(?P<compute>[a-z0-9]+)-(?P<arch>x86_64|aarch64)-(?P<os>linux|darwin)"
-)
+def _is_digits(text: str) -> bool:
+    return text.isascii() and text.isdigit()
 
 
-def _torch_bound(kind: VariantKind, m: re.Match[str]) -> Variant:
-    """A compiled or stable-ABI variant from its name's parts."""
-    return Variant(kind, _torch_mm(m["mm"]), Compute.parse_tag(m["compute"]), m["arch"], m["os"])
+def _torch_bound(name: str) -> tuple[VariantKind, str, bool, str, str, str] | None:
+    """(kind, torch digits, has -cxx11, compute tag, arch, os) of a compiled
+    (``torch<mm>[-cxx11]-<compute>-<arch>-<os>``) or stable-ABI
+    (``torch-stable-abi<mm>-<compute>-<arch>-<os>``) name; None for any other shape.
+    Split with str methods, not a regex (see :meth:`Compute.parse_tag`)."""
+    cxx = False
+    if name.startswith("torch-stable-abi"):
+        kind, parts = VariantKind.STABLE_ABI, name[len("torch-stable-abi"):].split("-")
+    elif name.startswith("torch"):
+        kind, parts = VariantKind.COMPILED, name[len("torch"):].split("-")
+        if len(parts) == 5 and parts[1] == "cxx11":
+            cxx = bool(parts.pop(1))
+    else:
+        return None
+    if len(parts) != 4:
+        return None
+    mm, compute, arch, os_name = parts
+    if not (_is_digits(mm) and 2 <= len(mm) <= 3) or arch not in ("x86_64", "aarch64"):
+        return None
+    if not (compute.isascii() and compute.isalnum() and compute == compute.lower()):
+        return None
+    if os_name not in ("linux", "darwin"):
+        return None
+    return kind, mm, cxx, compute, arch, os_name
 
 
 def parse_variant(name: str) -> Variant:
     """Parse a variant name; raises VariantNameError saying which part is wrong."""
     if name == "torch-universal":
         return Variant(VariantKind.UNIVERSAL)
-    if m := _STABLE_RE.fullmatch(name):
-        variant = _torch_bound(VariantKind.STABLE_ABI, m)
-    elif m := _COMPILED_RE.fullmatch(name):
-        if (m["os"] == "linux") != bool(m["cxx"]):
+    if (parts := _torch_bound(name)) is not None:
+        kind, mm, cxx, compute, arch, os_name = parts
+        if kind is VariantKind.COMPILED and (os_name == "linux") != cxx:
             raise VariantNameError(
                 f"variant {name!r}: Linux names carry -cxx11 after the torch version, "
                 "macOS names do not"
             )
-        variant = _torch_bound(VariantKind.COMPILED, m)
-    elif m := re.fullmatch(r"torch-(?P<backend>[a-z]+)", name):
-        if m["backend"] not in BACKENDS:
+        variant = Variant(kind, _torch_mm(mm), Compute.parse_tag(compute), arch, os_name)
+    elif name.startswith("torch-") and (backend := name[6:]).isascii() and backend.isalpha() \
+            and backend.islower():
+        if backend not in BACKENDS:
             raise VariantNameError(
-                f"variant {name!r}: unknown backend {m['backend']!r}; "
+                f"variant {name!r}: unknown backend {backend!r}; "
                 f"expected torch-universal or torch-<{'|'.join(BACKENDS)}>"
             )
-        return Variant(VariantKind.NOARCH, compute=Compute(m["backend"], ()))
+        return Variant(VariantKind.NOARCH, compute=Compute(backend, ()))
     else:
         raise VariantNameError(
             f"{name!r} is not a build-variant name; expected e.g. "

@@ -10,8 +10,9 @@ be different servers, and one host may serve several mirrors under different pat
 from __future__ import annotations
 
 import hashlib
-import re
 from urllib.parse import urlsplit
+
+_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.-")
 
 
 def endpoint_key(endpoint: str) -> str:
@@ -26,4 +27,5 @@ def endpoint_key(endpoint: str) -> str:
     normal = f"{parts.scheme.lower()}://{netloc}{parts.path.rstrip('/')}"
     readable = host if parts.port is None else f"{host}-{parts.port}"
     digest = hashlib.sha256(normal.encode()).hexdigest()[:12]
-    return f"hf-{re.sub(r'[^A-Za-z0-9.-]', '_', readable)}-{digest}"
+    safe = "".join(c if c in _SAFE else "_" for c in readable)  # no regex compile per process
+    return f"hf-{safe}-{digest}"
