@@ -18,7 +18,6 @@ import sys
 import threading
 from pathlib import Path
 from types import ModuleType
-from typing import NamedTuple
 
 from .errors import KernelLoadError, SignatureError
 from .metadata import (
@@ -28,6 +27,7 @@ from .metadata import (
     parse_metadata,
     read_metadata_bytes,
 )
+from .records import Record
 from .verified_import import FINDER, NATIVE_SUFFIXES, VerifiedVariant, snapshot_variant
 
 _OPS_PREFIX = b"torch.ops."
@@ -36,12 +36,8 @@ _IDENT = _IDENT_START | frozenset(b"0123456789")
 _TORCH_OPS_ATTRS = {"load_library", "import_module"}
 
 
-class LoadedVariant(NamedTuple):
-    """A variant this process imported.
-
-    A NamedTuple, not a frozen dataclass: as immutable, and defining it costs a quarter of
-    the time at import (start-up of every warm load).
-    """
+class LoadedVariant(Record, frozen=True):
+    """A variant this process imported."""
 
     path: Path
     digest_files: dict[str, str]

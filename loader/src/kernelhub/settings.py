@@ -13,9 +13,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from .errors import KernelHubError
+from .records import Record
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -136,7 +137,7 @@ def _config_strings(table: dict[str, Any], key: str, where: str, example: str) -
     return [v.strip() for v in value if v.strip()]
 
 
-class SigningSettings(NamedTuple):
+class SigningSettings(Record, frozen=True):
     """The raw release-signing policy; :mod:`kernelhub.trust` interprets it.
 
     Config file::
@@ -152,9 +153,6 @@ class SigningSettings(NamedTuple):
     Environment (added to the file's values): ``KERNELHUB_ALLOWED_SIGNERS`` (paths,
     separated like PATH), ``KERNELHUB_REQUIRE_SIGNED`` and ``KERNELHUB_ALLOW_UNSIGNED``
     (comma-separated org names or patterns).
-
-    A NamedTuple, not a frozen dataclass: as immutable, and defining it costs a quarter of
-    the time at import (start-up of every warm load).
     """
 
     allowed_signers_files: tuple[Path, ...] = ()

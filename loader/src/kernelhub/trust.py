@@ -32,12 +32,13 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from . import settings
 from .errors import FlagTypeError, KernelHubError, SigningKeyError, TrustError
 from .hub.base import Hub
 from .hub.select import hub_call
+from .records import Record
 
 if TYPE_CHECKING:  # the parser is imported where keys are read: most loads configure none
     from .sshsig import PublicKey
@@ -107,12 +108,8 @@ def check_trusted(repo_id: str, hub: Hub | None, trust_remote_code: bool) -> Non
 _UNSUPPORTED_OPTIONS = ("cert-authority", "valid-after", "valid-before")
 
 
-class OrgPolicy(NamedTuple):
-    """The signing policy that applies to one org's releases.
-
-    A NamedTuple, not a frozen dataclass: as immutable, and defining it costs a quarter of
-    the time at import (start-up of every warm load).
-    """
+class OrgPolicy(Record, frozen=True):
+    """The signing policy that applies to one org's releases."""
 
     org: str
     keys: tuple[PublicKey, ...]

@@ -22,9 +22,10 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, TypeVar
 
 from ..errors import HubError, KernelHubError
+from ..records import Record
 from .base import Hub
 from .local import LocalHub
 
@@ -34,12 +35,9 @@ HUB_ENV = "KERNELHUB_HUB"
 DEFAULT_LOCAL_ROOT = Path("~/.local/share/kernelhub/hub")
 
 
-class HubAddress(NamedTuple):
+class HubAddress(Record, frozen=True):
     """Where a hub is: a LocalHub ``root``, or a Hub-API server (``endpoint`` None: the
     Hugging Face Hub, or whatever ``HF_ENDPOINT`` points at).
-
-    A NamedTuple, not a frozen dataclass: as immutable, and defining it costs a quarter of
-    the time at import (start-up of every warm load).
     """
 
     root: Path | None = None
