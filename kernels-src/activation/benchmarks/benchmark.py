@@ -28,7 +28,6 @@ import torch.nn.functional as F
 from kernelhub.benchmarking import (
     MODEL_HEADER,
     MODEL_TOKENS,
-    best_seconds,
     cpu_header,
     interleaved,
     model_row,
@@ -79,10 +78,11 @@ def run(
         "torch.compile": lambda: compiled(x),
         "copy_ of the input": lambda: copy_dst.copy_(x),
     }
-    times = {
-        label: best_seconds(synchronized(fn, device), min_run_time)
-        for label, fn in candidates.items()
-    }
+    # Interleaved rounds, each candidate's best block: on a shared machine a neighbour's
+    # burst then slows one round of every candidate instead of all of one candidate.
+    times = interleaved(
+        {label: synchronized(fn, device) for label, fn in candidates.items()}, min_run_time
+    )
     element = x.element_size()
     kernel_bytes = (x.numel() + out.numel()) * element
     copy_bytes = 2 * x.numel() * element
