@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import HubError, RepoNotFoundError, VersionSpecError
-from ..release_manifest import RELEASE_FILE, SIGNATURE_FILE, ReleaseFiles
 from ..variants import check_variant_dir
 from ..versions import Refs
 from .base import BUILD_DIR
@@ -41,6 +40,8 @@ if TYPE_CHECKING:  # bound at run time by _import_huggingface_hub
         RevisionNotFoundError,
     )
     from huggingface_hub.hf_api import RepoFile
+
+    from ..release_manifest import ReleaseFiles  # imported where a release is fetched
 
 T = TypeVar("T")
 
@@ -266,6 +267,8 @@ class HfHub:
 
     @guarded("sending the release files of {0} at {1}")
     def fetch_release(self, repo_id: str, commit: str) -> ReleaseFiles:
+        from ..release_manifest import RELEASE_FILE, SIGNATURE_FILE, ReleaseFiles
+
         names = (RELEASE_FILE, SIGNATURE_FILE)
         with tempfile.TemporaryDirectory(prefix="kernelhub-release-") as tmp:
             self._download(repo_id, commit, list(names), tmp, "the release files")
