@@ -53,11 +53,16 @@ def make_model(family: str, dtype: Any) -> Any:
 
 
 def prepare(base: Any, config: str) -> Any:
-    """A copy of ``base`` set up for one configuration (the base stays PyTorch)."""
+    """A copy of ``base`` set up for one configuration (the base stays PyTorch).
+
+    The copies share ``base``'s parameters and buffers: every configuration multiplies the
+    same weight memory, so a difference between them is the code that runs, not where (on
+    which pages, huge or not) a private copy of 1 GB of weights happened to land."""
     import torch
     from kernelhub.integrations.transformers import KernelConfig
 
-    model = copy.deepcopy(base)
+    shared = {id(t): t for t in (*base.parameters(), *base.buffers())}
+    model = copy.deepcopy(base, shared)
     if config in ("use_kernels", "verify", "both"):
         kernel_config = KernelConfig(verify=True) if config == "verify" else None
         model.set_use_kernels(True, kernel_config)
