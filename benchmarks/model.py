@@ -29,6 +29,7 @@ import argparse
 import copy
 import gc
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -98,26 +99,33 @@ def pytorch_rotary_everywhere(model: Any) -> bool:
 
 def measure(models: dict[str, Any], ids: Any, decode_steps: int, repeats: int, warmup: int
             ) -> dict[str, tuple[float, float]]:
-    """Per configuration: (best prefill seconds, best seconds for all decode steps), after
-    ``warmup`` untimed rounds (compilation, verification decisions, first-touch allocations).
+    """Per configuration: (median prefill seconds, median seconds for all decode steps) over
+    ``repeats`` rounds, after ``warmup`` untimed rounds (compilation, verification
+    decisions, first-touch allocations).
 
-    The configurations take turns, one round each, so a stretch of load from other
-    processes on a shared machine slows them all alike instead of whichever ran then."""
+    The configurations take turns, one round each, in an order reversed every round, so a
+    stretch of load from other processes, and whatever running right after another
+    configuration costs, falls on them all alike. The median, not the best: decode streams
+    the weights from memory, whose bandwidth on a shared machine varies with the
+    neighbours' traffic, and the best round is the one that met the quietest moment — a
+    lucky round for one column would decide its ratio."""
     import torch
 
-    best = {config: (float("inf"), float("inf")) for config in models}
+    rounds: dict[str, list[tuple[float, float]]] = {config: [] for config in models}
+    order = list(models)
     with torch.inference_mode():
         for i in range(repeats + warmup):
-            for config, model in models.items():
+            for config in order if i % 2 == 0 else order[::-1]:
+                model = models[config]
                 start = time.perf_counter()
                 token, cache = prefill(model, ids)
                 middle = time.perf_counter()
                 decode(model, token, cache, decode_steps)
                 end = time.perf_counter()
                 if i >= warmup:
-                    best[config] = (min(best[config][0], middle - start),
-                                    min(best[config][1], end - middle))
-    return best
+                    rounds[config].append((middle - start, end - middle))
+    return {config: (statistics.median(t[0] for t in times), statistics.median(t[1] for t in times))
+            for config, times in rounds.items()}
 
 
 def verification_lines(model: Any) -> list[str]:
@@ -152,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prefill", type=int, default=512)
     parser.add_argument("--decode", type=int, default=32)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=1,
                         help="untimed rounds before timing (compile, verify decisions)")
     parser.add_argument("--no-compile", action="store_true")
@@ -179,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{SHAPE['num_hidden_layers']} layers, hidden {SHAPE['hidden_size']}, intermediate "
           f"{SHAPE['intermediate_size']}, {SHAPE['num_attention_heads']} heads / "
           f"{SHAPE['num_key_value_heads']} KV heads; prefill {args.prefill}, decode "
-          f"{args.decode}; best of {args.repeats} after {args.warmup} warm-up round(s)")
+          f"{args.decode}; median of {args.repeats} rounds after {args.warmup} warm-up round(s)")
     header = f"{'model':<8}{'dtype':<10}{'phase':<9}" + "".join(f"{c:>22}" for c in configs)
     print("\n" + header, flush=True)
     notes = []
