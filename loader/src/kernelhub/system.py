@@ -239,12 +239,18 @@ class SystemInfo(Record, frozen=True):
         return f"torch {self.torch[0]}.{self.torch[1]}, {compute}, {where}{abi}"
 
 
+def is_ascii_digits(text: str) -> bool:
+    """Whether ``text`` is one or more ASCII digits (``str.isdigit`` alone also takes other
+    scripts' digits and superscripts)."""
+    return text.isascii() and text.isdigit()
+
+
 def _version_pair(text: str | None) -> tuple[int, int] | None:
     """``"2.13.0+cpu"`` → (2, 13): the leading ``<major>.<minor>`` of a version string.
     With str methods: every load asks, and compiling a regex for it costs more."""
     major, dot, rest = (text or "").partition(".")
     minor = rest[:len(rest) - len(rest.lstrip(_DIGITS))]
-    if not (dot and minor and major and not major.strip(_DIGITS)):
+    if not (dot and minor and is_ascii_digits(major)):
         return None
     return int(major), int(minor)
 

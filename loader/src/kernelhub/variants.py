@@ -17,7 +17,7 @@ from enum import Enum
 
 from .errors import VariantNameError
 from .records import Record
-from .system import BACKENDS, TOOLKIT_BACKENDS, platform_problem
+from .system import BACKENDS, TOOLKIT_BACKENDS, is_ascii_digits, platform_problem
 
 
 class VariantKind(str, Enum):
@@ -79,7 +79,7 @@ class Compute(Record, frozen=True, order=True):
         # costs more than all of them.
         for prefix, backend, split in (("cu", "cuda", -1), ("rocm", "rocm", -1), ("xpu", "xpu", 4)):
             digits = tag[len(prefix):]
-            if (tag.startswith(prefix) and _is_digits(digits) and len(digits) >= 2
+            if (tag.startswith(prefix) and is_ascii_digits(digits) and len(digits) >= 2
                     and (split == -1 or len(digits) > split)):
                 return cls(backend, (int(digits[:split]), int(digits[split:])))
         raise VariantNameError(
@@ -148,14 +148,9 @@ def _torch_mm(digits: str) -> tuple[int, int]:
     return int(digits[0]), int(digits[1:])
 
 
-def _is_digits(text: str) -> bool:
-    return text.isascii() and text.isdigit()
-
-
-def _torch_bound(name: str) -> tuple[VariantKind, str, bool, str, str, str] | None:
-    """(kind, torch digits, has -cxx11, compute tag, arch, os) of a compiled
-    (``torch<mm>[-cxx11]-<compute>-<arch>-<os>``) or stable-ABI
-    (``torch-stable-abi<mm>-<compute>-<arch>-<os>``) name; None for any other shape.
+def _torch_bound(name: str) -> Variant | None:
+    """The variant a compiled (``torch<mm>[-cxx11]-<compute>-<arch>-<os>``) or stable-ABI
+    (``torch-stable-abi<mm>-<compute>-<arch>-<os>``) name spells; None for any other shape.
     Split with str methods, not a regex (see :meth:`Compute.parse_tag`)."""
     cxx = False
     if name.startswith("torch-stable-abi"):
@@ -163,47 +158,47 @@ def _torch_bound(name: str) -> tuple[VariantKind, str, bool, str, str, str] | No
     elif name.startswith("torch"):
         kind, parts = VariantKind.COMPILED, name[len("torch"):].split("-")
         if len(parts) == 5 and parts[1] == "cxx11":
-            cxx = bool(parts.pop(1))
+            del parts[1]
+            cxx = True
     else:
         return None
     if len(parts) != 4:
         return None
     mm, compute, arch, os_name = parts
-    if not (_is_digits(mm) and 2 <= len(mm) <= 3) or arch not in ("x86_64", "aarch64"):
+    if not (is_ascii_digits(mm) and 2 <= len(mm) <= 3) or arch not in ("x86_64", "aarch64"):
         return None
     if not (compute.isascii() and compute.isalnum() and compute == compute.lower()):
         return None
     if os_name not in ("linux", "darwin"):
         return None
-    return kind, mm, cxx, compute, arch, os_name
+    if kind is VariantKind.COMPILED and (os_name == "linux") != cxx:
+        raise VariantNameError(
+            f"variant {name!r}: Linux names carry -cxx11 after the torch version, "
+            "macOS names do not"
+        )
+    return Variant(kind, _torch_mm(mm), Compute.parse_tag(compute), arch, os_name)
 
 
 def parse_variant(name: str) -> Variant:
     """Parse a variant name; raises VariantNameError saying which part is wrong."""
     if name == "torch-universal":
         return Variant(VariantKind.UNIVERSAL)
-    if (parts := _torch_bound(name)) is not None:
-        kind, mm, cxx, compute, arch, os_name = parts
-        if kind is VariantKind.COMPILED and (os_name == "linux") != cxx:
+    variant = _torch_bound(name)
+    if variant is None:
+        backend = name[len("torch-"):]
+        if not (name.startswith("torch-") and backend.isascii() and backend.isalpha()
+                and backend.islower()):
             raise VariantNameError(
-                f"variant {name!r}: Linux names carry -cxx11 after the torch version, "
-                "macOS names do not"
+                f"{name!r} is not a build-variant name; expected e.g. "
+                "torch213-cxx11-cpu-x86_64-linux, torch-stable-abi213-cpu-x86_64-linux, "
+                "torch-cuda or torch-universal"
             )
-        variant = Variant(kind, _torch_mm(mm), Compute.parse_tag(compute), arch, os_name)
-    elif name.startswith("torch-") and (backend := name[6:]).isascii() and backend.isalpha() \
-            and backend.islower():
         if backend not in BACKENDS:
             raise VariantNameError(
                 f"variant {name!r}: unknown backend {backend!r}; "
                 f"expected torch-universal or torch-<{'|'.join(BACKENDS)}>"
             )
         return Variant(VariantKind.NOARCH, compute=Compute(backend, ()))
-    else:
-        raise VariantNameError(
-            f"{name!r} is not a build-variant name; expected e.g. "
-            "torch213-cxx11-cpu-x86_64-linux, torch-stable-abi213-cpu-x86_64-linux, "
-            "torch-cuda or torch-universal"
-        )
     if variant.name != name:
         raise VariantNameError(f"variant {name!r} is not in canonical form ({variant.name!r})")
     _check_platform(variant)
