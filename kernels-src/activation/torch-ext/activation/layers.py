@@ -38,11 +38,15 @@ def _entry_points(name: str) -> tuple[Callable[..., None], Callable[..., None]]:
     return traced, getattr(traced, "_op", traced)
 
 
+def _gated_out(x: torch.Tensor) -> torch.Tensor:
+    return _buffers.empty((*x.shape[:-1], x.shape[-1] // 2), x)
+
+
 def _gated_forward(name: str) -> Forward:
     traced, eager = _entry_points(name)
 
     def forward(self: nn.Module, x: torch.Tensor) -> torch.Tensor:
-        out = _buffers.empty((*x.shape[:-1], x.shape[-1] // 2), x)
+        out = _gated_out(x)
         (traced if torch.compiler.is_compiling() else eager)(out, x)
         return out
 
@@ -105,7 +109,7 @@ class FatreluAndMul(nn.Module):
     can_torch_compile: bool = True
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = _buffers.empty((*x.shape[:-1], x.shape[-1] // 2), x)
+        out = _gated_out(x)
         traced, eager = _FATRELU
         threshold = float(getattr(self, "threshold", 0.0))
         (traced if torch.compiler.is_compiling() else eager)(out, x, threshold)
