@@ -1,7 +1,7 @@
 """The ``builder`` command: a thin shell over the library modules.
 
-Parses arguments, finds the project, calls :mod:`build`, :mod:`kernel_tests` and
-:mod:`publish`, and prints. Errors the user can fix (bad manifest, compile error,
+Parses arguments, finds the project, calls :mod:`.compile.build`, :mod:`.check.kernel_tests` and
+:mod:`.ship.publish`, and prints. Errors the user can fix (bad manifest, compile error,
 publish refused) become one message on stderr and exit status 1, never a traceback.
 What the library reports (:mod:`report`) is rendered by :mod:`cli_render`, which only
 this module uses.
@@ -20,24 +20,25 @@ from kernelhub.publish import open_publisher
 from rich.markup import escape
 
 from . import __version__
-from .artifacts import merge_artifacts
-from .build import build_kernel
-from .check import (
+from .check.kernel_tests import run_kernel_tests
+from .check.variant import (
     ALLOW_HOST_ABI_ENV,
     AbiPolicy,
     allow_host_abi_default,
     check_kernel,
     format_violations,
 )
-from .ci_matrix import ci_jobs, parse_shard, shard_plans
 from .cli_render import ConsoleReporter, make_console
+from .compile.build import build_kernel
 from .errors import ShardError, UsageError
-from .kernel_tests import run_kernel_tests
 from .layout import default_out_dir, kernel_dir
 from .manifest import KERNEL_FILE, PROJECT_FILE, load_kernels, load_project
 from .manifest_model import KernelManifest, Project
-from .matrix import PlannedVariant, filter_variants, format_plan, plan_to_json, plan_variants
-from .publish import (
+from .plan.matrix import PlannedVariant, filter_variants, format_plan, plan_to_json, plan_variants
+from .report import reporting_to
+from .ship.artifacts import merge_artifacts
+from .ship.ci_matrix import ci_jobs, parse_shard, shard_plans
+from .ship.publish import (
     SIGN_KEY_ENV,
     SIGN_PASSPHRASE_ENV,
     StalePolicy,
@@ -46,7 +47,6 @@ from .publish import (
     load_release_key,
     publish_kernel,
 )
-from .report import reporting_to
 
 console = make_console()
 """The one console of the command; library code reaches it only through the reporter."""

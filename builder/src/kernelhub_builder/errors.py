@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from kernelhub.errors import KernelHubError
 
 if TYPE_CHECKING:
-    from .check_violation import Violation
+    from .check.violation import Violation
 
 
 class BuilderError(KernelHubError):
