@@ -22,9 +22,9 @@ from hub_api_test_server import HubApiTestServer
 from kernelhub import api
 from kernelhub.errors import HubError, SignatureError
 from kernelhub.hub.git import GitRepo
-from kernelhub.publish.hf import HfPublisher
 from kernelhub.release_manifest import NAMESPACE, RELEASE_FILE, SIGNATURE_FILE
 from kernelhub.sshsig import SigningKey
+from kernelhub_builder.ship.hf import HfPublisher
 from kh_doubles import make_variant, new_signing_key, rewrite_on_branch
 
 REPO_ID = "acme/signed"

@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kernelhub.errors import KernelHubError
-from kernelhub.publish import open_publisher
 from rich.markup import escape
 
 from . import __version__
@@ -36,6 +35,7 @@ from .manifest import KERNEL_FILE, PROJECT_FILE, load_kernels, load_project
 from .manifest_model import KernelManifest, Project
 from .plan.matrix import PlannedVariant, filter_variants, format_plan, plan_to_json, plan_variants
 from .report import reporting_to
+from .ship import open_publisher
 from .ship.artifacts import merge_artifacts
 from .ship.ci_matrix import ci_jobs, parse_shard, shard_plans
 from .ship.publish import (

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 from kernelhub.metadata import read_metadata
-from kernelhub.publish import LocalPublisher
 from kernelhub_builder.check.variant import AbiPolicy, check_kernel
 from kernelhub_builder.check.violation import (
     RULE_IMPORT,
@@ -25,6 +24,7 @@ from kernelhub_builder.errors import CheckFailed
 from kernelhub_builder.manifest import load_kernel, load_project
 from kernelhub_builder.manifest_model import KernelManifest, Project
 from kernelhub_builder.plan.matrix import filter_variants, plan_variants
+from kernelhub_builder.ship import LocalPublisher
 from kernelhub_builder.ship.publish import publish_kernel
 
 pytestmark = pytest.mark.slow

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from kernelhub.errors import IntegrityError, KernelHubError, MetadataError, RepoNotFoundError
 from kernelhub.metadata import verify_variant
-from kernelhub.publish import LocalPublisher
 from kernelhub_builder.compile.build import build_kernel
 from kernelhub_builder.manifest import load_kernel, load_project
 from kernelhub_builder.manifest_model import KernelManifest, Project
 from kernelhub_builder.plan.matrix import plan_variants
+from kernelhub_builder.ship import LocalPublisher
 from kernelhub_builder.ship.publish import (
     collect_variants,
     describe_result,
@@ -134,7 +134,7 @@ def test_an_unreachable_hub_is_one_hub_error(setup: Setup, monkeypatch: pytest.M
     import socket
 
     from kernelhub.errors import HubError
-    from kernelhub.publish import open_publisher
+    from kernelhub_builder.ship import open_publisher
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from kernelhub.publish import LocalPublisher
+from kernelhub_builder.ship import LocalPublisher
 
 StageFn = Callable[..., Path]
 

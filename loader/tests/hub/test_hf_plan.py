@@ -9,8 +9,8 @@ from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 from huggingface_hub.hf_api import RepoFile
 from kernelhub.hub import Hub
 from kernelhub.hub.hf import HfHub
-from kernelhub.publish.hf import classify, commit_operations, git_blob_id, same_content
-from kernelhub.publish.staged import staged_files
+from kernelhub_builder.ship.hf import classify, commit_operations, git_blob_id, same_content
+from kernelhub_builder.ship.staged import staged_files
 
 
 def remote_files(variant_dir, *, lfs_for: str | None = None) -> dict[str, RepoFile]:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from kernelhub.errors import PublishConflictError
-from kernelhub.publish import LocalPublisher
+from kernelhub_builder.ship import LocalPublisher
 
 REPO = "kernels-test/demo"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from kernelhub.hub import HfHub, Hub, LocalHub, open_hub
-from kernelhub.publish import HubPublisher, LocalPublisher, open_publisher
-from kernelhub.publish.hf import HfPublisher
+from kernelhub_builder.ship import HubPublisher, LocalPublisher, open_publisher
+from kernelhub_builder.ship.hf import HfPublisher
 
 
 def test_default_is_the_env_var_read_at_call_time(monkeypatch, tmp_path):

@@ -22,7 +22,6 @@ from pathlib import Path
 from kernelhub.errors import MetadataError
 from kernelhub.hub.select import hub_call
 from kernelhub.metadata import verify_variant
-from kernelhub.publish import HubPublisher, PublishResult
 from kernelhub.release_manifest import NAMESPACE
 from kernelhub.sshsig import SigningKey, load_signing_key
 
@@ -30,6 +29,7 @@ from ..check.variant import AbiPolicy, raise_if_fatal, static_checks
 from ..errors import BuilderError
 from ..layout import built_variants, kernel_dir
 from ..manifest_model import KernelManifest, Project
+from .base import HubPublisher, PublishResult
 
 SIGN_KEY_ENV = "KERNELHUB_SIGNING_KEY"
 SIGN_PASSPHRASE_ENV = "KERNELHUB_SIGNING_KEY_PASSPHRASE"
@@ -129,7 +129,7 @@ def publish_kernel(
         message += "\n\nRemoved (older releases): " + listing
     if old and stale is StalePolicy.CARRY:
         message += "\n\nCarried from older releases: " + listing
-    from kernelhub.publish.hf import HfPublisher  # huggingface_hub only when publishing
+    from .hf import HfPublisher  # huggingface_hub only when publishing
 
     extra = {"readme": render_readme(project, kernel)} if isinstance(hub, HfPublisher) else {}
     # A refused connection or a server's odd answer reaches the user as one HubError.

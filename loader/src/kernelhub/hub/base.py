@@ -2,7 +2,7 @@
 
 Two implementations: :class:`kernelhub.hub.local.LocalHub` (git repositories on disk)
 and :class:`kernelhub.hub.hf.HfHub` (huggingface_hub against any Hub-API server).
-Publishing is a separate protocol, :class:`kernelhub.publish.HubPublisher`, so nothing on
+Publishing is a separate protocol, :class:`kernelhub_builder.ship.HubPublisher`, so nothing on
 the load path carries the code that writes to a hub.
 """
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import os
 
-from ..hub.select import hub_address
+from kernelhub.hub.select import hub_address
+
 from .base import HubPublisher
 from .local import LocalPublisher
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..errors import HubError, MetadataError
-from ..hub.base import BUILD_DIR
-from ..hub.git import GitRepo, IndexEntry
-from ..metadata import parse_metadata
-from ..release_manifest import (
+from kernelhub.errors import HubError, MetadataError
+from kernelhub.hub.base import BUILD_DIR
+from kernelhub.hub.git import GitRepo, IndexEntry
+from kernelhub.metadata import parse_metadata
+from kernelhub.release_manifest import (
     RELEASE_FILE,
     SIGNATURE_FILE,
     ReleaseManifest,

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from ..release_manifest import Signer
+from kernelhub.release_manifest import Signer
 
 
 @dataclass(frozen=True)

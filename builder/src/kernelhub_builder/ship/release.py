@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from ..errors import PublishConflictError
+from kernelhub.errors import PublishConflictError
 
 
 def tag_needs_update(tagged: str | None, head: str | None, changed: bool) -> bool:

@@ -15,13 +15,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..errors import HubError, KernelHubError, PublishConflictError
-from ..hub.base import BUILD_DIR
-from ..hub.git import ZERO_OID, GitRepo, IndexEntry, RefUpdate, RefValue
-from ..hub.local import LocalHub, variant_trees
-from ..metadata import METADATA_FILE, parse_metadata
-from ..release_manifest import Signer
-from ..variants import check_variant_dir
+from kernelhub.errors import HubError, KernelHubError, PublishConflictError
+from kernelhub.hub.base import BUILD_DIR
+from kernelhub.hub.git import ZERO_OID, GitRepo, IndexEntry, RefUpdate, RefValue
+from kernelhub.hub.local import LocalHub, variant_trees
+from kernelhub.metadata import METADATA_FILE, parse_metadata
+from kernelhub.release_manifest import Signer
+from kernelhub.variants import check_variant_dir
+
 from .base import PublishResult
 from .release import check_release, tag_needs_update
 from .signed_tree import release_of_tag, with_release_files

@@ -11,11 +11,11 @@ reports exactly the operations a real run makes:
    deleting and re-adding exactly the published variant dirs (and deleting the
    ``remove`` ones); retried on a fresh head when another publish got there first;
 4. the release tag, created (or moved forward, within the release rule of
-   :mod:`kernelhub.publish.release`) to that commit;
+   :mod:`kernelhub_builder.ship.release`) to that commit;
 5. ``README.md`` on ``main``, when given and different.
 
 With ``sign``, the commit of step 3 also carries the signed release files over every
-variant the branch holds after it (:mod:`kernelhub.publish.hf_release`), so the
+variant the branch holds after it (:mod:`kernelhub_builder.ship.hf_release`), so the
 signature lands atomically with what it signs; the tag that follows only points at it.
 
 Nothing is written before every read has succeeded and every check has passed, and the
@@ -43,15 +43,15 @@ from huggingface_hub import CommitOperationAdd, CommitOperationDelete, constants
 from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError, RepositoryNotFoundError
 from huggingface_hub.hf_api import RepoFile
 from huggingface_hub.utils import get_session
+from kernelhub.errors import HubError, KernelHubError, PublishConflictError
+from kernelhub.hub.base import BUILD_DIR
+from kernelhub.hub.hf import HfHub, absent
+from kernelhub.lockfile import git_blob_id as git_blob_digest
+from kernelhub.metadata import METADATA_FILE, parse_metadata
+from kernelhub.release_manifest import Signer
+from kernelhub.variants import check_variant_dir
+from kernelhub.versions import Refs
 
-from ..errors import HubError, KernelHubError, PublishConflictError
-from ..hub.base import BUILD_DIR
-from ..hub.hf import HfHub, absent
-from ..lockfile import git_blob_id as git_blob_digest
-from ..metadata import METADATA_FILE, parse_metadata
-from ..release_manifest import Signer
-from ..variants import check_variant_dir
-from ..versions import Refs
 from .base import PublishResult
 from .hf_release import (
     RELEASE_PATHS,
@@ -413,7 +413,7 @@ class HfPublisher(HfHub):
         staged: Mapping[str, list[StagedFile]], before: RemoteVariants, removed: list[str],
         repo_type: str,
     ) -> None:
-        """The release rule of :mod:`kernelhub.publish.release`, on Hub file listings."""
+        """The release rule of :mod:`kernelhub_builder.ship.release`, on Hub file listings."""
         on_branch = old is not None and (
             tagged == old
             or tagged in {c.commit_id for c in self.api.list_repo_commits(

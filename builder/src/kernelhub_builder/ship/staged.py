@@ -11,10 +11,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import HubError
-from ..hub.base import BUILD_DIR
-from ..metadata import stored_files
-from ..variants import check_variant_dir
+from kernelhub.errors import HubError
+from kernelhub.hub.base import BUILD_DIR
+from kernelhub.metadata import stored_files
+from kernelhub.variants import check_variant_dir
 
 
 @dataclass(frozen=True)

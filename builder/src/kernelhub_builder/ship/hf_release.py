@@ -1,4 +1,4 @@
-"""The release files of a Hub-API publish: :mod:`kernelhub.publish.signed_tree`'s rule on the
+"""The release files of a Hub-API publish: :mod:`kernelhub_builder.ship.signed_tree`'s rule on the
 files of one Hub commit.
 
 A signed publish adds ``release.json`` and ``release.json.sig`` to the same commit as the
@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 from huggingface_hub.hf_api import RepoFile
+from kernelhub.errors import HubError
+from kernelhub.hub.base import BUILD_DIR
+from kernelhub.lockfile import git_blob_id
+from kernelhub.metadata import METADATA_FILE
+from kernelhub.release_manifest import RELEASE_FILE, SIGNATURE_FILE, Signer
 
-from ..errors import HubError
-from ..hub.base import BUILD_DIR
-from ..lockfile import git_blob_id
-from ..metadata import METADATA_FILE
-from ..release_manifest import RELEASE_FILE, SIGNATURE_FILE, Signer
 from .signed_tree import signed_release_files
 from .staged import StagedFile
 
