@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from kernelhub.errors import KernelHubError
@@ -81,11 +81,7 @@ def _parser() -> argparse.ArgumentParser:
                              "else <project>/build)")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    init = commands.add_parser("init", help="create a new kernel repository that builds and "
-                                            "tests as it is")
-    init.add_argument("name", help="the kernel's name, e.g. my-kernel")
-    init.add_argument("directory", nargs="?", type=Path, help="default: ./NAME")
-    init.add_argument("--org", default="my-org", help="hub org for general.hub.repo-id")
+    _init_arguments(commands.add_parser("init", help=INIT_HELP))
 
     listing = commands.add_parser("list-variants", help="show the variant matrix of a kernel")
     listing.add_argument("kernel", nargs="?", help="one kernel (default: all)")
@@ -158,6 +154,17 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+INIT_HELP = "create a new kernel repository that builds and tests as it is"
+
+
+def _init_arguments(init: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """``builder init``'s arguments, which ``kernelhub init`` shares."""
+    init.add_argument("name", help="the kernel's name, e.g. my-kernel")
+    init.add_argument("directory", nargs="?", type=Path, help="default: ./NAME")
+    init.add_argument("--org", default="my-org", help="hub org for general.hub.repo-id")
+    return init
+
+
 def _shard_argument(text: str) -> tuple[int, int]:
     try:
         return parse_shard(text)
@@ -176,13 +183,30 @@ def _abi_argument(parser: argparse.ArgumentParser) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "init":  # makes a project, so it cannot need one
+        return _reported(lambda: _init(args))
+    return _reported(lambda: _run(args))
+
+
+def init_main(argv: Sequence[str] | None = None) -> int:
+    """``kernelhub init``: ``builder init`` registered in the entry-point group
+    ``kernelhub.commands``, so the loader's command offers it without importing the builder."""
+    parser = _init_arguments(argparse.ArgumentParser(prog="kernelhub init", description=INIT_HELP))
+    args = parser.parse_args(argv)
+    return _reported(lambda: _init(args))
+
+
+def _run(args: argparse.Namespace) -> int:
+    project = load_project(args.project if args.project else find_project(Path.cwd()))
+    out_dir = (args.out or default_out_dir(project)).resolve()
+    with reporting_to(ConsoleReporter(console)):
+        return _COMMANDS[args.command](args, project, out_dir)
+
+
+def _reported(command: Callable[[], int]) -> int:
+    """Run ``command``; an error the user can fix is one line on stderr and exit status 1."""
     try:
-        if args.command == "init":  # makes a project, so it cannot need one
-            return _init(args)
-        project = load_project(args.project if args.project else find_project(Path.cwd()))
-        out_dir = (args.out or default_out_dir(project)).resolve()
-        with reporting_to(ConsoleReporter(console)):
-            return _COMMANDS[args.command](args, project, out_dir)
+        return command()
     except KernelHubError as e:
         console.print(f"[bold red]error:[/] {_escape(str(e))}")
         return 1
