@@ -17,10 +17,10 @@ from kernelhub_builder.check.violation import (
     RULE_IMPORT_CHECK,
     RULE_MANYLINUX,
     RULE_OP_NAMESPACE,
+    CheckFailed,
 )
 from kernelhub_builder.cli import main
 from kernelhub_builder.compile.build import build_kernel
-from kernelhub_builder.errors import CheckFailed
 from kernelhub_builder.manifest import load_kernel, load_project
 from kernelhub_builder.manifest_model import KernelManifest, Project
 from kernelhub_builder.plan.matrix import filter_variants, plan_variants

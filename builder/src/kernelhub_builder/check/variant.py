@@ -44,7 +44,6 @@ from kernelhub.errors import KernelHubError
 from kernelhub.metadata import Metadata, read_metadata
 from kernelhub.variants import Variant, VariantKind
 
-from ..errors import CheckFailed
 from ..layout import built_variants
 from ..manifest_model import KernelManifest, Project
 from ..plan.matrix import build_env_minor, torch_env_problem
@@ -66,6 +65,7 @@ from .violation import (
     RULE_MANYLINUX,
     RULE_MISSING_FILE,
     RULE_OP_NAMESPACE,
+    CheckFailed,
     Violation,
 )
 

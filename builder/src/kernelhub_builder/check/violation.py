@@ -1,12 +1,15 @@
 """What a check reports: one :class:`Violation` per broken rule, per file, per symbol.
 
 Kept apart from :mod:`.variant` so the individual checks (ABI, layout, import) can build
-violations without importing the module that runs them all.
+violations without importing the module that runs them all. :class:`CheckFailed` (a
+:class:`~kernelhub_builder.errors.BuilderError`) carries them when a policy refuses.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from ..errors import BuilderError
 
 # Rule names, stable so scripts and docs can refer to them.
 RULE_MANYLINUX = "manylinux_2_28"
@@ -34,3 +37,11 @@ class Violation:
 
     def __str__(self) -> str:
         return f"[{self.rule}] {self.file}: {self.detail}: {self.message}"
+
+
+class CheckFailed(BuilderError):
+    """A variant broke a rule that its policy does not allow."""
+
+    def __init__(self, message: str, violations: list[Violation]) -> None:
+        super().__init__(message)
+        self.violations = violations
