@@ -373,7 +373,7 @@ def _check(args: argparse.Namespace, project: Project, out_dir: Path) -> int:
         if not reports:
             if args.kernels:  # named: checking nothing is not a pass
                 raise UsageError(f"no built variants of {kernel.name} under "
-                                 f"{kernel_dir(out_dir, kernel)}; run builder build {kernel.name} first")
+                                 f"{kernel_dir(out_dir, project, kernel)}; run builder build {kernel.name} first")
             console.print(f"{kernel.name}: no built variants, nothing to check")
         for report in reports:
             checked += 1

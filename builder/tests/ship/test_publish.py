@@ -122,7 +122,7 @@ def test_a_changed_file_in_a_build_is_refused(setup: Setup) -> None:
     init = setup.out / "relu_py" / "torch-cpu" / "__init__.py"
     init.write_text(init.read_text() + "\nprint('tampered')\n")
     with pytest.raises(IntegrityError, match=r"__init__\.py"):
-        collect_variants(setup.kernel, setup.out)
+        collect_variants(setup.project, setup.kernel, setup.out)
 
 
 def test_nothing_built_says_what_to_run(setup: Setup, tmp_path: Path) -> None:

@@ -92,10 +92,10 @@ def run_kernel_tests(
             f"{kernel.name} has no tests directory ({tests_dir}); add tests for builder test "
             "to run"
         )
-    variants = built_variants(out_dir, kernel)
+    variants = built_variants(out_dir, project, kernel)
     if not variants:
         raise BuilderError(
-            f"no built variants of {kernel.name} under {kernel_dir(out_dir, kernel)}; "
+            f"no built variants of {kernel.name} under {kernel_dir(out_dir, project, kernel)}; "
             f"run builder build {kernel.name} first"
         )
     runs: list[TestRun] = []

@@ -260,7 +260,7 @@ def check_kernel(
     project: Project, kernel: KernelManifest, out_dir: Path, *, import_check: bool = True
 ) -> list[CheckReport]:
     """Check every built variant of ``kernel`` under ``out_dir`` (none built: empty)."""
-    found = built_variants(out_dir, kernel)
+    found = built_variants(out_dir, project, kernel)
     return [check_variant(project, kernel, variant, path, import_check=import_check)
             for variant, path in found]
 

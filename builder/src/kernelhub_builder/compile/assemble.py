@@ -25,7 +25,7 @@ from kernelhub.metadata import (
 from kernelhub.variants import Variant, VariantKind
 
 from .. import BUILDER_VERSION
-from ..layout import STAGING_PREFIX, kernel_dir
+from ..layout import STAGING_PREFIX
 from ..manifest_model import KernelManifest
 from ..plan.cuda_archs import metadata_archs, read_compiled_archs
 
@@ -43,18 +43,18 @@ def stage_variant(
     variant: Variant,
     vid: str,
     artifacts: Artifacts,
-    out_dir: Path,
+    dest: Path,
     torch_version: str | None,
     extra: dict[str, Any] | None = None,
 ) -> tuple[Path, Metadata]:
-    """Write a complete variant into a new staging dir under out_dir/<kernel>/.
+    """Write a complete variant into a new staging dir beside ``dest``, where
+    :func:`install_staged` then moves it (a rename on one filesystem).
 
     metadata.json is written once, last, with ``extra`` keys (the ABI record) included;
     the dir and the metadata are returned so checks need not read it back.
     """
-    kernel_out = kernel_dir(out_dir, kernel)
-    kernel_out.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{variant.name}-", dir=kernel_out))
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{variant.name}-", dir=dest.parent))
     try:
         staging.chmod(0o755)  # mkdtemp makes it private; a build dir is not a secret
         copy_package(kernel, staging)

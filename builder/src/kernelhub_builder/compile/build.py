@@ -109,7 +109,7 @@ def _build_locked(
     project: Project, kernel: KernelManifest, variant: Variant, out_dir: Path, work_dir: Path,
     abi: AbiPolicy = AbiPolicy.HOST, import_check: bool = True,
 ) -> BuildResult:
-    dest = variant_dir(out_dir, kernel, variant)
+    dest = variant_dir(out_dir, project, kernel, variant)
     env = _torch_env(project, variant) if variant.compiled else None  # resolved once
     cxx = host_cxx() if variant.compiled else None
     tools = device_tools(detect_toolchains(), variant.backend)
@@ -131,7 +131,7 @@ def _build_locked(
         assert artifacts.so_path is not None  # ELF rules read the library once, here
         binary = check_binary(artifacts.so_path, artifacts.so_path.parent, variant, vid)
         extra[ABI_METADATA_KEY] = abi_record(binary, abi)
-    staging, metadata = stage_variant(kernel, variant, vid, artifacts, out_dir,
+    staging, metadata = stage_variant(kernel, variant, vid, artifacts, dest,
                                       env.torch_release if env else None, extra)
     try:  # a variant that breaks a rule never replaces the previous build
         check_staged(project, kernel, variant, staging, abi, metadata=metadata,

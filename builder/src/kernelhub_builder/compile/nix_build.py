@@ -37,7 +37,7 @@ from kernelhub.variants import parse_variant
 from ..check.kernel_tests import run_kernel_tests
 from ..check.variant import AbiPolicy, check_variant, fatal_violations, format_violations
 from ..errors import NixBuildError
-from ..layout import built_variants
+from ..layout import built_variants, kernel_dir
 from ..manifest import PROJECT_FILE, load_project
 from ..manifest_model import KernelManifest, Project
 from ..plan.matrix import plan_variants
@@ -111,8 +111,9 @@ def check(project_file: Path, entry: str, kernel_src: Path, variant_name: str,
         project = scratch_project(project_file, entry, kernel_src, Path(tmp))
         kernel = _kernel(project)
         out_dir = Path(tmp) / "build"
-        (out_dir / kernel.name).mkdir(parents=True)
-        (out_dir / kernel.name / variant_name).symlink_to(variant_dir)
+        builds = kernel_dir(out_dir, project, kernel)
+        builds.mkdir(parents=True)
+        (builds / variant_name).symlink_to(variant_dir)
         return _check_in(project, kernel, out_dir, abi)
 
 
@@ -120,7 +121,7 @@ def _check_in(project: Project, kernel: KernelManifest, out_dir: Path, abi: AbiP
               ) -> list[str]:
 
     lines = []
-    ((variant, path),) = built_variants(out_dir, kernel)
+    ((variant, path),) = built_variants(out_dir, project, kernel)
     report = check_variant(project, kernel, variant, path, import_check=True)
     fatal = fatal_violations(report.violations, abi)
     lines.append(f"{'FAIL' if fatal else 'PASS'}  check  {kernel.name}  {variant.name}")

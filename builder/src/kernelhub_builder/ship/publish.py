@@ -40,15 +40,15 @@ def repo_id_for(project: Project, kernel: KernelManifest) -> str:
 
 
 def collect_variants(
-    kernel: KernelManifest, out_dir: Path, *, allow_host_abi: bool = False
+    project: Project, kernel: KernelManifest, out_dir: Path, *, allow_host_abi: bool = False
 ) -> dict[str, Path]:
     """Built variants of ``kernel``, each verified against the manifest, its digests and
     the checks."""
-    found = built_variants(out_dir, kernel)
+    found = built_variants(out_dir, project, kernel)
     if not found:
         raise BuilderError(
             f"nothing to publish for {kernel.name}: no built variants under "
-            f"{kernel_dir(out_dir, kernel)}; run builder build {kernel.name} first"
+            f"{kernel_dir(out_dir, project, kernel)}; run builder build {kernel.name} first"
         )
     variants: dict[str, Path] = {}
     for variant, path in found:
@@ -109,7 +109,7 @@ def publish_kernel(
     release; variants of other releases on the branch are handled by ``stale``; with
     ``key``, sign the release (see :mod:`kernelhub.release_manifest`: the signature covers
     every variant the tagged commit holds)."""
-    variants = collect_variants(kernel, out_dir, allow_host_abi=allow_host_abi)
+    variants = collect_variants(project, kernel, out_dir, allow_host_abi=allow_host_abi)
     repo_id = repo_id_for(project, kernel)
     branch, tag = f"v{kernel.version}", f"v{kernel.release}"
     old = stale_variants(hub, repo_id, branch, kernel.release, variants)
