@@ -1,4 +1,4 @@
-"""The pure parts of HfHub publishing: what one commit would contain, and when a variant
+"""The pure parts of HfPublisher publishing: what one commit would contain, and when a variant
 counts as unchanged. (Publishing itself needs a writable Hub; olah is read-only.)"""
 
 from __future__ import annotations
@@ -7,8 +7,6 @@ import subprocess
 
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 from huggingface_hub.hf_api import RepoFile
-from kernelhub.hub import Hub
-from kernelhub.hub.hf import HfHub
 from kernelhub_builder.ship.hf import classify, commit_operations, git_blob_id, same_content
 from kernelhub_builder.ship.staged import staged_files
 
@@ -74,13 +72,3 @@ def test_classify_compares_content_without_downloading(stage):
     staged_changed = {"torch-cpu": staged_files("torch-cpu", changed)}
     assert classify(staged_changed, before) == ([], ["torch-cpu"], [])
     assert not same_content(staged_files("torch-cpu", same), {})
-
-
-def test_hf_hub_reads_the_endpoint_when_made_and_keys_by_host(monkeypatch):
-    monkeypatch.setenv("HF_ENDPOINT", "http://mirror.example:8080/")
-    hub = HfHub()
-    assert isinstance(hub, Hub)
-    assert hub.endpoint == "http://mirror.example:8080"
-    assert hub.key.startswith("hf-mirror.example-8080-")
-    assert HfHub("https://huggingface.co").key.startswith("hf-huggingface.co-")
-    assert hub.trusted_orgs() == frozenset()
