@@ -2,5 +2,6 @@
 
 The build matrix (:mod:`.matrix`), the host's compilers (:mod:`.toolchains`), one Python
 environment per torch minor (:mod:`.torch_env`) and the CUDA architectures to compile
-(:mod:`.cuda_archs`). Nothing here compiles.
+(:mod:`.cuda_archs`); what a command works on — project, kernels, variants —
+(:mod:`.select`). Nothing here compiles.
 """
