@@ -11,21 +11,20 @@ signing policy where one applies. Nothing is imported: checking runs no kernel c
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from .api import HubArg, Resolution, _release_files, open_hub_arg, resolve_kernel
 from .cache import KernelCache
 from .errors import KernelHubError
 from .metadata import read_metadata, read_metadata_bytes
+from .records import Record, field
 from .release_check import check_release, signed_metadata_digest
 from .release_manifest import metadata_sha256
 from .trust import policy_for
 from .variants import VariantKind, parse_variant
 
 
-@dataclass
-class VariantReport:
+class VariantReport(Record):
     variant: str
     problems: list[str] = field(default_factory=list)
 

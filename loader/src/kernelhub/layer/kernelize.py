@@ -34,11 +34,11 @@ import logging
 import types
 import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .. import settings
 from ..errors import KernelHubError, TrustError
+from ..records import Record
 from ..system import RuntimeDevice, runtime_device
 from .decorators import KERNEL_FUNCS_ATTR
 from .mapping import (
@@ -212,8 +212,7 @@ def validate_layer(layer: type, original_cls: type, where: str) -> None:
 # -- kernelize ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Target:
+class _Target(Record, frozen=True):
     path: str
     module: nn.Module
     layer_name: str
