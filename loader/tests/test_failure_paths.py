@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kernelhub import api, cli
+from kernelhub import api, cli, load_variant_dir
 from kernelhub.cache import KernelCache
 from kernelhub.errors import (
     CacheError,
@@ -30,7 +30,6 @@ from kernelhub.errors import (
 )
 from kernelhub.hub.hf import HfHub
 from kernelhub.hub.local import LocalHub
-from kernelhub.importer import load_variant_dir
 from kernelhub.layer.mapping import normalize_mapping
 from kernelhub.layer.repos import LayerRepository, locked_revision
 from kernelhub.metadata import Metadata, parse_metadata

@@ -16,6 +16,7 @@ import pytest
 from kernelhub import api, release_check, sshsig
 from kernelhub.errors import SignatureError
 from kernelhub.hub.git import GitRepo, IndexEntry
+from kernelhub.load import pipeline
 from kernelhub.metadata import compute_digests, read_metadata, write_metadata
 from kernelhub.publish import LocalPublisher
 from kernelhub.release_manifest import NAMESPACE, RELEASE_FILE, SIGNATURE_FILE
@@ -54,7 +55,7 @@ def publish(hub: LocalPublisher, tmp_path: Path, tag: str, key: SigningKey | Non
 
 def fresh_process() -> None:
     """Forget everything a new process would not have: memoized modules and checks."""
-    api._memo.clear()
+    pipeline._memo.clear()
     release_check._verified.clear()
 
 
@@ -230,7 +231,7 @@ def test_verification_is_cached_by_content_not_by_path(tmp_path, monkeypatch, hu
     api.get_kernel(REPO, 1, hub=hub)
     assert len(release_check._verified) == 1
     # Same content, new process: the check is a cache hit (no new entry, no crypto).
-    api._memo.clear()
+    pipeline._memo.clear()
     api.get_kernel(REPO, 1, hub=hub)
     assert len(release_check._verified) == 1
     # The cached release files edited in place (same path): checked afresh, and refused.
@@ -239,7 +240,7 @@ def test_verification_is_cached_by_content_not_by_path(tmp_path, monkeypatch, hu
     forged = new_key(tmp_path / "forger").sign(b"x", NAMESPACE).encode()
     data["signature"] = base64.b64encode(forged).decode()
     cached.write_text(json.dumps(data))
-    api._memo.clear()
+    pipeline._memo.clear()
     with pytest.raises(SignatureError, match="not allowed to sign"):
         api.get_kernel(REPO, 1, hub=hub)
 

@@ -7,6 +7,7 @@ from .api import get_kernel as get_kernel
 from .api import get_local_kernel as get_local_kernel
 from .api import has_kernel as has_kernel
 from .api import load_locked_kernel as load_locked_kernel
+from .api import load_variant_dir as load_variant_dir
 from .api import locate_kernel as locate_kernel
 from .api import resolve_kernel as resolve_kernel
 from .errors import HubError as HubError
@@ -18,7 +19,6 @@ from .errors import NoCompatibleVariantError as NoCompatibleVariantError
 from .errors import RepoNotFoundError as RepoNotFoundError
 from .errors import TrustError as TrustError
 from .errors import VersionSpecError as VersionSpecError
-from .importer import load_variant_dir as load_variant_dir
 from .layer import CUDAProperties as CUDAProperties
 from .layer import Device as Device
 from .layer import FuncRepository as FuncRepository

@@ -192,14 +192,16 @@ def install_kernel(repo_id: str, revision: str | None = None, local_files_only: 
     keep loading online meanwhile. The org must be trusted, as for a load.
     """
     from . import api, settings
-    from .trust import check_trusted, trust_flag
+    from .trust import trust_flag
 
     del user_agent
-    check_trusted(repo_id, api.open_hub_arg(None), trust_flag(repo_id, trust_remote_code))
+    trusted = trust_flag(repo_id, trust_remote_code)
     if not local_files_only:
-        return api.locate_kernel(repo_id, version, revision, backend=backend)
+        return api.locate_kernel(repo_id, version, revision, backend=backend,
+                                 trust_remote_code=trusted)
     with settings.offline_here():
-        return api.locate_kernel(repo_id, version, revision, backend=backend)
+        return api.locate_kernel(repo_id, version, revision, backend=backend,
+                                 trust_remote_code=trusted)
 
 
 __all__ = [*_LAYER_NAMES, "get_kernel", "get_local_kernel", "get_locked_kernel", "has_kernel",

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .api import HubArg, check_locked, open_hub_arg, resolve_kernel
+from .api import HubArg, open_hub_arg, resolve_kernel
 from .cache import KernelCache
 from .hub_hashes import cached_variant_hash
+from .load.fetch import fetch
+from .load.validators import LockValidator
+from .load.verify import verify
 from .lockfile import (
     LOCKFILE_NAME,
     LockEntry,
@@ -52,13 +55,12 @@ def download_locked(project_dir: Path, *, all_variants: bool = False, hub: HubAr
     """Fetch what ``<project_dir>/kernels.lock`` pins (this system's variant, or all of
     them) into the cache, each checked against the lock; return the variant dirs."""
     hub = open_hub_arg(hub)
-    cache = KernelCache()
     paths = []
     for repo_id, entry in sorted(read_lock(Path(project_dir) / LOCKFILE_NAME).items()):
         resolution = resolve_kernel(repo_id, revision=entry.sha, hub=hub, backend=backend)
         variants = resolution.variants if all_variants else [resolution.variant]
         for variant in variants:
-            path = cache.install(hub, repo_id, entry.sha, variant)
-            check_locked(entry, variant, path)
-            paths.append(path)
+            fetched = fetch(resolution, variant)
+            verify(fetched.path, variant, [LockValidator(entry)], cached=True).discard()
+            paths.append(fetched.path)
     return paths

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .api import HubArg, Resolution, _release_files, open_hub_arg, resolve_kernel
+from .api import HubArg, Resolution, open_hub_arg, resolve_kernel
 from .cache import KernelCache
 from .errors import KernelHubError
+from .load.resolve import release_files
 from .metadata import read_metadata, read_metadata_bytes
 from .records import Record, field
 from .release_check import check_release, signed_metadata_digest
@@ -70,7 +71,7 @@ def check_repository(repo_id: str, version: int | str | None = None,
     policy = policy_for(repo_id.partition("/")[0])
     manifest = None
     if policy.active:  # the org has a signing policy: the release must satisfy it
-        manifest = check_release(_release_files(resolution, cache), policy, repo_id,
+        manifest = check_release(release_files(resolution), policy, repo_id,
                                  resolution.ref, resolution.commit)
     reports = []
     for variant in resolution.variants:
