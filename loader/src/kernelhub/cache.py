@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import settings
 from .errors import CacheError, HubError, IntegrityError, KernelHubError
-from .hub.select import hub_call
+from .hub.calls import hub_call
 from .metadata import hub_digest_path, parse_metadata, read_metadata_bytes, verify_variant
 from .versions import Refs, is_commit_id, is_plain_name
 

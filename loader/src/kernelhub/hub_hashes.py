@@ -26,7 +26,7 @@ from pathlib import Path
 
 from .errors import IntegrityError
 from .hub.base import Hub
-from .hub.select import hub_call
+from .hub.calls import hub_call
 from .metadata import Metadata, file_digest, stored_files
 from .records import replace
 

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 from . import settings
 from .errors import FlagTypeError, KernelHubError, SigningKeyError, TrustError
 from .hub.base import Hub
-from .hub.select import hub_call
+from .hub.calls import hub_call
 from .records import Record
 
 if TYPE_CHECKING:  # the parser is imported where keys are read: most loads configure none

@@ -28,8 +28,8 @@ from ..errors import HubError, RepoNotFoundError, VersionSpecError
 from ..variants import check_variant_dir
 from ..versions import Refs
 from .base import BUILD_DIR
+from .calls import guarded
 from .keys import endpoint_key
-from .select import guarded
 
 if TYPE_CHECKING:  # bound at run time by _import_huggingface_hub
     from huggingface_hub import HfApi, snapshot_download

@@ -15,7 +15,7 @@ from .. import settings
 from ..cache import KernelCache
 from ..errors import NoCompatibleVariantError, OfflineError, VersionSpecError
 from ..hub.base import Hub
-from ..hub.select import hub_call
+from ..hub.calls import hub_call
 from ..records import Record
 from ..selection import Selection, select_variant
 from ..system import SystemInfo, detect_system
