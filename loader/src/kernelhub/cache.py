@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 
 from . import settings
 from .errors import CacheError, HubError, IntegrityError, KernelHubError
-from .hub.calls import hub_call
 from .metadata import hub_digest_path, parse_metadata, read_metadata_bytes, verify_variant
 from .versions import Refs, is_commit_id, is_plain_name
 
@@ -229,8 +228,7 @@ class KernelCache:
             self._remove_stale_partials(dest.parent, variant)
             tmp = Path(tempfile.mkdtemp(prefix=f".{variant}.", suffix=_TMP_SUFFIX, dir=dest.parent))
             try:
-                with hub_call(hub, f"sending {variant} of {repo_id} at {commit[:12]}"):
-                    hub.fetch_variant(repo_id, commit, variant, tmp)
+                hub.fetch_variant(repo_id, commit, variant, tmp)
                 if not any(tmp.iterdir()):
                     raise HubError(
                         f"{repo_id}@{commit[:12]}: the hub returned no files for {variant}"

@@ -26,7 +26,6 @@ from pathlib import Path
 
 from .errors import IntegrityError
 from .hub.base import Hub
-from .hub.calls import hub_call
 from .metadata import Metadata, file_digest, stored_files
 from .records import replace
 
@@ -54,8 +53,7 @@ def hub_hashes(hub: Hub, repo_id: str, commit: str, variant: str) -> HubHashes |
     file_hashes = getattr(hub, "file_hashes", None)
     if file_hashes is None:
         return None
-    with hub_call(hub, f"listing the content hashes of {variant} of {repo_id} at {commit[:12]}"):
-        listed: HubHashes = file_hashes(repo_id, commit, variant)
+    listed: HubHashes = file_hashes(repo_id, commit, variant)
     return listed
 
 

@@ -12,14 +12,17 @@ the hub's.
 from __future__ import annotations
 
 import errno
-import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ..errors import HubError, KernelHubError
 
-F = TypeVar("F", bound=Callable[..., Any])
+if TYPE_CHECKING:
+    from ..release_manifest import ReleaseFiles
+    from ..versions import Refs
+    from .base import Hub
 
 _DISK_ERRNOS = frozenset({
     errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR,
@@ -54,23 +57,59 @@ def hub_call(hub: object, doing: str) -> Iterator[None]:
         raise _failed(hub, doing, e) from e
 
 
-def guarded(doing: str) -> Callable[[F], F]:
-    """Decorate a hub method so it reports failures like :func:`hub_call`.
+class GuardedHub:
+    """A hub every read of which reports a failure as one :class:`HubError` line.
 
-    ``doing`` is formatted with the call's positional arguments (``"listing the refs of
-    {0}"``), so a Hub implementation used directly gives the same one-line errors as
-    through the loader's API.
+    The loader's one seam to a hub (:func:`guard`, applied to every hub a load is given),
+    so each hub call is translated once, whichever Hub implementation answers. Attributes
+    beyond the protocol (a LocalHub's ``root``, an HfHub's ``endpoint``) are the hub's own.
     """
 
-    def decorate(method: F) -> F:
-        @functools.wraps(method)
-        def call(self: object, *args: Any, **kwargs: Any) -> Any:
-            with hub_call(self, doing.format(*args)):
-                return method(self, *args, **kwargs)
+    def __init__(self, inner: Hub) -> None:
+        self.inner = inner
 
-        return call  # type: ignore[return-value]
+    def __repr__(self) -> str:
+        return repr(self.inner)
 
-    return decorate
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self.inner, name)
+        if name == "file_hashes":  # optional: only hubs that can list content hashes
+            def file_hashes(repo_id: str, commit: str, variant: str) -> dict[str, str]:
+                with hub_call(self.inner, f"listing the content hashes of {variant} of "
+                                          f"{repo_id} at {commit[:12]}"):
+                    listed: dict[str, str] = value(repo_id, commit, variant)
+                return listed
+            return file_hashes
+        return value
+
+    @property
+    def key(self) -> str:
+        return self.inner.key
+
+    def list_refs(self, repo_id: str) -> Refs:
+        with hub_call(self.inner, f"listing the refs of {repo_id}"):
+            return self.inner.list_refs(repo_id)
+
+    def list_variants(self, repo_id: str, commit: str) -> list[str]:
+        with hub_call(self.inner, f"listing the variants of {repo_id} at {commit[:12]}"):
+            return self.inner.list_variants(repo_id, commit)
+
+    def fetch_variant(self, repo_id: str, commit: str, variant: str, dest: Path) -> None:
+        with hub_call(self.inner, f"sending {variant} of {repo_id} at {commit[:12]}"):
+            self.inner.fetch_variant(repo_id, commit, variant, dest)
+
+    def fetch_release(self, repo_id: str, commit: str) -> ReleaseFiles:
+        with hub_call(self.inner, f"sending the release signature of {repo_id}"):
+            return self.inner.fetch_release(repo_id, commit)
+
+    def trusted_orgs(self) -> frozenset[str]:
+        with hub_call(self.inner, "reading its trusted organisations"):
+            return self.inner.trusted_orgs()
+
+
+def guard(hub: Hub) -> Hub:
+    """``hub`` with every read translated once (see :class:`GuardedHub`)."""
+    return hub if isinstance(hub, GuardedHub) else GuardedHub(hub)
 
 
 def _failed(hub: object, doing: str, error: Exception) -> HubError:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import HubError
 from ..hub.base import Hub
+from ..hub.calls import guard
 from ..hub.select import open_hub
 from ..records import Record
 from ..trust import require_bool
@@ -46,14 +47,15 @@ class KernelRequest(Record, frozen=True):
 
 
 def open_hub_arg(hub: HubArg) -> Hub:
-    """Accept a Hub, a target string (path, URL, "hf") or None (the default hub)."""
+    """The hub a load reads: a Hub, a target string (path, URL, "hf") or None (the
+    default hub), its every call reporting a failure as one line (:func:`guard`)."""
     if isinstance(hub, Hub):
-        return hub
+        return guard(hub)
     if hub is not None and not isinstance(hub, str | os.PathLike):
         raise HubError(
             f"hub={hub!r} is not a hub: pass a Hub, a path, an http(s) URL, 'hf' or None"
         )
-    return open_hub(hub)
+    return guard(open_hub(hub))
 
 
 def kernel_request(

@@ -15,7 +15,6 @@ from .. import settings
 from ..cache import KernelCache
 from ..errors import NoCompatibleVariantError, OfflineError, VersionSpecError
 from ..hub.base import Hub
-from ..hub.calls import hub_call
 from ..records import Record
 from ..selection import Selection, select_variant
 from ..system import SystemInfo, detect_system
@@ -79,8 +78,7 @@ def refs_of(repo_id: str, hub: Hub, cache: KernelCache) -> Refs:
         if refs is None:
             raise OfflineError(f"the list of versions of {repo_id}")
         return refs
-    with hub_call(hub, f"listing the refs of {repo_id}"):
-        refs = hub.list_refs(repo_id)
+    refs = hub.list_refs(repo_id)
     cache.write_refs(hub.key, repo_id, refs)
     return refs
 
@@ -90,17 +88,16 @@ def per_commit(
     read: Callable[[str, str, str], T | None],
     ask: Callable[[str, str], T],
     write: Callable[[str, str, str, T], None],
-    doing: str, what: str,
+    what: str,
 ) -> T:
     """What ``commit`` holds: ``read`` from the cache when there (a commit never changes),
-    else ``ask``-ed of the hub (a failure is one HubError saying it was ``doing`` that) and
-    ``write``-n to the cache. Offline mode forbids asking: ``what`` is then missing."""
+    else ``ask``-ed of the hub and ``write``-n to the cache. Offline mode forbids asking:
+    ``what`` is then missing."""
     if (cached := read(hub.key, repo_id, commit)) is not None:
         return cached
     if settings.offline():
         raise OfflineError(what)
-    with hub_call(hub, doing):
-        value = ask(repo_id, commit)
+    value = ask(repo_id, commit)
     write(hub.key, repo_id, commit, value)
     return value
 
@@ -116,7 +113,6 @@ def resolve_request(request: KernelRequest) -> Resolution:
         ref, commit = resolve(spec or default_spec(refs, repo_id), refs, repo_id)
     variants = per_commit(hub, repo_id, commit, read=cache.read_variants,
                           ask=hub.list_variants, write=cache.write_variants,
-                          doing=f"listing the variants of {repo_id} at {commit[:12]}",
                           what=f"{repo_id} at {commit[:12]}")
     system = detect_system(request.backend)
     return Resolution(repo_id, hub, ref, commit, variants, system,
@@ -129,5 +125,4 @@ def release_files(resolution: Resolution) -> ReleaseFiles:
     cache = KernelCache()
     return per_commit(hub, repo_id, commit, read=cache.read_release, ask=hub.fetch_release,
                       write=cache.write_release,
-                      doing=f"sending the release signature of {repo_id}",
                       what=f"the release signature of {repo_id} at {commit[:12]}")
