@@ -25,7 +25,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from . import settings
 from .errors import CacheError, HubError, IntegrityError, KernelHubError
@@ -161,10 +161,12 @@ class KernelCache:
             return None
         found: dict[str, bytes | None] = {}
         for key in ("manifest", "signature"):
-            value: Any = data.get(key) if isinstance(data, dict) else 0
+            value = data.get(key) if isinstance(data, dict) else 0
+            if value is not None and not isinstance(value, str):
+                raise _corrupt(path)
             try:
                 found[key] = None if value is None else base64.b64decode(value, validate=True)
-            except (TypeError, ValueError):
+            except ValueError:
                 raise _corrupt(path) from None
         return ReleaseFiles(found["manifest"], found["signature"])
 

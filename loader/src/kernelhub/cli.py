@@ -55,9 +55,9 @@ def _print_info(args: argparse.Namespace) -> None:
             args.target, args.version, args.revision, hub=args.hub, backend=args.backend
         )
     meta = read_metadata(path)
-    provenance = meta.provenance
-    builder = provenance.get("kernel-builder", {}).get("version", "unknown")
-    source = provenance.get("kernel", {})
+    made_by, source = (meta.provenance.get(key) for key in ("kernel-builder", "kernel"))
+    builder = made_by.get("version", "unknown") if isinstance(made_by, dict) else "unknown"
+    source = source if isinstance(source, dict) else {}
     commit = source.get("commit")
     fields = [
         ("variant", path.name),

@@ -26,7 +26,6 @@ import json
 import os
 from collections.abc import Collection
 from pathlib import Path
-from typing import Any
 
 from .errors import LockFileError
 from .records import Record, field
@@ -47,8 +46,8 @@ class LockEntry(Record, frozen=True):
     metadata_sha256: dict[str, str] = field(default_factory=dict)
     """variant → sha256 hex of its metadata.json (kernelhub's addition)."""
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {
             "repo_id": self.repo_id,
             "sha": self.sha,
             "variants": {v: {"hash": h, "hash_type": GIT_LFS_CONCAT}
@@ -59,7 +58,7 @@ class LockEntry(Record, frozen=True):
         return out
 
 
-def _entry(raw: Any, path: Path | str) -> LockEntry:
+def _entry(raw: object, path: Path | str) -> LockEntry:
     bad = LockFileError(f"lock file {path}: malformed entry {raw!r:.120}; regenerate it with "
                         "`kernelhub lock`")
     if not isinstance(raw, dict) or not isinstance(raw.get("repo_id"), str):

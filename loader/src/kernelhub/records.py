@@ -79,7 +79,7 @@ class Record:
     """The fields ``__init__`` takes by position (the others are keyword-only)."""
     _compared: ClassVar[tuple[str, ...]] = ()
     """The fields equality, hashing and ordering look at."""
-    _defaults: ClassVar[dict[str, Any]] = {}
+    _defaults: ClassVar[dict[str, object]] = {}
     """Field → default value, or the :class:`_Field` whose factory makes one."""
     _own: ClassVar[dict[str, _Field]] = {}
     """The fields this class itself declares (its annotations)."""
@@ -109,7 +109,7 @@ class Record:
         cls._compared = tuple(n for n, s in specs.items() if s.compare)
         cls._defaults = {n: s if s.factory is not None else s.default for n, s in specs.items()
                          if s.factory is not None or s.default is not _MISSING}
-        methods: dict[str, Any] = {"__match_args__": cls._positional}
+        methods: dict[str, object] = {"__match_args__": cls._positional}
         if frozen:
             methods.update(__setattr__=_refuse_assignment, __delattr__=_refuse_assignment,
                            __hash__=_hash_fields)
@@ -120,7 +120,7 @@ class Record:
         for name, value in methods.items():
             setattr(cls, name, value)
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: object, **kwargs: object) -> None:
         positional, name = self._positional, type(self).__name__
         if len(args) > len(positional):
             raise TypeError(
@@ -160,7 +160,7 @@ class Record:
         return f"{type(self).__qualname__}({shown})"
 
 
-def replace(record: R, **changes: Any) -> R:
+def replace(record: R, **changes: object) -> R:
     """A copy of ``record`` with ``changes`` (field → value), as ``dataclasses.replace``."""
     values = {key: getattr(record, key) for key in record._fields}
     for key in changes:
@@ -174,7 +174,7 @@ def fields(record: Record | type[Record]) -> tuple[str, ...]:
     return record._fields
 
 
-def asdict(record: Record) -> dict[str, Any]:
+def asdict(record: Record) -> dict[str, object]:
     """Field → value of ``record`` (shallow: values are not copied)."""
     return {key: getattr(record, key) for key in record._fields}
 

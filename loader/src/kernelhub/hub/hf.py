@@ -22,7 +22,7 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from ..errors import HubError, RepoNotFoundError, VersionSpecError
 from ..variants import check_variant_dir
@@ -84,7 +84,7 @@ class HfHub:
         self.repo_type = repo_type
         """``kernel`` or ``model`` to read only that type; None (the default): each
         repository's type is found by :meth:`typed`."""
-        self._api: Any = None
+        self._api: HfApi | None = None
 
     @property
     def api(self) -> HfApi:
