@@ -54,7 +54,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from kernelhub.lockfile import LockEntry, write_lock  # noqa: E402
+from kernelhub.lock import LockEntry, write_lock  # noqa: E402
 from reference_loader import (  # noqa: E402 - the shared helper lives with the tests
     KernelRepoProxy,
     install_reference_loader,

@@ -29,8 +29,7 @@ from huggingface_hub.hf_api import RepoFile
 from kernelhub import api, ecosystem
 from kernelhub.errors import KernelHubError
 from kernelhub.load import pipeline
-from kernelhub.lockfile import variant_dir_hash
-from kernelhub.locking import lock_project
+from kernelhub.lock import lock_project, variant_dir_hash
 from kernelhub.metadata import read_metadata, verify_variant
 from kernelhub.publish.hf import HfPublisher
 from kh_doubles import make_variant

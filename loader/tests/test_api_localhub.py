@@ -85,7 +85,7 @@ print(" ".join(sorted(sys.modules)))
 """
 
 NOT_ON_THE_WARM_PATH = ("huggingface_hub", "tomllib", "tomli", "kernelhub.sshsig",
-                        "kernelhub.lockfile", "kernelhub.verified_marks", "filelock",
+                        "kernelhub.lock", "kernelhub.verified_marks", "filelock",
                         "packaging", "kernelhub.layer", "kernelhub.hub.git",
                         "kernelhub.release_check", "kernelhub.release_manifest",
                         "kernelhub.hub_hashes")

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from kernelhub import api, ecosystem
 from kernelhub.errors import IntegrityError, SignatureError
-from kernelhub.lockfile import LockEntry
+from kernelhub.lock import LockEntry
 from kernelhub.metadata import compute_digests, read_metadata, write_metadata
 from kernelhub.publish import LocalPublisher
 from kernelhub.records import replace

@@ -24,7 +24,7 @@ from .trust import policy_for
 from .versions import Refs, check_repo_id
 
 if TYPE_CHECKING:  # read when a lock file is used (load_locked_kernel)
-    from .lockfile import LockEntry
+    from .lock import LockEntry
 
 __all__ = ["HubArg", "Resolution", "default_spec", "describe_signature", "find_local_variant",
            "get_kernel", "get_local_kernel", "has_kernel", "list_refs", "load_locked_entry",
@@ -99,7 +99,7 @@ def load_locked_kernel(
     ``git_lfs_concat``); a lock with hashes but none for this variant is refused. Once
     the variant is in the cache (``kernelhub download``) this asks the hub nothing.
     """
-    from .lockfile import lock_entry
+    from .lock import lock_entry
 
     entry = lock_entry(repo_id, Path(lockfile) if lockfile is not None else None)
     return load_locked_entry(entry, trust_remote_code=trust_remote_code, hub=hub,

@@ -188,7 +188,7 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def _lock(args: argparse.Namespace) -> None:
-    from .locking import lock_project
+    from .lock import lock_project
 
     path, entries = lock_project(args.project_dir)
     for entry in entries:
@@ -197,7 +197,7 @@ def _lock(args: argparse.Namespace) -> None:
 
 
 def _download(args: argparse.Namespace) -> None:
-    from .locking import download_locked
+    from .lock import download_locked
 
     for path in download_locked(args.project_dir, all_variants=args.all_variants):
         print(path)

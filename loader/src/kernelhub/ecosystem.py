@@ -21,7 +21,7 @@ from types import FrameType, ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .lockfile import LockEntry
+    from .lock import LockEntry
 
 _LAYER_NAMES = (
     "CUDAProperties", "Device", "FuncRepository", "LayerRepository", "LocalFuncRepository",
@@ -167,7 +167,7 @@ _OWN_MODULES = ("kernelhub", "kernels", "_kernelhub_autoload")
 def _locked_entry(repo_id: str, lockfile: Path | str | None) -> LockEntry:
     """``repo_id``'s entry in ``lockfile``, else in the calling code's distribution lock,
     else in ``./kernels.lock``."""
-    from .lockfile import distribution_lock, lock_entry, pick_entry
+    from .lock import distribution_lock, lock_entry, pick_entry
 
     if lockfile is None:
         frame: FrameType | None = sys._getframe(1)

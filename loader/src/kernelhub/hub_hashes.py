@@ -39,7 +39,7 @@ HubHashes = dict[str, str]
 
 def _content_hash(data: bytes, kind: str) -> str:
     if kind == "git":
-        from .lockfile import git_blob_id  # fetch-time only: warm loads never get here
+        from .lock import git_blob_id  # fetch-time only: warm loads never get here
 
         return git_blob_id(data).hex()
     if kind == "sha256":
@@ -126,6 +126,6 @@ def read_lfs_record(variant_dir: Path) -> frozenset[str]:
 def cached_variant_hash(variant_dir: Path) -> str:
     """The ecosystem's ``git_lfs_concat`` of a cached variant, each file hashed the way its
     hub stores it (LFS sha256 or git blob id)."""
-    from .lockfile import variant_dir_hash  # locked loads and `kernelhub lock` only
+    from .lock import variant_dir_hash  # locked loads and `kernelhub lock` only
 
     return variant_dir_hash(variant_dir, read_lfs_record(variant_dir))

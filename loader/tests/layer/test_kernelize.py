@@ -30,7 +30,7 @@ from kernelhub.layer import (
     use_kernel_mapping,
     use_kernelized_func,
 )
-from kernelhub.lockfile import LOCKFILE_NAME
+from kernelhub.lock import LOCKFILE_NAME
 from kh_toy_layers import TRUSTED_REPO, UNTRUSTED_REPO, ToyHub
 from torch import nn
 

@@ -23,7 +23,7 @@ from .. import settings
 from ..api import find_local_variant, get_kernel, get_local_kernel, load_locked_kernel, open_hub_arg
 from ..errors import KernelHubError, KernelLoadError, MappingError
 from ..hub.base import Hub
-from ..lockfile import lock_entry
+from ..lock import lock_entry
 from ..metadata import read_metadata
 from ..records import Record, field
 from ..trust import policy_for, require_bool
@@ -263,7 +263,7 @@ def _check_package(module: ModuleType, package_name: str | None, path: Path) -> 
 
 def locked_revision(repo_id: str, lockfile: Path | None) -> str:
     """The commit ``repo_id`` is pinned to in ``lockfile`` (default ``./kernels.lock``);
-    the format is :mod:`kernelhub.lockfile`'s."""
+    the format is :mod:`kernelhub.lock`'s."""
     return lock_entry(repo_id, lockfile).sha
 
 

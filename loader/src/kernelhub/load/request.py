@@ -19,7 +19,7 @@ from ..trust import require_bool
 from ..versions import VersionSpec, check_repo_id, select_spec
 
 if TYPE_CHECKING:
-    from ..lockfile import LockEntry
+    from ..lock import LockEntry
 
 HubArg = Hub | str | os.PathLike[str] | None
 """A Hub, or what :func:`kernelhub.hub.select.open_hub` accepts: a path, URL, "hf", None."""

@@ -31,7 +31,7 @@ from ..selection import check_archs
 from ..trust import OrgPolicy, check_trusted, policy_for
 
 if TYPE_CHECKING:
-    from ..lockfile import LockEntry
+    from ..lock import LockEntry
     from ..release_manifest import ReleaseFiles
     from ..system import SystemInfo
     from .request import KernelRequest
@@ -160,7 +160,7 @@ class LockValidator(Validator):
             actual = hashlib.sha256(snapshot.verified.metadata_bytes).hexdigest()
         else:  # each file hashed the way its hub stores it (LFS use recorded at fetch)
             from ..hub_hashes import read_lfs_record
-            from ..lockfile import variant_dir_hash
+            from ..lock import variant_dir_hash
 
             lfs = read_lfs_record(snapshot.cached) if snapshot.cached else frozenset()
             actual = variant_dir_hash(snapshot.verified.copy, lfs)
