@@ -17,7 +17,7 @@ from pathlib import Path
 import kernelhub
 import pytest
 from e2e import Workspace, builder, make_project, run
-from kernelhub import release_check
+from kernelhub import release_policy
 from kernelhub.errors import SignatureError
 from kernelhub.hub.git import GitRepo
 from kernelhub.load import pipeline
@@ -105,7 +105,7 @@ def policy(signed: Signed, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     for var in ("KERNELHUB_REQUIRE_SIGNED", "KERNELHUB_ALLOW_UNSIGNED"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setattr(pipeline, "_memo", {})
-    monkeypatch.setattr(release_check, "_verified", {})
+    monkeypatch.setattr(release_policy, "_verified", {})
 
     def allow(*keys: Path) -> None:
         signers = tmp_path / "allowed_signers"

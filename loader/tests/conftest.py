@@ -26,7 +26,7 @@ _SETTINGS_VARS = (
 @pytest.fixture(autouse=True)
 def isolated_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Point cache, config and default hub into tmp_path; forget memoized loads."""
-    from kernelhub import release_check
+    from kernelhub import release_policy
     from kernelhub.load import pipeline
 
     for var in _SETTINGS_VARS:
@@ -35,7 +35,7 @@ def isolated_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("KERNELHUB_CONFIG", str(tmp_path / "config.toml"))
     monkeypatch.setenv("KERNELHUB_HUB", str(tmp_path / "default-hub"))
     monkeypatch.setattr(pipeline, "_memo", {})
-    monkeypatch.setattr(release_check, "_verified", {})
+    monkeypatch.setattr(release_policy, "_verified", {})
     return tmp_path / "cache"
 
 

@@ -87,7 +87,7 @@ print(" ".join(sorted(sys.modules)))
 NOT_ON_THE_WARM_PATH = ("huggingface_hub", "tomllib", "tomli", "kernelhub.sshsig",
                         "kernelhub.lock", "kernelhub.verified_marks", "filelock",
                         "packaging", "kernelhub.layer", "kernelhub.hub.git",
-                        "kernelhub.release_check", "kernelhub.release_manifest",
+                        "kernelhub.release_policy", "kernelhub.release_manifest",
                         "kernelhub.hub_hashes")
 """What a warm load with no signing policy, no config file and no lock never uses: each
 costs start-up time in every process that loads a kernel."""

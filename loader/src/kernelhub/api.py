@@ -117,7 +117,7 @@ def load_locked_entry(entry: LockEntry, *, trust_remote_code: bool = False,
 
 def describe_signature(resolution: Resolution) -> str:
     """The release signature at the resolved commit and the verdict of the user's policy."""
-    from .release_check import describe_release
+    from .release_policy import describe_release
 
     policy = policy_for(resolution.repo_id.partition("/")[0])
     return describe_release(release_files(resolution), policy, resolution.repo_id,

@@ -7,7 +7,7 @@ warm cache loads: a cached copy is no more trusted than the hub it came from. Bo
 answers — is this org trusted (:func:`check_trusted`), and which keys must have signed
 its release (:func:`policy_for`) — are read from the same user configuration, so they
 live in one module; verifying a signature against the policy is
-:mod:`kernelhub.release_check`'s job.
+:mod:`kernelhub.release_policy`'s job.
 
 **Trusted organisations.** Remote code is refused unless its org is trusted (the
 default org, the config file, ``$KERNELHUB_TRUSTED_ORGS``, or the hub's own list) or the

@@ -90,7 +90,7 @@ class SignatureValidator(Validator):
     def check_release(self, files: ReleaseFiles, repo_id: str, ref: str, commit: str,
                       variant: str) -> None:
         """Verify the release files of ``commit``; remember what they sign for ``variant``."""
-        from ..release_check import check_release, signed_metadata_digest  # policies only
+        from ..release_policy import check_release, signed_metadata_digest  # policies only
 
         manifest = check_release(files, self.policy, repo_id, ref, commit)
         if manifest is not None:
