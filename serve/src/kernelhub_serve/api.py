@@ -177,9 +177,11 @@ async def _create_repo(ctx: HubContext, request: Request, caller: Any) -> Respon
     repo_id = _repo_id_of(payload)
     caller.check_write(repo_id.split("/")[0])
     private = bool(payload.get("private")) or payload.get("visibility") == "private"
-    if not await threaded(ctx.writer.create_repo, repo_id, private):
-        raise ApiError(409, f"You already created this {repo_type} repo: {repo_id}")
     url = f"{ctx.base_url(request)}/{URL_PREFIXES[repo_type]}{repo_id}"
+    if not await threaded(ctx.writer.create_repo, repo_id, private):
+        error = ApiError(409, f"You already created this {repo_type} repo: {repo_id}")
+        error.body["url"] = url  # huggingface_hub's exist_ok reads it from the 409
+        raise error
     return json_response({"url": url, "name": repo_id, "id": repo_id})
 
 

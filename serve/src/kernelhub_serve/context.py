@@ -65,7 +65,8 @@ def error_response(error: ApiError, head: bool = False) -> Response:
         headers["X-Error-Code"] = error.code
     if head:
         return Response(status_code=error.status, headers=headers)
-    return JSONResponse({"error": error.message}, status_code=error.status, headers=headers)
+    return JSONResponse({"error": error.message, **error.body}, status_code=error.status,
+                        headers=headers)
 
 
 async def threaded(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:

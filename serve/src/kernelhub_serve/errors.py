@@ -20,6 +20,8 @@ class ApiError(Exception):
         self.code = code
         self.headers: dict[str, str] = {}
         """Extra response headers (a missing file's ``X-Repo-Commit``)."""
+        self.body: dict[str, object] = {}
+        """Extra fields of the JSON answer (an existing repository's ``url``)."""
 
 
 class ServeError(KernelHubError):

@@ -140,7 +140,8 @@ class RepoStore:
             found = self.entries(repo, commit, path)
             if not found or found[0].kind != "directory":
                 raise entry_not_found(repo_id, path)
-            return self.entries(repo, commit, f"{path}/", recursive=recursive)
+            return [e for e in self.entries(repo, commit, f"{path}/", recursive=recursive)
+                    if e.path.startswith(f"{path}/")]  # -t also lists the trees above
         return self.entries(repo, commit, recursive=recursive)
 
     def paths_info(self, repo: GitRepo, commit: str, paths: list[str]) -> list[Entry]:
