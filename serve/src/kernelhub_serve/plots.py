@@ -8,6 +8,7 @@ stays text (``svg.fonttype = none``), so the plot is small and sharp on a phone.
 from __future__ import annotations
 
 import io
+import re
 
 from .bench_results import BenchmarkRun
 
@@ -24,13 +25,18 @@ def plot_svg(repo_id: str, commit: str, run: BenchmarkRun) -> bytes:
     return _memo[key]
 
 
+def _natural(name: str) -> list[object]:
+    """``tokens_32`` before ``tokens_512``: digit runs compare as numbers."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+
+
 def _draw(run: BenchmarkRun) -> bytes:
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
 
-    timings = sorted(run.timings, key=lambda t: t.workload)
+    timings = sorted(run.timings, key=lambda t: _natural(t.workload))
     height = 1.2 + 0.45 * max(len(timings), 1)
     fig = Figure(figsize=(7.5, height))
     ax = fig.add_subplot()
