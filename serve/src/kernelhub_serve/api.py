@@ -10,6 +10,7 @@ Reads (``<type>`` is ``models`` or ``kernels``; see :mod:`kernelhub_serve.repos`
   GET  /api/<type>/<id>/commits/<rev>           list_repo_commits
   GET  /api/<type>/<id>/auth-check[/write]      auth_check
   GET  /api/whoami-v2                           whoami
+  GET  /api/organizations/<org>/overview        the publisher-trust check of kernels 0.19
 
 Writes (a token with write rights on the organisation)::
 
@@ -30,6 +31,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from .access import Caller
 from .commit_ops import parse_commit
 from .context import HubContext, json_response, segments, threaded
 from .errors import ApiError
@@ -52,6 +54,9 @@ async def api(ctx: HubContext, request: Request) -> Response:
         caller.check_write(repo_id.split("/")[0])
         await threaded(ctx.writer.delete_repo, repo_id)
         return json_response({})
+    if len(segs) == 3 and segs[0] == "organizations" and segs[2] == "overview" \
+            and method == "GET":
+        return json_response(await threaded(_org_overview, ctx, caller, segs[1]))
     if len(segs) < 3:
         raise ApiError(404, f"no API route {method} /api/{'/'.join(segs)}")
     repo_type = repo_type_of(segs[0])
@@ -164,6 +169,25 @@ def _preupload(ctx: HubContext, repo_id: str, rev: str, payload: dict[str, Any]
         answer.append({"path": path, "uploadMode": "lfs" if lfs else "regular",
                        "shouldIgnore": False, "oid": existing.get(path)})
     return {"files": answer, "commitOid": commit}
+
+
+def _org_overview(ctx: HubContext, caller: Caller, org: str) -> dict[str, object]:
+    """What the ``kernels`` 0.19 loader asks before loading without ``trust_remote_code``:
+    ``trustedKernelPublisher`` — here, whether the hub's own ``kernelhub.toml`` lists the
+    org under ``[trust] orgs`` (the LocalHub's trust setting, one place for both)."""
+    from kernelhub.errors import KernelHubError
+    from kernelhub.hub.local import LocalHub
+
+    repos = [r for r in ctx.store.repo_ids() if r.split("/")[0] == org]
+    if not repos or not caller.may_read(org):
+        error = ApiError(404, f"this hub has no organisation {org!r} you may read", "RepoNotFound")
+        raise error
+    try:
+        trusted = org in LocalHub(ctx.settings.hub).trusted_orgs()
+    except KernelHubError as exc:
+        raise ApiError(500, str(exc)) from None
+    return {"name": org, "fullname": org, "type": "org", "numModels": len(repos),
+            "trustedKernelPublisher": trusted}
 
 
 # -- writes ------------------------------------------------------------------------------
