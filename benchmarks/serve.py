@@ -28,7 +28,8 @@ from concurrent.futures import ThreadPoolExecutor, as_completed, wait
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO_ROOT / "tests/serve"), str(REPO_ROOT / "loader/tests")]
+sys.path[:0] = [str(REPO_ROOT / "tests/serve"), str(REPO_ROOT / "tests"),
+                str(REPO_ROOT / "loader/tests")]
 
 REPO_ID = "acme/loadtest"
 VARIANT = "torch213-cxx11-cpu-x86_64-linux"

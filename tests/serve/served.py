@@ -4,7 +4,6 @@ port, in a thread of the test process (or as a subprocess, the way a team runs i
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -16,6 +15,7 @@ from pathlib import Path
 import uvicorn
 from kernelhub_serve import ServeSettings, create_app
 from kernelhub_serve.tokens import TokenTable
+from reference_loader import free_port
 
 WRITE_TOKEN = "hf_kernelhub_serve_test_writer"
 READ_TOKEN = "hf_kernelhub_serve_test_reader"
@@ -35,12 +35,6 @@ def write_tokens_file(path: Path, anonymous_read: str = '["*"]') -> Path:
         f'[[token]]\nname = "other"\ntoken = "{OTHER_TOKEN}"\nwrite = ["elsewhere"]\n'
     )
     return path
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextmanager
@@ -69,6 +63,8 @@ def serving(hub: Path, tokens: TokenTable | None = None, **settings: object) -> 
 def serving_process(hub: Path, tokens_file: Path | None, log: Path,
                     *extra: str) -> Iterator[str]:
     """``kernelhub-serve`` as its own process, as a team runs it; yields its URL."""
+    from reference_loader import _wait_for_port, stop_process  # as the olah tests do
+
     port = free_port()
     argv = [str(Path(sys.executable).parent / "kernelhub-serve"), "--hub", str(hub),
             "--port", str(port), *(["--tokens", str(tokens_file)] if tokens_file else []), *extra]
@@ -76,23 +72,7 @@ def serving_process(hub: Path, tokens_file: Path | None, log: Path,
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
                                 env={**os.environ, "NO_PROXY": "127.0.0.1"})
         try:
-            deadline = time.monotonic() + 30
-            while True:
-                if proc.poll() is not None:
-                    raise RuntimeError(f"kernelhub-serve exited:\n{log.read_text()}")
-                try:
-                    with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                        break
-                except OSError:
-                    if time.monotonic() > deadline:
-                        raise RuntimeError(f"kernelhub-serve did not start:\n{log.read_text()}"
-                                           ) from None
-                    time.sleep(0.1)
+            _wait_for_port(port, proc, log, "kernelhub-serve")
             yield f"http://127.0.0.1:{port}"
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop_process(proc)
