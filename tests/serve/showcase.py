@@ -35,7 +35,7 @@ def benchmark_result(machine: str, scale: float) -> dict[str, object]:
 
 
 def publish_showcase(hub: Path, work: Path) -> str:
-    from kernelhub.publish import LocalPublisher
+    from kernelhub_builder.ship import LocalPublisher
 
     key = new_signing_key(work / "signing-key")
     variants = {}

@@ -125,7 +125,7 @@ def test_an_interrupted_upload_leaves_the_hub_as_it_was(server: str, hub: Path) 
 
 
 def test_concurrent_publishers_never_lose_a_commit(server: str, hub: Path) -> None:
-    from kernelhub.publish import LocalPublisher
+    from kernelhub_builder.ship import LocalPublisher
     from kh_doubles import make_variant
 
     api = _new_repo(server)

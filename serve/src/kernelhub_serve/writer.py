@@ -1,8 +1,7 @@
 """Every write to the hub: create and delete repositories, commit, branches and tags.
 
 This is the one module that writes, and the one place the server imports the LocalHub
-publisher (:class:`kernelhub.publish.LocalPublisher`, moving to
-``kernelhub_builder.ship``): its hub gives the repository paths, and its plumbing —
+publisher (:class:`kernelhub_builder.ship.LocalPublisher`): its hub gives the repository paths, and its plumbing —
 a tree written through a throwaway index on the bare repository, one ``git update-ref``
 transaction that moves a ref only if it still has the value read — is what makes a
 commit here atomic. The Hub's commit protocol is file operations on one branch, not
@@ -27,7 +26,7 @@ import time
 from pathlib import Path
 
 from kernelhub.hub.git import ZERO_OID, GitRepo, IndexEntry, RefUpdate
-from kernelhub.publish import LocalPublisher
+from kernelhub_builder.ship import LocalPublisher
 
 from .commit_ops import AddFile, CommitRequest
 from .errors import ApiError, entry_not_found, repo_not_found, revision_not_found
