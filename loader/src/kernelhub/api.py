@@ -47,7 +47,7 @@ P = ParamSpec("P")
 HubArg = Hub | str | os.PathLike | None
 """A Hub, or what :func:`kernelhub.hub.select.open_hub` accepts: a path, URL, "hf", None."""
 
-_memo: dict[tuple[str, str, str, str | None, bytes, str | None], ModuleType] = {}
+_memo: dict[tuple[str, str, str, str | None, bytes, str | None, bool], ModuleType] = {}
 """(hub key, repo, spec, backend) → module, so repeated get_kernel calls cost a dict lookup."""
 
 
@@ -249,6 +249,7 @@ def get_kernel(
     trust_remote_code: bool = False,
     hub: HubArg = None,
     backend: str | None = None,
+    check_arch: bool = True,
 ) -> ModuleType:
     """Load a kernel from a hub and return its module.
 
@@ -263,9 +264,11 @@ def get_kernel(
     unless ``trust_remote_code=True``. Where the user's signing policy names the org,
     the release's signature is checked before anything is fetched or imported
     (docs/signing.md); ``trust_remote_code`` does not bypass that. Results are memoized
-    per process (per policy).
+    per process (per policy). ``check_arch=False`` loads a build whose declared GPU
+    architectures do not include this GPU's (e.g. one with a Triton fallback).
     """
-    return _load_kernel(repo_id, version, revision, trust_remote_code, hub, backend, None)
+    return _load_kernel(repo_id, version, revision, trust_remote_code, hub, backend, None,
+                        check_arch)
 
 
 def load_locked_kernel(
@@ -275,6 +278,7 @@ def load_locked_kernel(
     trust_remote_code: bool = False,
     hub: HubArg = None,
     backend: str | None = None,
+    check_arch: bool = True,
 ) -> ModuleType:
     """Load the commit ``lockfile`` (default ``./kernels.lock``) pins for ``repo_id``.
 
@@ -287,19 +291,21 @@ def load_locked_kernel(
 
     entry = lock_entry(repo_id, Path(lockfile) if lockfile is not None else None)
     return load_locked_entry(entry, trust_remote_code=trust_remote_code, hub=hub,
-                             backend=backend)
+                             backend=backend, check_arch=check_arch)
 
 
 def load_locked_entry(entry: LockEntry, *, trust_remote_code: bool = False,
-                      hub: HubArg = None, backend: str | None = None) -> ModuleType:
+                      hub: HubArg = None, backend: str | None = None,
+                      check_arch: bool = True) -> ModuleType:
     """Load what one lock-file entry pins, checked against its hashes (see
     :func:`load_locked_kernel`)."""
-    return _load_kernel(entry.repo_id, None, entry.sha, trust_remote_code, hub, backend, entry)
+    return _load_kernel(entry.repo_id, None, entry.sha, trust_remote_code, hub, backend, entry,
+                        check_arch)
 
 
 def _load_kernel(repo_id: str, version: int | str | None, revision: str | None,
                  trust_remote_code: bool, hub: HubArg, backend: str | None,
-                 locked: LockEntry | None) -> ModuleType:
+                 locked: LockEntry | None, check_arch: bool = True) -> ModuleType:
     request = _request(repo_id, version, revision, hub=hub, backend=backend)
     hub = request.hub
     check_trusted(repo_id, hub, trust_remote_code)
@@ -307,7 +313,8 @@ def _load_kernel(repo_id: str, version: int | str | None, revision: str | None,
     # The policy is part of the key: tightening it makes the next call check again; so
     # is the lock entry, so an edited lock is checked again.
     pins = json.dumps(locked.to_json(), sort_keys=True) if locked is not None else None
-    key = (hub.key, repo_id, f"{version!r}|{revision!r}", backend, policy.token, pins)
+    key = (hub.key, repo_id, f"{version!r}|{revision!r}", backend, policy.token, pins,
+           check_arch)
     if (module := _memo.get(key)) is not None:
         return module
     resolution = _resolve(request)
@@ -316,7 +323,8 @@ def _load_kernel(repo_id: str, version: int | str | None, revision: str | None,
     if locked is not None:
         check_locked(locked, resolution.variant, path)
     # A build without code for this GPU must fail here, not at its first kernel launch.
-    check_archs(resolution.variant, read_metadata(path).backend.archs, resolution.system)
+    if check_arch:
+        check_archs(resolution.variant, read_metadata(path).backend.archs, resolution.system)
     module = load_variant_dir(path, metadata_sha256=signed_sha256)
     _memo[key] = module
     return module

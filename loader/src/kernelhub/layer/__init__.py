@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers
         KernelizeError as KernelizeError,
     )
     from .kernelize import (
-        LayerValidationError as LayerValidationError,
+        KernelizeFallback as KernelizeFallback,
     )
     from .kernelize import (
         clear_layer_cache as clear_layer_cache,
@@ -49,8 +49,17 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers
     from .kernelize import (
         restore_forward as restore_forward,
     )
-    from .kernelize import (
-        validate_layer as validate_layer,
+    from .kernelized import (
+        KernelizedFunc as KernelizedFunc,
+    )
+    from .kernelized import (
+        KernelizedLayer as KernelizedLayer,
+    )
+    from .kernelized import (
+        KernelizedLayers as KernelizedLayers,
+    )
+    from .kernelized import (
+        get_kernelized_layers as get_kernelized_layers,
     )
     from .mapping import (
         MODE_FALLBACK_ORDER as MODE_FALLBACK_ORDER,
@@ -100,6 +109,12 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers
     from .repos import (
         LockedLayerRepository as LockedLayerRepository,
     )
+    from .validate import (
+        LayerValidationError as LayerValidationError,
+    )
+    from .validate import (
+        validate_layer as validate_layer,
+    )
     from .verify import (
         forget_decisions as forget_decisions,
     )
@@ -120,6 +135,11 @@ _LAZY: dict[str, str] = {
     "ROCMProperties": "mapping",
     "runtime_device": ".system",  # defined by kernelhub.system, the platform module
     "KernelizeError": "kernelize",
+    "KernelizeFallback": "kernelize",
+    "KernelizedFunc": "kernelized",
+    "KernelizedLayer": "kernelized",
+    "KernelizedLayers": "kernelized",
+    "get_kernelized_layers": "kernelized",
     "clear_layer_cache": "kernelize",
     "install_forward": "kernelize",
     "kernel_of": "kernelize",
@@ -138,8 +158,8 @@ _LAZY: dict[str, str] = {
     "LocalLayerRepository": "repos",
     "LockedFuncRepository": "repos",
     "LockedLayerRepository": "repos",
-    "LayerValidationError": "kernelize",
-    "validate_layer": "kernelize",
+    "LayerValidationError": "validate",
+    "validate_layer": "validate",
     "forget_decisions": "verify",
     "format_report": "verify",
     "verification_report": "verify",
