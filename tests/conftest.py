@@ -6,12 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
-from e2e import Workspace, builder
-
-PUBLISHED = "KERNELHUB_E2E_PUBLISHED"
-"""A workspace root (``build/``, ``hub/``) an earlier session built and published: this
-session uses it as it is (the Transformers-range run on another Transformers release
-reuses its parent session's hub instead of compiling everything again)."""
+from e2e import PUBLISHED, Workspace, builder
 
 collect_ignore_glob = ["fixtures/*"]
 """Kernel trees used as test data; their own tests run under `builder test`, not here."""

@@ -284,7 +284,11 @@ def _choose(target: _Target, devices: DeviceRepos, where: RuntimeDevice, mode: M
     reasons: list[str] = []
     case = KernelizeFallback.NO_COMPATIBLE_MODE
     cls = type(target.module)
+    tried: set[tuple[Any, ...]] = set()
     for repo, key in _candidates(devices, where, mode):
+        if (repo_key := repo.cache_key()) in tried:
+            continue  # one repository registered for several modes: one verdict
+        tried.add(repo_key)
         try:
             layer = _load_layer(repo, cls, failures)
         except TrustError:
