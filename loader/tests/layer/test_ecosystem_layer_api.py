@@ -187,3 +187,31 @@ def test_repositories_take_the_ecosystems_keywords_and_pickle(hub_env: ToyHub,
         assert pickle.loads(pickle.dumps(value)) == value
     with pytest.raises(TypeError, match="check_arch"):
         LayerRepository(TRUSTED_REPO, layer_name="X", check_arch="no")  # type: ignore[arg-type]
+
+
+def test_accelerate_hooks_stay_in_front_of_the_kernel(model: Model) -> None:
+    """A device_map-offloaded layer carries an accelerate hook around its forward; the
+    kernel goes behind it (``_old_forward``), so inputs are still moved first, and taking
+    the kernel off puts the layer's own forward back behind the hook."""
+    hooks = pytest.importorskip("accelerate.hooks")
+
+    class Counting(hooks.ModelHook):
+        calls = 0
+
+        def pre_forward(self, module, *args, **kwargs):
+            Counting.calls += 1
+            return args, kwargs
+
+    hooks.add_hook_to_module(model.small, Counting())
+    hooked = model.small.forward
+    x = torch.randn(2, 16)
+    expected = model.small(x)
+    with use_kernel_mapping({"RMSNorm": {"cpu": repo()}}):
+        kernelize(model, mode=Mode.INFERENCE)
+    assert model.small.forward is hooked
+    assert kernel_of(model.small) == repo()
+    torch.testing.assert_close(model.small(x), expected)
+    assert Counting.calls == 2
+    kernelize(model, mode=Mode.INFERENCE)  # empty mapping: PyTorch again, hook kept
+    assert kernel_of(model.small) is None and model.small.forward is hooked
+    assert model.small._old_forward.__func__ is Norm.forward

@@ -169,6 +169,16 @@ def install_forward(module: nn.Module, layer: type, repo: Repository) -> None:
     _install(module, layer, repo)
 
 
+def _slot(module: nn.Module) -> str:
+    """Where ``module``'s own forward lives: ``forward``, or ``_old_forward`` under an
+    accelerate hook (``device_map`` offloading wraps ``forward`` to move inputs to the
+    module's device, then calls ``_old_forward``). Kernels go behind the hook, so an
+    offloaded model keeps its hooks (as Transformers 5.25's kernelize keeps them)."""
+    if "_hf_hook" in module.__dict__ and "_old_forward" in module.__dict__:
+        return "_old_forward"
+    return "forward"
+
+
 def _install(module: nn.Module, layer: type, repo: Repository, verify_as: str | None = None
              ) -> None:
     # A plain bound method, as torch.compile expects of a forward; it survives deepcopy
@@ -178,12 +188,12 @@ def _install(module: nn.Module, layer: type, repo: Repository, verify_as: str | 
         owner: type = type(module)
         forward = verified_forward(layer, forward, forward_of(owner), verify_as)
     _installed.add(forward)
-    module.__dict__["forward"] = types.MethodType(forward, module)
+    module.__dict__[_slot(module)] = types.MethodType(forward, module)
     module.__dict__[_REPO_ATTR] = repo
 
 
 def _our_forward(module: nn.Module) -> Any:
-    current = module.__dict__.get("forward")
+    current = module.__dict__.get(_slot(module))
     if (isinstance(current, types.MethodType) and current.__self__ is module
             and current.__func__ in _installed):
         return current.__func__
@@ -193,7 +203,11 @@ def _our_forward(module: nn.Module) -> Any:
 def restore_forward(module: nn.Module) -> None:
     """Give ``module`` its class's forward back, if kernelize replaced it."""
     if _our_forward(module) is not None:
-        del module.__dict__["forward"]
+        slot = _slot(module)
+        if slot == "forward":
+            del module.__dict__["forward"]
+        else:  # what the hook wrapped when it was added: the class's forward
+            module.__dict__[slot] = types.MethodType(forward_of(type(module)), module)
         module.__dict__.pop(_REPO_ATTR, None)
 
 
@@ -286,10 +300,10 @@ def _choose(target: _Target, devices: DeviceRepos, where: RuntimeDevice, mode: M
     cls = type(target.module)
     tried: set[tuple[Any, ...]] = set()
     for repo, key in _candidates(devices, where, mode):
-        if (repo_key := repo.cache_key()) in tried:
-            continue  # one repository registered for several modes: one verdict
-        tried.add(repo_key)
         try:
+            if (repo_key := repo.cache_key()) in tried:
+                continue  # one repository registered for several modes: one verdict
+            tried.add(repo_key)
             layer = _load_layer(repo, cls, failures)
         except TrustError:
             raise
