@@ -143,3 +143,16 @@ def test_trainer_takes_kernels_off_before_data_parallel(hub_env, model_dirs, tmp
     wrapped = trainer._wrap_model(model, training=True)
     assert isinstance(wrapped, torch.nn.DataParallel)
     assert model.use_kernels is False and _nothing(model)
+
+
+def test_transformers_own_kernel_loads_come_from_kernelhub(hub_env):
+    """What Transformers' quantization, MoE and model code load (``hub_kernels.get_kernel``,
+    ``lazy_load_kernel``) comes from kernelhub's hub; a kernel it lacks is Transformers'
+    FileNotFoundError fallback, not an error of ours."""
+    from transformers.integrations import hub_kernels
+
+    module = hub_kernels.get_kernel("kernels-community/activation", version=1)
+    assert module.__name__.startswith("_activation_")
+    with pytest.raises(FileNotFoundError, match="no repository kernels-community/finegrained-fp8"):
+        hub_kernels.get_kernel("kernels-community/finegrained-fp8", version=4)
+    assert hub_kernels.lazy_load_kernel("finegrained-fp8", mapping={}) is None

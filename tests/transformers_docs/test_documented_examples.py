@@ -109,10 +109,6 @@ def docs_cwd(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return cwd
 
 
-CONFIGS = ("installed", "5.24", "off")
-"""See :mod:`.ranges`."""
-
-
 def program(name: str, ws: Workspace, served: bool = True) -> tuple[str, str]:
     """(the example as this test runs it, the whole program around it)."""
     text = (EXAMPLES / f"{name}.py").read_text()
@@ -203,6 +199,33 @@ def outcome(proc: subprocess.CompletedProcess[str]) -> str:
     return f"exit {proc.returncode}: {last[-1][:160] if last else ''}"
 
 
+class Runs:
+    """Every example of a configuration, run the first time one of them is asked for, two
+    processes at a time (each is mostly one core importing torch and Transformers, and
+    CI has two): 39 fresh processes take half the wall time they would one by one."""
+
+    def __init__(self, ws: Workspace, cwd: Path) -> None:
+        self.ws, self.cwd = ws, cwd
+        self.done: dict[tuple[str, str], subprocess.CompletedProcess[str]] = {}
+
+    def get(self, name: str, config: str) -> subprocess.CompletedProcess[str]:
+        if (name, config) not in self.done:
+            import os
+            from concurrent.futures import ThreadPoolExecutor
+
+            names = sorted(CHECKS)
+            with ThreadPoolExecutor(max_workers=min(2, os.cpu_count() or 1)) as pool:
+                procs = pool.map(lambda n: run_example(n, self.ws, self.cwd, config,
+                                                       **ENV.get(n, {})), names)
+                self.done.update(((n, config), p) for n, p in zip(names, procs, strict=True))
+        return self.done[(name, config)]
+
+
+@pytest.fixture(scope="module")
+def runs(docs_hub: Workspace, docs_cwd: Path) -> Runs:
+    return Runs(docs_hub, docs_cwd)
+
+
 def test_every_example_is_checked():
     assert sorted(CHECKS) == sorted(p.stem for p in EXAMPLES.glob("*.py"))
     assert len(CHECKS) == 13
@@ -211,9 +234,8 @@ def test_every_example_is_checked():
 @pytest.mark.slow
 @pytest.mark.parametrize("config", ["installed", "5.24"])
 @pytest.mark.parametrize("name", sorted(CHECKS))
-def test_documented_example_runs_as_written_on_kernelhub(name: str, config: str,
-                                                         docs_hub: Workspace, docs_cwd: Path):
-    proc = run_example(name, docs_hub, docs_cwd, config, **ENV.get(name, {}))
+def test_documented_example_runs_as_written_on_kernelhub(name: str, config: str, runs: Runs):
+    proc = runs.get(name, config)
     result = report_of(proc, name)
     print(f"RANGE {name} {config}: {outcome(proc)}; kernelhub kernels {result['loaded']}")
     assert CHECKS[name](result), result
@@ -223,9 +245,8 @@ def test_documented_example_runs_as_written_on_kernelhub(name: str, config: str,
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CHECKS))
-def test_documented_example_with_kernelhub_switched_off_is_left_alone(
-        name: str, docs_hub: Workspace, docs_cwd: Path):
-    proc = run_example(name, docs_hub, docs_cwd, "off", **ENV.get(name, {}))
+def test_documented_example_with_kernelhub_switched_off_is_left_alone(name: str, runs: Runs):
+    proc = runs.get(name, "off")
     print(f"RANGE {name} off: {outcome(proc)}")
     marks = [x for x in proc.stdout.splitlines() if x.startswith("KERNELHUB ")]
     assert marks == ["KERNELHUB False False"], (proc.stdout, proc.stderr[-3000:])

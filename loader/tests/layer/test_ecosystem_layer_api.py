@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 import torch
-import torch.nn.functional as F
 from kernelhub.layer import (
     KernelizedLayer,
     KernelizeError,
@@ -31,6 +30,7 @@ from kernelhub.layer import (
 )
 from kernelhub.layer.mapping import as_mode
 from kh_toy_layers import TRUSTED_REPO, ToyHub
+from kh_verify_toy import SiluAndMul
 from torch import nn
 
 
@@ -48,13 +48,6 @@ class Norm(nn.Module):
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         var = hidden_states.pow(2).mean(-1, keepdim=True)
         return self.weight * (hidden_states * torch.rsqrt(var + self.variance_epsilon))
-
-
-@use_kernel_forward_from_hub("SiluAndMul")
-class SiluAndMul(nn.Module):
-    def forward(self, input: torch.Tensor) -> torch.Tensor:
-        d = input.shape[-1] // 2
-        return F.silu(input[..., :d]) * input[..., d:]
 
 
 @use_kernel_forward_from_hub("rotary")
@@ -215,3 +208,30 @@ def test_accelerate_hooks_stay_in_front_of_the_kernel(model: Model) -> None:
     kernelize(model, mode=Mode.INFERENCE)  # empty mapping: PyTorch again, hook kept
     assert kernel_of(model.small) is None and model.small.forward is hooked
     assert model.small._old_forward.__func__ is Norm.forward
+
+
+def test_each_gpu_index_is_routed_by_its_own_capability(hub_env: ToyHub,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """``kernelize(device="cuda:1")`` chooses among capability ranges by GPU 1's capability,
+    not GPU 0's (a machine with two GPU generations). Routing only: torch is told what
+    each GPU reports; nothing runs on a GPU."""
+    from kernelhub.layer import CUDAProperties, Device
+
+    capabilities = {0: (8, 0), 1: (9, 0)}
+    asked: list[object] = []
+
+    def capability(index=None):
+        asked.append(index)
+        return capabilities[0 if index is None else index]
+
+    monkeypatch.setattr(torch.version, "hip", None, raising=False)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", capability)
+    ampere = Device("cuda", CUDAProperties(min_capability=80, max_capability=89))
+    hopper = Device("cuda", CUDAProperties(min_capability=90, max_capability=90))
+    mapping = {"SiluAndMul": {ampere: repo("SiluAndMul"), hopper: repo("InferenceSiluAndMul")}}
+    model = nn.Sequential(SiluAndMul())
+    with use_kernel_mapping(mapping):
+        kernelize(model, mode=Mode.INFERENCE, device="cuda:1")
+        assert kernel_of(model[0]) == repo("InferenceSiluAndMul") and asked[-1] == 1
+        kernelize(model, mode=Mode.INFERENCE, device=torch.device("cuda", 0))
+        assert kernel_of(model[0]) == repo("SiluAndMul") and asked[-1] == 0

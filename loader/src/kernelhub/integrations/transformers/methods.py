@@ -202,6 +202,22 @@ def hub_kernelize(raise_when_off: bool) -> Any:
     return kernelize
 
 
+def hub_get_kernel(kernel_name: str, revision: str | None = None,
+                   version: int | str | None = None, allow_all_kernels: bool = False) -> Any:
+    """``hub_kernels.get_kernel``: what Transformers' quantization, MoE and model code
+    load kernels with (``lazy_load_kernel("finegrained-fp8")`` and others), from
+    kernelhub's hub. A repository, version or build this system lacks is a
+    FileNotFoundError, as from the ecosystem's loader: Transformers catches that one to
+    fall back to PyTorch."""
+    from ...api import get_kernel
+    from ...errors import NoCompatibleVariantError, RepoNotFoundError, VersionSpecError
+
+    try:
+        return get_kernel(kernel_name, version, revision, trust_remote_code=allow_all_kernels)
+    except (RepoNotFoundError, VersionSpecError, NoCompatibleVariantError) as e:
+        raise FileNotFoundError(str(e)) from None
+
+
 def validate_before_loading(cls: Any, config: Any, kernel_config: Any) -> None:
     """``register_kernel_replacements_and_fusions``: check the KernelConfig against the
     model's structure (built on the meta device, no weights) before any kernel is

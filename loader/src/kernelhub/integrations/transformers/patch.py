@@ -13,8 +13,9 @@ seams where those arguments are acted on (:mod:`.methods` says what each does), 
   installed Transformers defines them (5.25);
 * ``PreTrainedModel._check_and_adjust_attn_implementation`` — every
   ``attn_implementation`` (constructor, ``from_pretrained``, ``set_attn_implementation``);
-* ``hub_kernels.kernelize`` (``transformers.kernelize``) and
-  ``hub_kernels.register_kernel_replacements_and_fusions``.
+* ``hub_kernels.kernelize`` (``transformers.kernelize``),
+  ``hub_kernels.register_kernel_replacements_and_fusions`` and ``hub_kernels.get_kernel``
+  (what Transformers' quantization, MoE and model code load kernels with).
 
 Which seams exist and what they take is read from the installed Transformers
 (:mod:`.seams`). :func:`enable` does all of this at once; :mod:`.autoload` does each part
@@ -80,12 +81,15 @@ def patch_hub_kernels(hub_kernels: ModuleType) -> None:
     :class:`~.seams.SeamMismatch` where they are not the ones we know."""
     kernelize = _original(hub_kernels, "kernelize")
     register = _original(hub_kernels, "register_kernel_replacements_and_fusions")
-    seams.check_hub_kernels(kernelize, register)
+    get_kernel = _original(hub_kernels, "get_kernel")
+    seams.check_hub_kernels(kernelize, register, get_kernel)
     raises = seams.kernelize_takes_config(kernelize)
     _replace(hub_kernels, "kernelize", methods.hub_kernelize(raise_when_off=raises))
     if register is not None:
         _replace(hub_kernels, "register_kernel_replacements_and_fusions",
                  methods.validate_before_loading)
+    if get_kernel is not None:
+        _replace(hub_kernels, "get_kernel", methods.hub_get_kernel)
 
 
 def patch_pretrained_model(pretrained_model: type) -> None:
@@ -123,8 +127,8 @@ def enable() -> None:
     from transformers import PreTrainedModel
 
     hub_kernels = importlib.import_module("transformers.integrations.hub_kernels")
-    seams.check_hub_kernels(_original(hub_kernels, "kernelize"),
-                            _original(hub_kernels, "register_kernel_replacements_and_fusions"))
+    seams.check_hub_kernels(*(_original(hub_kernels, name) for name in (
+        "kernelize", "register_kernel_replacements_and_fusions", "get_kernel")))
     if (PreTrainedModel, "set_use_kernels") not in _saved:
         seams.check_pretrained_model(PreTrainedModel)
     patch_hub_kernels(hub_kernels)

@@ -53,15 +53,18 @@ def _require(found: Any, params: tuple[str, ...], where: str) -> None:
             f"{where} no longer takes {', '.join(missing)} (it takes {', '.join(have)})")
 
 
-def check_hub_kernels(kernelize: Any, register: Any) -> None:
+def check_hub_kernels(kernelize: Any, register: Any, get_kernel: Any) -> None:
     """Raise :class:`SeamMismatch` unless ``transformers.integrations.hub_kernels``'s
-    ``kernelize`` and (where present) ``register_kernel_replacements_and_fusions`` take
-    what we rely on."""
+    ``kernelize`` and (where present) ``register_kernel_replacements_and_fusions`` and
+    ``get_kernel`` take what we rely on."""
     where = "transformers.integrations.hub_kernels"
     _require(kernelize, ("model", "mode"), f"{where}.kernelize")
     if register is not None:
         _require(register, ("cls", "config", "kernel_config"),
                  f"{where}.register_kernel_replacements_and_fusions")
+    if get_kernel is not None:
+        _require(get_kernel, ("kernel_name", "revision", "version", "allow_all_kernels"),
+                 f"{where}.get_kernel")
 
 
 def check_pretrained_model(cls: type) -> None:
