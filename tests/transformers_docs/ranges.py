@@ -18,7 +18,7 @@ from pathlib import Path
 from e2e import REPO, run
 
 OLDER = "5.24.0"
-"""The previous Transformers release, tested beside the installed one."""
+"""The previous Transformers release, tested beside the installed one (config ``5.24``)."""
 
 SWITCH = "KERNELHUB_TRANSFORMERS"
 
@@ -37,7 +37,8 @@ def environment(config: str) -> dict[str, str]:
         return {}
     if config == "off":
         return {SWITCH: "0"}
-    return {"PYTHONPATH": str(overlay(config + ".0" if config.count(".") == 1 else config))}
+    assert OLDER.startswith(config + "."), f"unknown configuration {config!r}"
+    return {"PYTHONPATH": str(overlay(OLDER))}
 
 
 def transformers_version(env: dict[str, str]) -> str:

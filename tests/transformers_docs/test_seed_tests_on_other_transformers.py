@@ -20,7 +20,7 @@ pytest.importorskip("transformers")
 @pytest.mark.slow
 def test_seed_tests_pass_on_the_previous_transformers(published: Workspace):
     env = published.env()
-    env.update(environment(OLDER), **{PUBLISHED: str(published.root)})
+    env.update(environment("5.24"), **{PUBLISHED: str(published.root)})
     assert transformers_version(env) == OLDER
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "tests/seeds", "-q", "-p", "no:cacheprovider"],
