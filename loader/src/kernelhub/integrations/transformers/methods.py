@@ -103,11 +103,7 @@ def set_use_kernels(self: Any, use_kernels: Any, kernel_config: Any = None, mode
                     device_map: Any = None) -> None:
     """Kernelize the model for its mode (``use_kernels``), or take every kernel off."""
     if not use_kernels:
-        if self.__dict__.get(USE_ATTR) or getattr(self, APPLIED_MODE_ATTR, None) is not None:
-            remove_kernels(self)
-        self.__dict__[USE_ATTR] = False
-        if has_kernels_mode(type(self)):
-            self.__dict__[MODE_ATTR] = None
+        _switch_off(self)
         return
     if not settings.hub_kernels_enabled():  # warns once per process
         self.__dict__[USE_ATTR] = False
@@ -125,12 +121,18 @@ def set_use_kernels(self: Any, use_kernels: Any, kernel_config: Any = None, mode
     _kernelize(self, None, applied, device_map)
 
 
+def _switch_off(model: Any) -> None:
+    if model.__dict__.get(USE_ATTR) or getattr(model, APPLIED_MODE_ATTR, None) is not None:
+        remove_kernels(model)
+    model.__dict__[USE_ATTR] = False
+    if has_kernels_mode(type(model)):
+        model.__dict__[MODE_ATTR] = None
+
+
 def reset_kernels(self: Any) -> bool:
     """Take every kernel off (PyTorch everywhere); return whether kernels were on."""
     previous = bool(self.__dict__.get(USE_ATTR, False))
-    remove_kernels(self)
-    self.__dict__[USE_ATTR] = False
-    self.__dict__[MODE_ATTR] = None
+    _switch_off(self)
     return previous
 
 
