@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from .. import settings
-from ..errors import KernelHubError, TrustError
+from ..errors import KernelHubError, NotAModelError, TrustError
 from ..records import Record
 from ..system import RuntimeDevice, runtime_device
 from .decorators import KERNEL_FUNCS_ATTR
@@ -241,6 +241,11 @@ def kernelize(
     :mod:`kernelhub.layer.verify`; ``verification_report(model)`` says what was chosen).
     Returns ``model``. With ``USE_HUB_KERNELS=0`` nothing is changed.
     """
+    from torch import nn
+
+    if not isinstance(model, nn.Module):
+        raise NotAModelError(f"kernelize needs a torch.nn.Module, not {type(model).__name__}; "
+                             "pass the model itself")
     if not settings.hub_kernels_enabled():
         return model
     cases = fallback_cases(use_fallback)
