@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import api
+from . import api, cli_describe, cli_variants
 from .cache import KernelCache
 from .errors import KernelHubError
 from .metadata import read_metadata
@@ -19,6 +19,8 @@ from .system import BACKENDS
 
 
 def _print_versions(args: argparse.Namespace) -> None:
+    print("kernelhub versions is deprecated: use `kernelhub variants` (--all-versions, "
+          "--version N or --revision R)", file=sys.stderr)
     hub = api.open_hub_arg(args.hub)
     refs = api.list_refs(args.repo, hub=hub)
     print(f"{args.repo} on {hub.key}")
@@ -85,8 +87,46 @@ def _cache(args: argparse.Namespace) -> None:
     if args.action == "path":
         print(cache.root)
         return
+    if args.action == "ls":
+        _cache_ls(cache, args.json)
+        return
     removed = cache.clear()
     print(f"removed {len(removed)} entr{'y' if len(removed) == 1 else 'ies'} from {cache.root}")
+
+
+def _cache_ls(cache: KernelCache, as_json: bool) -> None:
+    import json
+    import time
+
+    from .cache_listing import cached_kernels
+
+    repos = cached_kernels(cache)
+    if as_json:
+        print(json.dumps({"cache_dir": str(cache.root),
+                          "repos": [repo.to_json() for repo in repos]}, indent=2))
+        return
+    if not repos:
+        print(f"no cached kernels in {cache.root}")
+        return
+    rows = [("REPO", "HUB", "VERSION", "COMMIT", "SIZE", "LAST ACCESSED", "VARIANTS")]
+    for repo in repos:
+        for c in repo.commits:
+            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(c.last_accessed))
+            rows.append((repo.repo_id, repo.hub, c.version or ",".join(c.refs) or "-",
+                         c.commit[:12], _size(c.size_on_disk), when, c.variants[0]))
+            rows += [("", "", "", "", "", "", v) for v in c.variants[1:]]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    for row in rows:
+        print("  ".join(f"{cell:<{w}}" for cell, w in zip(row, widths, strict=False)) + "  " + row[-1])
+
+
+def _size(count: int) -> str:
+    size = float(count)
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GB"
 
 
 def _add_spec_args(parser: argparse.ArgumentParser) -> None:
@@ -107,8 +147,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
+    cli_variants.add_parsers(sub)
     versions = sub.add_parser(
-        "versions", help="refs of a repository and which variant this system would load"
+        "versions", help="deprecated (use `variants`): refs and the variant this system loads"
     )
     versions.add_argument("repo", help="org/name")
     _add_spec_args(versions)
@@ -119,9 +160,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_spec_args(info)
     info.set_defaults(func=_print_info)
 
-    cache = sub.add_parser("cache", help="show or clear the kernel cache")
-    cache.add_argument("action", choices=["path", "clear"])
+    cache = sub.add_parser("cache", help="list, locate or clear the kernel cache")
+    cache.add_argument("action", choices=["ls", "path", "clear"])
+    cache.add_argument("--json", action="store_true", help="ls: one JSON document")
     cache.set_defaults(func=_cache)
+    cli_describe.add_parsers(sub)
 
     check = sub.add_parser(
         "check", help="check every variant of a published repository (nothing is imported)"
