@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import api, cli_describe, cli_variants
+from . import api, cli_describe, cli_signature, cli_variants
 from .cache import KernelCache
 from .errors import KernelHubError
 from .metadata import read_metadata
@@ -165,6 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
     cache.add_argument("--json", action="store_true", help="ls: one JSON document")
     cache.set_defaults(func=_cache)
     cli_describe.add_parsers(sub)
+    cli_signature.add_parsers(sub)
 
     check = sub.add_parser(
         "check", help="check every variant of a published repository (nothing is imported)"
