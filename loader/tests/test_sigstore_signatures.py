@@ -97,8 +97,8 @@ def test_a_valid_bundle_names_its_signer_and_anything_else_is_refused(
         verify_bundle(b'{"name": "evil"}', bundle, policy, "v")
     other = instance.sign(metadata, identity=WORKFLOW.replace("build", "nightly"),
                           repository="acme/kernels")
-    with pytest.raises(SignatureError, match="does not verify for 'acme'.*allowed signers: "
-                                             "acme/kernels workflows"):
+    with pytest.raises(SignatureError, match=r"does not verify for 'acme'.*allowed signers: "
+                                             r"acme/kernels workflows"):
         verify_bundle(metadata, other, policy, "v")
     stranger = SigstoreTestInstance().sign(metadata, identity=WORKFLOW, repository="acme/kernels")
     with pytest.raises(SignatureError, match="does not verify"):

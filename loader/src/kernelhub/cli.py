@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import api, cli_describe, cli_signature, cli_variants
+from . import api, cli_benchmark, cli_describe, cli_signature, cli_variants
 from .cache import KernelCache
 from .errors import KernelHubError
 from .metadata import read_metadata
@@ -166,6 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     cache.set_defaults(func=_cache)
     cli_describe.add_parsers(sub)
     cli_signature.add_parsers(sub)
+    cli_benchmark.add_parsers(sub)
 
     check = sub.add_parser(
         "check", help="check every variant of a published repository (nothing is imported)"
