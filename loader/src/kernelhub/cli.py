@@ -77,9 +77,33 @@ def _print_info(args: argparse.Namespace) -> None:
         ("source", f"{commit}{' (dirty)' if source.get('dirty') else ''}" if commit else "-"),
         ("files", str(len(meta.digest_files))),
     ]
+    from .deps import KERNEL_DEPENDS, parse_kernel_depends
+
+    depends = parse_kernel_depends(meta.extra.get(KERNEL_DEPENDS), str(path))
+    fields.append(("kernel-depends", ", ".join(map(str, depends)) or "-"))
+    if meta.extra.get("kernels-minver"):
+        fields.append(("kernels-minver", str(meta.extra["kernels-minver"])))
     width = max(len(k) for k, _ in fields)
     for key, value in fields:
         print(f"{key + ':':<{width + 1}} {value}")
+    if args.dep_tree:
+        _print_dep_tree(args, target)
+
+
+def _print_dep_tree(args: argparse.Namespace, target: Path) -> None:
+    from .deps import resolve_tree
+    from .deps_resolve import hub_resolver, locate_hub, locate_local
+
+    if target.exists():
+        root = locate_local(target, backend=args.backend)
+    else:
+        root = locate_hub(api.resolve_kernel(args.target, args.version, args.revision,
+                                             hub=args.hub, backend=args.backend))
+    tree = resolve_tree(root, hub_resolver(args.hub, args.backend))
+    print("dependency tree:")
+    print(f"  {root.name}")
+    for line in tree.lines("  ") or ["  (no kernel dependencies)"]:
+        print(line)
 
 
 def _cache(args: argparse.Namespace) -> None:
@@ -157,6 +181,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     info = sub.add_parser("info", help="metadata of the variant this system would load")
     info.add_argument("target", help="org/name on the hub, or a local path")
+    info.add_argument("--dep-tree", action="store_true",
+                      help="resolve and show the kernel dependencies as a tree")
     _add_spec_args(info)
     info.set_defaults(func=_print_info)
 
