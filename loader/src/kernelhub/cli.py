@@ -13,9 +13,9 @@ from pathlib import Path
 
 from . import api, cli_benchmark, cli_describe, cli_signature, cli_variants
 from .cache import KernelCache
+from .cli_args import add_target_args
 from .errors import KernelHubError
 from .metadata import read_metadata
-from .system import BACKENDS
 
 
 def _print_versions(args: argparse.Namespace) -> None:
@@ -153,18 +153,6 @@ def _size(count: int) -> str:
     return f"{size:.1f} GB"
 
 
-def _add_spec_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--hub", help="hub path, URL or 'hf' (default: $KERNELHUB_HUB)")
-    group = parser.add_mutually_exclusive_group()
-    group.add_argument("--version", help="int major, tag, branch, specifier or commit")
-    group.add_argument("--revision", help="branch, tag or commit")
-    parser.add_argument(
-        "--backend",
-        choices=BACKENDS,
-        help="select for this backend instead of the detected one",
-    )
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kernelhub", description="Inspect kernel repositories, local builds and the cache."
@@ -176,14 +164,14 @@ def build_parser() -> argparse.ArgumentParser:
         "versions", help="deprecated (use `variants`): refs and the variant this system loads"
     )
     versions.add_argument("repo", help="org/name")
-    _add_spec_args(versions)
+    add_target_args(versions)
     versions.set_defaults(func=_print_versions)
 
     info = sub.add_parser("info", help="metadata of the variant this system would load")
     info.add_argument("target", help="org/name on the hub, or a local path")
     info.add_argument("--dep-tree", action="store_true",
                       help="resolve and show the kernel dependencies as a tree")
-    _add_spec_args(info)
+    add_target_args(info)
     info.set_defaults(func=_print_info)
 
     cache = sub.add_parser("cache", help="list, locate or clear the kernel cache")
@@ -198,7 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
         "check", help="check every variant of a published repository (nothing is imported)"
     )
     check.add_argument("repo", help="org/name")
-    _add_spec_args(check)
+    add_target_args(check)
     check.set_defaults(func=_check)
 
     init = sub.add_parser(

@@ -30,17 +30,16 @@ from .benchmark_runner import (
     scripts_sha,
     torch_device,
 )
+from .cli_args import add_target_args
 from .errors import KernelHubError
-from .system import ALL_BACKENDS, detect_system
+from .system import detect_system
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     bench = sub.add_parser(
         "benchmark", help="run a kernel's benchmarks/benchmark*.py classes on this machine")
     bench.add_argument("kernel", help="org/name on the hub, or a local kernel directory")
-    which = bench.add_mutually_exclusive_group()
-    which.add_argument("--version", help="int major, tag, branch, specifier or commit")
-    which.add_argument("--revision", help="branch, tag or commit")
+    add_target_args(bench, trust=True)
     bench.add_argument("--benchmarks", type=Path, help="run the scripts in this directory")
     bench.add_argument("--iterations", type=int, default=100, help="timed calls per workload")
     bench.add_argument("--warmup", type=int, default=10, help="untimed calls first")
@@ -51,11 +50,6 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     bench.add_argument("--no-plots", action="store_true", help="do not draw the PNG plot")
     bench.add_argument("--publish", action="store_true",
                        help="commit the results to the repository's benchmarks branch")
-    bench.add_argument("--trust-remote-code", action="store_true",
-                       help="allow a repository outside the trusted orgs")
-    bench.add_argument("--hub", help="hub path, URL or 'hf' (default: $KERNELHUB_HUB)")
-    bench.add_argument("--backend", choices=ALL_BACKENDS,
-                       help="benchmark the build for this backend instead of the detected one")
     bench.set_defaults(func=_benchmark)
 
 

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from . import api
+from .cli_args import add_target_args
 from .metadata import read_metadata
 from .symbols import LAYER_ATTRIBUTES, read_variant_symbols
-from .system import ALL_BACKENDS
 from .trust import check_trusted
 
 
@@ -24,15 +24,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     describe = sub.add_parser(
         "describe-api", help="a kernel's functions and layers, without importing it")
     describe.add_argument("kernel", help="org/name on the hub, or a local build directory")
-    which = describe.add_mutually_exclusive_group()
-    which.add_argument("--version", help="int major, tag, branch, specifier or commit")
-    which.add_argument("--revision", help="branch, tag or commit")
     describe.add_argument("--json", action="store_true", help="the symbols as JSON")
-    describe.add_argument("--trust-remote-code", action="store_true",
-                          help="allow a repository outside the trusted orgs")
-    describe.add_argument("--hub", help="hub path, URL or 'hf' (default: $KERNELHUB_HUB)")
-    describe.add_argument("--backend", choices=ALL_BACKENDS,
-                          help="describe the build for this backend instead of the detected one")
+    add_target_args(describe, trust=True)
     describe.set_defaults(func=_describe)
 
 

@@ -14,6 +14,7 @@ import argparse
 
 from . import api
 from .cache import KernelCache
+from .cli_args import add_target_args
 from .errors import KernelHubError, SignatureError
 from .metadata import read_metadata_bytes
 from .sigstore_signatures import (
@@ -32,14 +33,14 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     verify.add_argument("repo", help="org/name")
     verify.add_argument("version", nargs="?",
                         help="kernel version (int major, tag, branch, specifier or commit)")
-    verify.add_argument("--revision", help="branch, tag or commit instead of a version")
     verify.add_argument("--all-variants", action="store_true",
                         help="every variant at the commit, not only the one this system loads")
     verify.add_argument("--filter-unsigned", action="store_true",
                         help="skip variants without a sigstore signature instead of failing")
     verify.add_argument("--signers", choices=sorted(PRESETS),
                         help="check sigstore signatures against this preset, not the config")
-    verify.add_argument("--hub", help="hub path, URL or 'hf' (default: $KERNELHUB_HUB)")
+    add_target_args(verify, spec=False)
+    verify.add_argument("--revision", help="branch, tag or commit instead of a version")
     verify.set_defaults(func=_verify)
 
 
@@ -53,7 +54,8 @@ def _policy(org: str, preset: str | None) -> tuple[SigstorePolicy, str]:
 
 
 def _verify(args: argparse.Namespace) -> None:
-    resolution = api.resolve_kernel(args.repo, args.version, args.revision, hub=args.hub)
+    resolution = api.resolve_kernel(args.repo, args.version, args.revision, hub=args.hub,
+                                    backend=args.backend)
     print(f"{args.repo} at {resolution.ref} ({resolution.commit[:12]}) on {resolution.hub.key}")
     print(f"release: {api.describe_signature(resolution)}")
     names = resolution.variants if args.all_variants else [resolution.variant]

@@ -14,8 +14,8 @@ import json
 from typing import Any
 
 from . import api
+from .cli_args import add_target_args
 from .errors import KernelHubError
-from .system import ALL_BACKENDS
 from .versions import branch_major
 
 
@@ -41,14 +41,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     variants.add_argument("--only-compatible", action="store_true",
                           help="only the variants this system can load")
     variants.add_argument("--json", action="store_true", help="one JSON document (stable keys)")
-    _common(variants)
+    add_target_args(variants, spec=False)
     variants.set_defaults(func=_variants)
-
-
-def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--hub", help="hub path, URL or 'hf' (default: $KERNELHUB_HUB)")
-    parser.add_argument("--backend", choices=ALL_BACKENDS,
-                        help="select for this backend instead of the detected one")
 
 
 def _selected(args: argparse.Namespace) -> list[tuple[int | None, str]]:

@@ -2,7 +2,7 @@
 
 The file is a JSON list with one entry per repository, as the ecosystem's CLI writes it::
 
-    [{"repo_id": "org/name", "sha": "<40-hex commit>",
+    [{"repo_id": "org/name", "sha": "<commit id>",
       "variants": {"<variant>": {"hash": "sha256-<hex>", "hash_type": "git_lfs_concat"}},
       "kernelhub": {"metadata-sha256": {"<variant>": "<hex>"}}}]
 
@@ -133,8 +133,8 @@ def pick_entry(repo_id: str, entries: dict[str, LockEntry], path: Path | str) ->
     entry = entries[repo_id]
     if not is_commit_id(entry.sha):
         raise LockFileError(
-            f"lock file {path} pins {repo_id} to {entry.sha!r}, which is not a full 40-hex "
-            "commit id; a lock must name a commit (a branch or tag moves)"
+            f"lock file {path} pins {repo_id} to {entry.sha!r}, which is not a full commit "
+            "id (40 or 64 hex); a lock must name a commit (a branch or tag moves)"
         )
     return entry
 
