@@ -12,13 +12,11 @@ from pathlib import Path
 
 import pytest
 from kernelhub.errors import IntegrityError, MetadataError
-from kernelhub.minver import (
-    KernelsVersionError,
-    check_kernels_minver,
-    needed_kernels_version,
-)
+from kernelhub.minver import KernelsVersionError, check_kernels_minver
 from kernelhub.provenance import dirty_sources, warn_if_dirty
-from kernelhub.zip_layout import build_layout, extract_verified, package_files, write_archive
+from kernelhub.zip_layout import build_layout, extract_verified
+
+REG = stat.S_IFREG | 0o644
 
 
 def test_build_layout_values() -> None:
@@ -28,20 +26,11 @@ def test_build_layout_values() -> None:
         build_layout("ZIP", "m")
 
 
-def test_archives_are_reproducible_and_round_trip(tmp_path: Path) -> None:
-    package = tmp_path / "pkg"
-    (package / "layers").mkdir(parents=True)
-    (package / "__init__.py").write_text("from . import layers\n")
-    (package / "layers" / "__init__.py").write_text("X = 1\n")
-    (package / "__pycache__").mkdir()
-    (package / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"junk")
-    files = package_files(package)
-    assert sorted(files) == ["__init__.py", "layers/__init__.py"]
-    first = write_archive(files, tmp_path / "a.zip").read_bytes()
-    second = write_archive(dict(reversed(list(files.items()))), tmp_path / "b.zip").read_bytes()
-    assert first == second
+def test_an_archive_unpacks_into_the_private_copy(tmp_path: Path) -> None:
+    files = {"__init__.py": b"from . import layers\n", "layers/__init__.py": b"X = 1\n"}
+    archive = _zip([(name, data, REG) for name, data in files.items()])
     out = tmp_path / "out"
-    members = extract_verified(first, out, {"metadata.json", "_x.abi3.so"}, "a.zip")
+    members = extract_verified(archive, out, {"metadata.json", "_x.abi3.so"}, "a.zip")
     assert members == files
     assert (out / "layers" / "__init__.py").read_text() == "X = 1\n"
 
@@ -54,9 +43,6 @@ def _zip(entries: list[tuple[str, bytes, int]]) -> bytes:
             info.external_attr = mode << 16
             zf.writestr(info, data)
     return buf.getvalue()
-
-
-REG = stat.S_IFREG | 0o644
 
 
 @pytest.mark.parametrize(("entries", "why"), [
@@ -95,8 +81,6 @@ def test_kernels_minver() -> None:
     for bad in ("0.19", "x.y.z", 19, "0.19.0.1"):
         with pytest.raises(MetadataError, match=r"must be a version X\.Y\.Z"):
             check_kernels_minver(bad, "v")
-    assert needed_kernels_version("zip") == "0.19.0"
-    assert needed_kernels_version("files") is None
 
 
 def test_dirty_builds_warn_once() -> None:
@@ -113,3 +97,29 @@ def test_dirty_builds_warn_once() -> None:
     assert len(seen) == 1
     assert "built from a dirty git tree (kernel source and kernel-builder had uncommitted" \
         in str(seen[0].message)
+
+
+def test_the_checks_decide_on_a_snapshot(tmp_path: Path) -> None:
+    """The validator-shaped checks read only what the load pipeline's snapshot offers:
+    parsed metadata, its bytes, the variant's name and where it was read from."""
+    import json
+    from types import SimpleNamespace
+
+    from kernelhub.format_checks import DirtyBuildCheck, MinverCheck
+    from kernelhub.metadata import read_metadata, read_metadata_bytes
+    from kh_doubles import make_variant
+
+    variant = tmp_path / "torch-cpu"
+    make_variant(variant, name="kern")
+    meta = json.loads((variant / "metadata.json").read_text())
+    meta.update({"kernels-minver": "0.20.0",
+                 "provenance": {"kernel": {"commit": "a" * 40, "dirty": True}}})
+    (variant / "metadata.json").write_text(json.dumps(meta))
+    snapshot = SimpleNamespace(metadata=read_metadata(variant), variant_name="torch-cpu",
+                               metadata_bytes=read_metadata_bytes(variant), source=variant)
+    with pytest.raises(KernelsVersionError, match=r"torch-cpu needs kernels>=0\.20\.0"):
+        MinverCheck().on_snapshot(snapshot)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        DirtyBuildCheck().on_snapshot(snapshot)
+    assert "'kern' variant 'torch-cpu' was built from a dirty git tree" in str(seen[0].message)

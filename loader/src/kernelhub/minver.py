@@ -6,8 +6,8 @@ a variant that needs a newer ``kernels`` than itself. kernelhub reads the ecosys
 formats up to :data:`SUPPORTED_KERNELS`; a variant asking for more is refused before
 import with one line saying to upgrade kernelhub, and one asking for less loads.
 
-The builder writes it through :func:`needed_kernels_version`, so variants that need no
-0.19 feature keep loading under kernels 0.17 and 0.18.
+The builder writes :data:`ZIP_LAYOUT_KERNELS` for a ZIP-layout build and no key
+otherwise, so variants that need no 0.19 feature keep loading under kernels 0.17 and 0.18.
 """
 
 from __future__ import annotations
@@ -45,9 +45,3 @@ def check_kernels_minver(value: object, variant: str) -> None:
         raise KernelsVersionError(
             f"{variant} needs kernels>={value}, a format newer than this kernelhub reads "
             f"(up to kernels {supported}); upgrade kernelhub (pip install --upgrade kernelhub)")
-
-
-def needed_kernels_version(build_layout: str) -> str | None:
-    """What the builder writes as ``kernels-minver`` for a build (None: no key, so loaders
-    that predate the key read the variant as before)."""
-    return ZIP_LAYOUT_KERNELS if build_layout == "zip" else None

@@ -14,8 +14,8 @@ verified sources by kernelhub's own finder, never from bytecode. Members that co
 escape or confuse that (absolute or ``..`` paths, links, bytecode, a member shadowing a
 file outside the archive, duplicates, more than :data:`MAX_UNPACKED` bytes) are refused.
 
-:func:`write_archive` is what the builder writes, reproducibly (sorted members, fixed
-times and modes), so two builds of the same sources give the same bytes.
+The builder writes the archive (``kernelhub_builder.assemble``); what it may hold is
+decided here, by what the loader accepts.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from __future__ import annotations
 import io
 import stat
 import zipfile
-from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 
 from .errors import IntegrityError, MetadataError
@@ -33,7 +32,6 @@ LAYOUTS: tuple[str, ...] = ("files", "zip")
 MAX_UNPACKED = 1 << 30
 """Refuse archives that unpack to more than 1 GiB (a verified archive is the publisher's,
 but a decompression bomb should still be an error, not a full disk)."""
-_EPOCH = (1980, 1, 1, 0, 0, 0)
 
 
 def build_layout(value: object, where: str) -> str:
@@ -92,21 +90,3 @@ def extract_verified(archive: bytes, dest: Path, outside: set[str] | frozenset[s
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
     return members
-
-
-def write_archive(files: Mapping[str, bytes], path: Path) -> Path:
-    """Write ``files`` (POSIX path → bytes) as a reproducible archive at ``path``."""
-    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-        for name in sorted(files):
-            info = zipfile.ZipInfo(name, date_time=_EPOCH)
-            info.external_attr = (stat.S_IFREG | 0o644) << 16
-            info.compress_type = zipfile.ZIP_DEFLATED
-            zf.writestr(info, files[name])
-    return path
-
-
-def package_files(package_dir: Path) -> dict[str, bytes]:
-    """A package directory's files for :func:`write_archive` (bytecode left out)."""
-    return {p.relative_to(package_dir).as_posix(): p.read_bytes()
-            for p in sorted(package_dir.rglob("*"))
-            if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".pyo")}
