@@ -428,22 +428,25 @@ def _split_python(parts: list[str], name: str) -> tuple[list[str], PythonTag | N
     return parts[:i], PythonTag(version, tail[2])
 
 
-_FRAMEWORKS = (
-    # (prefix of a current name, prefix of a legacy name, kind)
-    ("torch-stable-abi-", "torch-stable-abi", VariantKind.STABLE_ABI),
-    ("tvm-ffi-", "tvm-ffi", VariantKind.TVM_FFI),
-    ("torch-", "torch", VariantKind.COMPILED),
-)
-
-
 def _framework_prefix(name: str) -> tuple[VariantKind, Naming, str, str] | None:
-    """(kind, naming, version text, rest) of a compiled name; None for other shapes."""
-    for current, legacy, kind in _FRAMEWORKS:
-        for prefix, naming in ((current, Naming.CURRENT), (legacy, Naming.LEGACY)):
-            if name.startswith(prefix) and name[len(prefix):len(prefix) + 1].isdigit():
-                version_part, _, rest = name[len(prefix):].partition("-")
-                return kind, naming, version_part, rest
-    return None
+    """(kind, naming, version text, rest) of a compiled name; None for other shapes.
+    A current name's framework is followed by ``-<digit>``, a legacy one's by a digit."""
+    if name.startswith("torch-stable-abi"):
+        kind, after = VariantKind.STABLE_ABI, name[16:]
+    elif name.startswith("tvm-ffi"):
+        kind, after = VariantKind.TVM_FFI, name[7:]
+    elif name.startswith("torch"):
+        kind, after = VariantKind.COMPILED, name[5:]
+    else:
+        return None
+    if after[:1] == "-" and after[1:2].isdigit():
+        naming, after = Naming.CURRENT, after[1:]
+    elif after[:1].isdigit():
+        naming = Naming.LEGACY
+    else:
+        return None
+    version_part, _, rest = after.partition("-")
+    return kind, naming, version_part, rest
 
 
 def _framework_bound(name: str) -> Variant | None:
