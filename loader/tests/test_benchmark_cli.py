@@ -10,8 +10,8 @@ import pytest
 from kernelhub.benchmark_results import RESULTS_BRANCH, machine_slug
 from kernelhub.cli import main
 from kernelhub.hub.git import GitRepo
-from kernelhub.publish import LocalPublisher
 from kernelhub.system import detect_system
+from kernelhub_builder.ship import LocalPublisher
 from kh_doubles import make_variant
 
 REPO = "kernels-community/scale"

@@ -20,8 +20,8 @@ from kernelhub.deps import (
     resolve_tree,
 )
 from kernelhub.deps_resolve import hub_resolver, locate_hub
-from kernelhub.publish import LocalPublisher
 from kernelhub.system import detect_system
+from kernelhub_builder.ship import LocalPublisher
 from kh_doubles import make_variant
 
 HOST = "torch{}{}-cxx11-cpu-x86_64-linux".format(*detect_system("cpu").torch)

@@ -18,7 +18,6 @@ from kernelhub.api import get_kernel
 from kernelhub.cli import main
 from kernelhub.errors import KernelHubError, SignatureError
 from kernelhub.metadata import read_metadata_bytes
-from kernelhub.publish import LocalPublisher
 from kernelhub.sigstore_signatures import (
     BUNDLE_FILE,
     PRESETS,
@@ -29,6 +28,7 @@ from kernelhub.sigstore_signatures import (
     verify_bundle,
 )
 from kernelhub.system import detect_system
+from kernelhub_builder.ship import LocalPublisher
 from kh_doubles import make_variant
 from sigstore_test_instance import GITHUB, SigstoreTestInstance
 
