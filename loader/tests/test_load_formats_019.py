@@ -135,8 +135,8 @@ def test_dependencies_load_first_and_serve_get_kernel_dep(tmp_path: Path) -> Non
     _publish(hub, tmp_path, "kernels-community/leaf", "VALUE = 40\n", [])
     _publish(hub, tmp_path, "kernels-community/mid", USES_DEP,
              [{"repo-id": "kernels-community/leaf", "version": 1}])
-    _publish(hub, tmp_path, "kernels-community/top",
-             "from kernelhub.deps import get_kernel_dep\n"
+    _publish(hub, tmp_path, "kernels-community/top",  # the ecosystem's spelling
+             "from kernels import get_kernel_dep\n"
              "VALUE = get_kernel_dep('kernels-community/mid').VALUE + 1\n",
              [{"repo-id": "kernels-community/mid", "revision": "v1.0.0"}])
     assert get_kernel("kernels-community/top", 1, hub=hub).VALUE == 42

@@ -204,13 +204,17 @@ def install_kernel(repo_id: str, revision: str | None = None, local_files_only: 
                                  trust_remote_code=trusted)
 
 
-__all__ = [*_LAYER_NAMES, "get_kernel", "get_local_kernel", "get_locked_kernel", "has_kernel",
-           "install_kernel", "load_kernel"]
+_FORMAT_NAMES = {"get_kernel_dep": "kernelhub.deps", "Benchmark": "kernelhub.benchmark"}
+"""The ecosystem's names for kernel dependencies and benchmarks (0.19), served from the
+modules that own them, on first use."""
+
+__all__ = [*_LAYER_NAMES, *_FORMAT_NAMES, "get_kernel", "get_local_kernel", "get_locked_kernel",
+           "has_kernel", "install_kernel", "load_kernel"]
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAYER_NAMES:
-        value = getattr(importlib.import_module("kernelhub.layer"), name)
+    if name in _LAYER_NAMES or name in _FORMAT_NAMES:
+        value = getattr(importlib.import_module(_FORMAT_NAMES.get(name, "kernelhub.layer")), name)
         globals()[name] = value
         return value
     raise AttributeError(
