@@ -257,5 +257,6 @@ def validators_for(request: KernelRequest) -> list[Validator]:
 
     if (sigstore := sigstore_policy_for(request.org)) is not None:
         checks.append(SigstoreValidator(request.repo_id, sigstore))
-    checks.append(ArchValidator())
+    if request.check_arch:
+        checks.append(ArchValidator())
     return [*checks, *format_checks()]
