@@ -28,8 +28,9 @@ from huggingface_hub import HfApi
 from huggingface_hub.hf_api import RepoFile
 from kernelhub import api, ecosystem
 from kernelhub.errors import KernelHubError
+from kernelhub.hub_hashes import variant_dir_hash
 from kernelhub.load import pipeline
-from kernelhub.lock import lock_project, variant_dir_hash
+from kernelhub.lock import lock_project
 from kernelhub.metadata import read_metadata, verify_variant
 from kernelhub.publish.hf import HfPublisher
 from kh_doubles import make_variant

@@ -29,15 +29,20 @@ so the project then loads with no hub at all.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .errors import LockFileError
+from .hub_hashes import cached_variant_hash
+from .load.fetch import fetch
+from .load.request import kernel_request
+from .load.resolve import resolve_request
+from .load.validators import LockValidator
+from .load.verify import verify
 from .records import Record, field
+from .release_manifest import metadata_sha256
 from .versions import is_commit_id, shown_name
 
 if TYPE_CHECKING:
@@ -175,33 +180,6 @@ def write_lock(path: Path, entries: list[LockEntry]) -> None:
     os.replace(tmp, path)
 
 
-# -- hashes ------------------------------------------------------------------------
-
-
-def git_blob_id(data: bytes) -> bytes:
-    """The git blob id (sha1 of ``blob <size>\\0<data>``) of a file's bytes."""
-    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).digest()
-
-
-def git_lfs_concat(files: dict[str, bytes]) -> str:
-    """The ecosystem's variant hash over ``relative path → blob id (or LFS sha256)``."""
-    m = hashlib.sha256()
-    for name, digest in sorted((p.encode("utf-8"), d) for p, d in files.items()):
-        m.update(name)
-        m.update(digest)
-    return f"sha256-{m.hexdigest()}"
-
-
-def variant_dir_hash(variant_dir: Path, lfs: Collection[str] = ()) -> str:
-    """``git_lfs_concat`` of a variant directory: the files at ``lfs`` paths taken as Git
-    LFS objects (their sha256), every other file as a git blob."""
-    from .metadata import stored_files
-
-    def digest(rel: str) -> bytes:
-        data = (variant_dir / rel).read_bytes()
-        return hashlib.sha256(data).digest() if rel in lfs else git_blob_id(data)
-
-    return git_lfs_concat({rel: digest(rel) for rel in stored_files(variant_dir)})
 
 
 # -- the project's dependencies ----------------------------------------------------
@@ -254,11 +232,6 @@ def lock_project(project_dir: Path, *, hub: HubArg = None) -> tuple[Path, list[L
     Every variant at the locked commit is fetched into the cache once to hash it, so the
     lock serves every platform, not only this one.
     """
-    from .hub_hashes import cached_variant_hash
-    from .load.fetch import fetch
-    from .load.request import kernel_request
-    from .load.resolve import resolve_request
-    from .release_manifest import metadata_sha256
 
     entries = []
     for repo_id, version in sorted(project_dependencies(project_dir).items()):
@@ -278,11 +251,6 @@ def download_locked(project_dir: Path, *, all_variants: bool = False, hub: HubAr
                     backend: str | None = None) -> list[Path]:
     """Fetch what ``<project_dir>/kernels.lock`` pins (this system's variant, or all of
     them) into the cache, each checked against the lock; return the variant dirs."""
-    from .load.fetch import fetch
-    from .load.request import kernel_request
-    from .load.resolve import resolve_request
-    from .load.validators import LockValidator
-    from .load.verify import verify
 
     paths = []
     for repo_id, entry in sorted(read_lock(Path(project_dir) / LOCKFILE_NAME).items()):

@@ -47,7 +47,7 @@ from huggingface_hub.utils import get_session
 from ..errors import HubError, KernelHubError, PublishConflictError
 from ..hub.base import BUILD_DIR
 from ..hub.hf import HfHub, absent
-from ..lock import git_blob_id as git_blob_digest
+from ..hub_hashes import git_blob_id as git_blob_digest
 from ..metadata import METADATA_FILE, parse_metadata
 from ..release_manifest import Signer
 from ..variants import check_variant_dir

@@ -20,7 +20,7 @@ from huggingface_hub.hf_api import RepoFile
 
 from ..errors import HubError
 from ..hub.base import BUILD_DIR
-from ..lock import git_blob_id
+from ..hub_hashes import git_blob_id
 from ..metadata import METADATA_FILE
 from ..release_manifest import RELEASE_FILE, SIGNATURE_FILE, Signer
 from .signed_tree import signed_release_files
