@@ -21,8 +21,8 @@ from kernelhub import release_policy
 from kernelhub.errors import SignatureError
 from kernelhub.hub.git import GitRepo
 from kernelhub.load import pipeline
-from kernelhub.publish import LocalPublisher
 from kernelhub.release_manifest import NAMESPACE, RELEASE_FILE, SIGNATURE_FILE
+from kernelhub_builder.ship import LocalPublisher
 from kh_doubles import rewrite_on_branch
 from reference_loader import olah_cli, olah_server
 

@@ -10,7 +10,7 @@ import torch
 from kernelhub import api
 from kernelhub.errors import HubError
 from kernelhub.load import pipeline
-from kernelhub.publish import LocalPublisher
+from kernelhub_builder.ship import LocalPublisher
 from kh_doubles import make_variant
 
 REPO = "kernels-community/scale"

@@ -22,9 +22,9 @@ from kernelhub import api, ecosystem
 from kernelhub.errors import IntegrityError, SignatureError
 from kernelhub.lock import LockEntry
 from kernelhub.metadata import compute_digests, read_metadata, write_metadata
-from kernelhub.publish import LocalPublisher
 from kernelhub.records import replace
 from kernelhub.release_manifest import NAMESPACE
+from kernelhub_builder.ship import LocalPublisher
 from kh_doubles import make_variant, new_signing_key
 
 REPO = "acme/scale"

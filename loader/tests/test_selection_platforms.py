@@ -15,7 +15,6 @@ from kernelhub import api
 from kernelhub.errors import NoCompatibleVariantError
 from kernelhub.load import resolve
 from kernelhub.metadata import read_metadata, write_metadata
-from kernelhub.publish import LocalPublisher
 from kernelhub.selection import (
     METAL_MIN_MACOS,
     arch_rank,
@@ -23,6 +22,7 @@ from kernelhub.selection import (
     select_variant,
 )
 from kernelhub.system import SystemInfo
+from kernelhub_builder.ship import LocalPublisher
 from kh_doubles import make_variant
 
 CU130 = "torch214-cxx11-cu130-x86_64-linux"

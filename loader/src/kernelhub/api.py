@@ -13,10 +13,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+from .build_layout import local_build_dirs, variant_dirs
 from .errors import KernelHubError, NoCompatibleVariantError, RepoNotFoundError, VersionSpecError
 from .load import pipeline
+from .load.fetch import fetch
 from .load.request import HubArg, kernel_request, open_hub_arg
 from .load.resolve import Resolution, default_spec, refs_of, release_files, resolve_request
+from .load.verify import verify
 from .metadata import METADATA_FILE, read_metadata
 from .selection import select_variant
 from .system import detect_system
@@ -26,10 +29,25 @@ from .versions import Refs, check_repo_id
 if TYPE_CHECKING:  # read when a lock file is used (load_locked_kernel)
     from .lock import LockEntry
 
-__all__ = ["HubArg", "Resolution", "default_spec", "describe_signature", "find_local_variant",
-           "get_kernel", "get_local_kernel", "has_kernel", "list_refs", "load_locked_entry",
-           "load_locked_kernel", "load_variant_dir", "locate_kernel", "open_hub_arg",
-           "resolve_kernel"]
+__all__ = [
+    "HubArg",
+    "Resolution",
+    "default_spec",
+    "describe_signature",
+    "download_locked",
+    "find_local_variant",
+    "get_kernel",
+    "get_local_kernel",
+    "has_kernel",
+    "list_refs",
+    "load_locked_entry",
+    "load_locked_kernel",
+    "load_variant_dir",
+    "locate_kernel",
+    "lock_project",
+    "open_hub_arg",
+    "resolve_kernel",
+]
 
 
 def list_refs(repo_id: str, *, hub: HubArg = None) -> Refs:
@@ -139,43 +157,55 @@ def has_kernel(repo_id: str, version: int | str | None = None, revision: str | N
     return resolution.selection.chosen is not None
 
 
-# -- local builds ------------------------------------------------------------------
+# -- project locks ---------------------------------------------------------------
 
 
-def _kernel_name(source_dir: Path) -> str:
-    build_toml = source_dir / "build.toml"
-    if build_toml.is_file():
-        from .tomlfile import tomllib
+def lock_project(project_dir: Path, *, hub: HubArg = None) -> tuple[Path, list[LockEntry]]:
+    """Write ``<project_dir>/kernels.lock`` for the project's kernel dependencies.
 
-        try:
-            name = tomllib.loads(build_toml.read_text()).get("general", {}).get("name")
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError, AttributeError):
-            name = None
-        if isinstance(name, str) and name:
-            return name
-    return source_dir.name
-
-
-def _variant_dirs(build_dir: Path) -> list[str]:
-    if not build_dir.is_dir():
-        return []
-    return sorted(d.name for d in build_dir.iterdir() if (d / METADATA_FILE).is_file())
-
-
-def _local_build_dirs(path: Path) -> list[Path]:
-    """Where builds of the kernel at ``path`` may live, in the order they are tried.
-
-    Only places the path itself determines: never a ``build/`` found by walking up, which
-    would load whatever another user left in a shared parent such as /tmp. A kernel
-    source dir inside a builder project (``<project>/kernels-src/<dir>``, the project
-    recognised by its ``kernels.toml``) also finds ``<project>/build/<name>``.
+    Every variant at the locked commit is fetched into the cache once to hash it, so the
+    lock serves every platform, not only this one.
     """
-    name = _kernel_name(path)
-    candidates = [path, path / "build", path / "build" / name]
-    project = path.parent.parent
-    if path.parent.name == "kernels-src" and (project / "kernels.toml").is_file():
-        candidates.append(project / "build" / name)
-    return list(dict.fromkeys(candidates))
+
+    from .hub_hashes import cached_variant_hash
+    from .lock import LOCKFILE_NAME, LockEntry, project_dependencies, write_lock
+    from .release_manifest import metadata_sha256
+
+    entries = []
+    for repo_id, version in sorted(project_dependencies(project_dir).items()):
+        resolution = resolve_request(kernel_request(repo_id, version, hub=hub))
+        hashes, metas = {}, {}
+        for variant in resolution.variants:
+            path = fetch(resolution, variant).path
+            hashes[variant] = cached_variant_hash(path)
+            metas[variant] = metadata_sha256((path / "metadata.json").read_bytes())
+        entries.append(LockEntry(repo_id, resolution.commit, hashes, metas))
+    path = Path(project_dir) / LOCKFILE_NAME
+    write_lock(path, entries)
+    return path, entries
+
+
+def download_locked(project_dir: Path, *, all_variants: bool = False, hub: HubArg = None,
+                    backend: str | None = None) -> list[Path]:
+    """Fetch what ``<project_dir>/kernels.lock`` pins (this system's variant, or all of
+    them) into the cache, each checked against the lock; return the variant dirs."""
+
+    from .load.validators import LockValidator
+    from .lock import LOCKFILE_NAME, read_lock
+
+    paths = []
+    for repo_id, entry in sorted(read_lock(Path(project_dir) / LOCKFILE_NAME).items()):
+        resolution = resolve_request(kernel_request(repo_id, revision=entry.sha, hub=hub,
+                                                    backend=backend))
+        variants = resolution.variants if all_variants else [resolution.variant]
+        for variant in variants:
+            fetched = fetch(resolution, variant)
+            pipeline.checked(verify(fetched.path, variant, cached=True), [LockValidator(entry)]).discard()
+            paths.append(fetched.path)
+    return paths
+
+
+# -- local builds ------------------------------------------------------------------
 
 
 def _local_archs(build_dir: Path, names: list[str]) -> dict[str, list[str]]:
@@ -208,9 +238,9 @@ def find_local_variant(path: Path | str, *, backend: str | None = None) -> Path:
         return path
     if not path.is_dir():
         raise KernelHubError(f"{path} does not exist or is not a directory")
-    candidates = _local_build_dirs(path)
+    candidates = local_build_dirs(path)
     for build_dir in candidates:
-        if names := _variant_dirs(build_dir):
+        if names := variant_dirs(build_dir):
             system = detect_system(backend)
             selection = select_variant(names, system, _local_archs(build_dir, names))
             if selection.chosen is None:

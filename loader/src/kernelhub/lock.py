@@ -1,6 +1,6 @@
-"""Locking a project's kernels: ``kernels.lock`` (the kernel ecosystem's lock-file format,
-plus kernelhub's own hash), writing it (``kernelhub lock``) and prefetching what it pins
-(``kernelhub download``).
+"""``kernels.lock``: the kernel ecosystem's lock-file format, plus kernelhub's own hash —
+the one lock module (writing a project's lock and prefetching what it pins are
+:func:`kernelhub.api.lock_project` and :func:`kernelhub.api.download_locked`).
 
 The file is a JSON list with one entry per repository, as the ecosystem's CLI writes it::
 
@@ -20,11 +20,8 @@ The file is a JSON list with one entry per repository, as the ecosystem's CLI wr
 A lock also accepts the older ``{"org/name": "<sha>"}`` object (pins without hashes).
 A pin must be a full commit id: a branch or tag moves, which defeats locking.
 
-:func:`lock_project` resolves each kernel dependency of ``pyproject.toml`` to a commit and
-records, for every variant at that commit, the hashes a later load must match;
-:func:`download_locked` puts the locked variants into the cache, each checked against
-those hashes by the load pipeline's own check (:class:`kernelhub.load.validators.LockValidator`),
-so the project then loads with no hub at all.
+A locked load checks the lock on the bytes it imports
+(:class:`kernelhub.load.validators.LockValidator`).
 """
 
 from __future__ import annotations
@@ -32,21 +29,10 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from .errors import LockFileError
-from .hub_hashes import cached_variant_hash
-from .load.fetch import fetch
-from .load.request import kernel_request
-from .load.resolve import resolve_request
-from .load.validators import LockValidator
-from .load.verify import verify
 from .records import Record, field
-from .release_manifest import metadata_sha256
 from .versions import is_commit_id, shown_name
-
-if TYPE_CHECKING:
-    from .load.request import HubArg
 
 LOCKFILE_NAME = "kernels.lock"
 GIT_LFS_CONCAT = "git_lfs_concat"
@@ -221,44 +207,3 @@ def project_dependencies(project_dir: Path) -> dict[str, int | str]:
         raise LockFileError(f"{path} declares no kernels: add [tool.kernels.dependencies] "
                             "with entries such as \"kernels-community/activation\" = 1")
     return found
-
-
-# -- locking a project and prefetching what is locked --------------------------------
-
-
-def lock_project(project_dir: Path, *, hub: HubArg = None) -> tuple[Path, list[LockEntry]]:
-    """Write ``<project_dir>/kernels.lock`` for the project's kernel dependencies.
-
-    Every variant at the locked commit is fetched into the cache once to hash it, so the
-    lock serves every platform, not only this one.
-    """
-
-    entries = []
-    for repo_id, version in sorted(project_dependencies(project_dir).items()):
-        resolution = resolve_request(kernel_request(repo_id, version, hub=hub))
-        hashes, metas = {}, {}
-        for variant in resolution.variants:
-            path = fetch(resolution, variant).path
-            hashes[variant] = cached_variant_hash(path)
-            metas[variant] = metadata_sha256((path / "metadata.json").read_bytes())
-        entries.append(LockEntry(repo_id, resolution.commit, hashes, metas))
-    path = Path(project_dir) / LOCKFILE_NAME
-    write_lock(path, entries)
-    return path, entries
-
-
-def download_locked(project_dir: Path, *, all_variants: bool = False, hub: HubArg = None,
-                    backend: str | None = None) -> list[Path]:
-    """Fetch what ``<project_dir>/kernels.lock`` pins (this system's variant, or all of
-    them) into the cache, each checked against the lock; return the variant dirs."""
-
-    paths = []
-    for repo_id, entry in sorted(read_lock(Path(project_dir) / LOCKFILE_NAME).items()):
-        resolution = resolve_request(kernel_request(repo_id, revision=entry.sha, hub=hub,
-                                                    backend=backend))
-        variants = resolution.variants if all_variants else [resolution.variant]
-        for variant in variants:
-            fetched = fetch(resolution, variant)
-            verify(fetched.path, variant, [LockValidator(entry)], cached=True).discard()
-            paths.append(fetched.path)
-    return paths

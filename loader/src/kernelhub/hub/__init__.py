@@ -3,7 +3,7 @@
 Each name is imported on first use: ``HfHub`` brings huggingface_hub, a noticeable import
 time that a load from the embedded LocalHub never needs. The names and the module
 defining each are listed once, in ``__init__.pyi`` (see :mod:`kernelhub.lazy_names`).
-Writing to a hub lives in :mod:`kernelhub.publish`.
+Writing to a hub lives in :mod:`kernelhub_builder.ship`.
 """
 
 from ..lazy_names import attach_stub
