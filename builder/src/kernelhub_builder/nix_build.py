@@ -156,7 +156,8 @@ def _parser() -> argparse.ArgumentParser:
     adopt.add_argument("--python", type=Path, required=True)
     host = commands.add_parser("host-setup")
     host.add_argument("--project-file", type=Path, required=True)
-    host.add_argument("--env-file", type=Path, required=True)
+    host.add_argument("--env-file", type=Path, default=None,
+                      help="default: where this user's Nix builds look (nix_host.host_env_file)")
     key = commands.add_parser("python-key")
     key.add_argument("--builder-pyproject", type=Path, required=True)
     key.add_argument("--loader-pyproject", type=Path, required=True)
