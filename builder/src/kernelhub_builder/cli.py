@@ -151,6 +151,9 @@ def _parser() -> argparse.ArgumentParser:
                        const=StalePolicy.CARRY,
                        help="keep variants of other releases on the branch; the new release "
                             "tag then marks them too (said in the output and the commit)")
+    publish.add_argument("--allow-model-repo", action="store_true",
+                         help="where a Hub-API server has no kernel repositories, publish to a "
+                              "model repository, which only kernelhub loads (default: refuse)")
     publish.add_argument("--build-dir", dest="out", type=Path, metavar="DIR",
                          default=argparse.SUPPRESS,
                          help="publish the variants under DIR/<kernel>/<variant> (the same as "
@@ -331,7 +334,7 @@ def _indent(text: str) -> str:
 
 
 def _publish(args: argparse.Namespace, project: Project, out_dir: Path) -> int:
-    hub = open_publisher(args.hub or project.hub)
+    hub = open_publisher(args.hub or project.hub, allow_model_repo=args.allow_model_repo)
     sign = args.sign or default_release_key()  # the environment is read only to publish
     key = load_release_key(sign) if sign else None
     for kernel in _select(project, args.kernels):
