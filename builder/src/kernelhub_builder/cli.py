@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kernelhub.errors import KernelHubError
+from kernelhub.hub import open_hub
 from kernelhub.publish import open_publisher
 from rich.markup import escape
 
@@ -29,7 +30,7 @@ from .check import (
     check_kernel,
     format_violations,
 )
-from .ci_matrix import ci_jobs, parse_shard, shard_plans
+from .ci_matrix import ci_jobs, github_outputs, missing_jobs, parse_shard, shard_plans
 from .cli_render import ConsoleReporter, make_console
 from .errors import ShardError, UsageError
 from .kernel_tests import run_kernel_tests
@@ -96,7 +97,13 @@ def _parser() -> argparse.ArgumentParser:
                           "runner labels) as JSON for a workflow's fromJSON")
     ci.add_argument("kernels", nargs="*", metavar="KERNEL", help="default: all")
     ci.add_argument("--github-output", action="store_true",
-                    help="print matrix=<json> on one line, for $GITHUB_OUTPUT")
+                    help="print matrix=, count=, device-matrix= and device-count= lines, "
+                         "for $GITHUB_OUTPUT")
+    ci.add_argument("--missing-on", metavar="HUB",
+                    help="only the variants each kernel's release tag on HUB does not hold")
+    ci.add_argument("--devices", default="", metavar="LABELS",
+                    help="device runners that exist (space/comma-separated: nvidia-gpu, "
+                         "amd-gpu, intel-gpu): a device-test job per variant that needs one")
 
     merge = commands.add_parser(
         "merge-artifacts", help="verify built variants from CI artifacts and merge them into "
@@ -231,12 +238,16 @@ def _list_variants(args: argparse.Namespace, project: Project, out_dir: Path) ->
 
 
 def _ci_matrix(args: argparse.Namespace, project: Project, out_dir: Path) -> int:
-    jobs = [job.to_json() for job in ci_jobs(project, _select(project, args.kernels))]
-    matrix = {"include": jobs}
+    kernels = _select(project, args.kernels)
+    jobs = ci_jobs(project, kernels)
+    if args.missing_on:
+        jobs = missing_jobs(jobs, project, kernels, open_hub(args.missing_on))
+    outputs = github_outputs(jobs, args.devices.replace(",", " ").split())
     if args.github_output:
-        print(f"matrix={json.dumps(matrix, separators=(',', ':'))}")
+        for key, value in outputs.items():
+            print(f"{key}={json.dumps(value, separators=(',', ':'))}")
     else:
-        print(json.dumps(matrix, indent=2))
+        print(json.dumps(outputs["matrix"], indent=2))
     return 0
 
 

@@ -28,6 +28,7 @@ import hashlib
 import json
 import os
 import pwd
+from collections.abc import Sequence
 from pathlib import Path
 
 from filelock import FileLock
@@ -131,17 +132,24 @@ def write_host_env(path: Path) -> None:
     tmp.replace(path)
 
 
-def set_up_host(project_file: Path, env_file: Path | None = None) -> list[str]:
+def set_up_host(project_file: Path, env_file: Path | None = None,
+                torch: Sequence[str] = ()) -> list[str]:
     """Everything the host derivations need on this machine; what was found or made.
 
-    ``env_file`` defaults to :func:`host_env_file`, the one the builds read."""
+    ``env_file`` defaults to :func:`host_env_file`, the one the builds read. ``torch``
+    limits the torch envs made to those minors (a CI job building one variant needs
+    one, not every torch of the matrix); by default, all of them."""
     env_file = env_file or host_env_file()
     root = project_file.resolve().parent
     python = ensure_host_python(root / "builder" / "pyproject.toml",
                                 root / "loader" / "pyproject.toml")
     lines = [f"builder Python for Nix builds: {python}"]
     project = load_project(project_file, only=[])
-    for minor in project.matrix.torch:
+    unknown = set(torch) - set(project.matrix.torch)
+    if unknown:
+        raise NixBuildError(f"torch {', '.join(sorted(unknown))} is not in the matrix of "
+                            f"{project_file} ({', '.join(project.matrix.torch)})")
+    for minor in [m for m in project.matrix.torch if not torch or m in torch]:
         env = ensure_torch_env(minor, project.torch_pins.get(minor))
         lines.append(f"torch {minor} environment: {env.root} (torch {env.torch_version})")
     write_host_env(env_file)
