@@ -121,7 +121,9 @@ def test_host_toolchain_names_no_checkout(host_toolchain: None) -> None:
                env={"PYTHONPATH": f"{REPO / 'builder' / 'src'}:{REPO / 'loader' / 'src'}",
                     "PATH": "/usr/bin:/bin"})
     assert said.stdout.strip() == load_toml(REPO / "builder" / "pyproject.toml")["project"]["version"]
-    recorded = (Path.home() / ".config" / "kernelhub" / "nix-host.env").read_text()
+    from kernelhub_builder.nix_host import host_env_file
+
+    recorded = host_env_file().read_text()
     assert str(REPO) not in recorded and ".venv" not in recorded
     drv = _derivation(_drv_path(f"packages.x86_64-linux.{COMPILED[0]}-{COMPILED[1]}"))
     (env,) = (d["env"] for d in drv.values())

@@ -51,10 +51,12 @@ def test_missing_variants_are_recorded_with_why_and_untested_ones_are_named(
     assert exclude_failed(merged, found) == [("b", "torch-cuda")]
     assert merged_variants(merged) == [("a", "torch-cpu"), ("a", "torch-cuda"), ("b", "torch-xpu")]
 
-    record = release_record(PLAN, merged_variants(merged), found)
+    built = [("a", "torch-cpu"), ("a", "torch-cuda"), ("b", "torch-xpu"), ("b", "torch-cuda")]
+    record = release_record(PLAN, built, merged_variants(merged), found)
     assert record.missing == {("b", "torch-cuda"): "its device test failed"}
     assert record.untested == [("b", "torch-xpu")]  # published; no intel-gpu runner ran it
-    nothing_else = release_record(PLAN, [("a", "torch-cpu")], {})
+    nothing_else = release_record(PLAN, [("a", "torch-cpu")], [("a", "torch-cpu")],
+                                  {("b", "torch-cuda"): False})
     assert set(nothing_else.missing) == {("a", "torch-cuda"), ("b", "torch-xpu"),
                                         ("b", "torch-cuda")}
     assert all(why.startswith("no build") for why in nothing_else.missing.values())
@@ -74,16 +76,18 @@ def test_report_command_writes_json_and_markdown_and_bad_input_is_one_line(
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps({"include": PLAN}))
     merged = merged_dir(tmp_path / "merged", ("a", "torch-cpu"))
-    assert main(["report", "--plan", str(plan), "--merged", str(merged),
-                 "--out", str(tmp_path / "report")]) == 0
+    artifacts = tmp_path / "artifacts"
+    merged_dir(artifacts / "variant--a--torch-cpu", ("a", "torch-cpu"))
+    assert main(["report", "--plan", str(plan), "--artifacts", str(artifacts),
+                 "--merged", str(merged), "--out", str(tmp_path / "report")]) == 0
     data = json.loads((tmp_path / "report" / "release-report.json").read_text())
     assert data["published"] == [{"kernel": "a", "variant": "torch-cpu"}]
     assert len(data["missing"]) == 3
     assert "3 missing" in capsys.readouterr().out
 
     plan.write_text("[]")
-    assert main(["report", "--plan", str(plan), "--merged", str(merged),
-                 "--out", str(tmp_path / "report")]) == 1
+    assert main(["report", "--plan", str(plan), "--artifacts", str(artifacts),
+                 "--merged", str(merged), "--out", str(tmp_path / "report")]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "not a build matrix" in err
     bad = tmp_path / "bad-results"

@@ -15,9 +15,11 @@ Run by ``ci/publish-artifacts`` as ``python -m kernelhub_builder.ci_release``:
 
 - ``exclude --merged DIR --results DIR``: delete from the merged build dir every variant
   whose device test failed; prints what it removed.
-- ``report --plan FILE --merged DIR --results DIR --out DIR``: ``release-report.json`` and
+- ``report --plan FILE --artifacts DIR --merged DIR --results DIR --out DIR``:
+  ``release-report.json`` and
   ``release-report.md`` (what was published, what is missing and why, what was not
-  tested on a device); prints the Markdown.
+  tested on a device); prints the Markdown (and, with ``--annotations``, one GitHub
+  Actions warning per missing variant).
 """
 
 from __future__ import annotations
@@ -106,6 +108,14 @@ def merged_variants(merged: Path) -> list[Pair]:
                   for v in k.iterdir() if v.is_dir() and not v.name.startswith("."))
 
 
+def artifact_variants(artifacts: Path) -> list[Pair]:
+    """The (kernel, variant) dirs of downloaded artifacts (one build dir per artifact)."""
+    if not artifacts.is_dir():
+        return []
+    return sorted({pair for artifact in artifacts.iterdir() if artifact.is_dir()
+                   for pair in merged_variants(artifact)})
+
+
 def exclude_failed(merged: Path, results: dict[Pair, bool]) -> list[Pair]:
     """Remove the variants whose device test failed from the merged dir; what was removed."""
     removed = []
@@ -119,31 +129,38 @@ def exclude_failed(merged: Path, results: dict[Pair, bool]) -> list[Pair]:
     return removed
 
 
-def release_record(plan: Sequence[dict[str, Any]], published: Iterable[Pair],
-                   results: dict[Pair, bool]) -> ReleaseRecord:
-    """Planned against published, with the device-test results."""
-    done = set(published)
+def release_record(plan: Sequence[dict[str, Any]], built: Iterable[Pair],
+                   published: Iterable[Pair], results: dict[Pair, bool]) -> ReleaseRecord:
+    """Planned against built and published, with the device-test results."""
+    made, done = set(built), set(published)
     missing: dict[Pair, str] = {}
     untested = []
     for job in plan:
         pair = (job["kernel"], job["variant"])
-        if pair not in done:
+        if pair not in made:
+            missing[pair] = "no build: the build job failed or did not run"
+        elif pair not in done:
             missing[pair] = ("its device test failed" if results.get(pair) is False
-                             else "no build: the build job failed or did not run")
+                             else "built, but not published")
         elif job.get("device") and pair not in results:
             untested.append(pair)
     return ReleaseRecord(sorted(done), missing, sorted(untested))
 
 
 def _parser() -> argparse.ArgumentParser:
+    merged = argparse.ArgumentParser(add_help=False)
+    merged.add_argument("--merged", type=Path, required=True, help="the merged build dir")
+    merged.add_argument("--results", type=Path, action="append", default=[],
+                        help="a directory of device-test results (repeatable)")
     parser = argparse.ArgumentParser(prog="python -m kernelhub_builder.ci_release")
     commands = parser.add_subparsers(dest="command", required=True)
-    for name in ("exclude", "report"):
-        sub = commands.add_parser(name)
-        sub.add_argument("--merged", type=Path, required=True)
-        sub.add_argument("--results", type=Path, action="append", default=[])
-    commands.choices["report"].add_argument("--plan", type=Path, required=True)
-    commands.choices["report"].add_argument("--out", type=Path, required=True)
+    commands.add_parser("exclude", parents=[merged])
+    report = commands.add_parser("report", parents=[merged])
+    report.add_argument("--plan", type=Path, required=True)
+    report.add_argument("--artifacts", type=Path, required=True)
+    report.add_argument("--annotations", action="store_true",
+                        help="also print a GitHub Actions ::warning:: line per missing variant")
+    report.add_argument("--out", type=Path, required=True)
     return parser
 
 
@@ -155,11 +172,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             for kernel, variant in exclude_failed(args.merged, results):
                 print(f"not published: {kernel} {variant} (its device test failed)")
             return 0
-        record = release_record(read_plan(args.plan), merged_variants(args.merged), results)
+        record = release_record(read_plan(args.plan), artifact_variants(args.artifacts),
+                                merged_variants(args.merged), results)
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / REPORT_JSON).write_text(json.dumps(record.to_json(), indent=2) + "\n")
         (args.out / REPORT_MD).write_text(record.markdown())
         print(record.markdown(), end="")
+        if args.annotations:
+            for (kernel, variant), why in sorted(record.missing.items()):
+                print(f"::warning title=missing from the release::{kernel} {variant}: {why}")
     except (KernelHubError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
