@@ -223,3 +223,17 @@ def test_every_script_the_workflow_runs_is_rehearsed() -> None:
     called = set(re.findall(r"\bbash ci/([\w-]+)", text))
     assert called - {"setup"} == set(SCRIPTS)
     assert os.access(REPO / "ci" / "install-toolkit", os.X_OK)
+
+
+@pytest.mark.parametrize(("toolkit", "said"), [
+    ("cuda-13", "is not <backend>-<major>.<minor>"),
+    ("cuda-13.0.1", "is not <backend>-<major>.<minor>"),
+    ("tpu-1.0", "unknown toolkit 'tpu-1.0'"),
+])
+def test_install_toolkit_refuses_what_the_matrix_never_says(
+    tmp_path: Path, toolkit: str, said: str
+) -> None:
+    proc = run(["bash", str(REPO / "ci" / "install-toolkit"), toolkit, str(tmp_path)],
+               check=False)
+    assert proc.returncode == 2 and said in proc.stderr
+    assert not any(tmp_path.iterdir())  # nothing installed
