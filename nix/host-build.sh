@@ -3,7 +3,7 @@
 # "Host toolchain" means this machine's compilers and the builder's torch environments,
 # outside the Nix store. A Nix build sees neither the caller's environment nor its
 # checkout, so where they are comes from a small file written by ci/setup-nix
-# (kernelhub_builder.nix_host, host_env_file: the same two places), which names no checkout:
+# (kernelhub_builder.compile.nix_host, host_env_file: the same two places), which names no checkout:
 #   <home>/.config/kernelhub/nix-host.env, <home> being what the user database says for
 #   the user the build runs as (single-user Nix; HOME is not set in a build),
 #   else /etc/kernelhub/nix-host.env (a daemon's build users have no home).
@@ -21,7 +21,7 @@ for candidate in "${home:-/nonexistent}/.config/kernelhub/nix-host.env" /etc/ker
   if [ -r "$candidate" ]; then conf=$candidate; break; fi
 done
 if [ -z "$conf" ]; then
-  echo "error: no host toolchain for Nix builds: this build runs as uid $(id -u), whose home in the user database is ${home:-(none)}, and neither ${home:-<home>}/.config/kernelhub/nix-host.env nor /etc/kernelhub/nix-host.env exists; run ci/setup-nix in a checkout as that user (it writes the first whatever HOME is), or write the second as root with: python -m kernelhub_builder.nix_build host-setup --project-file kernels.toml --env-file /etc/kernelhub/nix-host.env" >&2
+  echo "error: no host toolchain for Nix builds: this build runs as uid $(id -u), whose home in the user database is ${home:-(none)}, and neither ${home:-<home>}/.config/kernelhub/nix-host.env nor /etc/kernelhub/nix-host.env exists; run ci/setup-nix in a checkout as that user (it writes the first whatever HOME is), or write the second as root with: python -m kernelhub_builder.compile.nix_build host-setup --project-file kernels.toml --env-file /etc/kernelhub/nix-host.env" >&2
   exit 1
 fi
 . "$conf"
@@ -38,7 +38,7 @@ for name in CUDA_HOME CXX; do
   eval "value=\${$name:-}"
   if [ -n "$value" ]; then export "$name"; fi
 done
-nix_build() { exec "$KERNELHUB_PYTHON" -m kernelhub_builder.nix_build "$@"; }
+nix_build() { exec "$KERNELHUB_PYTHON" -m kernelhub_builder.compile.nix_build "$@"; }
 case "$command" in
   build)
     nix_build build --project-file "$projectFile" --entry "$entry" --kernel-src "$kernelSrc" \
@@ -47,7 +47,7 @@ case "$command" in
     nix_build stamp --src "$built" --out "$out" --commit "$commit" --dirty "$dirty" ;;
   check)
     mkdir -p "$out"
-    if ! "$KERNELHUB_PYTHON" -m kernelhub_builder.nix_build check --project-file "$projectFile" \
+    if ! "$KERNELHUB_PYTHON" -m kernelhub_builder.compile.nix_build check --project-file "$projectFile" \
         --entry "$entry" --kernel-src "$kernelSrc" --variant "$variant" --variant-dir "$built" \
         > "$out/report.txt" 2>&1; then
       cat "$out/report.txt" >&2

@@ -40,7 +40,6 @@ REFERENCE_VERSION = "0.17.2"
 ECOSYSTEM_VERSIONS = ("0.17.2", "0.19.1")
 """The oldest ``kernels`` release we support and the one users install today."""
 
-
 _HOP_HEADERS = {"connection", "keep-alive", "transfer-encoding", "content-length",
                 "content-encoding", "host"}
 
@@ -50,13 +49,13 @@ class ReferenceLoaderUnavailable(RuntimeError):
 
 
 def install_reference_loader(target: Path, version: str = REFERENCE_VERSION) -> Path:
-    """Install ``kernels`` ``version`` into ``target`` (once: a marker file makes reruns
-    free), without its dependencies: it also requires sigstore and tomlkit, but only its
-    CLI imports them; huggingface_hub, packaging and pyyaml (its load path) come from our
-    venv. Its full dependency tree would shadow our venv's huggingface_hub and cost a
-    minute of CI for code the loads never run.
+    """Install ``kernels==version`` into ``target`` (once: a marker file makes reruns free).
 
-    Returns ``target``, the directory to put on ``PYTHONPATH``.
+    Returns ``target``, the directory to put on ``PYTHONPATH``. Without its dependencies:
+    ``kernels`` also requires sigstore and tomlkit, but only its CLI's signature check
+    imports them; huggingface_hub, packaging and pyyaml (its load path) come from our venv.
+    Installing its full dependency tree would shadow our venv's huggingface_hub and cost a
+    minute of CI for code the loads never run.
     """
     marker = target / f".kernels-{version}-installed"
     if marker.exists():
