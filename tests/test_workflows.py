@@ -118,7 +118,9 @@ def test_nix_is_installed_only_the_way_hosted_runners_allow_and_only_where_used(
     as the runner allows); every ci/setup runs with KERNELHUB_SKIP_NIX unless a step
     before it installed Nix single-user (the runner's user must own the store: builds
     read its toolchain)."""
-    for name, job in release()["jobs"].items():
+    data = release()
+    assert data["env"]["KERNELHUB_SETUP_BROWSER"] == "0"  # a runner's chromium is a snap
+    for name, job in data["jobs"].items():
         assert not re.search(r"\b(apt-get|sudo|brew)\b", runs(job)), name
         installs_nix = False
         for step in steps_of(job):

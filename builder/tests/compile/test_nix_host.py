@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 from kernelhub_builder.compile import nix_host
-from kernelhub_builder.errors import NixBuildError
 from kernelhub_builder.compile.nix_build import main
+from kernelhub_builder.errors import NixBuildError
 
 REPO = Path(__file__).resolve().parents[3]
 

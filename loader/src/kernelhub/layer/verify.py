@@ -34,10 +34,10 @@ import json
 import os
 import weakref
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..records import Record
 from ..system import cpu_features
 from . import verify_timing
 from .verify_compare import TOLERANCES as TOLERANCES
@@ -62,8 +62,7 @@ _USED_ATTR = "_kernelhub_verified"
 """Module attribute: disk keys of the decisions calls for that module used."""
 
 
-@dataclass(frozen=True)
-class Seen:
+class Seen(Record, frozen=True):
     """One decision a call site used: its name, the bucket it applies to, the outcome."""
 
     name: str
