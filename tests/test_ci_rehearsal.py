@@ -107,7 +107,7 @@ def upload(runner: Runner, artifacts: Path, name: str) -> None:
 def cuda_build_possible() -> str | None:
     """Why the compile-only CUDA job cannot be rehearsed here, or None."""
     from kernelhub_builder.manifest import load_project
-    from kernelhub_builder.torch_env import ensure_torch_env
+    from kernelhub_builder.plan.torch_env import ensure_torch_env
 
     env = ensure_torch_env("2.14", load_project(REPO).torch_pins.get("2.14"))
     if not (env.cuda or "").startswith("13.0"):

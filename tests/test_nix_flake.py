@@ -193,7 +193,7 @@ def test_host_toolchain_is_found_whatever_home_is(tmp_path: Path, host_toolchain
     sees no HOME) looks, and a build that finds nothing must say where it looked and how
     to fix it. Run in a private mount namespace whose database home holds no
     nix-host.env (a tmpfs over its directory), so the machine's own file cannot stand in."""
-    from kernelhub_builder.torch_env import builder_home
+    from kernelhub_builder.plan.torch_env import builder_home
 
     if shutil.which("unshare") is None or _in_mount_namespace("true", dict(os.environ)
                                                               ).returncode != 0:
