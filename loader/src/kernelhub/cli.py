@@ -172,18 +172,14 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def _lock(args: argparse.Namespace) -> None:
-    from .lock import lock_project
-
-    path, entries = lock_project(args.project_dir)
+    path, entries = api.lock_project(args.project_dir)
     for entry in entries:
         print(f"{entry.repo_id}: {entry.sha} ({len(entry.variant_hashes)} variants)")
     print(f"wrote {path}")
 
 
 def _download(args: argparse.Namespace) -> None:
-    from .lock import download_locked
-
-    for path in download_locked(args.project_dir, all_variants=args.all_variants):
+    for path in api.download_locked(args.project_dir, all_variants=args.all_variants):
         print(path)
 
 

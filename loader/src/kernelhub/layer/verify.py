@@ -352,8 +352,10 @@ def verification_report(model: Any) -> list[tuple[str, Seen]]:
     registered name. Only decisions a module of ``model`` used are listed: function
     verifiers serve several models, and another model's shapes are not this one's.
     """
+    from .kernelized import kernel_sites
+
     rows: list[tuple[str, Seen]] = []
-    for path, module in model.named_modules():
+    for path, module in kernel_sites(model):
         forward = getattr(module.__dict__.get("forward"), "__func__", None)
         verifier = getattr(forward, "_kernelhub_verifier", None)
         if isinstance(verifier, Verifier):

@@ -10,6 +10,7 @@ policy applies to it as to any load from the hub).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
@@ -60,7 +61,19 @@ def _snapshot(request: KernelRequest, checks: list[Validator]) -> Snapshot:
     for check in checks:
         check.on_resolution(resolution)
     fetched = fetch(resolution)
-    return verify(fetched.path, fetched.variant, checks, cached=True)
+    return checked(verify(fetched.path, fetched.variant, cached=True), checks)
+
+
+def checked(snapshot: Snapshot, checks: Sequence[Validator]) -> Snapshot:
+    """``snapshot`` once every check has given its verdict on it; a refused snapshot is
+    removed before the error leaves."""
+    try:
+        for check in checks:
+            check.on_snapshot(snapshot)
+    except BaseException:
+        snapshot.discard()
+        raise
+    return snapshot
 
 
 def load_local(path: Path) -> ModuleType:
@@ -69,7 +82,7 @@ def load_local(path: Path) -> ModuleType:
     path = Path(path).resolve()
     cached = _cached_variant(path)
     checks = _cached_checks(*cached) if cached is not None else []
-    snapshot = verify(path, path.name, checks, cached=cached is not None)
+    snapshot = checked(verify(path, path.name, cached=cached is not None), checks)
     return import_verified(snapshot.verified)
 
 

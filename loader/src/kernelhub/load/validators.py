@@ -159,8 +159,7 @@ class LockValidator(Validator):
         if kind == "metadata sha256":
             actual = hashlib.sha256(snapshot.verified.metadata_bytes).hexdigest()
         else:  # each file hashed the way its hub stores it (LFS use recorded at fetch)
-            from ..hub_hashes import read_lfs_record
-            from ..lock import variant_dir_hash
+            from ..hub_hashes import read_lfs_record, variant_dir_hash  # lazy: locked loads
 
             lfs = read_lfs_record(snapshot.cached) if snapshot.cached else frozenset()
             actual = variant_dir_hash(snapshot.verified.copy, lfs)
@@ -198,5 +197,6 @@ def validators_for(request: KernelRequest) -> list[Validator]:
         checks.append(SignatureValidator(policy))
     if request.lock is not None:
         checks.append(LockValidator(request.lock))
-    checks.append(ArchValidator())
+    if request.check_arch:
+        checks.append(ArchValidator())
     return checks
