@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .decorators import KERNEL_FUNCS_ATTR
-from .kernelize import kernel_of
+from .forwards import kernel_of
 from .mapping import Repository
 
 if TYPE_CHECKING:
