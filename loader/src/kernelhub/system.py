@@ -214,7 +214,7 @@ class SystemInfo(Record, frozen=True):
     """Compute capability of CUDA device 0, when one exists."""
     cxx11_abi: bool = True
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, *_args: object, **_kwargs: object) -> None:
         if self.backend not in BACKENDS:
             raise KernelHubError(
                 f"unknown backend {self.backend!r}; expected one of {', '.join(BACKENDS)}"

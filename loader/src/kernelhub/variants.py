@@ -35,7 +35,7 @@ class Compute(Record, frozen=True, order=True):
     backend: str
     version: tuple[int, ...] = ()
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, *_args: object, **_kwargs: object) -> None:
         if self.backend not in BACKENDS:
             raise VariantNameError(
                 f"unknown backend {self.backend!r}; expected one of {', '.join(BACKENDS)}"
