@@ -18,11 +18,9 @@ from kernelhub import records
 from kh_toy_layers import TRUSTED_REPO, ToyHub, publish_toy_kernel
 from packaging.version import Version
 
-PENDING = {
+PENDING: dict[str, str] = {
     # Served lazily from the module of the helper that builds it; remove a name here
     # when its module lands (the test below then checks it like every other name).
-    "Benchmark": "kernelhub.benchmark (the Benchmark base class, helper formats-loader)",
-    "get_kernel_dep": "kernelhub.deps (kernel dependencies)",
 }
 
 

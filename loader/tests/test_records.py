@@ -138,3 +138,12 @@ def test_signature_reads_as_the_dataclass_one() -> None:
         return [(p.name, p.kind, p.default) for p in inspect.signature(cls).parameters.values()]
 
     assert shown(Both) == shown(DBoth)  # a factory default shows as <factory>
+
+
+def test_a_post_init_that_cannot_take_the_arguments_is_refused_at_definition() -> None:
+    with pytest.raises(TypeError, match=r"Bad.__post_init__ runs as __init__: declare it"):
+        class Bad(Record, frozen=True):
+            x: int
+
+            def __post_init__(self) -> None:
+                pass

@@ -156,7 +156,7 @@ class Record:
         if order:
             methods.update({name: _ordered(compare) for name, compare in _ORDER.items()})
         if (check := cls.__dict__.get("__post_init__")) is not None:
-            methods["__init__"] = check
+            methods["__init__"] = _runs_as_init(cls, check)
         for name, value in methods.items():
             setattr(cls, name, value)
 
@@ -226,6 +226,19 @@ def asdict(record: Record) -> dict[str, object]:
 _ORDER: dict[str, Callable[[tuple[Any, ...], tuple[Any, ...]], bool]] = {
     "__lt__": tuple.__lt__, "__le__": tuple.__le__, "__gt__": tuple.__gt__, "__ge__": tuple.__ge__,
 }
+
+
+def _runs_as_init(cls: type, check: Callable[..., None]) -> Callable[..., None]:
+    """``check``, which Python will call as ``__init__`` with the constructor's arguments;
+    refused at class definition when it cannot take them."""
+    code = getattr(check, "__code__", None)
+    if code is None or code.co_flags & _TAKES_ANY != _TAKES_ANY:
+        raise TypeError(f"{cls.__qualname__}.__post_init__ runs as __init__: declare it "
+                        "(self, *_args: object, **_kwargs: object) (see kernelhub.records)")
+    return check
+
+
+_TAKES_ANY = inspect.CO_VARARGS | inspect.CO_VARKEYWORDS
 
 
 def _refuse_assignment(self: Record, name: str, *value: object) -> None:
