@@ -6,13 +6,13 @@ from .decorators import replace_kernel_forward_from_hub as replace_kernel_forwar
 from .decorators import use_kernel_forward_from_hub as use_kernel_forward_from_hub
 from .decorators import use_kernel_func_from_hub as use_kernel_func_from_hub
 from .decorators import use_kernelized_func as use_kernelized_func
+from .forwards import install_forward as install_forward
+from .forwards import kernel_of as kernel_of
+from .forwards import restore_forward as restore_forward
 from .kernelize import KernelizeError as KernelizeError
 from .kernelize import KernelizeFallback as KernelizeFallback
 from .kernelize import clear_layer_cache as clear_layer_cache
-from .kernelize import install_forward as install_forward
-from .kernelize import kernel_of as kernel_of
 from .kernelize import kernelize as kernelize
-from .kernelize import restore_forward as restore_forward
 from .kernelized import KernelizedFunc as KernelizedFunc
 from .kernelized import KernelizedLayer as KernelizedLayer
 from .kernelized import KernelizedLayers as KernelizedLayers

@@ -83,7 +83,7 @@ class KernelConfig(Record):
     """Keep PyTorch wherever a kernel is wrong or slower on the shapes the model runs
     (see :mod:`kernelhub.layer.verify`)."""
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, *_args: object, **_kwargs: object) -> None:
         if not isinstance(self.verify, bool):
             raise KernelConfigError(f"verify must be True or False, not {self.verify!r}")
         if not isinstance(self.kernel_mapping, dict):
