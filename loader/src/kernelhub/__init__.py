@@ -105,6 +105,9 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers
         ROCMProperties as ROCMProperties,
     )
     from .layer import (
+        autotune_report as autotune_report,
+    )
+    from .layer import (
         forget_decisions as forget_decisions,
     )
     from .layer import (
@@ -166,6 +169,7 @@ _LAZY: dict[str, str] = {
     "LockedLayerRepository": "layer",
     "Mode": "layer",
     "ROCMProperties": "layer",
+    "autotune_report": "layer",
     "forget_decisions": "layer",
     "kernelize": "layer",
     "register_kernel_mapping": "layer",
@@ -174,7 +178,7 @@ _LAZY: dict[str, str] = {
     "use_kernel_func_from_hub": "layer",
     "use_kernel_mapping": "layer",
     "use_kernelized_func": "layer",
-    "verification_report": "layer",
+    "verification_report": "layer",  # the former name of autotune_report (warns once)
     "Selection": "selection",
     "select_variant": "selection",
     "SystemInfo": "system",

@@ -16,6 +16,18 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers
     from ..system import (
         runtime_device as runtime_device,
     )
+    from .autotune import (
+        autotune_report as autotune_report,
+    )
+    from .autotune import (
+        forget_decisions as forget_decisions,
+    )
+    from .autotune import (
+        format_report as format_report,
+    )
+    from .autotune import (
+        verification_report as verification_report,
+    )
     from .decorators import (
         replace_kernel_forward_from_hub as replace_kernel_forward_from_hub,
     )
@@ -100,15 +112,6 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers
     from .repos import (
         LockedLayerRepository as LockedLayerRepository,
     )
-    from .verify import (
-        forget_decisions as forget_decisions,
-    )
-    from .verify import (
-        format_report as format_report,
-    )
-    from .verify import (
-        verification_report as verification_report,
-    )
 
 _LAZY: dict[str, str] = {
     "replace_kernel_forward_from_hub": "decorators",
@@ -140,9 +143,10 @@ _LAZY: dict[str, str] = {
     "LockedLayerRepository": "repos",
     "LayerValidationError": "kernelize",
     "validate_layer": "kernelize",
-    "forget_decisions": "verify",
-    "format_report": "verify",
-    "verification_report": "verify",
+    "autotune_report": "autotune",
+    "forget_decisions": "autotune",
+    "format_report": "autotune",
+    "verification_report": "autotune",  # the former name of autotune_report (warns once)
 }
 """Public name → the module that defines it, relative to this package (``.system`` is
 ``kernelhub.system``), imported on first use (PEP 562): a model file that only marks its

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from .. import settings
 from ..errors import KernelHubError, TrustError
 from ..system import RuntimeDevice, runtime_device
+from .autotune import adopt, autotune_flag, autotuned_forward
 from .decorators import KERNEL_FUNCS_ATTR
 from .mapping import (
     MODE_FALLBACK_ORDER,
@@ -52,7 +53,6 @@ from .mapping import (
     order_device_entries,
     unsupported_reason,
 )
-from .verify import verified_forward
 
 if TYPE_CHECKING:
     from torch import nn
@@ -272,14 +272,14 @@ def install_forward(module: nn.Module, layer: type, repo: Repository) -> None:
     _install(module, layer, repo)
 
 
-def _install(module: nn.Module, layer: type, repo: Repository, verify_as: str | None = None
+def _install(module: nn.Module, layer: type, repo: Repository, autotune_as: str | None = None
              ) -> None:
     # A plain bound method, as torch.compile expects of a forward; it survives deepcopy
     # (rebound to the copy), and the function identifies it as ours for restore.
     forward = forward_of(layer)
-    if verify_as is not None:
+    if autotune_as is not None:
         owner: type = type(module)
-        forward = verified_forward(layer, forward, forward_of(owner), verify_as)
+        forward = autotuned_forward(layer, forward, forward_of(owner), autotune_as)
     _installed.add(forward)
     module.__dict__["forward"] = types.MethodType(forward, module)
     module.__dict__[_REPO_ATTR] = repo
@@ -313,7 +313,8 @@ def kernelize(
     mode: Mode | None = None,
     device: Any = None,
     use_fallback: bool = True,
-    verify: bool = False,
+    autotune: bool = False,
+    verify: bool | None = None,
 ) -> nn.Module:
     """Replace the forward of every marked layer in ``model`` with its mapped kernel.
 
@@ -324,12 +325,14 @@ def kernelize(
     layer the mapping names but none of whose entries fits this device and mode (or
     loads), instead of keeping its PyTorch forward; layers the mapping does not name
     keep PyTorch either way.
-    ``verify=True`` keeps PyTorch wherever the kernel is wrong or slower on the shapes
+    ``autotune=True`` keeps PyTorch wherever the kernel is wrong or slower on the shapes
     the model actually runs: each layer's first call per shape bucket runs both and
     decides, and the decision is cached on disk for later processes (see
-    :mod:`kernelhub.layer.verify`; ``verification_report(model)`` says what was chosen).
+    :mod:`kernelhub.layer.autotune`; ``autotune_report(model)`` says what was chosen).
+    ``verify`` is its former name (warns once).
     Returns ``model``. With ``USE_HUB_KERNELS=0`` nothing is changed.
     """
+    autotune = autotune_flag(autotune, verify, "kernelize")
     if not settings.hub_kernels_enabled():
         return model
     if mode is None:
@@ -339,12 +342,14 @@ def kernelize(
     mapping = get_kernel_mapping()
     failures: dict[Any, Exception] = {}
     warned: set[tuple[Any, ...]] = set()
+    if autotune:
+        adopt(model)  # the stored decisions of its layers name it
     for target in _targets(model):
         devices = mapping.get(target.layer_name, {})
         chosen, reasons = _choose(target, devices, where, mode, failures)
         restore_forward(target.module)
         if chosen is not None:
-            _install(target.module, *chosen, verify_as=target.layer_name if verify else None)
+            _install(target.module, *chosen, autotune_as=target.layer_name if autotune else None)
             logger.debug("%s: %s runs %s", target.path, target.layer_name, chosen[1])
             continue
         if not use_fallback and devices:

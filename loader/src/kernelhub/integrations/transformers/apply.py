@@ -32,7 +32,7 @@ from ...layer import (
     unsupported_reason,
     use_kernel_mapping,
 )
-from ...layer.verify import verified_function, verify_from_env
+from ...layer.autotune import autotune_from_env, autotuned_function
 from . import attention
 from .failures import load_failure
 from .fusion import apply_fusions
@@ -43,7 +43,7 @@ from .kernel_config import (
     device_type_of,
     from_transformers,
 )
-from .rebind import bind_globals, unbind_globals
+from .rebind import bind_attention, bind_globals, unbind_attention, unbind_globals
 from .table import (
     ATTENTION_KEY,
     DEFAULT_MAPPING,
@@ -106,7 +106,7 @@ def _supports(obj: Any, mode: Any) -> bool:
 
 
 def _apply_layers(model: Any, specs: dict[str, KernelSpec], explicit: set[str],
-                  device: str, mode: Any, verify: bool) -> None:
+                  device: str, mode: Any, autotune: bool) -> None:
     mapping: dict[str, Any] = {}
     for name, spec in specs.items():
         if name in FUNCTION_NAMES or name == ATTENTION_KEY:
@@ -118,11 +118,11 @@ def _apply_layers(model: Any, specs: dict[str, KernelSpec], explicit: set[str],
                 raise load_failure(spec, name, device, e) from None
         mapping[name] = {device: _repository(spec)}
     with use_kernel_mapping(mapping, inherit_mapping=False):
-        kernelize(model, mode=mode, use_fallback=True, verify=verify)
+        kernelize(model, mode=mode, use_fallback=True, autotune=autotune)
 
 
 def _apply_functions(model: Any, specs: dict[str, KernelSpec], explicit: set[str],
-                     device: str, mode: Any, verify: bool) -> None:
+                     device: str, mode: Any, autotune: bool) -> None:
     for name, (module, attr) in function_targets(model).items():
         spec = specs.get(name)
         replacement = None
@@ -134,19 +134,20 @@ def _apply_functions(model: Any, specs: dict[str, KernelSpec], explicit: set[str
                     raise load_failure(spec, name, device, e) from None
                 logger.warning("%s: keeping PyTorch (%s)", name, e)
         if replacement is not None and _supports(replacement, mode):
-            if verify:
-                replacement = verified_function(name, replacement, getattr(module, attr),
-                                                owner=model)
+            if autotune:
+                replacement = autotuned_function(name, replacement, getattr(module, attr),
+                                                 owner=model)
             bind_globals(model, module, {attr: replacement})
         else:
             unbind_globals(model, module, [attr])
 
 
 def _apply_attention(model: Any, specs: dict[str, KernelSpec], explicit: set[str],
-                     device: str, mode: Any, verify: bool) -> None:
+                     device: str, mode: Any, autotune: bool) -> None:
     spec = specs.get(ATTENTION_KEY)
     current = model.config._attn_implementation
     previous = getattr(model, "_kernelhub_attn_previous", None)
+    unbind_attention(model)
     if spec is None or spec.local or (previous is None and current not in ("sdpa", "eager")):
         if previous is not None:
             model.set_attn_implementation(previous)
@@ -154,8 +155,7 @@ def _apply_attention(model: Any, specs: dict[str, KernelSpec], explicit: set[str
     function = None if spec.name == attention.DEFAULT_FUNCTION else spec.name
     request = attention.AttentionRequest(spec.source, function=function)
     try:
-        name = attention.register(request, allow_all_kernels=spec.trust_remote_code,
-                                  verify=verify)
+        name = attention.register(request, allow_all_kernels=spec.trust_remote_code)
     except KernelHubError as e:
         if ATTENTION_KEY in explicit:
             raise load_failure(spec, ATTENTION_KEY, device, e) from None
@@ -165,12 +165,25 @@ def _apply_attention(model: Any, specs: dict[str, KernelSpec], explicit: set[str
     if _supports(function, mode):
         model._kernelhub_attn_previous = previous or current
         if current != name:
-            # Transformers checks the name again, which registers the plain kernel:
-            # put the (possibly verified) function chosen here back afterwards.
             model.set_attn_implementation(name)
-            attention.register_function(name, function)
+        if autotune:
+            _autotune_attention(model, request, spec, name, function)
     elif previous is not None:
         model.set_attn_implementation(previous)
+
+
+def _autotune_attention(model: Any, request: attention.AttentionRequest, spec: KernelSpec,
+                        name: str, function: Any) -> None:
+    """This model's attention modules (only theirs: the registry under ``name`` is the
+    process's) see ``function`` autotuned against Transformers' own implementation of the
+    mask interface the kernel asks for, which takes the same inputs."""
+    wanted, reference = attention.reference_of(request, allow_all_kernels=spec.trust_remote_code)
+    if reference is None:
+        logger.warning("%s: cannot autotune (Transformers has no %r attention to compare "
+                       "with); using the kernel as it is", request.name, wanted)
+        return
+    bind_attention(model, name, autotuned_function(attention.ATTENTION_NAME, function,
+                                                   reference, owner=model))
 
 
 # -- entry point -------------------------------------------------------------------
@@ -212,10 +225,10 @@ def apply_kernels(model: Any, kernel_config: Any = None, mode: Any = None,
     mode = current_mode(model, mode)
     device = device_type_of(model, device_map)
     specs, explicit = effective_specs(config, device)
-    verify = (config is not None and config.verify) or verify_from_env()
-    _apply_layers(model, specs, explicit, device, mode, verify)
+    autotune = (config is not None and config.autotune) or autotune_from_env()
+    _apply_layers(model, specs, explicit, device, mode, autotune)
     apply_fusions(model, config, device, mode, _repository)
-    _apply_functions(model, specs, explicit, device, mode, verify)
-    _apply_attention(model, specs, explicit, device, mode, verify)
+    _apply_functions(model, specs, explicit, device, mode, autotune)
+    _apply_attention(model, specs, explicit, device, mode, autotune)
     model._use_kernels = True
     model._kernelhub_mode = mode
