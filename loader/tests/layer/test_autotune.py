@@ -13,7 +13,6 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,23 +20,9 @@ import torch
 from kernelhub import kernelize, use_kernel_mapping
 from kernelhub.cli import main as cli_main
 from kernelhub.layer import LayerRepository, Mode, autotune_report
-from kernelhub.layer.autotune import clear_decisions, stored_records
-from kh_autotune_toy import REPO, SiluAndMul, SlowSiluAndMul, kernel_calls, publish_autotune_toy
+from kernelhub.layer.autotune import stored_records
+from kh_autotune_toy import REPO, SiluAndMul, SlowSiluAndMul, kernel_calls
 from torch import nn
-
-
-@pytest.fixture(scope="module")
-def autotune_hub(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return publish_autotune_toy(tmp_path_factory.mktemp("autotune-hub"))
-
-
-@pytest.fixture
-def env(autotune_hub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    monkeypatch.setenv("KERNELHUB_HUB", str(autotune_hub))
-    monkeypatch.setenv("KERNELHUB_CACHE", str(tmp_path / "cache"))
-    clear_decisions()
-    yield tmp_path / "cache"
-    clear_decisions()
 
 
 def run_autotuned(model: nn.Module, layer: str, x: torch.Tensor) -> torch.Tensor:
@@ -48,7 +33,7 @@ def run_autotuned(model: nn.Module, layer: str, x: torch.Tensor) -> torch.Tensor
     return model(x)
 
 
-def test_wrong_kernel_is_rejected_and_pytorch_runs(env: Path) -> None:
+def test_wrong_kernel_is_rejected_and_pytorch_runs(autotune_env: Path) -> None:
     model, x = SiluAndMul(), torch.randn(4, 32)
     out = run_autotuned(model, "Wrong", x)
     torch.testing.assert_close(out, SiluAndMul.forward(model, x))
@@ -62,7 +47,7 @@ def test_wrong_kernel_is_rejected_and_pytorch_runs(env: Path) -> None:
     assert kernel_calls() == [], "the wrong kernel ran after it was rejected"
 
 
-def test_slower_kernel_is_rejected(env: Path) -> None:
+def test_slower_kernel_is_rejected(autotune_env: Path) -> None:
     model, x = SiluAndMul(), torch.randn(4, 32)
     run_autotuned(model, "Slow", x)
     [(_, seen)] = autotune_report(model)
@@ -71,7 +56,7 @@ def test_slower_kernel_is_rejected(env: Path) -> None:
     assert seen.decision.kernel_s > seen.decision.pytorch_s
 
 
-def test_correct_faster_kernel_is_kept_and_runs(env: Path) -> None:
+def test_correct_faster_kernel_is_kept_and_runs(autotune_env: Path) -> None:
     model, x = SlowSiluAndMul(), torch.randn(4, 32)
     run_autotuned(model, "Good", x)
     [(_, seen)] = autotune_report(model)
@@ -81,17 +66,17 @@ def test_correct_faster_kernel_is_kept_and_runs(env: Path) -> None:
     assert kernel_calls() == ["Good"]
 
 
-def test_each_shape_bucket_is_decided_once(env: Path) -> None:
+def test_each_shape_bucket_is_decided_once(autotune_env: Path) -> None:
     model = SlowSiluAndMul()
     run_autotuned(model, "Good", torch.randn(3, 32))
     model(torch.randn(4, 32))  # same bucket as 3 rows (rounded up to 4)
     model(torch.randn(5, 32))  # a new bucket (8)
     buckets = sorted(seen.bucket for _, seen in autotune_report(model))
     assert buckets == ["float32[4, 32]", "float32[8, 32]"]
-    assert len(stored_records(root=env / "autotune")) == 2
+    assert len(stored_records(root=autotune_env / "autotune")) == 2
 
 
-def test_kernelize_without_autotune_swaps_blindly(env: Path) -> None:
+def test_kernelize_without_autotune_swaps_blindly(autotune_env: Path) -> None:
     model, x = SiluAndMul(), torch.randn(4, 32)
     kernel_calls().clear()
     with use_kernel_mapping({"SiluAndMul": {"cpu": LayerRepository(REPO, layer_name="Wrong",
@@ -126,7 +111,7 @@ SECOND_PROCESS = textwrap.dedent('''
 ''')
 
 
-def test_decisions_are_reused_by_the_next_process(env: Path, capsys: pytest.CaptureFixture
+def test_decisions_are_reused_by_the_next_process(autotune_env: Path, capsys: pytest.CaptureFixture
                                                   ) -> None:
     run_autotuned(SiluAndMul(), "Wrong", torch.randn(4, 32))
     proc = subprocess.run(
@@ -145,7 +130,7 @@ def test_decisions_are_reused_by_the_next_process(env: Path, capsys: pytest.Capt
     assert "SiluAndMul" in out and "pytorch — wrong:" in out and "float32[4, 32]" in out
 
 
-def test_later_calls_dispatch_without_building_the_bucket(env: Path,
+def test_later_calls_dispatch_without_building_the_bucket(autotune_env: Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """The per-call path maps exact shapes to the decision; the bucket's text (the
     costly part) is built once per new shape, not per call."""
@@ -185,7 +170,7 @@ class Coder(Chat):
     pass
 
 
-def test_the_cli_reports_and_forgets_per_model(env: Path, capsys: pytest.CaptureFixture[str]
+def test_the_cli_reports_and_forgets_per_model(autotune_env: Path, capsys: pytest.CaptureFixture[str]
                                                ) -> None:
     """Two models whose layer shares a shape share its decision; the record names both,
     and `kernelhub autotune-report --model` shows (or forgets) one model's decisions."""

@@ -9,7 +9,7 @@ cleared: it has only the disk records, as a fresh process would.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,13 +26,7 @@ from kernelhub.layer.autotune.decision import (
     is_noisy,
 )
 from kernelhub.layer.autotune.timing import ROUNDS, Timing
-from kh_autotune_toy import REPO, SiluAndMul, kernel_calls, publish_autotune_toy
-
-
-@pytest.fixture(scope="module")
-def autotune_hub(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return publish_autotune_toy(tmp_path_factory.mktemp("autotune-hub"))
-
+from kh_autotune_toy import REPO, SiluAndMul, kernel_calls
 
 Step = tuple[float, float, float] | tuple[float, float, float, float]
 """(kernel ms, pytorch ms, spread[, contention])."""
@@ -66,15 +60,10 @@ def _blocks(ms: float, spread: float, rounds: int) -> tuple[float, ...]:
 
 
 @pytest.fixture
-def timer(autotune_hub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-          ) -> Iterator[ScriptedTimer]:
-    monkeypatch.setenv("KERNELHUB_HUB", str(autotune_hub))
-    monkeypatch.setenv("KERNELHUB_CACHE", str(tmp_path / "cache"))
+def timer(autotune_env: Path, monkeypatch: pytest.MonkeyPatch) -> ScriptedTimer:
     scripted = ScriptedTimer()
     monkeypatch.setattr(timing, "measure", scripted)
-    clear_decisions()
-    yield scripted
-    clear_decisions()
+    return scripted
 
 
 def new_process_runs(model: torch.nn.Module, x: torch.Tensor) -> Decision:
