@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.metadata
 import json
 import marshal
 import weakref
@@ -133,6 +132,8 @@ def _environment(device: torch.device | None) -> Key:
 
 @functools.cache
 def _distribution_version(top_level: str) -> str | None:
+    import importlib.metadata  # ~10 ms of imports, paid when a first decision is keyed
+
     try:
         return importlib.metadata.version(top_level)
     except (importlib.metadata.PackageNotFoundError, ValueError):
