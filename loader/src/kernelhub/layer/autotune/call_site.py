@@ -132,7 +132,7 @@ def _environment(device: torch.device | None) -> Key:
 
 @functools.cache
 def _distribution_version(top_level: str) -> str | None:
-    import importlib.metadata  # ~10 ms of imports, paid when a first decision is keyed
+    import importlib.metadata  # needed only when a first decision is keyed
 
     try:
         return importlib.metadata.version(top_level)
