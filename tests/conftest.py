@@ -34,8 +34,9 @@ def published(built: Workspace) -> Workspace:
 def hub_api_client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """This process as a fresh client of a loopback Hub-API server: its own cache, config
     and HF home, no token or policy from the environment, org ``acme`` trusted."""
-    from kernelhub import api, release_check
+    from kernelhub import release_policy
     from kernelhub.hub import hf
+    from kernelhub.load import pipeline
 
     for var in ("HF_TOKEN", "HF_ENDPOINT", "KERNELHUB_OFFLINE", "HF_HUB_OFFLINE",
                 "KERNELHUB_ALLOWED_SIGNERS", "KERNELHUB_REQUIRE_SIGNED",
@@ -46,6 +47,6 @@ def hub_api_client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KERNELHUB_CONFIG", str(tmp_path / "config.toml"))
     monkeypatch.setenv("KERNELHUB_TRUSTED_ORGS", "acme")
     monkeypatch.setenv("NO_PROXY", "127.0.0.1")
-    monkeypatch.setattr(api, "_memo", {})
-    monkeypatch.setattr(release_check, "_verified", {})
+    monkeypatch.setattr(pipeline, "_memo", {})
+    monkeypatch.setattr(release_policy, "_verified", {})
     monkeypatch.setattr(hf, "_found_types", {})

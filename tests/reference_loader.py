@@ -147,12 +147,17 @@ def olah_server(hub_root: Path, work: Path) -> Iterator[str]:
             _wait_for_port(port, proc, log_path, "olah")
             yield f"http://127.0.0.1:{port}"
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop_process(proc)
+
+
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
+    """Terminate a server this test started; kill it if it does not stop in 10 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def map_kernel_repo_type(path: str) -> str:

@@ -21,7 +21,7 @@ from types import FrameType, ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .lockfile import LockEntry
+    from .lock import LockEntry
 
 _LAYER_NAMES = (
     "CUDAProperties", "Device", "FuncRepository", "LayerRepository", "LocalFuncRepository",
@@ -167,7 +167,7 @@ _OWN_MODULES = ("kernelhub", "kernels", "_kernelhub_autoload")
 def _locked_entry(repo_id: str, lockfile: Path | str | None) -> LockEntry:
     """``repo_id``'s entry in ``lockfile``, else in the calling code's distribution lock,
     else in ``./kernels.lock``."""
-    from .lockfile import distribution_lock, lock_entry, pick_entry
+    from .lock import distribution_lock, lock_entry, pick_entry
 
     if lockfile is None:
         frame: FrameType | None = sys._getframe(1)
@@ -192,14 +192,16 @@ def install_kernel(repo_id: str, revision: str | None = None, local_files_only: 
     keep loading online meanwhile. The org must be trusted, as for a load.
     """
     from . import api, settings
-    from .trust import check_trusted, trust_flag
+    from .trust import trust_flag
 
     del user_agent
-    check_trusted(repo_id, api.open_hub_arg(None), trust_flag(repo_id, trust_remote_code))
+    trusted = trust_flag(repo_id, trust_remote_code)
     if not local_files_only:
-        return api.locate_kernel(repo_id, version, revision, backend=backend)
+        return api.locate_kernel(repo_id, version, revision, backend=backend,
+                                 trust_remote_code=trusted)
     with settings.offline_here():
-        return api.locate_kernel(repo_id, version, revision, backend=backend)
+        return api.locate_kernel(repo_id, version, revision, backend=backend,
+                                 trust_remote_code=trusted)
 
 
 __all__ = [*_LAYER_NAMES, "get_kernel", "get_local_kernel", "get_locked_kernel", "has_kernel",

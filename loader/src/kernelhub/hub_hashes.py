@@ -26,7 +26,6 @@ from pathlib import Path
 
 from .errors import IntegrityError
 from .hub.base import Hub
-from .hub.select import hub_call
 from .metadata import Metadata, file_digest, stored_files
 from .records import replace
 
@@ -40,7 +39,7 @@ HubHashes = dict[str, str]
 
 def _content_hash(data: bytes, kind: str) -> str:
     if kind == "git":
-        from .lockfile import git_blob_id  # fetch-time only: warm loads never get here
+        from .lock import git_blob_id  # fetch-time only: warm loads never get here
 
         return git_blob_id(data).hex()
     if kind == "sha256":
@@ -54,8 +53,7 @@ def hub_hashes(hub: Hub, repo_id: str, commit: str, variant: str) -> HubHashes |
     file_hashes = getattr(hub, "file_hashes", None)
     if file_hashes is None:
         return None
-    with hub_call(hub, f"listing the content hashes of {variant} of {repo_id} at {commit[:12]}"):
-        listed: HubHashes = file_hashes(repo_id, commit, variant)
+    listed: HubHashes = file_hashes(repo_id, commit, variant)
     return listed
 
 
@@ -128,6 +126,6 @@ def read_lfs_record(variant_dir: Path) -> frozenset[str]:
 def cached_variant_hash(variant_dir: Path) -> str:
     """The ecosystem's ``git_lfs_concat`` of a cached variant, each file hashed the way its
     hub stores it (LFS sha256 or git blob id)."""
-    from .lockfile import variant_dir_hash  # locked loads and `kernelhub lock` only
+    from .lock import variant_dir_hash  # locked loads and `kernelhub lock` only
 
     return variant_dir_hash(variant_dir, read_lfs_record(variant_dir))

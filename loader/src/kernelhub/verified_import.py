@@ -79,6 +79,9 @@ class VerifiedVariant(Record, frozen=True):
     """Relative path → verified bytes of every ``.py`` file."""
     files: frozenset[str]
     """Every verified file (relative POSIX paths), metadata.json excluded."""
+    own_digest: bool = True
+    """Whether metadata.json itself lists the digests (False: an ecosystem build, checked
+    against the hub's hashes recorded at fetch)."""
 
     def discard(self) -> None:
         """Remove the private copy (native code already loaded from it stays mapped)."""
@@ -96,8 +99,8 @@ def snapshot_variant(variant_dir: Path) -> VerifiedVariant:
     copy = Path(tempfile.mkdtemp(prefix=f"{source.name}-", dir=_private_dir()))
     try:
         metadata_bytes, digests, sources = _copy_verified(source, copy)
-        metadata = complete_digest(parse_metadata(metadata_bytes, str(source / METADATA_FILE)),
-                                   source)
+        parsed = parse_metadata(metadata_bytes, str(source / METADATA_FILE))
+        metadata = complete_digest(parsed, source)
         check_digests(source, metadata, digests)
         files = frozenset(digests)
         if any(rel.endswith(NATIVE_SUFFIXES) for rel in files):
@@ -105,7 +108,8 @@ def snapshot_variant(variant_dir: Path) -> VerifiedVariant:
     except BaseException:
         shutil.rmtree(copy, ignore_errors=True)
         raise
-    return VerifiedVariant(source, copy, metadata, metadata_bytes, sources, files)
+    return VerifiedVariant(source, copy, metadata, metadata_bytes, sources, files,
+                           bool(parsed.digest_files))
 
 
 def _copy_verified(source: Path, copy: Path) -> tuple[bytes, dict[str, str], dict[str, bytes]]:

@@ -46,7 +46,7 @@ from huggingface_hub.utils import get_session
 from kernelhub.errors import HubError, KernelHubError, PublishConflictError
 from kernelhub.hub.base import BUILD_DIR
 from kernelhub.hub.hf import HfHub, absent
-from kernelhub.lockfile import git_blob_id as git_blob_digest
+from kernelhub.lock import git_blob_id as git_blob_digest
 from kernelhub.metadata import METADATA_FILE, parse_metadata
 from kernelhub.release_manifest import Signer
 from kernelhub.variants import check_variant_dir

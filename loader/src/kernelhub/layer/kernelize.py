@@ -34,11 +34,11 @@ import logging
 import types
 import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .. import settings
 from ..errors import KernelHubError, TrustError
+from ..records import Record
 from ..system import RuntimeDevice, runtime_device
 from .autotune import adopt, autotune_flag, autotuned_forward
 from .decorators import KERNEL_FUNCS_ATTR
@@ -78,7 +78,7 @@ FORWARD = "forward"
 
 def forward_of(cls: type) -> Callable[..., Any]:
     """``cls.forward``: layers are plain classes, so their forward is read by name (here
-    for kernelize and the Transformers fusion; verification is handed the functions)."""
+    for kernelize and the Transformers fusion; autotuning is handed the functions)."""
     forward: Callable[..., Any] = getattr(cls, FORWARD)
     return forward
 
@@ -212,8 +212,7 @@ def validate_layer(layer: type, original_cls: type, where: str) -> None:
 # -- kernelize ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Target:
+class _Target(Record, frozen=True):
     path: str
     module: nn.Module
     layer_name: str
@@ -356,22 +355,30 @@ def kernelize(
             raise KernelizeError(
                 f"{target.path or type(target.module).__name__}: no usable kernel for layer "
                 f"{target.layer_name!r} on {where} in mode {describe_mode(mode)}"
-                + "".join(f"\n  {r}" for r in reasons or [
-                    f"the mapping has no entry for {where.type} (it has: {', '.join(devices)})"])
+                + "".join(f"\n  {r.text}" for r in reasons or [_Refusal(
+                    f"the mapping has no entry for {where.type} (it has: {', '.join(devices)})")])
                 + "\nRegister one with use_kernel_mapping, or pass use_fallback=True to run "
                 "PyTorch's forward."
             )
         for reason in reasons:
-            if (target.layer_name, reason) not in warned and "failed to load" in reason:
-                warned.add((target.layer_name, reason))
-                warnings.warn(f"{target.layer_name}: {reason}; using PyTorch's forward",
+            if reason.load_failed and (target.layer_name, reason.text) not in warned:
+                warned.add((target.layer_name, reason.text))
+                warnings.warn(f"{target.layer_name}: {reason.text}; using PyTorch's forward",
                               stacklevel=2)
     return model
 
 
+class _Refusal(Record, frozen=True):
+    """Why one mapping entry was not used; a load failure is also warned about."""
+
+    text: str
+    load_failed: bool = False
+
+
 def _choose(target: _Target, devices: DeviceRepos, where: RuntimeDevice, mode: Mode,
-            failures: dict[Any, Exception]) -> tuple[tuple[type, Repository] | None, list[str]]:
-    reasons: list[str] = []
+            failures: dict[Any, Exception]
+            ) -> tuple[tuple[type, Repository] | None, list[_Refusal]]:
+    reasons: list[_Refusal] = []
     cls = type(target.module)
     for repo, key in _candidates(devices, where, mode):
         try:
@@ -379,10 +386,11 @@ def _choose(target: _Target, devices: DeviceRepos, where: RuntimeDevice, mode: M
         except TrustError:
             raise
         except Exception as e:
-            reasons.append(f"{repo} ({describe_mode(key)} entry) failed to load: {e}")
+            reasons.append(_Refusal(f"{repo} ({describe_mode(key)} entry) failed to load: {e}",
+                                    load_failed=True))
             continue
         if (why := unsupported_reason(layer, mode)) is not None:
-            reasons.append(f"{repo} ({describe_mode(key)} entry) {why}")
+            reasons.append(_Refusal(f"{repo} ({describe_mode(key)} entry) {why}"))
             continue
         return (layer, repo), reasons
     return None, reasons

@@ -64,17 +64,16 @@ import contextlib
 import contextvars
 import enum
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any, Protocol, TypeGuard
 
 from ..errors import MappingError
+from ..records import Record
 from ..system import device_type
 
 # -- devices ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _CapabilityRange:
+class _CapabilityRange(Record, frozen=True):
     min_capability: int
     max_capability: int
 
@@ -105,22 +104,19 @@ class _CapabilityRange:
         return (self.width, -self.min_capability, self.max_capability)
 
 
-@dataclass(frozen=True)
-class CUDAProperties(_CapabilityRange):
+class CUDAProperties(_CapabilityRange, frozen=True):
     """A CUDA compute-capability range, e.g. ``CUDAProperties(min_capability=80,
     max_capability=89)`` for Ampere and Ada."""
 
 
-@dataclass(frozen=True)
-class ROCMProperties(_CapabilityRange):
+class ROCMProperties(_CapabilityRange, frozen=True):
     """A ROCm capability range as torch reports it (gfx942 → 9.4 → ``94``)."""
 
 
 _PROPERTIES = {"cuda": CUDAProperties, "rocm": ROCMProperties}
 
 
-@dataclass(frozen=True)
-class Device:
+class Device(Record, frozen=True):
     """A mapping key: a device type, optionally narrowed by capability ``properties``."""
 
     type: str

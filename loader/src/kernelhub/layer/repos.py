@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -24,8 +23,9 @@ from .. import settings
 from ..api import find_local_variant, get_kernel, get_local_kernel, load_locked_kernel, open_hub_arg
 from ..errors import KernelHubError, KernelLoadError, MappingError
 from ..hub.base import Hub
-from ..lockfile import lock_entry
+from ..lock import lock_entry
 from ..metadata import read_metadata
+from ..records import Record, field
 from ..trust import policy_for, require_bool
 from ..versions import check_repo_id, select_spec
 from .decorators import forward_calling
@@ -107,8 +107,7 @@ def _hub_cache_key(kind: str, hub: Any, repo_id: str, version: int | str | None,
             policy_for(repo_id.partition("/")[0]).token)
 
 
-@dataclass(frozen=True)
-class _Takes:
+class _Takes(Record, frozen=True):
     """What a repository takes from its kernel, named by its ``layer_name`` or
     ``func_name`` field (the subclasses below). The source bases (hub, local build, lock
     file) say where the kernel comes from through ``_kernel()``, ``_where()`` and
@@ -149,24 +148,21 @@ class _Takes:
         return f"{self._where()}:{self._name}"
 
 
-@dataclass(frozen=True)
-class _TakesLayer(_Takes):
+class _TakesLayer(_Takes, frozen=True):
     """A class from the kernel's ``layers`` module."""
 
     _KIND = "layer"
     layer_name: str = field(default="", kw_only=True)
 
 
-@dataclass(frozen=True)
-class _TakesFunc(_Takes):
+class _TakesFunc(_Takes, frozen=True):
     """A function from the kernel's top level, wrapped in a pure layer."""
 
     _KIND = "func"
     func_name: str = field(default="", kw_only=True)
 
 
-@dataclass(frozen=True)
-class _HubRepository(_Takes):
+class _HubRepository(_Takes, frozen=True):
     """Shared fields of repositories that load from a hub."""
 
     repo_id: str
@@ -205,19 +201,16 @@ class _HubRepository(_Takes):
         return _hub_cache_key(kind, self.hub, self.repo_id, self.version, self.revision, name)
 
 
-@dataclass(frozen=True)
-class LayerRepository(_TakesLayer, _HubRepository):
+class LayerRepository(_TakesLayer, _HubRepository, frozen=True):
     """The layer ``layer_name`` of a hub kernel: ``LayerRepository("org/name",
     layer_name="SiluAndMul", version=1)``."""
 
 
-@dataclass(frozen=True)
-class FuncRepository(_TakesFunc, _HubRepository):
+class FuncRepository(_TakesFunc, _HubRepository, frozen=True):
     """The function ``func_name`` of a hub kernel, used as a pure layer's forward."""
 
 
-@dataclass(frozen=True)
-class _LocalRepository(_Takes):
+class _LocalRepository(_Takes, frozen=True):
     """Shared fields of repositories that load a local build: a variant dir, a ``build/``
     dir or a kernel source dir (see :func:`kernelhub.find_local_variant`). Naming a path
     trusts it.
@@ -246,13 +239,11 @@ class _LocalRepository(_Takes):
                 name)
 
 
-@dataclass(frozen=True)
-class LocalLayerRepository(_TakesLayer, _LocalRepository):
+class LocalLayerRepository(_TakesLayer, _LocalRepository, frozen=True):
     """The layer ``layer_name`` of a local build."""
 
 
-@dataclass(frozen=True)
-class LocalFuncRepository(_TakesFunc, _LocalRepository):
+class LocalFuncRepository(_TakesFunc, _LocalRepository, frozen=True):
     """A function of a local build, used as a pure layer's forward."""
 
 
@@ -272,12 +263,11 @@ def _check_package(module: ModuleType, package_name: str | None, path: Path) -> 
 
 def locked_revision(repo_id: str, lockfile: Path | None) -> str:
     """The commit ``repo_id`` is pinned to in ``lockfile`` (default ``./kernels.lock``);
-    the format is :mod:`kernelhub.lockfile`'s."""
+    the format is :mod:`kernelhub.lock`'s."""
     return lock_entry(repo_id, lockfile).sha
 
 
-@dataclass(frozen=True)
-class _LockedRepository(_Takes):
+class _LockedRepository(_Takes, frozen=True):
     """Loads through the hub repository its lock file pins (resolved at each load, so an
     edited lock file takes effect without rebuilding the mapping)."""
 
@@ -307,11 +297,9 @@ class _LockedRepository(_Takes):
                 "locked", str(self.lockfile))
 
 
-@dataclass(frozen=True)
-class LockedLayerRepository(_TakesLayer, _LockedRepository):
+class LockedLayerRepository(_TakesLayer, _LockedRepository, frozen=True):
     """A hub layer pinned to the commit a lock file records for its repository."""
 
 
-@dataclass(frozen=True)
-class LockedFuncRepository(_TakesFunc, _LockedRepository):
+class LockedFuncRepository(_TakesFunc, _LockedRepository, frozen=True):
     """A hub function pinned to the commit a lock file records for its repository."""

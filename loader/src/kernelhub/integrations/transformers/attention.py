@@ -22,10 +22,10 @@ import importlib.util
 import logging
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, cast
 
 from ...errors import KernelHubError, TrustError
+from ...records import Record
 from ...system import torch_is_rocm
 from ...versions import split_repo_string
 from .table import FLASH_ATTN2
@@ -48,8 +48,7 @@ class AttentionKernelError(KernelHubError, ValueError):
     """An attention implementation string could not be turned into a working kernel."""
 
 
-@dataclass(frozen=True)
-class AttentionRequest:
+class AttentionRequest(Record, frozen=True):
     """A parsed ``attn_implementation`` that kernelhub serves."""
 
     repo_id: str

@@ -22,10 +22,10 @@ support means the same here.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from ...records import Record
 from ...system import BACKENDS
 
 ALL_MODES = "inference|training|torch_compile"
@@ -42,8 +42,7 @@ COVERED_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral", "gemma")
 """``config.model_type`` values whose layers the table names."""
 
 
-@dataclass(frozen=True)
-class KernelRef:
+class KernelRef(Record, frozen=True):
     """One hub kernel: ``repo_id`` and the layer or function it exports, at a version."""
 
     repo_id: str

@@ -28,15 +28,15 @@ import json
 import marshal
 import weakref
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from ...records import Record, replace
 from ...system import cpu_features
 from . import store, timing
 from .buckets import Signature, bucket, first_device, signature
 from .compare import clone, compare
 from .decision import Decision, noisy, timed_decision
-from .store import Key, Record
+from .store import Key, StoredDecision
 
 if TYPE_CHECKING:
     import torch
@@ -58,8 +58,7 @@ _models: dict[str, set[str]] = {}
 """Disk key → the model names its stored record lists (as far as this process knows)."""
 
 
-@dataclass(frozen=True)
-class Seen:
+class Seen(Record, frozen=True):
     """One decision a call site used: its name, the bucket it applies to, the outcome."""
 
     name: str
@@ -198,8 +197,9 @@ class Autotuner:
         record = store.read_record(digest)
         if record is None:
             name = owner.__dict__.get(MODEL_ATTR) if owner is not None else None
-            record = Record(digest, fields, judge(self.kernel, self.pytorch, args, kwargs),
-                            (name,) if isinstance(name, str) else ())
+            record = StoredDecision(digest, fields,
+                                    judge(self.kernel, self.pytorch, args, kwargs),
+                                    (name,) if isinstance(name, str) else ())
             store.write_record(record)
         elif record.decision.needs_retiming():
             record = self._retime(record, args, kwargs)
@@ -207,12 +207,12 @@ class Autotuner:
         _models[digest] = set(record.models)
         return digest, record.decision
 
-    def _retime(self, current: Record, args: tuple[object, ...],
-                kwargs: dict[str, object]) -> Record:
+    def _retime(self, current: StoredDecision, args: tuple[object, ...],
+                kwargs: dict[str, object]) -> StoredDecision:
         """Measure a decision again and merge the measurement into its record."""
         total, last = _time(self.kernel, self.pytorch, args, kwargs)
 
-        def merge(stored: Record) -> Record | None:
+        def merge(stored: StoredDecision) -> StoredDecision | None:
             if not stored.decision.needs_retiming():
                 return None  # another process measured it meanwhile
             return replace(stored, decision=timed_decision(
@@ -270,7 +270,7 @@ def _name_model(digest: str, module: nn.Module) -> None:
     if current is None:
         return  # a cache that could not be written
 
-    def add(stored: Record) -> Record | None:
+    def add(stored: StoredDecision) -> StoredDecision | None:
         return None if name in stored.models else replace(stored, models=(*stored.models, name))
 
     store.update_record(current, add)

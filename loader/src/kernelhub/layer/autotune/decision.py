@@ -27,8 +27,8 @@ torch, the kernel build, the PyTorch code it replaces — is part of its key
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
+from ...records import Record
 from .timing import Timing
 
 MARGIN = 0.10
@@ -53,8 +53,7 @@ than a day: a machine busy at one time is rarely busy all day, and one measureme
 day per shape bucket costs a model a second or two."""
 
 
-@dataclass(frozen=True)
-class Decision:
+class Decision(Record, frozen=True):
     """What one call site runs for one shape bucket, why, and how sure that is."""
 
     use_kernel: bool

@@ -15,10 +15,10 @@ import json
 import os
 import tempfile
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from ... import settings
+from ...records import Record, asdict, fields
 from .decision import Decision
 
 Key = dict[str, str | int]
@@ -28,14 +28,13 @@ _in_process: dict[str, Decision] = {}
 """Disk key → decision, for this process (the disk is read once per key)."""
 
 
-@dataclass(frozen=True)
-class Record:
+class StoredDecision(Record, frozen=True):
     """One stored decision: its key's fields, the decision, the models that used it."""
 
     digest: str
     key: Key
     decision: Decision
-    models: tuple[str, ...] = field(default=())
+    models: tuple[str, ...] = ()
 
 
 def remembered(digest: str) -> Decision | None:
@@ -63,24 +62,25 @@ def record_path(digest: str) -> Path:
     return autotune_dir() / digest[:2] / f"{digest}.json"
 
 
-def _parse(path: Path) -> Record | None:
+def _parse(path: Path) -> StoredDecision | None:
     """The record at ``path``; None when absent or damaged (decide again)."""
     try:
         data = json.loads(path.read_text())
         stored, key, models = data["decision"], data["key"], data.get("models", [])
-        decision = Decision(**{f.name: stored[f.name] for f in fields(Decision) if f.name in stored})
+        decision = Decision(**{name: stored[name] for name in fields(Decision) if name in stored})
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
     if not isinstance(key, dict) or not isinstance(models, list):
         return None
-    return Record(path.stem, key, decision, tuple(m for m in models if isinstance(m, str)))
+    return StoredDecision(path.stem, key, decision,
+                          tuple(m for m in models if isinstance(m, str)))
 
 
-def read_record(digest: str) -> Record | None:
+def read_record(digest: str) -> StoredDecision | None:
     return _parse(record_path(digest))
 
 
-def write_record(record: Record) -> None:
+def write_record(record: StoredDecision) -> None:
     """Atomically (temp file + rename): concurrent processes never see half a record."""
     path = record_path(record.digest)
     try:
@@ -94,7 +94,8 @@ def write_record(record: Record) -> None:
         pass  # a read-only cache only costs the next process a re-measurement
 
 
-def update_record(current: Record, change: Callable[[Record], Record | None]) -> Record:
+def update_record(current: StoredDecision,
+                  change: Callable[[StoredDecision], StoredDecision | None]) -> StoredDecision:
     """Apply ``change`` to the stored record (``current`` where none is stored) under a
     lock, so processes updating one record at once each add their part; ``change``
     returns None to keep it. A cache that cannot be locked or written changes only this
@@ -135,13 +136,13 @@ def remove_records(digests: set[str] | None = None, name: str | None = None,
     return removed
 
 
-def _matches(record: Record, name: str | None, model: str | None) -> bool:
+def _matches(record: StoredDecision, name: str | None, model: str | None) -> bool:
     return ((name is None or record.key.get("name") == name)
             and (model is None or model in record.models))
 
 
 def stored_records(name: str | None = None, model: str | None = None,
-                   root: Path | None = None) -> list[Record]:
+                   root: Path | None = None) -> list[StoredDecision]:
     """The records on disk (only call site ``name`` / used by ``model`` where given),
     oldest first."""
     paths = []

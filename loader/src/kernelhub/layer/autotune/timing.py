@@ -26,7 +26,8 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+
+from ...records import Record
 
 TIME_BUDGET_S = 0.05
 """Per side and :data:`ROUNDS` rounds of a measurement (a retry with more rounds gets
@@ -42,8 +43,7 @@ Call = Callable[[], object]
 """One side of a measurement: the kernel or PyTorch, bound to copies of the inputs."""
 
 
-@dataclass(frozen=True)
-class Timing:
+class Timing(Record, frozen=True):
     """Per-round best blocks (seconds per call) of each side, and the contention met."""
 
     kernel: tuple[float, ...]

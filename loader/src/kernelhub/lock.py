@@ -1,4 +1,6 @@
-"""``kernels.lock``: the kernel ecosystem's lock-file format, plus kernelhub's own hash.
+"""Locking a project's kernels: ``kernels.lock`` (the kernel ecosystem's lock-file format,
+plus kernelhub's own hash), writing it (``kernelhub lock``) and prefetching what it pins
+(``kernelhub download``).
 
 The file is a JSON list with one entry per repository, as the ecosystem's CLI writes it::
 
@@ -17,6 +19,12 @@ The file is a JSON list with one entry per repository, as the ecosystem's CLI wr
 
 A lock also accepts the older ``{"org/name": "<sha>"}`` object (pins without hashes).
 A pin must be a full commit id: a branch or tag moves, which defeats locking.
+
+:func:`lock_project` resolves each kernel dependency of ``pyproject.toml`` to a commit and
+records, for every variant at that commit, the hashes a later load must match;
+:func:`download_locked` puts the locked variants into the cache, each checked against
+those hashes by the load pipeline's own check (:class:`kernelhub.load.validators.LockValidator`),
+so the project then loads with no hub at all.
 """
 
 from __future__ import annotations
@@ -26,11 +34,14 @@ import json
 import os
 from collections.abc import Collection
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .errors import LockFileError
 from .records import Record, field
 from .versions import is_commit_id, shown_name
+
+if TYPE_CHECKING:
+    from .load.request import HubArg
 
 LOCKFILE_NAME = "kernels.lock"
 GIT_LFS_CONCAT = "git_lfs_concat"
@@ -47,8 +58,8 @@ class LockEntry(Record, frozen=True):
     metadata_sha256: dict[str, str] = field(default_factory=dict)
     """variant → sha256 hex of its metadata.json (kernelhub's addition)."""
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {
             "repo_id": self.repo_id,
             "sha": self.sha,
             "variants": {v: {"hash": h, "hash_type": GIT_LFS_CONCAT}
@@ -59,7 +70,7 @@ class LockEntry(Record, frozen=True):
         return out
 
 
-def _entry(raw: Any, path: Path | str) -> LockEntry:
+def _entry(raw: object, path: Path | str) -> LockEntry:
     bad = LockFileError(f"lock file {path}: malformed entry {raw!r:.120}; regenerate it with "
                         "`kernelhub lock`")
     if not isinstance(raw, dict) or not isinstance(raw.get("repo_id"), str):
@@ -232,3 +243,54 @@ def project_dependencies(project_dir: Path) -> dict[str, int | str]:
         raise LockFileError(f"{path} declares no kernels: add [tool.kernels.dependencies] "
                             "with entries such as \"kernels-community/activation\" = 1")
     return found
+
+
+# -- locking a project and prefetching what is locked --------------------------------
+
+
+def lock_project(project_dir: Path, *, hub: HubArg = None) -> tuple[Path, list[LockEntry]]:
+    """Write ``<project_dir>/kernels.lock`` for the project's kernel dependencies.
+
+    Every variant at the locked commit is fetched into the cache once to hash it, so the
+    lock serves every platform, not only this one.
+    """
+    from .hub_hashes import cached_variant_hash
+    from .load.fetch import fetch
+    from .load.request import kernel_request
+    from .load.resolve import resolve_request
+    from .release_manifest import metadata_sha256
+
+    entries = []
+    for repo_id, version in sorted(project_dependencies(project_dir).items()):
+        resolution = resolve_request(kernel_request(repo_id, version, hub=hub))
+        hashes, metas = {}, {}
+        for variant in resolution.variants:
+            path = fetch(resolution, variant).path
+            hashes[variant] = cached_variant_hash(path)
+            metas[variant] = metadata_sha256((path / "metadata.json").read_bytes())
+        entries.append(LockEntry(repo_id, resolution.commit, hashes, metas))
+    path = Path(project_dir) / LOCKFILE_NAME
+    write_lock(path, entries)
+    return path, entries
+
+
+def download_locked(project_dir: Path, *, all_variants: bool = False, hub: HubArg = None,
+                    backend: str | None = None) -> list[Path]:
+    """Fetch what ``<project_dir>/kernels.lock`` pins (this system's variant, or all of
+    them) into the cache, each checked against the lock; return the variant dirs."""
+    from .load.fetch import fetch
+    from .load.request import kernel_request
+    from .load.resolve import resolve_request
+    from .load.validators import LockValidator
+    from .load.verify import verify
+
+    paths = []
+    for repo_id, entry in sorted(read_lock(Path(project_dir) / LOCKFILE_NAME).items()):
+        resolution = resolve_request(kernel_request(repo_id, revision=entry.sha, hub=hub,
+                                                    backend=backend))
+        variants = resolution.variants if all_variants else [resolution.variant]
+        for variant in variants:
+            fetched = fetch(resolution, variant)
+            verify(fetched.path, variant, [LockValidator(entry)], cached=True).discard()
+            paths.append(fetched.path)
+    return paths
