@@ -65,6 +65,7 @@ def get_kernel(
     trust_remote_code: bool = False,
     hub: HubArg = None,
     backend: str | None = None,
+    check_arch: bool = True,
 ) -> ModuleType:
     """Load a kernel from a hub and return its module.
 
@@ -79,10 +80,12 @@ def get_kernel(
     unless ``trust_remote_code=True``. Where the user's signing policy names the org,
     the release's signature is checked before anything is fetched or imported
     (docs/signing.md); ``trust_remote_code`` does not bypass that. Results are memoized
-    per process (per policy).
+    per process (per policy). ``check_arch=False`` loads a build whose declared GPU
+    architectures do not include this GPU's (e.g. one with a Triton fallback).
     """
     return pipeline.load(kernel_request(repo_id, version, revision, hub=hub, backend=backend,
-                                        trust_remote_code=trust_remote_code))
+                                        trust_remote_code=trust_remote_code,
+                                        check_arch=check_arch))
 
 
 def load_locked_kernel(
@@ -92,6 +95,7 @@ def load_locked_kernel(
     trust_remote_code: bool = False,
     hub: HubArg = None,
     backend: str | None = None,
+    check_arch: bool = True,
 ) -> ModuleType:
     """Load the commit ``lockfile`` (default ``./kernels.lock``) pins for ``repo_id``.
 
@@ -104,16 +108,17 @@ def load_locked_kernel(
 
     entry = lock_entry(repo_id, Path(lockfile) if lockfile is not None else None)
     return load_locked_entry(entry, trust_remote_code=trust_remote_code, hub=hub,
-                             backend=backend)
+                             backend=backend, check_arch=check_arch)
 
 
 def load_locked_entry(entry: LockEntry, *, trust_remote_code: bool = False,
-                      hub: HubArg = None, backend: str | None = None) -> ModuleType:
+                      hub: HubArg = None, backend: str | None = None,
+                      check_arch: bool = True) -> ModuleType:
     """Load what one lock-file entry pins, checked against its hashes (see
     :func:`load_locked_kernel`)."""
     return pipeline.load(kernel_request(entry.repo_id, revision=entry.sha, hub=hub,
                                         backend=backend, trust_remote_code=trust_remote_code,
-                                        lock=entry))
+                                        lock=entry, check_arch=check_arch))
 
 
 def describe_signature(resolution: Resolution) -> str:

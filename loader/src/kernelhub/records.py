@@ -11,8 +11,9 @@ twenty value types, against a budget of 20 ms for ``import kernelhub`` plus a wa
 * fields are the annotations of the class and its Record bases, in definition order
   (bases first, as dataclasses collect them); a class attribute is the field's default;
   :func:`field` gives a ``default_factory``, ``kw_only`` fields (keyword-only in
-  ``__init__``, after the positional ones) and ``compare=False`` fields (left out of
-  equality, hashing and ordering, as a dataclass field with ``compare=False``);
+  ``__init__``, after the positional ones), ``compare=False`` fields (left out of
+  equality, hashing and ordering, as a dataclass field with ``compare=False``) and
+  ``repr=False`` fields (left out of ``__repr__``);
 * ``__init__`` takes the positional fields positionally or by keyword, then calls
   ``__post_init__`` if the class has one; ``__eq__`` compares the compared fields of two
   instances of the same class; ``__repr__`` is ``Name(field=value, ...)``;
@@ -47,21 +48,41 @@ _MISSING: Any = object()
 class _Field:
     """What :func:`field` declares: how a field is defaulted, passed and compared."""
 
-    __slots__ = ("compare", "default", "factory", "kw_only")
+    __slots__ = ("compare", "default", "factory", "kw_only", "shown")
 
     def __init__(self, default: object, factory: Callable[[], object] | None,
-                 kw_only: bool, compare: bool) -> None:
+                 kw_only: bool, compare: bool, shown: bool = True) -> None:
         self.default = default
         self.factory = factory
         self.kw_only = kw_only
         self.compare = compare
+        self.shown = shown
 
 
 def field(*, default: Any = _MISSING, default_factory: Callable[[], Any] | None = None,
-          kw_only: bool = False, compare: bool = True) -> Any:
+          kw_only: bool = False, compare: bool = True, repr: bool = True) -> Any:
     """A field with a per-instance default (``default_factory()``), passed by keyword
-    only (``kw_only``), or left out of comparisons (``compare=False``)."""
-    return _Field(default, default_factory, kw_only, compare)
+    only (``kw_only``), left out of comparisons (``compare=False``) or of the repr
+    (``repr=False``: a value that is noise there, such as a found lock entry)."""
+    return _Field(default, default_factory, kw_only, compare, repr)
+
+
+class _Signature:
+    """``inspect.signature`` of a Record class: its fields as ``__init__`` takes them, as a
+    dataclass shows them (``help()``, IDEs and the ecosystem-API comparison read it).
+    Computed when asked for, so defining a class stays cheap."""
+
+    def __get__(self, instance: object, owner: type[Record]) -> inspect.Signature:
+        P = inspect.Parameter
+        params = [
+            P(name, P.POSITIONAL_OR_KEYWORD if name in owner._positional else P.KEYWORD_ONLY,
+              default=(P.empty if (d := owner._defaults.get(name, _MISSING)) is _MISSING
+                       else d.factory() if isinstance(d, _Field) and d.factory else d))
+            for name in owner._fields
+        ]
+        positional = [p for p in params if p.kind is P.POSITIONAL_OR_KEYWORD]
+        keyword = [p for p in params if p.kind is P.KEYWORD_ONLY]
+        return inspect.Signature(positional + keyword)
 
 
 def _is_class_var(annotation: object) -> bool:
@@ -79,10 +100,13 @@ class Record:
     """The fields ``__init__`` takes by position (the others are keyword-only)."""
     _compared: ClassVar[tuple[str, ...]] = ()
     """The fields equality, hashing and ordering look at."""
+    _shown: ClassVar[tuple[str, ...]] = ()
+    """The fields ``__repr__`` shows."""
     _defaults: ClassVar[dict[str, object]] = {}
     """Field → default value, or the :class:`_Field` whose factory makes one."""
     _own: ClassVar[dict[str, _Field]] = {}
     """The fields this class itself declares (its annotations)."""
+    __signature__: ClassVar[inspect.Signature] = _Signature()  # type: ignore[assignment]
 
     def __init_subclass__(cls, *, frozen: bool = False, order: bool = False) -> None:
         super().__init_subclass__()
@@ -107,6 +131,7 @@ class Record:
         cls._fields = tuple(specs)
         cls._positional = tuple(n for n, s in specs.items() if not s.kw_only)
         cls._compared = tuple(n for n, s in specs.items() if s.compare)
+        cls._shown = tuple(n for n, s in specs.items() if s.shown)
         cls._defaults = {n: s if s.factory is not None else s.default for n, s in specs.items()
                          if s.factory is not None or s.default is not _MISSING}
         methods: dict[str, object] = {"__match_args__": cls._positional}
@@ -156,7 +181,7 @@ class Record:
         return self._values() == other._values()
 
     def __repr__(self) -> str:
-        shown = ", ".join(f"{key}={getattr(self, key)!r}" for key in self._fields)
+        shown = ", ".join(f"{key}={getattr(self, key)!r}" for key in self._shown)
         return f"{type(self).__qualname__}({shown})"
 
 

@@ -11,13 +11,16 @@ from .decorators import use_kernel_forward_from_hub as use_kernel_forward_from_h
 from .decorators import use_kernel_func_from_hub as use_kernel_func_from_hub
 from .decorators import use_kernelized_func as use_kernelized_func
 from .kernelize import KernelizeError as KernelizeError
-from .kernelize import LayerValidationError as LayerValidationError
+from .kernelize import KernelizeFallback as KernelizeFallback
 from .kernelize import clear_layer_cache as clear_layer_cache
 from .kernelize import install_forward as install_forward
 from .kernelize import kernel_of as kernel_of
 from .kernelize import kernelize as kernelize
 from .kernelize import restore_forward as restore_forward
-from .kernelize import validate_layer as validate_layer
+from .kernelized import KernelizedFunc as KernelizedFunc
+from .kernelized import KernelizedLayer as KernelizedLayer
+from .kernelized import KernelizedLayers as KernelizedLayers
+from .kernelized import get_kernelized_layers as get_kernelized_layers
 from .mapping import MODE_FALLBACK_ORDER as MODE_FALLBACK_ORDER
 from .mapping import CUDAProperties as CUDAProperties
 from .mapping import Device as Device
@@ -34,3 +37,5 @@ from .repos import LocalFuncRepository as LocalFuncRepository
 from .repos import LocalLayerRepository as LocalLayerRepository
 from .repos import LockedFuncRepository as LockedFuncRepository
 from .repos import LockedLayerRepository as LockedLayerRepository
+from .validate import LayerValidationError as LayerValidationError
+from .validate import validate_layer as validate_layer

@@ -36,6 +36,9 @@ class KernelRequest(Record, frozen=True):
     trust_remote_code: bool = False
     lock: LockEntry | None = None
     """The lock-file entry the load must match (a locked load), else None."""
+    check_arch: bool = True
+    """False loads a build whose declared GPU architectures miss this GPU's (one with a
+    Triton fallback, say): the ecosystem's ``check_arch=`` of its load functions."""
 
     @property
     def org(self) -> str:
@@ -67,9 +70,12 @@ def kernel_request(
     backend: str | None = None,
     trust_remote_code: bool = False,
     lock: LockEntry | None = None,
+    check_arch: bool = True,
 ) -> KernelRequest:
     """The one parameter list of the hub loads, checked (see the module docstring)."""
     check_repo_id(repo_id)
     spec = select_spec(version, revision)
     require_bool(trust_remote_code, "trust_remote_code")
-    return KernelRequest(repo_id, spec, open_hub_arg(hub), backend, trust_remote_code, lock)
+    require_bool(check_arch, "check_arch")
+    return KernelRequest(repo_id, spec, open_hub_arg(hub), backend, trust_remote_code, lock,
+                         check_arch)

@@ -198,5 +198,6 @@ def validators_for(request: KernelRequest) -> list[Validator]:
         checks.append(SignatureValidator(policy))
     if request.lock is not None:
         checks.append(LockValidator(request.lock))
-    checks.append(ArchValidator())
+    if request.check_arch:
+        checks.append(ArchValidator())
     return checks

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...records import Record, replace
 from ...system import cpu_features
+from ..decorators import KERNEL_FUNCS_ATTR
 from . import store, timing
 from .buckets import Signature, bucket, first_device, signature
 from .compare import clone, compare
@@ -73,11 +74,23 @@ def model_name(model: nn.Module) -> str:
     return name if isinstance(name, str) and name else type(model).__name__
 
 
+def kernel_sites(model: nn.Module) -> Iterator[tuple[str, nn.Module]]:
+    """(name, module) of every module kernelize may give a kernel: ``model``'s modules,
+    and the function modules they attach (``_kernel_funcs``, not submodules), named
+    ``<owner>.<function>``."""
+    for name, module in model.named_modules():
+        yield name, module
+        funcs = getattr(module, KERNEL_FUNCS_ATTR, None)
+        if isinstance(funcs, dict):
+            for func_name, func_module in funcs.items():
+                yield f"{name}.{func_name}" if name else func_name, func_module
+
+
 def adopt(model: nn.Module) -> None:
-    """Mark every module of ``model`` as part of it, so the stored decisions its layers
-    use name it (``kernelhub autotune-report --model``)."""
+    """Mark every module of ``model`` (attached function modules too) as part of it, so
+    the stored decisions its layers use name it (``kernelhub autotune-report --model``)."""
     name = model_name(model)
-    for module in model.modules():
+    for _, module in kernel_sites(model):
         module.__dict__[MODEL_ATTR] = name
 
 

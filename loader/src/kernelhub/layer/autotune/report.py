@@ -5,7 +5,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from . import store
-from .call_site import USED_ATTR, Seen, forget_model_names, function_sites, site_of
+from .call_site import (
+    USED_ATTR,
+    Seen,
+    forget_model_names,
+    function_sites,
+    kernel_sites,
+    site_of,
+)
 
 if TYPE_CHECKING:
     from torch import nn
@@ -17,7 +24,7 @@ Row = tuple[str, Seen]
 def _used_by(model: nn.Module) -> set[str]:
     """Disk keys of every decision a module of ``model`` used in this process."""
     used: set[str] = set()
-    for module in model.modules():
+    for _, module in kernel_sites(model):
         used |= module.__dict__.get(USED_ATTR, set())
     return used
 
@@ -31,7 +38,7 @@ def autotune_report(model: nn.Module) -> list[Row]:
     not this one's.
     """
     rows: list[Row] = []
-    for path, module in model.named_modules():
+    for path, module in kernel_sites(model):
         site = site_of(getattr(module.__dict__.get("forward"), "__func__", None))
         if site is not None:
             used = module.__dict__.get(USED_ATTR, set())
