@@ -5,7 +5,8 @@ The same models as ``benchmarks/model.py`` (4 layers, hidden 2048, intermediate 
 steps on its cache, per family, dtype and configuration (``pytorch``, ``use_kernels``).
 For each it prints torch.profiler's table by op (self CPU time) and a summary by kind:
 
-* ``matmul``   — the projections and the LM head (``aten::mm``/``addmm``/``bmm``);
+* ``matmul``   — the projections and the LM head (``aten::mm``/``addmm``/``bmm``, and the
+  fused MLP kernel ``swiglu_mlp``, whose time is its matrix-vector products);
 * ``attention``— sdpa or the kernel's attention (everything that computes softmax(QK)V);
 * ``other ops``— norms, rotary, activation, residual adds, casts, KV-cache appends, …;
 * ``outside ops`` — wall time that no op accounts for: Python, module calls, dispatch.
@@ -31,8 +32,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import model as bench  # benchmarks/model.py: the models and their set-up
 
-MATMUL_OPS = frozenset({"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"})
+MATMUL_OPS = frozenset({"aten::mm", "aten::addmm", "aten::addmm_", "aten::bmm", "aten::baddbmm"})
 """Ops whose self time is a matrix product of the model's weights."""
+
+MATMUL_KERNELS = ("swiglu_mlp",)
+"""Kernel ops that are a model's matrix products (with what they fuse around them)."""
 
 ATTENTION_MARKERS = ("scaled_dot_product", "flash_attn2", "attention")
 """Substrings of the op names that compute attention itself."""
@@ -40,7 +44,7 @@ ATTENTION_MARKERS = ("scaled_dot_product", "flash_attn2", "attention")
 
 def kind_of(name: str) -> str:
     """The summary row an op's self time counts in."""
-    if name in MATMUL_OPS:
+    if name in MATMUL_OPS or name.endswith(MATMUL_KERNELS):
         return "matmul"
     if any(marker in name for marker in ATTENTION_MARKERS):
         return "attention"

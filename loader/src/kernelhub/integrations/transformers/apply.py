@@ -48,6 +48,7 @@ from .table import (
     ATTENTION_KEY,
     DEFAULT_MAPPING,
     FUNCTION_NAMES,
+    UNVERIFIABLE_LAYERS,
     coverage_message,
     function_targets,
     is_covered,
@@ -105,11 +106,22 @@ def _supports(obj: Any, mode: Any) -> bool:
 # -- the four parts ----------------------------------------------------------------
 
 
+_told_unverifiable: set[str] = set()
+
+
 def _apply_layers(model: Any, specs: dict[str, KernelSpec], explicit: set[str],
                   device: str, mode: Any, verify: bool) -> None:
     mapping: dict[str, Any] = {}
     for name, spec in specs.items():
         if name in FUNCTION_NAMES or name == ATTENTION_KEY:
+            continue
+        if verify and name in UNVERIFIABLE_LAYERS:
+            if name not in _told_unverifiable:
+                _told_unverifiable.add(name)
+                logger.warning("%s: keeping PyTorch's forward with verify=True (its kernel "
+                               "updates the KV cache, so it cannot be timed against PyTorch on "
+                               "one call); its norm, MLP and attention are verified one by one",
+                               name)
             continue
         if name in explicit:  # explicit entries must load: surface a helpful error now
             try:

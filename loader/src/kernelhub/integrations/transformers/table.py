@@ -77,6 +77,34 @@ LAYER_CLASSES: dict[str, str] = {
 }
 """Dotted class path → the layer name it registers as."""
 
+# ---- fused decoder kernels (helper "kernels", issue 22) -------------------------------
+# Kernels that fuse the work around a decoder layer's matmuls (kernels-community/rmsnorm):
+# ``MLP`` runs SiLU * up in one pass between the projections, and a decode step's whole
+# MLP as one op that streams each weight once; ``DecoderLayer`` adds the residual adds
+# and the post-attention norm (one pass for add + norm, the second residual added by the
+# down projection). Kept in one block so that the table's own entries can change
+# around it.
+FUSED_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral")
+"""Model families whose MLP and decoder layer have the structure the fused kernels need
+(pre-norm, Llama-style RMSNorm, SwiGLU MLP)."""
+
+_FUSED_FAMILIES = {"llama": "Llama", "qwen2": "Qwen2", "qwen3": "Qwen3", "mistral": "Mistral"}
+FUSED_LAYER_CLASSES: dict[str, str] = {
+    f"transformers.models.{m}.modeling_{m}.{prefix}{cls}": cls
+    for m, prefix in _FUSED_FAMILIES.items()
+    for cls in ("MLP", "DecoderLayer")
+}
+"""Dotted class path → layer name, for the fused kernels."""
+
+UNVERIFIABLE_LAYERS = frozenset({"DecoderLayer"})
+"""Layers whose forward updates state that is not a tensor argument (the decoder layer's
+attention appends to the KV cache object), so ``verify=True`` cannot run it and PyTorch
+twice on one call to compare them: with verification on they keep PyTorch's forward,
+and the modules they would fuse (norm, MLP, attention) are verified one by one."""
+
+LAYER_CLASSES.update(FUSED_LAYER_CLASSES)
+# ---- end of fused decoder kernels -------------------------------------------------------
+
 FUNCTIONS: dict[str, str] = {
     f"transformers.models.{m}.modeling_{m}.apply_rotary_pos_emb": "rotary_pos_emb"
     for m in COVERED_MODEL_TYPES
@@ -99,6 +127,9 @@ DEFAULT_MAPPING: dict[str, dict[str, KernelRef]] = {
     "QuickGELU": {d: KernelRef(_ACTIVATION, "QuickGELU", 1) for d in DEVICE_TYPES},
     "rotary_pos_emb": {d: KernelRef(_ROTARY, "apply_rotary_transformers", 1) for d in DEVICE_TYPES},
     ATTENTION_KEY: {d: KernelRef(FLASH_ATTN2, "attention_forward", 1) for d in DEVICE_TYPES},
+    # fused decoder kernels (see FUSED_LAYER_CLASSES)
+    "MLP": {d: KernelRef(_RMSNORM, "MLP", 1) for d in DEVICE_TYPES},
+    "DecoderLayer": {d: KernelRef(_RMSNORM, "DecoderLayer", 1) for d in DEVICE_TYPES},
 }
 """Layer/function name → device type → the kernel used by ``use_kernels=True``.
 
