@@ -3,6 +3,7 @@
 // pointers to the loops compiled for this CPU.
 #include "../torch-ext/attention_common.h"
 #include "../torch-ext/torch_binding.h"
+#include "dispatch.h"
 #include "kernels.h"
 
 #include <ATen/ATen.h>
@@ -196,25 +197,20 @@ at::Tensor as_float_rows(const at::Tensor& t) {
   return flash_attn2::rows_contiguous(t.to(at::kFloat));
 }
 
-void run(at::Tensor& out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-         const std::optional<at::Tensor>& attn_mask, double scale, bool causal,
-         int64_t window_left, int64_t window_right, double softcap) {
-  constexpr const char* op = "flash_attn2.attention";
-  const flash_attn2::Problem p = flash_attn2::prepare(
-      op, q, k, v, attn_mask, scale, causal, window_left, window_right, softcap, &out);
-  TORCH_CHECK(q.device().is_cpu(), op, ": the CPU op got tensors on ", q.device());
-  if (out.numel() == 0) {
-    return;
-  }
+// The attention by this kernel's loops (`table`), into `out`.
+void run_loops(at::Tensor& out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+               const flash_attn2::Problem& p, double scale, double softcap,
+               const KernelTable* table) {
   // Short queries read k and v as they are (see kDecodeMaxQuery); longer ones
   // get float copies, k transposed, which the blocked loops amortise, or, for
   // bf16 on loops with bf16 products, bf16 copies packed in pairs.
-  const KernelTable* table = active_table().load();
   const bool short_query = p.seq_q <= kDecodeMaxQuery;
   const bool bf16_products = !short_query && table->attention_bf16 != nullptr &&
                              q.scalar_type() == at::kBFloat16 && p.head_dim % 2 == 0;
   const bool float_blocks = !short_query && !bf16_products;
-  const at::Tensor qf = bf16_products ? flash_attn2::rows_contiguous(q) : as_float_rows(q);
+  // The blocked loops read q in its own dtype (each task packs its rows); the
+  // decode path reads float rows.
+  const at::Tensor qf = short_query ? as_float_rows(q) : flash_attn2::rows_contiguous(q);
   const at::Tensor vf = float_blocks ? as_float_rows(v) : flash_attn2::rows_contiguous(v);
   const at::Tensor kr = short_query ? flash_attn2::rows_contiguous(k) : at::Tensor();
   const at::Tensor kr16 = bf16_products ? flash_attn2::rows_contiguous(k) : at::Tensor();
@@ -225,13 +221,16 @@ void run(at::Tensor& out, const at::Tensor& q, const at::Tensor& k, const at::Te
   const at::Tensor vp = bf16_products ? value_pairs(vf, padded) : at::Tensor();
   flash_attn2::write_into(out, [&](at::Tensor& dst) {
     AttentionArgs args{};
+    if (short_query) {
+      args.q = qf.const_data_ptr<float>();
+    } else {
+      args.q_raw = qf.const_data_ptr();
+      args.q_dtype = qf.scalar_type();
+    }
     if (bf16_products) {
-      args.q16 = qf.const_data_ptr<at::BFloat16>();
       args.k_pairs = kp.const_data_ptr<at::BFloat16>();
       args.v_pairs = vp.const_data_ptr<at::BFloat16>();
       args.sk_padded = padded;
-    } else {
-      args.q = qf.const_data_ptr<float>();
     }
     args.q_sb = qf.stride(0);
     args.q_sh = qf.stride(1);
@@ -277,6 +276,22 @@ void run(at::Tensor& out, const at::Tensor& q, const at::Tensor& k, const at::Te
   });
 }
 
+void run(at::Tensor& out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+         const std::optional<at::Tensor>& attn_mask, double scale, bool causal,
+         int64_t window_left, int64_t window_right, double softcap) {
+  constexpr const char* op = "flash_attn2.attention";
+  const flash_attn2::Problem p = flash_attn2::prepare(
+      op, q, k, v, attn_mask, scale, causal, window_left, window_right, softcap, &out);
+  TORCH_CHECK(q.device().is_cpu(), op, ": the CPU op got tensors on ", q.device());
+  if (out.numel() == 0) {
+    return;
+  }
+  const KernelTable* table = active_table().load();
+  const Request request{scale, softcap, causal, p.mask.defined()};
+  run_faster(out, q, k, v, p, request, table->capability,
+             [&] { run_loops(out, q, k, v, p, scale, softcap, table); });
+}
+
 }  // namespace
 }  // namespace flash_attn2_cpu
 
@@ -299,6 +314,14 @@ at::Tensor attention_cpu(const at::Tensor& q, const at::Tensor& k, const at::Ten
 
 std::string cpu_capability() {
   return flash_attn2_cpu::active_table().load()->capability;
+}
+
+std::string set_attention_dispatch(const std::string& mode) {
+  return flash_attn2_cpu::set_dispatch(mode);
+}
+
+std::vector<std::string> attention_dispatch_decisions() {
+  return flash_attn2_cpu::dispatch_decisions();
 }
 
 std::string set_cpu_capability(const std::string& capability) {
