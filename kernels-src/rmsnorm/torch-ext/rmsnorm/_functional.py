@@ -133,7 +133,7 @@ def swiglu_mlp(
     return fused_swiglu(x, (w_gate, w_up, w_down), (None, None, None), residual)
 
 
-Biases = tuple["torch.Tensor | None", "torch.Tensor | None", "torch.Tensor | None"]
+Biases = tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]
 
 
 def fused_swiglu(
