@@ -213,7 +213,25 @@ def main(argv: list[str] | None = None) -> int:
     print("(decode: ms per token; ratio: pytorch time / this time, higher is faster)")
     if notes:
         print("\n".join(notes))
+    print_attention_choices(configs)
     return 0
+
+
+def print_attention_choices(configs: list[str]) -> None:
+    """Where the kernelized models ran torch's sdpa instead of the attention kernel's loops
+    (flash-attn2 times both on each shape bucket's first call and keeps the faster)."""
+    if not any(c in ("use_kernels", "verify", "both") for c in configs):
+        return
+    from kernelhub import get_kernel
+
+    try:
+        attention = get_kernel("kernels-community/flash-attn2", version=1)
+        lines = attention.attention_dispatch_decisions()
+    except Exception as e:  # an older build without the per-shape choice
+        print(f"attention kernel: no per-shape choices to show ({type(e).__name__}: {e})")
+        return
+    print("attention kernel, per shape bucket (loops or torch's sdpa):")
+    print("\n".join(f"  {line}" for line in lines) or "  (none)")
 
 
 if __name__ == "__main__":

@@ -51,6 +51,7 @@ from .table import (
     ATTENTION_KEY,
     DEFAULT_MAPPING,
     FUNCTION_NAMES,
+    UNVERIFIABLE_LAYERS,
     KernelRef,
     coverage_message,
     function_targets,
@@ -148,11 +149,22 @@ def _supports(obj: Any, mode: Mode) -> bool:
 # -- the four parts ----------------------------------------------------------------
 
 
+_told_unverifiable: set[str] = set()
+
+
 def _apply_layers(model: Any, entries: dict[str, list[Entry]], explicit: set[str],
                   device: str, mode: Mode, autotune: bool) -> None:
     mapping: dict[str, Any] = {}
     for name, candidates in entries.items():
         if name == ATTENTION_KEY:
+            continue
+        if autotune and name in UNVERIFIABLE_LAYERS:
+            if name not in _told_unverifiable:
+                _told_unverifiable.add(name)
+                logger.warning("%s: keeping PyTorch's forward with autotune=True (its kernel "
+                               "updates the KV cache, so it cannot be timed against PyTorch on "
+                               "one call); its norm, MLP and attention are verified one by one",
+                               name)
             continue
         function = name in FUNCTION_NAMES
         if function and not has_function_modules(model, name):
