@@ -220,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
 def print_attention_choices(configs: list[str]) -> None:
     """Where the kernelized models ran torch's sdpa instead of the attention kernel's loops
     (flash-attn2 times both on each shape bucket's first call and keeps the faster)."""
-    if not any(c in ("use_kernels", "verify", "both") for c in configs):
+    if not any(c in ("use_kernels", "autotune", "both") for c in configs):
         return
     from kernelhub import get_kernel
 
