@@ -8,7 +8,7 @@ to ``kernelhub cache clear``. Two facts say what is kernelhub's:
   kernelhub writes only into a root it creates or finds empty: every entry of such a
   root is the cache's;
 * its own entry names (hub keys ``hf-<host>-<12 hex>`` and ``local-<12 hex>``,
-  ``verify``, ``verified``, temporary ``.….partial`` files), which is how a cache made
+  ``autotune``, ``verify`` (its former name), ``verified``, temporary ``.….partial`` files), which is how a cache made
   before the marker existed is recognised — only when it holds nothing else.
 
 Anything else is refused in one line and nothing is removed.
@@ -27,8 +27,9 @@ _SIGNATURE = "Signature: 8a477f597d28d172789f06886806bc55"
 MARKER_TEXT = (f"{_SIGNATURE}\n# This directory is a kernel cache created by kernelhub; "
                "`kernelhub cache clear` empties it.\n# For information about cache directory "
                "tags, see https://bford.info/cachedir/\n")
-OWN_DIRS = frozenset({"verify", "verified"})
-"""Top-level directories besides hub keys (verification decisions, verified releases)."""
+OWN_DIRS = frozenset({"autotune", "verify", "verified"})
+"""Top-level directories besides hub keys (autotuning decisions, under their former name
+too, and verified releases)."""
 
 _HEX = frozenset("0123456789abcdef")
 _claimed: set[Path] = set()
