@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ..errors import HubError
 from ..records import Record
 from ..user_files import user_path
 from .base import Hub
@@ -50,7 +51,11 @@ def hub_address(target: str | os.PathLike[str] | None) -> HubAddress:
         return HubAddress()
     if text[:8].lower().startswith(("http://", "https://")):
         return HubAddress(endpoint=check_endpoint(text, what))
-    return HubAddress(root=user_path(text, what))
+    root = user_path(text, what)
+    if root.exists() and not root.is_dir():  # publishing would make directories under a file
+        raise HubError(f"{what} {root} is a file, not a hub directory; point it at a "
+                       "directory (a LocalHub), a URL or 'hf'")
+    return HubAddress(root=root)
 
 
 def open_hub(target: Hub | str | os.PathLike[str] | None = None) -> Hub:
