@@ -33,7 +33,6 @@ import threading
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +42,10 @@ from hypothesis import strategies as st
 
 EXAMPLES = max(int(os.environ.get("KERNELHUB_FUZZ_EXAMPLES", "120")) // 6, 5)
 """Per subcommand: 20 by default (the loader's fuzz targets run 120 each)."""
-FUZZ = settings(max_examples=EXAMPLES, deadline=timedelta(seconds=20), derandomize=True,
-                database=None, suppress_health_check=list(HealthCheck))
+FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
+                suppress_health_check=list(HealthCheck))
+"""No per-example deadline: a command's time depends on the machine's load (a deadline
+made runs flaky on a shared machine); the example count bounds the run."""
 
 SECRET = "Zq7SECRETwv"
 """A credential given in hub URLs; it must never be printed or logged."""

@@ -263,7 +263,8 @@ def _autotune_report(args: argparse.Namespace) -> None:
               file=sys.stderr)
     records = stored_records(args.name, args.model)
     if not records:
-        print("no autotuning decisions cached" + (f" for {args.model}" if args.model else "")
+        print("no autotuning decisions cached" + (f" for {error_line(args.model)}"
+                                                   if args.model else "")
               + " (run a model with kernelize(..., autotune=True))")
         return
     if args.forget:

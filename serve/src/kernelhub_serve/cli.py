@@ -92,7 +92,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .app import create_app
 
     url = f"http://{args.host}:{args.port}"
-    print(f"kernelhub serve: {settings.hub} at {url}  (HF_ENDPOINT={url})", file=sys.stderr)
+    print(error_line(f"kernelhub serve: {settings.hub} at {url}  (HF_ENDPOINT={url})"),
+          file=sys.stderr)  # the user's words, shown escaped
     if not settings.tokens.writable:
         print("kernelhub serve: no token may write (no --tokens file, or none with write "
               "rights): the hub is read-only", file=sys.stderr)
