@@ -795,15 +795,25 @@ def test_probe_kernelize_none_is_a_kernelhub_error() -> None:
         kernelize(None)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("path", ["a\x00b", "a" * 5000, "~nosuchuser/kernel"])
+def test_probe_local_paths_in_the_api_are_kernelhub_errors(path: str) -> None:
+    from kernelhub import get_local_kernel
+    from kernelhub.errors import KernelHubError
+
+    with pytest.raises(KernelHubError) as caught:
+        get_local_kernel(path)
+    assert len(str(caught.value).splitlines()) == 1
+
+
 PROBES: dict[str, Callable[[World], tuple[str, list[str], dict[str, str | None]]]] = {
-    "--hub 'http://[::1'": lambda w: ("kernelhub", ["variants", REPO, "--hub", "http://[::1"], {}),
+    "--hub 'http://[::1'": lambda w: ("kernelhub", ["versions", REPO, "--hub", "http://[::1"], {}),
     "a 5000-character name": lambda w: ("kernelhub", ["info", "a" * 5000], {}),
     "a 5000-character hub path": lambda w: ("kernelhub", ["variants", REPO, "--hub", "a" * 5000],
                                             {}),
     "kernelhub init into a file": lambda w: (
-        "kernelhub", ["init", "my-kernel", str(w.files["empty.toml"])], {}),
+        "kernelhub", ["init", "my-kernel", str(w.files["empty.toml"] / "sub")], {}),
     "builder init into a file": lambda w: (
-        "builder", ["init", "my-kernel", str(w.files["empty.toml"])], {}),
+        "builder", ["init", "my-kernel", str(w.files["empty.toml"] / "sub")], {}),
     "lock with [tool] kernels = 5": lambda w: (
         "kernelhub", ["lock", str(w.dirs["pyproject-tool-int"])], {}),
     "lock with tool = 5": lambda w: (
