@@ -15,8 +15,10 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from kernelhub.cli_text import ArgumentParser, error_line
 from kernelhub.errors import KernelHubError
 from kernelhub.hub import open_hub
+from kernelhub.user_files import cli_path
 from rich.markup import escape
 
 from . import __version__
@@ -55,15 +57,15 @@ console = make_console()
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="builder",
         description="Build, test and publish PyTorch compute kernels for every build variant.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    parser.add_argument("--project", type=Path, metavar="PATH",
+    parser.add_argument("--project", type=cli_path, metavar="PATH",
                         help=f"the project's {PROJECT_FILE} or its directory "
                              "(default: the nearest one upward from the current directory)")
-    parser.add_argument("--out", type=Path, metavar="DIR",
+    parser.add_argument("--out", type=cli_path, metavar="DIR",
                         help="where built variants go (default: build-dir of kernels.toml, "
                              "else <project>/build)")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -90,7 +92,7 @@ def _parser() -> argparse.ArgumentParser:
     merge = commands.add_parser(
         "merge-artifacts", help="verify built variants from CI artifacts and merge them into "
                                 "the build dir (what the publish job does before publishing)")
-    merge.add_argument("artifacts", nargs="+", type=Path, metavar="DIR",
+    merge.add_argument("artifacts", nargs="+", type=cli_path, metavar="DIR",
                        help="artifact dirs, each holding <kernel>/<variant>/")
 
     build = commands.add_parser("build", help="build the variants this host can build")
@@ -143,7 +145,7 @@ def _parser() -> argparse.ArgumentParser:
     publish.add_argument("--allow-model-repo", action="store_true",
                          help="where a Hub-API server has no kernel repositories, publish to a "
                               "model repository, which only kernelhub loads (default: refuse)")
-    publish.add_argument("--build-dir", dest="out", type=Path, metavar="DIR",
+    publish.add_argument("--build-dir", dest="out", type=cli_path, metavar="DIR",
                          default=argparse.SUPPRESS,
                          help="publish the variants under DIR/<kernel>/<variant> (the same as "
                               "--out; e.g. the result of nix build .#kernels)")
@@ -156,7 +158,7 @@ INIT_HELP = "create a new kernel repository that builds and tests as it is"
 def _init_arguments(init: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """``builder init``'s arguments, which ``kernelhub init`` shares."""
     init.add_argument("name", help="the kernel's name, e.g. my-kernel")
-    init.add_argument("directory", nargs="?", type=Path, help="default: ./NAME")
+    init.add_argument("directory", nargs="?", type=cli_path, help="default: ./NAME")
     init.add_argument("--org", default="my-org", help="hub org for general.hub.repo-id")
     return init
 
@@ -187,7 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def init_main(argv: Sequence[str] | None = None) -> int:
     """``kernelhub init``: ``builder init`` registered in the entry-point group
     ``kernelhub.commands``, so the loader's command offers it without importing the builder."""
-    parser = _init_arguments(argparse.ArgumentParser(prog="kernelhub init", description=INIT_HELP))
+    parser = _init_arguments(ArgumentParser(prog="kernelhub init", description=INIT_HELP))
     args = parser.parse_args(argv)
     return _reported(lambda: _init(args))
 
@@ -204,7 +206,7 @@ def _reported(command: Callable[[], int]) -> int:
     try:
         return command()
     except KernelHubError as e:
-        console.print(f"[bold red]error:[/] {_escape(str(e))}")
+        console.print(f"[bold red]error:[/] {_escape(error_line(e))}")
         return 1
     except KeyboardInterrupt:
         console.print("interrupted")

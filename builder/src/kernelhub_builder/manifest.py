@@ -38,8 +38,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from kernelhub.errors import VariantNameError, VersionSpecError
+from kernelhub.errors import PathError, VariantNameError, VersionSpecError
 from kernelhub.system import ARCHES, BACKENDS, OSES
+from kernelhub.user_files import user_path
 from kernelhub.variants import Compute
 from kernelhub.versions import parse_release
 from packaging.requirements import InvalidRequirement, Requirement
@@ -87,7 +88,10 @@ def load_project(path: Path, *, only: Sequence[str] | None = None) -> Project:
     org = hub.get_str("org") or "kernels-community"
     if not _ORG_RE.fullmatch(org):
         raise hub.error("org", f"{org!r} is not an org name (letters, digits, '.', '-', '_')")
-    target = _hub_target(hub.get_str("target"), root)
+    try:
+        target = _hub_target(hub.get_str("target"), root)
+    except PathError as e:
+        raise hub.error("target", str(e)) from None
 
     matrix = _load_matrix(top.get_table("matrix") or Table({}, file, "matrix"))
     pins = _load_torch_pins(top.get_table("toolchain") or Table({}, file, "toolchain"), matrix)
@@ -143,9 +147,9 @@ def _load_releases(table: Table) -> dict[str, str]:
 
 
 def _hub_target(target: str | None, root: Path) -> str | None:
-    if target is None or target == "hf" or target.startswith(("http://", "https://")):
+    if target is None or target == "hf" or target[:8].lower().startswith(("http://", "https://")):
         return target  # the same forms kernelhub.hub.select.hub_address understands
-    path = Path(target).expanduser()
+    path = user_path(target, "[hub] target")
     return str(path if path.is_absolute() else (root / path).resolve())
 
 

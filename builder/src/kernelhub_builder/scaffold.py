@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 from kernelhub.errors import KernelHubError
+from kernelhub.user_files import user_path
 
 _NAME_RE = re.compile(r"[a-z]([a-z0-9_-]*[a-z0-9])?")
 
@@ -112,15 +113,19 @@ def scaffold(name: str, target: Path, org: str = "my-org") -> list[Path]:
     if not _NAME_RE.fullmatch(name):
         raise KernelHubError(f"{name!r} is not a kernel name: use lowercase letters, digits, "
                              "'-' or '_', starting with a letter (e.g. 'my-kernel')")
-    target = Path(target)
+    target = user_path(target, "the new repository's directory")
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise KernelHubError(f"{target} exists and is not an empty directory; choose a new "
                              "directory")
     values = {"name": name, "pkg": name.replace("-", "_"), "org": org}
-    written = []
+    written: list[Path] = []
     for rel, text in _FILES.items():
         path = target / rel.format(**values)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text.format(**values))
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text.format(**values))
+        except OSError as e:
+            raise KernelHubError(f"cannot write {path}: {e.strerror or e}; "
+                                 f"{len(written)} of {len(_FILES)} files were written") from None
         written.append(path)
     return written

@@ -12,7 +12,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from kernelhub.tomlfile import tomllib
+from kernelhub.tomlfile import TomlError, parse_toml
+from kernelhub.user_files import read_bounded
 
 from .errors import ManifestError
 
@@ -21,21 +22,21 @@ _MAJOR_MINOR_RE = re.compile(r"(\d+)\.(\d+)(?:\.\d+)?")
 
 def read_toml(file: Path) -> dict[str, Any]:
     try:
-        text = file.read_text(encoding="utf-8")
+        raw = read_bounded(file)
     except FileNotFoundError:
         raise ManifestError(file, None, "file not found") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ManifestError(file, None, f"cannot read: {e}") from None
+    except OSError as e:
+        raise ManifestError(file, None, f"cannot read: {e.strerror or e}") from None
     try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
+        return parse_toml(raw)
+    except TomlError as e:
         detail = str(e)
         if m := re.search(r"line (\d+)", detail):
-            lines = text.splitlines()
+            lines = raw.decode("utf-8", errors="replace").splitlines()
             lineno = int(m[1])
             if 0 < lineno <= len(lines):
-                detail += f": {lines[lineno - 1].strip()!r}"
-        raise ManifestError(file, None, f"invalid TOML: {detail}") from None
+                detail += f": {lines[lineno - 1].strip()[:200]!r}"
+        raise ManifestError(file, None, detail) from None
 
 
 class Table:

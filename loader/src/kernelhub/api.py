@@ -8,7 +8,6 @@ the hub is asked at all and runs every check on the bytes that are imported.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -24,6 +23,7 @@ from .metadata import METADATA_FILE, read_metadata
 from .selection import select_variant
 from .system import detect_system
 from .trust import policy_for
+from .user_files import user_path
 from .versions import Refs, check_repo_id
 
 if TYPE_CHECKING:  # read when a lock file is used (load_locked_kernel)
@@ -234,11 +234,7 @@ def find_local_variant(path: Path | str, *, backend: str | None = None) -> Path:
     for a source dir directly under the project's ``kernels-src/``). Parent directories
     are never searched.
     """
-    if not isinstance(path, str | os.PathLike):
-        raise KernelHubError(
-            f"a local kernel path must be a str or a Path, not {type(path).__name__} {path!r}"
-        )
-    path = Path(path).expanduser().resolve()
+    path = user_path(path, "the local kernel path").resolve()
     if (path / METADATA_FILE).is_file():
         return path
     if not path.is_dir():
@@ -265,7 +261,7 @@ def find_local_variant(path: Path | str, *, backend: str | None = None) -> Path:
 def load_variant_dir(path: Path | str) -> ModuleType:
     """Verify and import the variant dir at ``path`` (naming it trusts it); return its
     top-level module. What runs is exactly what was read and verified, once."""
-    return pipeline.load_local(Path(path))
+    return pipeline.load_local(user_path(path, "the variant directory"))
 
 
 def get_local_kernel(path: Path | str, *, backend: str | None = None) -> ModuleType:

@@ -103,8 +103,11 @@ def _entry(raw: object, path: Path | str) -> LockEntry:
 
 def read_lock(path: Path) -> dict[str, LockEntry]:
     """Every entry of the lock file at ``path``, by repository id."""
+    from .user_files import read_bounded, user_path
+
+    path = user_path(path, "the lock file")
     try:
-        raw = Path(path).read_bytes()
+        raw = read_bounded(path)
     except FileNotFoundError:
         raise LockFileError(
             f"lock file {path} does not exist; create it with `kernelhub lock`, or pass "
@@ -201,20 +204,25 @@ def project_dependencies(project_dir: Path) -> dict[str, int | str]:
     kernelhub's ``[tool.kernelhub.dependencies]`` (any version in the one grammar);
     a repository in both must agree.
     """
-    from .tomlfile import tomllib  # the lock itself is JSON: loading a locked kernel reads no TOML
+    # the lock itself is JSON: loading a locked kernel reads no TOML
+    from .tomlfile import TomlError, parse_toml
+    from .user_files import read_bounded, user_path
 
-    path = Path(project_dir) / "pyproject.toml"
+    path = user_path(project_dir, "the project directory") / "pyproject.toml"
     try:
-        data = tomllib.loads(path.read_text())
+        data = parse_toml(read_bounded(path))
     except FileNotFoundError:
         raise LockFileError(f"{path} does not exist; a project declares its kernels there "
                             "under [tool.kernels.dependencies]") from None
-    except (OSError, ValueError) as e:
-        raise LockFileError(f"{path} is not readable TOML: {e}") from None
+    except OSError as e:
+        raise LockFileError(f"{path} is not readable: {e.strerror or e}") from None
+    except TomlError as e:
+        raise LockFileError(f"{path}: {e}") from None
     tool = data.get("tool", {})
     found: dict[str, int | str] = {}
     for table in ("kernels", "kernelhub"):
-        deps = tool.get(table, {}).get("dependencies", {})
+        kernels = tool.get(table, {}) if isinstance(tool, dict) else None
+        deps = kernels.get("dependencies", {}) if isinstance(kernels, dict) else None
         if not isinstance(deps, dict):
             raise LockFileError(f"{path}: [tool.{table}.dependencies] must be a table of "
                                 "\"org/name\" = version")

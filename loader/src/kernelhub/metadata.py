@@ -148,7 +148,7 @@ def parse_metadata(raw: bytes, source: str) -> Metadata:
     """Parse metadata.json bytes; ``source`` names them in errors."""
     try:
         data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+    except ValueError as e:  # not UTF-8, not JSON, or a number longer than Python reads
         raise MetadataError(f"{source}: not valid JSON ({e})") from None
     except RecursionError:
         raise MetadataError(f"{source}: JSON nested too deeply to be metadata") from None

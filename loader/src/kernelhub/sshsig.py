@@ -162,9 +162,11 @@ def load_signing_key(path: Path | str, passphrase: str | None = None) -> Signing
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    path = Path(path).expanduser()
+    from .user_files import read_bounded, user_path
+
+    path = user_path(path, "the signing key")
     try:
-        data = path.read_bytes()
+        data = read_bounded(path)
     except OSError as e:
         raise SigningKeyError(f"cannot read signing key {path}: {e.strerror or e}") from None
     password = passphrase.encode() if passphrase is not None else None

@@ -25,7 +25,7 @@ from kernelhub.metadata import (
 from kernelhub.variants import Variant, VariantKind
 
 from .. import BUILDER_VERSION
-from ..layout import STAGING_PREFIX
+from ..layout import STAGING_PREFIX, check_replaceable
 from ..manifest_model import KernelManifest
 from ..plan.cuda_archs import metadata_archs, read_compiled_archs
 
@@ -169,7 +169,9 @@ def _git(cwd: Path, *args: str) -> str | None:
 
 
 def install_staged(staging: Path, dest: Path) -> None:
-    """Replace ``dest`` with ``staging``: old aside, new in, old removed."""
+    """Replace ``dest`` with ``staging``: old aside, new in, old removed (only a built
+    variant is ever replaced: :func:`~kernelhub_builder.layout.check_replaceable`)."""
+    check_replaceable(dest)
     aside = None
     if dest.exists():
         aside = Path(tempfile.mkdtemp(prefix=f".old-{dest.name}-", dir=dest.parent))

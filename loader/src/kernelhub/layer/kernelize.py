@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from .. import settings
-from ..errors import KernelHubError, TrustError
+from ..errors import KernelHubError, NotAModelError, TrustError
 from ..records import Record
 from ..system import RuntimeDevice, runtime_device
 from .autotune import adopt, autotune_flag, autotuned_forward
@@ -188,6 +188,11 @@ def kernelize(
     ``verify`` is its former name (warns once).
     Returns ``model``. With ``USE_HUB_KERNELS=0`` nothing is changed.
     """
+    from torch import nn
+
+    if not isinstance(model, nn.Module):
+        raise NotAModelError(f"kernelize needs a torch.nn.Module, not {type(model).__name__}; "
+                             "pass the model itself")
     autotune = autotune_flag(autotune, verify, "kernelize")
     if not settings.hub_kernels_enabled():
         return model
