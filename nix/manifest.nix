@@ -1,6 +1,6 @@
 # kernels.toml and every kernels-src/<k>/build.toml, read with builtins.fromTOML and
-# checked the way the builder checks them (builder/src/kernelhub_builder/manifest.py,
-# build_toml.py, toml_tables.py), so a bad manifest stops evaluation with the builder's
+# checked the way the builder checks them (builder/src/kernelhub_builder/manifest/:
+# build_toml.py, project.py, tables.py), so a bad manifest stops evaluation with the builder's
 # words: "<file>: <dotted key>: <problem>", never a Nix stack trace.
 #
 # Only what the flake needs is read: the matrix, each kernel's identity, backends, torch

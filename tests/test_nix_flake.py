@@ -105,8 +105,8 @@ def test_host_toolchain_names_no_checkout(host_toolchain: None) -> None:
     """Builds from any checkout run with the Python named after their own dependencies
     (the flake and the builder compute the same name), never with the .venv of whichever
     checkout ran the set-up last."""
+    from kernelhub_builder.manifest import read_toml as load_toml
     from kernelhub_builder.nix_host import python_dir, python_key
-    from kernelhub_builder.toml_tables import read_toml as load_toml
 
     key = python_key(REPO / "builder" / "pyproject.toml", REPO / "loader" / "pyproject.toml")
     assert nix("eval", "--raw", ".#lib.hostPythonKey").stdout == key

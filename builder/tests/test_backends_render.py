@@ -26,8 +26,7 @@ from kernelhub_builder.cuda_archs import (
     parse_capability,
 )
 from kernelhub_builder.errors import RenderError
-from kernelhub_builder.manifest import load_kernel, load_project
-from kernelhub_builder.manifest_model import KernelManifest
+from kernelhub_builder.manifest import KernelManifest, load_kernel, load_project
 from kernelhub_builder.render import render_variant
 from kernelhub_builder.render_backends import DeviceTools, device_tools
 from kernelhub_builder.toolchains import Toolchain, Toolchains

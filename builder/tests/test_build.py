@@ -24,8 +24,7 @@ from kernelhub_builder import BUILDER_VERSION, build, layout
 from kernelhub_builder.build import BuildResult, build_kernel, build_variant
 from kernelhub_builder.errors import CompileError
 from kernelhub_builder.kernel_tests import run_kernel_tests
-from kernelhub_builder.manifest import load_kernel, load_project
-from kernelhub_builder.manifest_model import KernelManifest, Project
+from kernelhub_builder.manifest import KernelManifest, Project, load_kernel, load_project
 from kernelhub_builder.matrix import filter_variants, plan_variants
 from kernelhub_builder.torch_env import MARKER_FILE, ensure_torch_env, loader_dependencies_digest
 

@@ -22,8 +22,7 @@ from kernelhub_builder.check_violation import (
 )
 from kernelhub_builder.cli import main
 from kernelhub_builder.errors import CheckFailed
-from kernelhub_builder.manifest import load_kernel, load_project
-from kernelhub_builder.manifest_model import KernelManifest, Project
+from kernelhub_builder.manifest import KernelManifest, Project, load_kernel, load_project
 from kernelhub_builder.matrix import filter_variants, plan_variants
 from kernelhub_builder.publish import publish_kernel
 

@@ -20,8 +20,7 @@ from elftools.elf.elffile import ELFFile
 from kernelhub.metadata import read_metadata, verify_variant
 from kernelhub_builder.build import BuildResult, build_kernel
 from kernelhub_builder.cuda_archs import CudaArch, read_compiled_archs
-from kernelhub_builder.manifest import load_kernel, load_project
-from kernelhub_builder.manifest_model import Project
+from kernelhub_builder.manifest import Project, load_kernel, load_project
 from kernelhub_builder.matrix import filter_variants, plan_variants
 from kernelhub_builder.toolchains import detect_toolchains
 from kernelhub_builder.torch_env import peek_torch_env

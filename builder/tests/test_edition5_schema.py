@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 import tomllib
-from kernelhub_builder.build_toml import load_kernel
-from kernelhub_builder.manifest import ManifestError, load_project
+from kernelhub_builder.manifest import ManifestError, load_kernel, load_project
 
 REPO = Path(__file__).resolve().parents[2]
 

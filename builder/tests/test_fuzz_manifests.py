@@ -22,8 +22,7 @@ from typing import Any
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from kernelhub.errors import KernelHubError
-from kernelhub_builder.build_toml import load_kernel
-from kernelhub_builder.manifest import load_project
+from kernelhub_builder.manifest import load_kernel, load_project
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = int(os.environ.get("KERNELHUB_FUZZ_EXAMPLES", "120"))

@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 from kernelhub.errors import KernelHubError
 from kernelhub_builder.errors import ManifestError
-from kernelhub_builder.manifest import load_kernel, load_kernels, load_project
-from kernelhub_builder.manifest_model import Matrix, Project
+from kernelhub_builder.manifest import Matrix, Project, load_kernel, load_kernels, load_project
 
 FIXTURE_PROJECT = Path(__file__).parent / "fixtures" / "ecosystem"
 

@@ -15,8 +15,7 @@ from kernelhub.errors import IntegrityError, KernelHubError, MetadataError, Repo
 from kernelhub.metadata import verify_variant
 from kernelhub.publish import LocalPublisher
 from kernelhub_builder.build import build_kernel
-from kernelhub_builder.manifest import load_kernel, load_project
-from kernelhub_builder.manifest_model import KernelManifest, Project
+from kernelhub_builder.manifest import KernelManifest, Project, load_kernel, load_project
 from kernelhub_builder.matrix import plan_variants
 from kernelhub_builder.publish import (
     collect_variants,

@@ -27,7 +27,7 @@ from kernelhub.variants import Variant, VariantKind
 from . import BUILDER_VERSION
 from .cuda_archs import metadata_archs, read_compiled_archs
 from .layout import STAGING_PREFIX, kernel_dir
-from .manifest_model import KernelManifest
+from .manifest import KernelManifest
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ from .check import (
 )
 from .errors import BuilderError, CompileError, ToolchainMismatchError
 from .layout import lock_file, variant_dir, work_dir
-from .manifest_model import KernelManifest, Project
+from .manifest import KernelManifest, Project
 from .matrix import PlannedVariant, build_env_minor, torch_env_problem
 from .portable import build_environment
 from .render import VariantFlags, render_ops_py, render_variant, variant_flags

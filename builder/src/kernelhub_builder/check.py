@@ -63,7 +63,7 @@ from .check_violation import (
 from .errors import CheckFailed
 from .kernel_tests import torch_minors_for
 from .layout import built_variants
-from .manifest_model import KernelManifest, Project
+from .manifest import KernelManifest, Project
 from .matrix import build_env_minor, torch_env_problem
 from .report import warn
 from .toolchains import detect_host, detect_toolchains

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from kernelhub.variants import Variant, VariantKind
 
 from .errors import ShardError
-from .manifest_model import KernelManifest, Project
+from .manifest import KernelManifest, Project
 from .matrix import PlannedVariant, plan_variants
 
 T = TypeVar("T")

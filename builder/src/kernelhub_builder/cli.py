@@ -34,8 +34,7 @@ from .cli_render import ConsoleReporter, make_console
 from .errors import ShardError, UsageError
 from .kernel_tests import run_kernel_tests
 from .layout import default_out_dir, kernel_dir
-from .manifest import KERNEL_FILE, PROJECT_FILE, load_kernels, load_project
-from .manifest_model import KernelManifest, Project
+from .manifest import KERNEL_FILE, PROJECT_FILE, KernelManifest, Project, load_kernels, load_project
 from .matrix import PlannedVariant, filter_variants, format_plan, plan_to_json, plan_variants
 from .publish import (
     SIGN_KEY_ENV,

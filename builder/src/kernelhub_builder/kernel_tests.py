@@ -26,10 +26,9 @@ from kernelhub.variants import Variant, VariantKind
 
 from .errors import BuilderError
 from .layout import built_variants, kernel_dir
-from .manifest_model import KernelManifest, Project
+from .manifest import KernelManifest, Project, version_key
 from .matrix import kernel_torch_versions
 from .report import task
-from .toml_tables import version_key
 from .toolchains import detect_host
 from .torch_env import ensure_torch_env, minor_str
 

@@ -19,7 +19,7 @@ from kernelhub.errors import VariantNameError
 from kernelhub.metadata import METADATA_FILE
 from kernelhub.variants import Variant, parse_variant
 
-from .manifest_model import KernelManifest, Project
+from .manifest import KernelManifest, Project
 
 WORK_DIR = ".work"
 STAGING_PREFIX = ".staging-"

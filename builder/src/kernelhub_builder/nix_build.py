@@ -39,8 +39,7 @@ from .check import AbiPolicy, check_variant, fatal_violations, format_violations
 from .errors import NixBuildError
 from .kernel_tests import run_kernel_tests
 from .layout import built_variants
-from .manifest import PROJECT_FILE, load_project
-from .manifest_model import KernelManifest, Project
+from .manifest import PROJECT_FILE, KernelManifest, Project, load_project
 from .matrix import plan_variants
 from .nix_host import python_key, set_up_host
 from .torch_env import adopt_python
@@ -58,7 +57,7 @@ def scratch_project(project_file: Path, entry: str, kernel_src: Path, where: Pat
 
 
 def _kernel(project: Project) -> KernelManifest:
-    from .build_toml import load_kernel
+    from .manifest import load_kernel
 
     (entry,) = project.kernels
     return load_kernel(project.kernel_dir(entry), project)

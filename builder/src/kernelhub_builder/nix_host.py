@@ -29,8 +29,7 @@ from filelock import FileLock
 from packaging.requirements import Requirement
 
 from .errors import NixBuildError
-from .manifest import load_project
-from .toml_tables import read_toml
+from .manifest import load_project, read_toml
 from .torch_env import builder_home, create_venv, ensure_torch_env, pip_install
 
 PYTHON_DIR = "nix-python"

@@ -29,7 +29,7 @@ from kernelhub.sshsig import SigningKey, load_signing_key
 from .check import AbiPolicy, raise_if_fatal, static_checks
 from .errors import BuilderError
 from .layout import built_variants, kernel_dir
-from .manifest_model import KernelManifest, Project
+from .manifest import KernelManifest, Project
 
 SIGN_KEY_ENV = "KERNELHUB_SIGNING_KEY"
 SIGN_PASSPHRASE_ENV = "KERNELHUB_SIGNING_KEY_PASSPHRASE"

@@ -19,7 +19,7 @@ from kernelhub.variants import Variant, VariantKind
 
 from .cuda_archs import supported_capabilities
 from .errors import RenderError
-from .manifest_model import KernelManifest, KernelPart
+from .manifest import KernelManifest, KernelPart
 from .portable import (
     HEADER_NAME,
     header_context,

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .cuda_archs import gencode_flags
-from .manifest_model import KernelManifest, KernelPart
+from .manifest import KernelManifest, KernelPart
 from .toolchains import Toolchain, Toolchains
 
 CXX_SUFFIXES = frozenset({".cpp", ".cc", ".cxx"})

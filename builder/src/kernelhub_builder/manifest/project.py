@@ -44,10 +44,10 @@ from kernelhub.variants import Compute
 from kernelhub.versions import parse_release
 from packaging.requirements import InvalidRequirement, Requirement
 
+from ..errors import ManifestError
 from .build_toml import KERNEL_FILE, load_kernel
-from .errors import ManifestError
-from .manifest_model import KernelManifest, Matrix, Project
-from .toml_tables import Table, major_minor, read_toml, version_key
+from .model import KernelManifest, Matrix, Project
+from .tables import Table, major_minor, read_toml, version_key
 
 __all__ = [
     "KERNEL_FILE",

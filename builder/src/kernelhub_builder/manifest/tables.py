@@ -14,7 +14,7 @@ from typing import Any
 
 from kernelhub.tomlfile import tomllib
 
-from .errors import ManifestError
+from ..errors import ManifestError
 
 _MAJOR_MINOR_RE = re.compile(r"(\d+)\.(\d+)(?:\.\d+)?")
 

@@ -20,8 +20,8 @@ from kernelhub.errors import VersionSpecError
 from kernelhub.system import BACKENDS, UNBUILDABLE_BACKENDS
 from kernelhub.versions import parse_release
 
-from .errors import ManifestError
-from .manifest_model import (
+from ..errors import ManifestError
+from .model import (
     DEFAULT_PYEXT,
     KernelManifest,
     KernelPart,
@@ -29,7 +29,7 @@ from .manifest_model import (
     Project,
     TorchExt,
 )
-from .toml_tables import (
+from .tables import (
     Table,
     existing_dirs,
     existing_files,
