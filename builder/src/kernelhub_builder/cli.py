@@ -123,6 +123,12 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--no-import-check", dest="import_check", action="store_false",
                        help="only the static checks (no torch environment needed)")
 
+    migrate = commands.add_parser(
+        "migrate", help="rewrite build.toml files in the newest edition (6), keeping comments")
+    migrate.add_argument("kernels", nargs="*", metavar="KERNEL", help="default: all")
+    migrate.add_argument("--check", action="store_true",
+                         help="change nothing; exit 1 if a build.toml is not in edition 6")
+
     test = commands.add_parser("test", help="run each kernel's tests against its built variants")
     test.add_argument("kernels", nargs="*", metavar="KERNEL", help="default: all")
 
@@ -371,6 +377,22 @@ def _check(args: argparse.Namespace, project: Project, out_dir: Path) -> int:
     return 0
 
 
+def _migrate(args: argparse.Namespace, project: Project, out_dir: Path) -> int:
+    from .manifest.migrate import migrate_kernel
+
+    roots = ([k.root for k in _select(project, args.kernels)] if args.kernels
+             else [project.kernel_dir(entry) for entry in project.kernels])
+    behind = 0
+    for root in roots:
+        migration = migrate_kernel(root, project, write=not args.check)
+        behind += migration.changed
+        print(migration.describe() + (" (not written: --check)" if args.check
+                                      and migration.changed else ""))
+        for note in migration.notes:
+            console.print(f"  note: {_escape(note)}")
+    return 1 if args.check and behind else 0
+
+
 def _init(args: argparse.Namespace) -> int:
     from .scaffold import scaffold
 
@@ -389,4 +411,5 @@ _COMMANDS = {
     "test": _test,
     "publish": _publish,
     "check": _check,
+    "migrate": _migrate,
 }

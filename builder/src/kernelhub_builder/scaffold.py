@@ -1,6 +1,6 @@
 """``builder init NAME``: a new kernel repository that builds and tests on the first try.
 
-The tree has the shape of the ecosystem's kernel repositories (one edition-5 build.toml at
+The tree has the shape of the ecosystem's kernel repositories (one edition-6 build.toml at
 the root, ``torch-ext/``, a C++ part, ``tests/``) and builds in place with ``builder build``
 (no kernels.toml needed). Its one op runs on the CPU through torch's stable ABI, so one
 build loads on every torch from 2.13 on and compiles in seconds; add CUDA/ROCm/Metal/XPU
@@ -20,7 +20,7 @@ _FILES = {
     "build.toml": '''[general]
 name = "{name}"
 version = 1
-edition = 5
+edition = 6
 license = "apache-2.0"
 backends = ["cpu"]
 
@@ -32,7 +32,7 @@ src = ["torch-ext/torch_binding.cpp"]
 stable-abi = "2.13"
 
 [kernel.{pkg}_cpu]
-backend = "cpu"
+language = "cpp-cpu"
 depends = ["torch"]
 src = ["{pkg}_cpu/{pkg}_cpu.cpp"]
 ''',

@@ -1,12 +1,25 @@
-"""Parse a kernel's ``build.toml`` into a :class:`~.manifest_model.KernelManifest`.
+"""Parse a kernel's ``build.toml`` into a :class:`~.model.KernelManifest`.
 
-The schema is the kernel ecosystem's (edition 5; ``general.release`` of older trees of ours
-is still read, but releases now live in kernels.toml's ``[releases]``); the older
-forms (no ``general.backends``: backends inferred from the kernel parts; ``universal =
-true``: one pure-Python build for every backend; parts without ``backend``: CUDA) are read
-too, so existing trees build unchanged. ``[torch] stable-abi`` may be ``true`` (the lowest
-torch of the matrix), ``"2.13"`` (that minimum for every backend) or, as in edition 5, a
-table ``{cuda = "2.13", cpu = "2.13"}``.
+The schema is the kernel ecosystem's, in either of its current editions:
+
+* **6** — parts name their kind with ``language`` (``cpp-cpu``, ``cpp-cuda``,
+  ``cpp-metal``, ``cpp-rocm``, ``cpp-xpu``; the ``rust-*`` kinds build tvm-ffi
+  extensions, which kernelhub does not build); ``general.build-layout`` (``files`` or
+  ``zip``); ``[torch-noarch]`` spells ``cuda_capabilities`` and ``rocm_archs`` with an
+  underscore; ``[mlx-noarch]`` exists (refused: MLX, not torch).
+* **5** — parts name their backend (``backend = "cuda"``); the ecosystem's 0.19 tools
+  still read it and upgrade it in memory, with a warning (``builder migrate`` rewrites a
+  tree to 6).
+* **unversioned** — the schema before ``general.edition``: no ``general.backends``
+  (backends inferred from the parts), ``universal = true`` (one pure-Python build for
+  every backend), parts without ``backend`` (CUDA, or hipified for ROCm too),
+  ``general.cuda-minver``. Existing trees build unchanged.
+
+Which keys each table allows in each edition is derived from the model (:mod:`.keys`).
+``[torch] stable-abi`` may be ``true`` (the lowest torch of the matrix), ``"2.13"`` (that
+minimum for every backend) or a table ``{cuda = "2.13", cpu = "2.13"}``. The release
+comes from kernels.toml's ``[releases]`` (``general.release`` of older trees of ours is
+still read before edition 6).
 """
 
 from __future__ import annotations
@@ -15,14 +28,21 @@ import difflib
 import re
 import warnings
 from pathlib import Path
+from typing import Any
 
 from kernelhub.errors import VersionSpecError
 from kernelhub.system import BACKENDS, UNBUILDABLE_BACKENDS
 from kernelhub.versions import parse_release
 
 from ..errors import ManifestError
+from .keys import CURRENT_EDITION, EDITIONS, Edition, table_keys
 from .model import (
+    BUILD_LAYOUTS,
+    CPP_KINDS,
     DEFAULT_PYEXT,
+    OLDEST_KIND,
+    RUST_KINDS,
+    KernelDepend,
     KernelManifest,
     KernelPart,
     Matrix,
@@ -42,23 +62,10 @@ KERNEL_FILE = "build.toml"
 
 _KERNEL_NAME_RE = re.compile(r"[a-z](?:[a-z0-9_-]*[a-z0-9])?")
 _PART_NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # "_name" too, as the ecosystem allows
-
-# fmt: off
-_GENERAL_KEYS = (
-    "name", "version", "edition", "license", "release", "backends", "hub", "cuda", "xpu",
-    "neuron", "python-depends", "upstream", "source", "universal", "cuda-minver", "cuda-maxver",
-)
-# fmt: on
-_PART_COMMON = ("backend", "depends", "src", "include", "cxx-flags", "language")
-_PART_BY_BACKEND = {
-    "cpu": (),
-    "cuda": ("cuda-capabilities", "cuda-flags", "cuda-minver", "cuda-maxver"),
-    "metal": (),
-    "rocm": ("rocm-archs", "hip-flags"),
-    "xpu": ("sycl-flags",),
-}
-_LEGACY_PART_KEYS = ("language", "depends", "src", "include", "cuda-capabilities", "rocm-archs")
+_REPO_ID_RE = re.compile(r"[^/\s]+/[^/\s]+")
 _LEGACY_LANGUAGES = {"cuda": "cuda", "cuda-hipify": "cuda", "metal": "metal"}
+_BACKEND_TABLES = ("cuda", "xpu", "neuron", "tpu")
+"""The per-backend tables of [general] (python-depends, kernel-depends)."""
 
 
 def load_kernel(kernel_dir: Path, project: Project | None = None) -> KernelManifest:
@@ -69,31 +76,30 @@ def load_kernel(kernel_dir: Path, project: Project | None = None) -> KernelManif
     """
     kernel_dir = Path(kernel_dir)
     file = kernel_dir if kernel_dir.name == KERNEL_FILE else kernel_dir / KERNEL_FILE
+    return read_kernel(read_toml(file), file, project)
+
+
+def read_kernel(data: dict[str, Any], file: Path, project: Project | None = None) -> KernelManifest:
+    """The manifest of ``data``, the parsed TOML of ``file`` (which names the kernel's
+    directory and every error; :mod:`.migrate` checks a rewrite before writing it)."""
     root = file.parent.resolve()
-    top = Table(read_toml(file), file)
-    if "tvm-ffi" in top:
-        raise top.error(
-            "tvm-ffi",
-            "kernelhub builds torch extensions only; use [torch] "
-            "(compiled) or [torch-noarch] (pure Python)",
-        )
-    top.check_keys(("general", "torch", "torch-noarch", "kernel"))
+    top = Table(data, file)
+    edition = read_edition(top)
+    top.check_tables(KernelManifest, edition)
+    _refuse_other_frameworks(top)
     general = top.get_table("general")
-    if general is None:
-        raise top.error("general", "missing; every build.toml starts with [general] name = …")
-    general.check_keys(_GENERAL_KEYS)
+    assert general is not None  # read_edition requires it
     name, version, release = _identity(general, project.releases if project else {})
-    parts = _load_parts(top, root)
+    parts = _load_parts(top, root, edition)
     torch, backends, skipped, universal = _framework(
         top, general, parts, root, project.matrix if project else Matrix()
     )
-
     hub = general.get_table("hub") or Table({}, file, "general.hub")
-    hub.check_keys(("repo-id", "branch"))
     repo_id = hub.get_str("repo-id")
-    if repo_id is not None and not re.fullmatch(r"[^/\s]+/[^/\s]+", repo_id):
+    if repo_id is not None and not _REPO_ID_RE.fullmatch(repo_id):
         raise hub.error("repo-id", f"{repo_id!r} is not of the form 'org/name'")
     cuda_minver, cuda_maxver = _cuda_bounds(general)
+    general_depends, backend_depends = _kernel_depends(general, repo_id)
     manifest = KernelManifest(
         root=root,
         name=name,
@@ -106,13 +112,16 @@ def load_kernel(kernel_dir: Path, project: Project | None = None) -> KernelManif
         repo_id=repo_id,
         python_depends=general.get_strs("python-depends"),
         universal=universal,
-        edition=general.get_int("edition"),
+        edition=edition,
         hub_branch=hub.get_str("branch"),
         upstream=_upstream(general),
         source=general.get_str("source"),
         cuda_minver=cuda_minver,
         cuda_maxver=cuda_maxver,
         backend_python_depends=_backend_python_depends(general),
+        build_layout=_build_layout(general),
+        kernel_depends=general_depends,
+        backend_kernel_depends=backend_depends,
         skipped_backends=skipped,
     )
     if not manifest.package_dir.is_dir():
@@ -125,10 +134,35 @@ def load_kernel(kernel_dir: Path, project: Project | None = None) -> KernelManif
     return manifest
 
 
+def read_edition(top: Table) -> Edition:
+    """general.edition: 5, 6, or None for the unversioned schema before it."""
+    general = top.get_table("general")
+    if general is None:
+        raise top.error("general", "missing; every build.toml starts with [general] name = …")
+    edition = general.get_int("edition")
+    if edition not in EDITIONS:
+        raise general.error(
+            "edition",
+            f"unsupported edition {edition}; kernelhub reads editions 5 and "
+            f"{CURRENT_EDITION} (and the unversioned schema before them)",
+        )
+    return edition
+
+
+def _refuse_other_frameworks(top: Table) -> None:
+    for framework, what in (("tvm-ffi", "tvm-ffi"), ("mlx-noarch", "MLX")):
+        if framework in top:
+            raise top.error(
+                framework,
+                f"a {what} kernel; kernelhub builds torch extensions only: use [torch] "
+                "(compiled) or [torch-noarch] (pure Python)",
+            )
+
+
 def _identity(general: Table, releases: dict[str, str]) -> tuple[str, int, str]:
     """general.name, general.version (default 1) and the release: kernels.toml's
     ``[releases]`` entry, else ``general.release`` (older trees of ours; the ecosystem's
-    edition-5 schema refuses the key), else ``<version>.0.0``."""
+    schema refuses the key), else ``<version>.0.0``."""
     name = general.get_str("name", required=True)
     assert name is not None
     if not _KERNEL_NAME_RE.fullmatch(name):
@@ -206,11 +240,7 @@ def _load_backends(
         raise general.error("backends", f"has duplicates: {list(listed)}")
     for backend in listed:
         if backend not in BACKENDS and backend not in UNBUILDABLE_BACKENDS:
-            close = difflib.get_close_matches(backend, BACKENDS, n=1)
-            guess = f"did you mean {close[0]!r}? " if close else ""
-            raise general.error(
-                "backends", f"unknown backend {backend!r}; {guess}allowed: {', '.join(BACKENDS)}"
-            )
+            raise general.error("backends", _unknown_backend(backend))
     skipped = tuple(b for b in listed if b in UNBUILDABLE_BACKENDS)
     backends = tuple(b for b in listed if b in BACKENDS)
     if skipped:
@@ -224,16 +254,20 @@ def _load_backends(
     return backends, skipped
 
 
+def _unknown_backend(backend: str) -> str:
+    close = difflib.get_close_matches(backend, BACKENDS, n=1)
+    guess = f"did you mean {close[0]!r}? " if close else ""
+    return f"unknown backend {backend!r}; {guess}allowed: {', '.join(BACKENDS)}"
+
+
 def _load_torch(table: Table, root: Path, matrix: Matrix) -> TorchExt:
-    table.check_keys(
-        ("src", "include", "pyext", "minver", "maxver", "stable-abi", "cxx-flags", "universal")
-    )
     minver = major_minor(table, "minver", table.get_str("minver"), "torch")
     maxver = major_minor(table, "maxver", table.get_str("maxver"), "torch")
     if minver and maxver and version_key(minver) > version_key(maxver):
         raise table.error("maxver", f"{maxver} is below minver {minver}")
     stable_abi, by_backend = _stable_abi(table, matrix)
     return TorchExt(
+        framework="torch",
         src=existing_files(table, "src", root),
         include=existing_dirs(table, "include", root),
         pyext=table.get_strs("pyext") or DEFAULT_PYEXT,
@@ -287,17 +321,20 @@ def _load_noarch(table: Table | None, top: Table, parts: tuple[KernelPart, ...])
                     "drop src or set universal = false",
                 )
         pyext = torch.get_strs("pyext") if torch else ()
-        return TorchExt(noarch=True, pyext=pyext or DEFAULT_PYEXT)
-    table.check_keys(("pyext", "cuda-capabilities", "rocm-archs"))
+        return TorchExt(framework="torch-noarch", pyext=pyext or DEFAULT_PYEXT)
+
+    def either(key: str) -> tuple[str, ...]:  # the ecosystem's underscore, or kernelhub's dash
+        return table.get_strs(key) or table.get_strs(key.replace("_", "-"))
+
     return TorchExt(
-        noarch=True,
+        framework="torch-noarch",
         pyext=table.get_strs("pyext") or DEFAULT_PYEXT,
-        cuda_capabilities=table.get_strs("cuda-capabilities"),
-        rocm_archs=table.get_strs("rocm-archs"),
+        cuda_capabilities=either("cuda_capabilities"),
+        rocm_archs=either("rocm_archs"),
     )
 
 
-def _load_parts(top: Table, root: Path) -> tuple[KernelPart, ...]:
+def _load_parts(top: Table, root: Path, edition: Edition) -> tuple[KernelPart, ...]:
     kernel = top.get_table("kernel")
     if kernel is None:
         return ()
@@ -307,50 +344,87 @@ def _load_parts(top: Table, root: Path) -> tuple[KernelPart, ...]:
             raise kernel.error(part_name, "a part name uses letters, digits, '_', '-' or '.'")
         table = kernel.get_table(part_name)
         assert table is not None
-        parts.extend(_load_part(table, part_name, root))
+        parts.extend(_load_part(table, part_name, root, edition))
     return tuple(parts)
 
 
-def _load_part(table: Table, name: str, root: Path) -> list[KernelPart]:
-    language = table.get_str("language")
-    if language is not None and language not in _LEGACY_LANGUAGES:
+def part_kind(table: Table, edition: Edition) -> str:
+    """The part's kind: edition 6's ``language``, or ``cpp-<backend>`` before it (the
+    oldest parts, without ``backend``, are :data:`~.model.OLDEST_KIND`)."""
+    if edition == CURRENT_EDITION:
+        if "backend" in table and "language" not in table:
+            backend = table.get_str("backend")
+            raise table.error("backend", f"edition {CURRENT_EDITION} names a part's kind "
+                                         f'instead: language = "cpp-{backend}" (builder '
+                                         "migrate rewrites it)")
+        language = table.get_str("language", required=True)
+        assert language is not None
+        if language not in CPP_KINDS | RUST_KINDS:
+            kinds = sorted(CPP_KINDS | RUST_KINDS)
+            close = difflib.get_close_matches(language, kinds, n=1)
+            guess = f"did you mean {close[0]!r}? " if close else ""
+            hint = (f'edition {CURRENT_EDITION} names kinds, e.g. "cpp-{language}"; '
+                    if language in BACKENDS else "")
+            raise table.error("language", f"unknown part kind {language!r}; {hint}{guess}"
+                                          f"allowed: {', '.join(kinds)}")
+        return language
+    backend = table.get_str("backend")
+    if backend is None and table.data.get("language") in CPP_KINDS | RUST_KINDS:
+        raise table.error("language", f"an edition-{CURRENT_EDITION} key; set general.edition "
+                                      f"= {CURRENT_EDITION} (builder migrate rewrites the file "
+                                      "for it)")
+    if backend is None:
+        if edition is not None:
+            raise table.error("backend", f'missing; edition-{edition} parts name their '
+                                         f'backend (e.g. backend = "cuda")')
+        return OLDEST_KIND
+    if backend not in BACKENDS:
+        raise table.error("backend", _unknown_backend(backend))
+    return f"cpp-{backend}"
+
+
+def _load_part(table: Table, name: str, root: Path, edition: Edition) -> list[KernelPart]:
+    kind = part_kind(table, edition)
+    for key in table.data:  # a key of another kind: say which kind has it
+        owners = sorted(k for k in CPP_KINDS | RUST_KINDS
+                        if key in _part_keys(edition, k) and key not in _part_keys(edition, kind))
+        if owners and kind != OLDEST_KIND:
+            if edition == CURRENT_EDITION:
+                raise table.error(key, f"only applies to {' or '.join(owners)} parts; "
+                                       f"this part is {kind}")
+            backends = [k.removeprefix("cpp-") for k in owners if k in CPP_KINDS]
+            raise table.error(key, f"only applies to {' or '.join(backends)} parts; "
+                                   f"this part's backend is {kind.removeprefix('cpp-')!r}")
+    table.check_model_keys(KernelPart, edition, kind, path="")
+    if kind in RUST_KINDS:
+        raise table.error(
+            "language",
+            f"{kind} parts build tvm-ffi extensions, which kernelhub does not build; "
+            "kernelhub builds torch extensions (cpp-* parts)",
+        )
+    language = table.get_str("language") if kind == OLDEST_KIND else kind
+    if kind == OLDEST_KIND and language not in (None, *_LEGACY_LANGUAGES):
         raise table.error(
             "language", f"unknown language {language!r}; allowed: {', '.join(_LEGACY_LANGUAGES)}"
         )
-    backend = table.get_str("backend") or _LEGACY_LANGUAGES.get(language or "cuda", "cuda")
-    if backend not in BACKENDS:
-        close = difflib.get_close_matches(backend, BACKENDS, n=1)
-        guess = f"did you mean {close[0]!r}? " if close else ""
-        raise table.error(
-            "backend", f"unknown backend {backend!r}; {guess}allowed: {', '.join(BACKENDS)}"
-        )
-    if "backend" not in table:  # the oldest schema: one CUDA part, maybe hipified
-        table.check_keys(_LEGACY_PART_KEYS)
-    else:
-        for key in table.data:
-            owner = next((b for b, keys in _PART_BY_BACKEND.items() if key in keys), backend)
-            if owner != backend:
-                raise table.error(
-                    key, f"only applies to {owner} parts; this part's backend is {backend!r}"
-                )
-        table.check_keys(_PART_COMMON + _PART_BY_BACKEND[backend])
-    cuda_minver = major_minor(table, "cuda-minver", table.get_str("cuda-minver"), "CUDA")
-    cuda_maxver = major_minor(table, "cuda-maxver", table.get_str("cuda-maxver"), "CUDA")
+    backend = (_LEGACY_LANGUAGES[language or "cuda"] if kind == OLDEST_KIND
+               else kind.removeprefix("cpp-"))
+    rocm_archs = table.get_strs("rocm-archs")  # a CUDA part's are its hipified copy's
     part = KernelPart(
         name=name,
         backend=backend,
+        language=f"cpp-{backend}",
         src=existing_files(table, "src", root, required=True),
         depends=table.get_strs("depends"),
         include=existing_dirs(table, "include", root),
         cxx_flags=table.get_strs("cxx-flags"),
         cuda_flags=table.get_strs("cuda-flags"),
         cuda_capabilities=table.get_strs("cuda-capabilities"),
-        rocm_archs=table.get_strs("rocm-archs"),
+        rocm_archs=rocm_archs if backend == "rocm" else (),
         hip_flags=table.get_strs("hip-flags"),
         sycl_flags=table.get_strs("sycl-flags"),
-        language=language,
-        cuda_minver=cuda_minver,
-        cuda_maxver=cuda_maxver,
+        cuda_minver=major_minor(table, "cuda-minver", table.get_str("cuda-minver"), "CUDA"),
+        cuda_maxver=major_minor(table, "cuda-maxver", table.get_str("cuda-maxver"), "CUDA"),
     )
     if language != "cuda-hipify":
         return [part]
@@ -358,18 +432,21 @@ def _load_part(table: Table, name: str, root: Path) -> list[KernelPart]:
     rocm = KernelPart(
         name=f"{name}_rocm",
         backend="rocm",
+        language="cpp-rocm",
         src=part.src,
         depends=part.depends,
         include=part.include,
-        rocm_archs=part.rocm_archs,
-        language=language,
+        rocm_archs=rocm_archs,
     )
     return [part, rocm]
 
 
+def _part_keys(edition: Edition, kind: str) -> tuple[str, ...]:
+    return table_keys(KernelPart, "", edition, kind)
+
+
 def _cuda_bounds(general: Table) -> tuple[str | None, str | None]:
     cuda = general.get_table("cuda") or Table({}, general.file, "general.cuda")
-    cuda.check_keys(("minver", "maxver", "python-depends"))
     bounds = []
     for key in ("minver", "maxver"):
         legacy = f"cuda-{key}"
@@ -385,15 +462,66 @@ def _cuda_bounds(general: Table) -> tuple[str | None, str | None]:
 
 def _backend_python_depends(general: Table) -> dict[str, tuple[str, ...]]:
     found: dict[str, tuple[str, ...]] = {}
-    for backend in ("cuda", "xpu", "neuron"):
+    for backend in _BACKEND_TABLES:
         table = general.get_table(backend)
-        if table is None:
-            continue
-        if backend != "cuda":
-            table.check_keys(("python-depends",))
-        if deps := table.get_strs("python-depends"):
+        if table is not None and (deps := table.get_strs("python-depends")):
             found[backend] = deps
     return found
+
+
+def _build_layout(general: Table) -> str:
+    layout = general.get_str("build-layout") or "files"
+    if layout not in BUILD_LAYOUTS:
+        raise general.error("build-layout", f"unknown layout {layout!r}; allowed: "
+                                            f"{', '.join(BUILD_LAYOUTS)}")
+    return layout
+
+
+def _kernel_depends(
+    general: Table, repo_id: str | None
+) -> tuple[tuple[KernelDepend, ...], dict[str, tuple[KernelDepend, ...]]]:
+    """general.kernel-depends and general.<backend>.kernel-depends."""
+    general_depends = _depends_list(general, repo_id)
+    by_backend: dict[str, tuple[KernelDepend, ...]] = {}
+    for backend in _BACKEND_TABLES:
+        table = general.get_table(backend)
+        if table is not None and (depends := _depends_list(table, repo_id)):
+            by_backend[backend] = depends
+    return general_depends, by_backend
+
+
+def _depends_list(table: Table, own_repo: str | None) -> tuple[KernelDepend, ...]:
+    """One ``kernel-depends`` list: ``{repo-id = "org/name", version = 1}`` or
+    ``{repo-id = …, revision = "…"}`` entries, each repository once."""
+    entries = table.data.get("kernel-depends")
+    if entries is None:
+        return ()
+    if not isinstance(entries, list):
+        raise table.error("kernel-depends", "expected a list of tables such as "
+                                            '{ repo-id = "kernels-community/activation", version = 1 }')
+    found: dict[str, KernelDepend] = {}
+    for i, entry in enumerate(entries):
+        where = f"{table.key('kernel-depends')}[{i}]"
+        if not isinstance(entry, dict):
+            raise ManifestError(table.file, where, f"expected a table such as "
+                                                   f'{{ repo-id = "org/name", version = 1 }}, got {entry!r}')
+        item = Table(entry, table.file, where)
+        item.check_model_keys(KernelDepend, CURRENT_EDITION, path="")
+        repo = item.get_str("repo-id", required=True)
+        assert repo is not None
+        if not _REPO_ID_RE.fullmatch(repo):
+            raise item.error("repo-id", f"{repo!r} is not of the form 'org/name'")
+        if repo == own_repo:
+            raise item.error("repo-id", f"{repo!r} is this kernel's own repository; "
+                                        "a kernel cannot depend on itself")
+        version, revision = item.get_int("version"), item.get_str("revision")
+        if (version is None) == (revision is None):
+            raise ManifestError(table.file, where, "set exactly one of version (a major, "
+                                                   "e.g. 1) and revision (a branch, tag or commit)")
+        if repo in found:
+            raise item.error("repo-id", f"{repo!r} is listed twice; list each kernel once")
+        found[repo] = KernelDepend(repo, version, revision)
+    return tuple(found.values())
 
 
 def _upstream(general: Table) -> tuple[str, ...]:

@@ -80,10 +80,9 @@ def load_project(path: Path, *, only: Sequence[str] | None = None) -> Project:
     file = path / PROJECT_FILE if path.is_dir() else path
     root = file.parent.resolve()
     top = Table(read_toml(file), file)
-    top.check_keys(("kernels", "build-dir", "hub", "matrix", "toolchain", "releases"))
+    top.check_tables(Project, None)
 
     hub = top.get_table("hub") or Table({}, file, "hub")
-    hub.check_keys(("org", "target"))
     org = hub.get_str("org") or "kernels-community"
     if not _ORG_RE.fullmatch(org):
         raise hub.error("org", f"{org!r} is not an org name (letters, digits, '.', '-', '_')")
@@ -157,7 +156,6 @@ def _discover_kernels(root: Path) -> tuple[str, ...]:
 
 
 def _load_matrix(table: Table) -> Matrix:
-    table.check_keys(("torch", "backends", "systems", "cuda", "rocm", "xpu"))
     default = Matrix()
 
     def values(name: str, check: Any) -> tuple[str, ...]:
@@ -199,7 +197,6 @@ def _load_matrix(table: Table) -> Matrix:
 
 
 def _load_torch_pins(toolchain: Table, matrix: Matrix) -> dict[str, str]:
-    toolchain.check_keys(("torch",))
     table = toolchain.get_table("torch")
     if table is None:
         return {}

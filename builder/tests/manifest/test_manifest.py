@@ -13,7 +13,7 @@ from kernelhub.errors import KernelHubError
 from kernelhub_builder.errors import ManifestError
 from kernelhub_builder.manifest import Matrix, Project, load_kernel, load_kernels, load_project
 
-FIXTURE_PROJECT = Path(__file__).parent / "fixtures" / "ecosystem"
+FIXTURE_PROJECT = Path(__file__).parents[1] / "fixtures" / "ecosystem"
 
 BASE_FILES = ("torch-ext/torch_binding.cpp", "demo_cpu/demo.cpp", "demo_cuda/demo.cu")
 BASE = """\
@@ -79,7 +79,7 @@ def test_project_accepts_the_file_or_its_directory() -> None:
 
 
 def test_repository_kernels_toml_loads() -> None:
-    repo = Path(__file__).resolve().parents[2]
+    repo = Path(__file__).resolve().parents[3]
     if not (repo / "kernels.toml").is_file():
         pytest.skip("no kernels.toml at the repository root")
     try:
