@@ -4,6 +4,14 @@ Everything is written to ``<out>/<kernel>/.staging-<variant>-<random>/`` first �
 files, the generated ``_ops.py``, the shared library, and last ``metadata.json`` with the
 digests of all of them — and only then renamed over the previous build. A failure at
 any point before the rename leaves the previous build as it was.
+
+With ``general.build-layout = "zip"`` (edition 6) the kernel's package (torch-ext/<name>)
+goes into ``<id>.zip`` instead of loose files; what the builder generates for the
+variant (``_ops.py``, the shared library, which no Python can import from an archive)
+stays beside it, where the package's import path also looks. Such a variant needs a
+loader that reads the layout (the ecosystem's 0.19): metadata.json says
+``"build-layout": "zip"`` and ``"kernels-minver"``, so an older loader refuses it with
+"upgrade" instead of failing to import.
 """
 
 from __future__ import annotations
@@ -12,6 +20,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,7 +66,10 @@ def stage_variant(
     staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{variant.name}-", dir=kernel_out))
     try:
         staging.chmod(0o755)  # mkdtemp makes it private; a build dir is not a secret
-        copy_package(kernel, staging)
+        if kernel.build_layout == "zip":
+            zip_package(kernel, staging / f"{vid}.zip")
+        else:
+            copy_package(kernel, staging)
         (staging / "_ops.py").write_text(artifacts.ops_py_text)
         if artifacts.so_path is not None:
             shutil.copy2(artifacts.so_path, staging / artifacts.so_path.name)
@@ -72,7 +84,7 @@ def stage_variant(
             python_depends=python_depends(kernel, variant),
             provenance=provenance(kernel.root),
             torch=torch_version,
-            extra=dict(extra or {}),
+            extra={**(extra or {}), **format_keys(kernel, variant)},
         )
         write_metadata(staging, metadata)
     except BaseException:
@@ -81,19 +93,56 @@ def stage_variant(
     return staging, metadata
 
 
-def copy_package(kernel: KernelManifest, dest: Path) -> None:
-    """Copy torch-ext/<name>/ files whose suffix [torch] pyext lists (default: py)."""
+def package_files(kernel: KernelManifest) -> list[tuple[Path, Path]]:
+    """(source, path in the package) of the torch-ext/<name>/ files whose suffix [torch]
+    pyext lists (default: py, pyi), in a stable order."""
     source = kernel.package_dir
     if not source.is_dir():
-        return
+        return []
     suffixes = {f".{ext.lstrip('.')}" for ext in kernel.torch.pyext}
-    for path in sorted(source.rglob("*")):
-        rel = path.relative_to(source)
-        if not path.is_file() or "__pycache__" in rel.parts or path.suffix not in suffixes:
-            continue
+    return [(path, path.relative_to(source)) for path in sorted(source.rglob("*"))
+            if path.is_file() and "__pycache__" not in path.relative_to(source).parts
+            and path.suffix in suffixes]
+
+
+def copy_package(kernel: KernelManifest, dest: Path) -> None:
+    """The package as files under ``dest`` (build-layout "files")."""
+    for path, rel in package_files(kernel):
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(path, target)
+
+
+ZIP_DATE = (1980, 1, 1, 0, 0, 0)
+"""Every entry's timestamp: the zip format's epoch, so the archive's bytes depend on the
+package's contents only (two builds of the same sources write the same file)."""
+
+
+def zip_package(kernel: KernelManifest, archive: Path) -> None:
+    """The package in one archive (build-layout "zip"): entries in path order, stored
+    uncompressed (no zlib version changes the bytes), one timestamp, mode 644."""
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_STORED) as out:
+        for path, rel in package_files(kernel):
+            entry = zipfile.ZipInfo(rel.as_posix(), ZIP_DATE)
+            entry.external_attr = 0o100644 << 16
+            out.writestr(entry, path.read_bytes())
+
+
+ZIP_KERNELS_MINVER = "0.19.0"
+"""The first release of the ecosystem's loader that imports the zip layout."""
+
+
+def format_keys(kernel: KernelManifest, variant: Variant) -> dict[str, Any]:
+    """What metadata.json carries from edition 6: the layout (with the loader version it
+    needs) and the kernels this variant loads at run time, each only when it says
+    something, so a variant without them is written as before."""
+    keys: dict[str, Any] = {}
+    if kernel.build_layout != "files":
+        keys["build-layout"] = kernel.build_layout
+        keys["kernels-minver"] = ZIP_KERNELS_MINVER
+    if depends := kernel.kernel_depends_for(variant.backend):
+        keys["kernel-depends"] = [d.to_json() for d in depends]
+    return keys
 
 
 def python_depends(kernel: KernelManifest, variant: Variant) -> list[str]:
@@ -150,13 +199,25 @@ def read_rocm_archs(so_path: Path) -> list[str]:
 
 
 def provenance(kernel_root: Path) -> dict:
-    """The ecosystem's provenance shape; the kernel's commit only when it is in git."""
+    """The ecosystem's provenance shape; the kernel's commit only when it is in git.
+
+    ``dirty`` as the ecosystem means it: tracked files under the kernel differ from the
+    commit (a SHA-1 or SHA-256 object id), so the commit does not name the sources the
+    build was made from — loaders warn about such a build. Untracked files (the build
+    output itself, in a repository that does not ignore it) do not count.
+    """
     result: dict = {"kernel-builder": {"version": BUILDER_VERSION}}
     commit = _git(kernel_root, "rev-parse", "HEAD")
     if commit:
-        status = _git(kernel_root, "status", "--porcelain", "--", ".")
+        status = _git(kernel_root, "status", "--porcelain", "--untracked-files=no", "--", ".")
         result["kernel"] = {"commit": commit, "dirty": bool(status)}
     return result
+
+
+def is_dirty(provenance: dict) -> bool:
+    """Whether ``provenance`` marks the build as made from uncommitted sources."""
+    kernel = provenance.get("kernel")
+    return isinstance(kernel, dict) and kernel.get("dirty") is True
 
 
 def _git(cwd: Path, *args: str) -> str | None:

@@ -25,7 +25,7 @@ from kernelhub.metadata import read_metadata, verify_variant
 from kernelhub.variants import Variant
 
 from . import BUILDER_VERSION
-from .assemble import Artifacts, install_staged, stage_variant
+from .assemble import Artifacts, install_staged, is_dirty, stage_variant
 from .check import (
     ABI_METADATA_KEY,
     AbiPolicy,
@@ -42,7 +42,7 @@ from .matrix import PlannedVariant, build_env_minor, torch_env_problem
 from .portable import build_environment
 from .render import VariantFlags, render_ops_py, render_variant, variant_flags
 from .render_backends import DeviceTools, device_tools
-from .report import note, task
+from .report import note, task, warn
 from .source_hash import BuildSettings, build_id
 from .toolchains import Toolchain, detect_toolchains
 from .torch_env import TorchEnv, ensure_torch_env
@@ -60,6 +60,8 @@ class BuildResult:
     """Whether a compiler ran for this variant."""
     up_to_date: bool
     """True when an existing build already had this id: nothing was done."""
+    dirty: bool = False
+    """Built (now) from a tree with uncommitted changes; metadata.json marks it."""
 
 
 def build_kernel(
@@ -90,6 +92,10 @@ def build_kernel(
             if strict:
                 raise
             note(f"{kernel.name} {plan.name}: skipped: {e}")
+    if any(r.dirty for r in results):
+        warn(f"{kernel.name}: built from uncommitted changes under {kernel.root}; metadata.json "
+             "marks these builds dirty and loaders warn about them — commit, then rebuild, "
+             "for builds their commit names")
     return results
 
 
@@ -141,7 +147,8 @@ def _build_locked(
         raise
     install_staged(staging, dest)
     note(f"{kernel.name} {variant.name}: built {dest}")
-    return BuildResult(kernel.name, variant.name, vid, dest, compiled=compiled, up_to_date=False)
+    return BuildResult(kernel.name, variant.name, vid, dest, compiled=compiled, up_to_date=False,
+                       dirty=is_dirty(metadata.provenance))
 
 
 def _variant_id(

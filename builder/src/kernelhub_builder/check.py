@@ -128,7 +128,7 @@ def static_checks(
             metadata = read_metadata(variant_dir)
         except KernelHubError as e:
             return [Violation(RULE_MISSING_FILE, "metadata.json", "metadata.json", str(e))]
-    found = check_files(variant_dir, variant, metadata.id)
+    found = check_files(variant_dir, variant, metadata)
     found += check_python(variant_dir, metadata)
     if binary is None:
         binary = binary_checks(variant_dir, variant, metadata.id)
