@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -128,6 +130,15 @@ def _parser() -> argparse.ArgumentParser:
     migrate.add_argument("kernels", nargs="*", metavar="KERNEL", help="default: all")
     migrate.add_argument("--check", action="store_true",
                          help="change nothing; exit 1 if a build.toml is not in edition 6")
+
+    shell = commands.add_parser(
+        "shell", help="open a shell (or run -c COMMAND) in the environment of one built "
+                      "variant: its torch env, its include paths, LOCAL_KERNELS at the build")
+    shell.add_argument("kernel", nargs="?", help="default: the project's only kernel")
+    shell.add_argument("--variant", metavar="V",
+                       help="default: the first variant this host builds and runs")
+    shell.add_argument("-c", dest="shell_command", metavar="COMMAND",
+                       help="run COMMAND with $SHELL -c and exit with its status")
 
     test = commands.add_parser("test", help="run each kernel's tests against its built variants")
     test.add_argument("kernels", nargs="*", metavar="KERNEL", help="default: all")
@@ -393,6 +404,27 @@ def _migrate(args: argparse.Namespace, project: Project, out_dir: Path) -> int:
     return 1 if args.check and behind else 0
 
 
+def _shell(args: argparse.Namespace, project: Project, out_dir: Path) -> int:
+    from .shell import choose_variant, shell_for
+
+    kernels = _select(project, [args.kernel] if args.kernel else [])
+    if len(kernels) != 1:
+        raise UsageError(f"name the kernel: this project has {', '.join(k.name for k in kernels)}")
+    kernel = kernels[0]
+    planned = plan_variants(project, kernel)
+    plan = (filter_variants(planned, [args.variant])[0] if args.variant
+            else choose_variant(kernel, planned))
+    if not plan.buildable:
+        raise UsageError(f"{kernel.name} {plan.name}: cannot build here: {plan.reason}")
+    build_kernel(project, kernel, [plan], out_dir, strict=True)
+    shell = shell_for(project, kernel, plan.variant, out_dir)
+    for line in shell.said:
+        console.print(f"  {_escape(line)}")
+    program = os.environ.get("SHELL") or "/bin/sh"
+    command = [program, "-c", args.shell_command] if args.shell_command else [program]
+    return subprocess.run(command, env=shell.env, cwd=kernel.root, check=False).returncode
+
+
 def _init(args: argparse.Namespace) -> int:
     from .scaffold import scaffold
 
@@ -412,4 +444,5 @@ _COMMANDS = {
     "publish": _publish,
     "check": _check,
     "migrate": _migrate,
+    "shell": _shell,
 }
