@@ -3,15 +3,14 @@ naming the file, the key and what to do."""
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
+from kernel_trees import write_kernel
 from kernelhub_builder.errors import ManifestError
 from kernelhub_builder.manifest import KernelManifest, load_kernel
 from kernelhub_builder.manifest.model import KernelDepend
 
-FILES = ("torch-ext/torch_binding.cpp", "demo_cpu/demo.cpp", "demo_cuda/demo.cu")
 EDITION_6 = """\
 [general]
 name = "demo"
@@ -47,17 +46,6 @@ src = ["demo_cuda/demo.cu"]
 cuda-capabilities = ["8.0", "9.0"]
 cuda-minver = "12.8"
 """
-
-
-def write_kernel(root: Path, toml: str) -> Path:
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "torch-ext" / "demo").mkdir(parents=True, exist_ok=True)
-    (root / "torch-ext" / "demo" / "__init__.py").write_text("")
-    for rel in FILES:
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text("// not compiled in these tests\n")
-    (root / "build.toml").write_text(textwrap.dedent(toml))
-    return root
 
 
 def load(tmp_path: Path, toml: str) -> KernelManifest:
@@ -99,19 +87,19 @@ def test_edition_5_and_6_of_one_kernel_are_one_model(tmp_path: Path) -> None:
     assert a.kernel_depends == b.kernel_depends and a.build_layout == b.build_layout == "files"
 
 
-def test_noarch_capabilities_in_the_ecosystems_spelling(tmp_path: Path) -> None:
-    toml = """\
-    [general]
-    name = "demo"
-    edition = 6
-    license = "mit"
-    backends = ["cuda"]
+NOARCH_6 = """\
+[general]
+name = "demo"
+edition = 6
+license = "mit"
+backends = ["cuda"]
 
-    [torch-noarch]
-    cuda_capabilities = ["8.0"]
-    rocm_archs = ["gfx942"]
-    """
-    kernel = load(tmp_path, toml)
+[torch-noarch]
+"""
+
+
+def test_noarch_capabilities_in_the_ecosystems_spelling(tmp_path: Path) -> None:
+    kernel = load(tmp_path, NOARCH_6 + 'cuda_capabilities = ["8.0"]\nrocm_archs = ["gfx942"]\n')
     assert kernel.torch.noarch and kernel.torch.framework == "torch-noarch"
     assert kernel.torch.cuda_capabilities == ("8.0",)
     assert kernel.torch.rocm_archs == ("gfx942",)
@@ -193,18 +181,8 @@ def test_edition_6_keys_in_edition_5_say_how_to_move(tmp_path: Path, old: str, n
 
 
 def test_old_spelling_in_edition_6_names_the_new_one(tmp_path: Path) -> None:
-    toml = """\
-    [general]
-    name = "demo"
-    edition = 6
-    license = "mit"
-    backends = ["cuda"]
-
-    [torch-noarch]
-    cuda-capabilities = ["8.0"]
-    """
     with pytest.raises(ManifestError) as info:
-        load(tmp_path, toml)
+        load(tmp_path, NOARCH_6 + 'cuda-capabilities = ["8.0"]\n')
     assert "edition 6 spells this 'torch-noarch.cuda_capabilities'; builder migrate" in str(
         info.value)
 
