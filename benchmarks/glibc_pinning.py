@@ -1,4 +1,4 @@
-"""What the manylinux_2_28 symbol pinning (kernelhub_builder/portable.py) costs, measured here.
+"""What the manylinux_2_28 symbol pinning (kernelhub_builder/compile/portable.py) costs, measured here.
 
 For one ATen kernel (activation, torch 2.13 CPU) and one stable-ABI kernel (rmsnorm), build
 the variant twice from scratch — pinned (the default) and with ``KERNELHUB_HOST_GLIBC=1``

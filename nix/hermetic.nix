@@ -71,9 +71,9 @@ let
       buildPhase = ''
         export KERNELHUB_BUILDER_HOME=$TMPDIR/builder-home PYTHONDONTWRITEBYTECODE=1
         export PYTHONPATH=$builderSrc/src:$loaderSrc/src
-        python -m kernelhub_builder.nix_build adopt-env --project-file "$projectFile" \
+        python -m kernelhub_builder.compile.nix_build adopt-env --project-file "$projectFile" \
           --minor "$torchMinor" --python "$(command -v python)"
-        KERNELHUB_BUILDER_ENVS_READ_ONLY=1 python -m kernelhub_builder.nix_build build \
+        KERNELHUB_BUILDER_ENVS_READ_ONLY=1 python -m kernelhub_builder.compile.nix_build build \
           --project-file "$projectFile" --entry "$entry" --kernel-src "$kernelSrc" \
           --variant "$variant" --out "$out"
       '';

@@ -3,7 +3,7 @@
 # "Host toolchain" means this machine's compilers and the builder's torch environments,
 # outside the Nix store. A Nix build sees neither the caller's environment nor its
 # checkout, so where they are comes from a small file written by ci/setup-nix
-# (kernelhub_builder.nix_host), which names no checkout:
+# (kernelhub_builder.compile.nix_host), which names no checkout:
 #   ~/.config/kernelhub/nix-host.env of the user the build runs as (single-user Nix),
 #   else /etc/kernelhub/nix-host.env (a daemon's build users have no home).
 # It sets KERNELHUB_BUILDER_HOME (the torch environments); it may set CUDA_HOME or CXX.
@@ -37,7 +37,7 @@ for name in CUDA_HOME CXX; do
   eval "value=\${$name:-}"
   if [ -n "$value" ]; then export "$name"; fi
 done
-nix_build() { exec "$KERNELHUB_PYTHON" -m kernelhub_builder.nix_build "$@"; }
+nix_build() { exec "$KERNELHUB_PYTHON" -m kernelhub_builder.compile.nix_build "$@"; }
 case "$command" in
   build)
     nix_build build --project-file "$projectFile" --entry "$entry" --kernel-src "$kernelSrc" \
@@ -46,7 +46,7 @@ case "$command" in
     nix_build stamp --src "$built" --out "$out" --commit "$commit" --dirty "$dirty" ;;
   check)
     mkdir -p "$out"
-    if ! "$KERNELHUB_PYTHON" -m kernelhub_builder.nix_build check --project-file "$projectFile" \
+    if ! "$KERNELHUB_PYTHON" -m kernelhub_builder.compile.nix_build check --project-file "$projectFile" \
         --entry "$entry" --kernel-src "$kernelSrc" --variant "$variant" --variant-dir "$built" \
         > "$out/report.txt" 2>&1; then
       cat "$out/report.txt" >&2

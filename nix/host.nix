@@ -2,7 +2,7 @@
 # this machine's compilers and the builder's torch environments (outside the store;
 # see host-build.sh). Not hermetic: the store path does not change when the host's
 # compiler or torch env does. One derivation per variant; its inputs are exactly what
-# the variant id hashes (builder/src/kernelhub_builder/source_hash.py): kernels.toml,
+# the variant id hashes (builder/src/kernelhub_builder/compile/source_hash.py): kernels.toml,
 # the kernel's build files, and the builder itself.
 { root, system, manifest, matrix, rev, dirty }:
 let

@@ -1,6 +1,6 @@
 # The inputs of a variant's derivation, each a filtered copy in the store, so that a
 # derivation changes exactly when what its variant id hashes changes
-# (builder/src/kernelhub_builder/source_hash.py): a README, test or benchmark edit
+# (builder/src/kernelhub_builder/compile/source_hash.py): a README, test or benchmark edit
 # rebuilds nothing, a change to one kernel rebuilds that kernel only. Shared by the host
 # and the hermetic toolchains.
 { root }:

@@ -91,7 +91,7 @@ def set_release(project: Path, version: int, release: str) -> None:
 def torch_python(minor: str) -> Path:
     """The builder's toolchain env for a torch minor: the interpreter a user of that torch has."""
     from kernelhub_builder.manifest import load_project
-    from kernelhub_builder.torch_env import ensure_torch_env
+    from kernelhub_builder.plan.torch_env import ensure_torch_env
 
     project = load_project(REPO)
     return ensure_torch_env(minor, project.torch_pins.get(minor)).python

@@ -37,12 +37,6 @@ import httpx
 REFERENCE_VERSION = "0.17.2"
 """The ``kernels`` release this interop is checked against."""
 
-REFERENCE_REQUIREMENTS = (f"kernels=={REFERENCE_VERSION}",)
-"""What goes into the reference loader's directory. ``kernels`` also requires sigstore and
-tomlkit, but only its CLI's signature check imports them; huggingface_hub, packaging and
-pyyaml (its load path) come from our venv. Installing its full dependency tree would shadow
-our venv's huggingface_hub and cost a minute of CI for code the loads never run."""
-
 _HOP_HEADERS = {"connection", "keep-alive", "transfer-encoding", "content-length",
                 "content-encoding", "host"}
 
@@ -51,25 +45,30 @@ class ReferenceLoaderUnavailable(RuntimeError):
     """pip could not install the reference loader (no index reachable, most likely)."""
 
 
-def install_reference_loader(target: Path) -> Path:
-    """Install ``kernels`` into ``target`` (once: a marker file makes reruns free).
+def install_reference_loader(target: Path, version: str = REFERENCE_VERSION) -> Path:
+    """Install ``kernels==version`` into ``target`` (once: a marker file makes reruns free).
 
-    Returns ``target``, the directory to put on ``PYTHONPATH``.
+    Returns ``target``, the directory to put on ``PYTHONPATH``. Without its dependencies:
+    ``kernels`` also requires sigstore and tomlkit, but only its CLI's signature check
+    imports them; huggingface_hub, packaging and pyyaml (its load path) come from our venv.
+    Installing its full dependency tree would shadow our venv's huggingface_hub and cost a
+    minute of CI for code the loads never run.
     """
-    marker = target / f".kernels-{REFERENCE_VERSION}-installed"
+    marker = target / f".kernels-{version}-installed"
     if marker.exists():
         return target
+    requirements = (f"kernels=={version}",)
     proc = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-         "--no-deps", "--target", str(target), *REFERENCE_REQUIREMENTS],
+         "--no-deps", "--target", str(target), *requirements],
         capture_output=True, text=True,
     )
     if proc.returncode != 0:
         raise ReferenceLoaderUnavailable(
-            f"pip install {' '.join(REFERENCE_REQUIREMENTS)} --target {target} failed "
+            f"pip install {' '.join(requirements)} --target {target} failed "
             f"(is a package index reachable?):\n{proc.stdout}\n{proc.stderr}"
         )
-    marker.write_text(REFERENCE_VERSION)
+    marker.write_text(version)
     return target
 
 

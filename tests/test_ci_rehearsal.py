@@ -21,7 +21,7 @@ import pytest
 from e2e import BIN, REPO, Workspace, run
 from kernelhub.hub.local import LocalHub
 from kernelhub.metadata import read_metadata
-from kernelhub_builder.toolchains import detect_host
+from kernelhub_builder.plan.toolchains import detect_host
 
 pytestmark = pytest.mark.slow
 

@@ -31,7 +31,7 @@ from kernelhub.errors import KernelHubError
 from kernelhub.lockfile import variant_dir_hash
 from kernelhub.locking import lock_project
 from kernelhub.metadata import read_metadata, verify_variant
-from kernelhub.publish.hf import HfPublisher
+from kernelhub_builder.ship.hf import HfPublisher
 from kh_doubles import make_variant
 
 REPO_ID = "acme/lfs"

@@ -17,7 +17,7 @@ import pytest
 from hub_api_test_server import HubApiTestServer
 from kernelhub.errors import RepoNotFoundError
 from kernelhub.hub.hf import HfHub
-from kernelhub.publish.hf import HfPublisher
+from kernelhub_builder.ship.hf import HfPublisher
 from kh_doubles import make_variant
 
 REPO_ID = "acme/typed"

@@ -22,9 +22,9 @@ from hub_api_test_server import HubApiTestServer
 from kernelhub import api
 from kernelhub.errors import HubError, SignatureError
 from kernelhub.hub.git import GitRepo
-from kernelhub.publish.hf import HfPublisher
 from kernelhub.release_manifest import NAMESPACE, RELEASE_FILE, SIGNATURE_FILE
 from kernelhub.sshsig import SigningKey
+from kernelhub_builder.ship.hf import HfPublisher
 from kh_doubles import make_variant, new_signing_key, rewrite_on_branch
 
 REPO_ID = "acme/signed"
@@ -194,7 +194,7 @@ def test_signing_a_release_already_published_unsigned_is_reported_as_a_change(
 def test_a_signature_only_dry_run_counts_the_release_files_it_would_commit(
     server: HubApiTestServer, key: SigningKey, tmp_path: Path
 ) -> None:
-    from kernelhub_builder.publish import describe_result
+    from kernelhub_builder.ship.publish import describe_result
 
     staged = stage(tmp_path, "torch-universal", 4)
     first = publish(server, {"torch-universal": staged}, "1.0.0", None)

@@ -25,7 +25,7 @@ CUDA = ("activation", "torch214-cxx11-cu130-x86_64-linux")
 
 def _compared() -> tuple[tuple[str, str], ...]:
     """One variant of each kind `.#kernels` builds; CUDA where the builder finds nvcc."""
-    from kernelhub_builder.toolchains import detect_toolchains
+    from kernelhub_builder.plan.toolchains import detect_toolchains
 
     cuda = (CUDA,) if detect_toolchains().nvcc is not None else ()
     return (COMPILED, PURE, STABLE_ABI, *cuda)
@@ -105,8 +105,8 @@ def test_host_toolchain_names_no_checkout(host_toolchain: None) -> None:
     """Builds from any checkout run with the Python named after their own dependencies
     (the flake and the builder compute the same name), never with the .venv of whichever
     checkout ran the set-up last."""
+    from kernelhub_builder.compile.nix_host import python_dir, python_key
     from kernelhub_builder.manifest import read_toml as load_toml
-    from kernelhub_builder.nix_host import python_dir, python_key
 
     key = python_key(REPO / "builder" / "pyproject.toml", REPO / "loader" / "pyproject.toml")
     assert nix("eval", "--raw", ".#lib.hostPythonKey").stdout == key
@@ -407,16 +407,16 @@ def test_adopted_python_is_a_read_only_torch_env(tmp_path: Path, host_toolchain:
     python = torch_python("2.13")
     env = {"KERNELHUB_BUILDER_HOME": str(tmp_path / "home"),
            "KERNELHUB_BUILDER_ENVS_READ_ONLY": "1", "PATH": "/usr/bin:/bin"}
-    said = run([str(REPO / ".venv" / "bin" / "python"), "-m", "kernelhub_builder.nix_build",
+    said = run([str(REPO / ".venv" / "bin" / "python"), "-m", "kernelhub_builder.compile.nix_build",
                 "adopt-env", "--project-file", str(REPO / "kernels.toml"), "--minor", "2.13",
                 "--python", str(python)], env=env)
     assert "torch 2.13.0" in said.stdout
-    code = ("from kernelhub_builder.torch_env import ensure_torch_env;"
+    code = ("from kernelhub_builder.plan.torch_env import ensure_torch_env;"
             "e = ensure_torch_env('2.13', 'torch==2.13.0'); print(e.torch_version, e.root)")
     ready = run([str(REPO / ".venv" / "bin" / "python"), "-c", code], env=env)
     assert ready.stdout.split()[0].startswith("2.13.0")
     # Read-only: a minor nobody adopted is an error, not a pip install.
-    missing = run([str(REPO / ".venv" / "bin" / "python"), "-m", "kernelhub_builder.nix_build",
+    missing = run([str(REPO / ".venv" / "bin" / "python"), "-m", "kernelhub_builder.compile.nix_build",
                    "build", "--project-file", str(REPO / "kernels.toml"), "--entry",
                    "activation", "--kernel-src", str(REPO / "kernels-src" / "activation"),
                    "--variant", "torch214-cxx11-cpu-x86_64-linux", "--out",

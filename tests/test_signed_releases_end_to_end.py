@@ -20,8 +20,8 @@ from e2e import Workspace, builder, make_project, run
 from kernelhub import api, release_check
 from kernelhub.errors import SignatureError
 from kernelhub.hub.git import GitRepo
-from kernelhub.publish import LocalPublisher
 from kernelhub.release_manifest import NAMESPACE, RELEASE_FILE, SIGNATURE_FILE
+from kernelhub_builder.ship import LocalPublisher
 from kh_doubles import rewrite_on_branch
 from reference_loader import olah_cli, olah_server
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from kernelhub_builder.cli import main
-from kernelhub_builder.toolchains import detect_host
+from kernelhub_builder.plan.toolchains import detect_host
 
 FIXTURE = Path(__file__).parent / "fixtures" / "project"
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 from kernelhub_builder.cli import main
+from kernelhub_builder.compile.render import GENERATED_DIR
 from kernelhub_builder.errors import UsageError
 from kernelhub_builder.layout import work_dir
 from kernelhub_builder.manifest import load_kernel, load_project
-from kernelhub_builder.matrix import plan_variants
-from kernelhub_builder.render import GENERATED_DIR
+from kernelhub_builder.plan.matrix import plan_variants
 from kernelhub_builder.shell import choose_variant, shell_for
 
 pytestmark = pytest.mark.slow

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelhub.publish import LocalPublisher
+from kernelhub_builder.ship import LocalPublisher
 from kh_doubles import make_variant
 
 TRUSTED_REPO = "kernels-community/toy-activation"

@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from kernelhub import use_kernel_forward_from_hub
-from kernelhub.publish import LocalPublisher
+from kernelhub_builder.ship import LocalPublisher
 from kh_doubles import make_variant
 from torch import nn
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 from kernelhub import api
 from kernelhub.errors import HubError
-from kernelhub.publish import LocalPublisher
+from kernelhub_builder.ship import LocalPublisher
 from kh_doubles import make_variant
 
 REPO = "kernels-community/scale"

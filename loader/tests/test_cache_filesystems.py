@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from kernelhub import api
-from kernelhub.publish import LocalPublisher
+from kernelhub_builder.ship import LocalPublisher
 from kh_doubles import make_variant
 
 REPO = "kernels-community/kern"

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 from kernelhub.cli import main
-from kernelhub.publish import LocalPublisher
 from kernelhub.system import detect_system
+from kernelhub_builder.ship import LocalPublisher
 from kh_doubles import make_variant
 
 REPO = "kernels-community/kern"

@@ -34,7 +34,7 @@ from kernelhub.importer import load_variant_dir
 from kernelhub.layer.mapping import normalize_mapping
 from kernelhub.layer.repos import LayerRepository, locked_revision
 from kernelhub.metadata import Metadata, parse_metadata
-from kernelhub.publish import LocalPublisher
+from kernelhub_builder.ship import LocalPublisher
 from kh_doubles import DirHub, make_variant, unique_id
 
 REPO = "kernels-community/kern"

@@ -14,7 +14,6 @@ import pytest
 from kernelhub import api
 from kernelhub.errors import NoCompatibleVariantError
 from kernelhub.metadata import read_metadata, write_metadata
-from kernelhub.publish import LocalPublisher
 from kernelhub.selection import (
     METAL_MIN_MACOS,
     arch_rank,
@@ -22,6 +21,7 @@ from kernelhub.selection import (
     select_variant,
 )
 from kernelhub.system import SystemInfo
+from kernelhub_builder.ship import LocalPublisher
 from kh_doubles import make_variant
 
 CU130 = "torch214-cxx11-cu130-x86_64-linux"

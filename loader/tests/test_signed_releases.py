@@ -17,9 +17,9 @@ from kernelhub import api, release_check, sshsig
 from kernelhub.errors import SignatureError
 from kernelhub.hub.git import GitRepo, IndexEntry
 from kernelhub.metadata import compute_digests, read_metadata, write_metadata
-from kernelhub.publish import LocalPublisher
 from kernelhub.release_manifest import NAMESPACE, RELEASE_FILE, SIGNATURE_FILE
 from kernelhub.sshsig import SigningKey
+from kernelhub_builder.ship import LocalPublisher
 from kh_doubles import make_variant, new_signing_key
 
 REPO = "acme/scale"

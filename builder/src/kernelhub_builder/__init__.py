@@ -1,8 +1,10 @@
 """kernelhub-builder: build, test and publish PyTorch compute kernels for every variant.
 
-The data path, one module per arrow: manifest → matrix → toolchains / torch_env →
-source_hash → render → compile → assemble (orchestrated by build) → kernel_tests →
-publish. ``cli`` is a thin shell over these.
+The data path, one subpackage per stage: the manifest (``build_toml``, ``manifest``) →
+``plan`` (matrix, toolchains, torch environments) → ``compile`` (source hash, render,
+ninja, assemble) → ``check`` (rules, the kernel's own tests) → ``ship`` (publish). ``layout``
+says where builds live, ``report`` how the library tells what it does, ``errors`` what
+goes wrong; ``cli`` is a thin shell over these.
 """
 
 from __future__ import annotations

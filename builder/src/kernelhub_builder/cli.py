@@ -1,7 +1,7 @@
 """The ``builder`` command: a thin shell over the library modules.
 
-Parses arguments, finds the project, calls :mod:`build`, :mod:`kernel_tests` and
-:mod:`publish`, and prints. Errors the user can fix (bad manifest, compile error,
+Parses arguments, finds the project, calls :mod:`.compile.build`, :mod:`.check.kernel_tests` and
+:mod:`.ship.publish`, and prints. Errors the user can fix (bad manifest, compile error,
 publish refused) become one message on stderr and exit status 1, never a traceback.
 What the library reports (:mod:`report`) is rendered by :mod:`cli_render`, which only
 this module uses.
@@ -14,31 +14,33 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from kernelhub.errors import KernelHubError
-from kernelhub.publish import open_publisher
 from rich.markup import escape
 
 from . import __version__
-from .artifacts import merge_artifacts
-from .build import build_kernel
-from .check import (
+from .check.kernel_tests import run_kernel_tests
+from .check.variant import (
     ALLOW_HOST_ABI_ENV,
     AbiPolicy,
     allow_host_abi_default,
     check_kernel,
     format_violations,
 )
-from .ci_matrix import ci_jobs, parse_shard, shard_plans
 from .cli_render import ConsoleReporter, make_console
+from .compile.build import build_kernel
 from .errors import ShardError, UsageError
-from .kernel_tests import run_kernel_tests
 from .layout import default_out_dir, kernel_dir
-from .manifest import KERNEL_FILE, PROJECT_FILE, KernelManifest, Project, load_kernels, load_project
-from .matrix import PlannedVariant, filter_variants, format_plan, plan_to_json, plan_variants
-from .publish import (
+from .manifest import PROJECT_FILE, Project, load_project
+from .plan.matrix import filter_variants, format_plan, plan_to_json, plan_variants
+from .plan.select import find_project, select_kernels, select_variants
+from .report import reporting_to
+from .ship import open_publisher
+from .ship.artifacts import merge_artifacts
+from .ship.ci_matrix import ci_jobs, parse_shard, shard_plans
+from .ship.publish import (
     SIGN_KEY_ENV,
     SIGN_PASSPHRASE_ENV,
     StalePolicy,
@@ -47,25 +49,9 @@ from .publish import (
     load_release_key,
     publish_kernel,
 )
-from .report import reporting_to
 
 console = make_console()
 """The one console of the command; library code reaches it only through the reporter."""
-
-
-def find_project(start: Path) -> Path:
-    """The nearest kernels.toml at or above ``start``; else a build.toml in ``start``
-    itself (a kernel author's own repository, built in place)."""
-    start = start.resolve()
-    for directory in (start, *start.parents):
-        if (directory / PROJECT_FILE).is_file():
-            return directory / PROJECT_FILE
-    if (start / KERNEL_FILE).is_file():
-        return start / KERNEL_FILE
-    raise UsageError(
-        f"no {PROJECT_FILE} in {start} or any parent directory, and no {KERNEL_FILE} in "
-        f"{start}; run builder inside a kernel project or repository, or pass --project PATH"
-    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -82,11 +68,7 @@ def _parser() -> argparse.ArgumentParser:
                              "else <project>/build)")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    init = commands.add_parser("init", help="create a new kernel repository that builds and "
-                                            "tests as it is")
-    init.add_argument("name", help="the kernel's name, e.g. my-kernel")
-    init.add_argument("directory", nargs="?", type=Path, help="default: ./NAME")
-    init.add_argument("--org", default="my-org", help="hub org for general.hub.repo-id")
+    _init_arguments(commands.add_parser("init", help=INIT_HELP))
 
     listing = commands.add_parser("list-variants", help="show the variant matrix of a kernel")
     listing.add_argument("kernel", nargs="?", help="one kernel (default: all)")
@@ -174,6 +156,17 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+INIT_HELP = "create a new kernel repository that builds and tests as it is"
+
+
+def _init_arguments(init: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """``builder init``'s arguments, which ``kernelhub init`` shares."""
+    init.add_argument("name", help="the kernel's name, e.g. my-kernel")
+    init.add_argument("directory", nargs="?", type=Path, help="default: ./NAME")
+    init.add_argument("--org", default="my-org", help="hub org for general.hub.repo-id")
+    return init
+
+
 def _shard_argument(text: str) -> tuple[int, int]:
     try:
         return parse_shard(text)
@@ -192,13 +185,30 @@ def _abi_argument(parser: argparse.ArgumentParser) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "init":  # makes a project, so it cannot need one
+        return _reported(lambda: _init(args))
+    return _reported(lambda: _run(args))
+
+
+def init_main(argv: Sequence[str] | None = None) -> int:
+    """``kernelhub init``: ``builder init`` registered in the entry-point group
+    ``kernelhub.commands``, so the loader's command offers it without importing the builder."""
+    parser = _init_arguments(argparse.ArgumentParser(prog="kernelhub init", description=INIT_HELP))
+    args = parser.parse_args(argv)
+    return _reported(lambda: _init(args))
+
+
+def _run(args: argparse.Namespace) -> int:
+    project = load_project(args.project if args.project else find_project(Path.cwd()))
+    out_dir = (args.out or default_out_dir(project)).resolve()
+    with reporting_to(ConsoleReporter(console)):
+        return _COMMANDS[args.command](args, project, out_dir)
+
+
+def _reported(command: Callable[[], int]) -> int:
+    """Run ``command``; an error the user can fix is one line on stderr and exit status 1."""
     try:
-        if args.command == "init":  # makes a project, so it cannot need one
-            return _init(args)
-        project = load_project(args.project if args.project else find_project(Path.cwd()))
-        out_dir = (args.out or default_out_dir(project)).resolve()
-        with reporting_to(ConsoleReporter(console)):
-            return _COMMANDS[args.command](args, project, out_dir)
+        return command()
     except KernelHubError as e:
         console.print(f"[bold red]error:[/] {_escape(str(e))}")
         return 1
@@ -211,27 +221,8 @@ def _escape(text: str) -> str:
     return escape(text)
 
 
-def _select(project: Project, names: Sequence[str]) -> list[KernelManifest]:
-    """The named kernels (by build.toml name or kernels.toml entry), or all of them."""
-    kernels = load_kernels(project)
-    if not names:
-        return kernels
-    by_name = {k.name: k for k in kernels}
-    by_name.update({entry: k for entry, k in zip(project.kernels, kernels, strict=True)})
-    unknown = [n for n in names if n not in by_name]
-    if unknown:
-        raise UsageError(
-            f"unknown kernel {', '.join(map(repr, unknown))}; this project has: "
-            f"{', '.join(k.name for k in kernels) or 'none'}"
-        )
-    chosen: dict[str, KernelManifest] = {}
-    for n in names:
-        chosen.setdefault(by_name[n].name, by_name[n])
-    return list(chosen.values())
-
-
 def _list_variants(args: argparse.Namespace, project: Project, out_dir: Path) -> int:
-    kernels = _select(project, [args.kernel] if args.kernel else [])
+    kernels = select_kernels(project, [args.kernel] if args.kernel else [])
     if args.json:
         data = {k.name: plan_to_json(plan_variants(project, k)) for k in kernels}
         print(json.dumps(data, indent=2))
@@ -244,7 +235,7 @@ def _list_variants(args: argparse.Namespace, project: Project, out_dir: Path) ->
 
 
 def _ci_matrix(args: argparse.Namespace, project: Project, out_dir: Path) -> int:
-    jobs = [job.to_json() for job in ci_jobs(project, _select(project, args.kernels))]
+    jobs = [job.to_json() for job in ci_jobs(project, select_kernels(project, args.kernels))]
     matrix = {"include": jobs}
     if args.github_output:
         print(f"matrix={json.dumps(matrix, separators=(',', ':'))}")
@@ -261,39 +252,9 @@ def _merge_artifacts(args: argparse.Namespace, project: Project, out_dir: Path) 
     return 0
 
 
-def _chosen_plans(
-    project: Project, kernels: list[KernelManifest], patterns: list[str]
-) -> dict[str, list[PlannedVariant]]:
-    """Per kernel, the planned variants ``--variant`` selects (all when none given).
-
-    A pattern only has to match in some kernel: ``--variant 'torch213-*'`` over a
-    project that also holds pure-Python kernels is not a typo.
-    """
-    plans = {k.name: plan_variants(project, k) for k in kernels}
-    if not patterns:
-        return plans
-    chosen: dict[str, list[PlannedVariant]] = {}
-    for pattern in patterns:
-        hits = {}
-        for name, planned in plans.items():
-            try:
-                hits[name] = filter_variants(planned, [pattern])
-            except KernelHubError:
-                continue
-        if not hits:
-            if len(plans) == 1:
-                filter_variants(next(iter(plans.values())), [pattern])  # its message lists names
-            raise UsageError(f"--variant {pattern!r} matches no variant of "
-                             f"{', '.join(plans) or 'any kernel'}")
-        for name, selected in hits.items():
-            have = chosen.setdefault(name, [])
-            have += [p for p in selected if p not in have]
-    return chosen
-
-
 def _build(args: argparse.Namespace, project: Project, out_dir: Path) -> int:
-    kernels = {k.name: k for k in _select(project, args.kernels)}
-    plans = _chosen_plans(project, list(kernels.values()), args.variant)
+    kernels = {k.name: k for k in select_kernels(project, args.kernels)}
+    plans = select_variants(project, list(kernels.values()), args.variant)
     if args.shard:
         plans = shard_plans(plans, args.shard)
     status = 0
@@ -321,7 +282,7 @@ def _build(args: argparse.Namespace, project: Project, out_dir: Path) -> int:
 def _test(args: argparse.Namespace, project: Project, out_dir: Path) -> int:
     failed = 0
     ran = 0
-    for kernel in _select(project, args.kernels):
+    for kernel in select_kernels(project, args.kernels):
         runs, skipped = run_kernel_tests(project, kernel, out_dir)
         for s in skipped:
             print(f"SKIP  {kernel.name}  {s.variant}: {s.reason}")
@@ -350,7 +311,7 @@ def _publish(args: argparse.Namespace, project: Project, out_dir: Path) -> int:
     hub = open_publisher(args.hub or project.hub)
     sign = args.sign or default_release_key()  # the environment is read only to publish
     key = load_release_key(sign) if sign else None
-    for kernel in _select(project, args.kernels):
+    for kernel in select_kernels(project, args.kernels):
         result = publish_kernel(project, kernel, out_dir, hub, dry_run=args.dry_run,
                                 allow_host_abi=args.allow_host_abi, key=key,
                                 stale=args.stale)
@@ -360,12 +321,12 @@ def _publish(args: argparse.Namespace, project: Project, out_dir: Path) -> int:
 
 def _check(args: argparse.Namespace, project: Project, out_dir: Path) -> int:
     failed = checked = 0
-    for kernel in _select(project, args.kernels):
+    for kernel in select_kernels(project, args.kernels):
         reports = check_kernel(project, kernel, out_dir, import_check=args.import_check)
         if not reports:
             if args.kernels:  # named: checking nothing is not a pass
                 raise UsageError(f"no built variants of {kernel.name} under "
-                                 f"{kernel_dir(out_dir, kernel)}; run builder build {kernel.name} first")
+                                 f"{kernel_dir(out_dir, project, kernel)}; run builder build {kernel.name} first")
             console.print(f"{kernel.name}: no built variants, nothing to check")
         for report in reports:
             checked += 1
@@ -391,7 +352,7 @@ def _check(args: argparse.Namespace, project: Project, out_dir: Path) -> int:
 def _migrate(args: argparse.Namespace, project: Project, out_dir: Path) -> int:
     from .manifest.migrate import migrate_kernel
 
-    roots = ([k.root for k in _select(project, args.kernels)] if args.kernels
+    roots = ([k.root for k in select_kernels(project, args.kernels)] if args.kernels
              else [project.kernel_dir(entry) for entry in project.kernels])
     behind = 0
     for root in roots:
@@ -407,7 +368,7 @@ def _migrate(args: argparse.Namespace, project: Project, out_dir: Path) -> int:
 def _shell(args: argparse.Namespace, project: Project, out_dir: Path) -> int:
     from .shell import choose_variant, shell_for
 
-    kernels = _select(project, [args.kernel] if args.kernel else [])
+    kernels = select_kernels(project, [args.kernel] if args.kernel else [])
     if len(kernels) != 1:
         raise UsageError(f"name the kernel: this project has {', '.join(k.name for k in kernels)}")
     kernel = kernels[0]

@@ -8,12 +8,8 @@ hub refusal) that it passes on. The CLI turns any of them into one line and exit
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from kernelhub.errors import KernelHubError
-
-if TYPE_CHECKING:
-    from .check_violation import Violation
 
 
 class BuilderError(KernelHubError):
@@ -63,14 +59,6 @@ class CompileError(BuilderError):
 
 class NotAnElfError(BuilderError, ValueError):
     """The file is not an ELF shared library."""
-
-
-class CheckFailed(BuilderError):
-    """A variant broke a rule that its policy does not allow."""
-
-    def __init__(self, message: str, violations: list[Violation]) -> None:
-        super().__init__(message)
-        self.violations = violations
 
 
 class NixBuildError(BuilderError):

@@ -2,21 +2,25 @@
 
 ::
 
-    <out>/<kernel>/<variant>/                 a built variant (what check, test, publish read)
-    <out>/<kernel>/.staging-<variant>-<rand>/ a variant being assembled (never read as a build)
-    <out>/.work/<kernel>/<variant>/           the rendered build tree and ninja's outputs
-    <out>/.work/<kernel>/<variant>.lock       held while one builder builds that variant
+    <out>/<variant>/                    a built variant of a single-kernel repository
+    <out>/<kernel>/<variant>/           a built variant of a project's kernel
+    <builds>/.staging-<variant>-<rand>/ a variant being assembled, beside where it goes
+    <out>/.work/<kernel>/<variant>/     the rendered build tree and ninja's outputs
+    <out>/.work/<kernel>/<variant>.lock held while one builder builds that variant
 
-``<out>`` is ``[build] dir`` of kernels.toml, else ``build/`` next to it. Every module that
-needs one of these paths asks here, so the layout is written down once.
+``<out>`` is ``[build] dir`` of kernels.toml, else ``build/`` at the root. Where variants
+go inside it is the loader's format (:mod:`kernelhub.build_layout`): a repository whose
+root is the kernel (one build.toml, built in place) keeps them in ``build/<variant>``,
+the layout of a hub repository, so the ecosystem's ``get_local_kernel(<repo>)`` reads
+them. Every module that needs one of these paths asks here.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from kernelhub.build_layout import default_build_dir, kernel_builds_dir, variant_dirs
 from kernelhub.errors import VariantNameError
-from kernelhub.metadata import METADATA_FILE
 from kernelhub.variants import Variant, parse_variant
 
 from .manifest import KernelManifest, Project
@@ -27,17 +31,24 @@ STAGING_PREFIX = ".staging-"
 
 def default_out_dir(project: Project) -> Path:
     """Where builds go when the command line does not say."""
-    return project.build_dir or project.root / "build"
+    return project.build_dir or default_build_dir(project.root)
 
 
-def kernel_dir(out_dir: Path, kernel: KernelManifest) -> Path:
-    """``<out>/<kernel>/``: every built variant of one kernel."""
-    return Path(out_dir) / kernel.name
+def is_single_kernel(project: Project, kernel: KernelManifest) -> bool:
+    """Whether ``kernel`` is the repository itself (its build.toml at the root) rather
+    than one kernel of a project."""
+    return Path(kernel.root).resolve() == Path(project.root).resolve()
 
 
-def variant_dir(out_dir: Path, kernel: KernelManifest, variant: Variant) -> Path:
-    """``<out>/<kernel>/<variant>/``: one built variant."""
-    return kernel_dir(out_dir, kernel) / variant.name
+def kernel_dir(out_dir: Path, project: Project, kernel: KernelManifest) -> Path:
+    """Where every built variant of one kernel lives: ``<out>/`` or ``<out>/<kernel>/``."""
+    return kernel_builds_dir(out_dir, kernel.name, single_kernel=is_single_kernel(project, kernel))
+
+
+def variant_dir(out_dir: Path, project: Project, kernel: KernelManifest, variant: Variant
+                ) -> Path:
+    """One built variant."""
+    return kernel_dir(out_dir, project, kernel) / variant.name
 
 
 def work_dir(out_dir: Path, kernel: KernelManifest, variant: Variant) -> Path:
@@ -50,16 +61,14 @@ def lock_file(out_dir: Path, kernel: KernelManifest, variant: Variant) -> Path:
     return Path(out_dir) / WORK_DIR / kernel.name / f"{variant.name}.lock"
 
 
-def built_variants(out_dir: Path, kernel: KernelManifest) -> list[tuple[Variant, Path]]:
-    """Variant dirs under ``<out>/<kernel>/`` that hold a build (staging dirs skipped)."""
+def built_variants(out_dir: Path, project: Project, kernel: KernelManifest
+                   ) -> list[tuple[Variant, Path]]:
+    """The variant dirs of ``kernel`` that hold a build (staging and work dirs skipped)."""
+    root = kernel_dir(out_dir, project, kernel)
     found = []
-    root = kernel_dir(out_dir, kernel)
-    if root.is_dir():
-        for path in sorted(root.iterdir()):
-            if not (path / METADATA_FILE).is_file():
-                continue
-            try:
-                found.append((parse_variant(path.name), path))
-            except VariantNameError:
-                continue
+    for name in variant_dirs(root):
+        try:
+            found.append((parse_variant(name), root / name))
+        except VariantNameError:
+            continue
     return found

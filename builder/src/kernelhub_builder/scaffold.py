@@ -113,8 +113,9 @@ def scaffold(name: str, target: Path, org: str = "my-org") -> list[Path]:
         raise KernelHubError(f"{name!r} is not a kernel name: use lowercase letters, digits, "
                              "'-' or '_', starting with a letter (e.g. 'my-kernel')")
     target = Path(target)
-    if target.exists() and any(target.iterdir()):
-        raise KernelHubError(f"{target} exists and is not empty; choose a new directory")
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise KernelHubError(f"{target} exists and is not an empty directory; choose a new "
+                             "directory")
     values = {"name": name, "pkg": name.replace("-", "_"), "org": org}
     written = []
     for rel, text in _FILES.items():

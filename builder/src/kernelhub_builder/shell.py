@@ -22,13 +22,13 @@ from pathlib import Path
 
 from kernelhub.variants import Variant
 
+from .check.kernel_tests import torch_minors_for, variant_test_env, why_not_runnable
+from .compile.render import GENERATED_DIR
 from .errors import UsageError
-from .kernel_tests import torch_minors_for, variant_test_env, why_not_runnable
 from .layout import variant_dir, work_dir
 from .manifest import KernelManifest, Project
-from .matrix import PlannedVariant, build_env_minor
-from .render import GENERATED_DIR
-from .torch_env import TorchEnv, ensure_torch_env
+from .plan.matrix import PlannedVariant, build_env_minor
+from .plan.torch_env import TorchEnv, ensure_torch_env
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ def shell_for(project: Project, kernel: KernelManifest, variant: Variant, out_di
               base: dict[str, str] | None = None) -> Shell:
     """The environment of ``variant`` (built under ``out_dir``) on top of ``base``
     (default: this process's)."""
-    path = variant_dir(out_dir, kernel, variant)
+    path = variant_dir(out_dir, project, kernel, variant)
     if not (path / "metadata.json").is_file():
         raise UsageError(f"{kernel.name} {variant.name} is not built under {out_dir}; "
                          f"run builder build {kernel.name} --variant {variant.name}")

@@ -17,6 +17,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from . import settings
+from .build_layout import local_build_dirs, variant_dirs
 from .cache import KernelCache
 from .errors import (
     HubError,
@@ -415,42 +416,6 @@ def has_kernel(request: _Request) -> bool:
 # -- local builds ------------------------------------------------------------------
 
 
-def _kernel_name(source_dir: Path) -> str:
-    build_toml = source_dir / "build.toml"
-    if build_toml.is_file():
-        from .tomlfile import tomllib
-
-        try:
-            name = tomllib.loads(build_toml.read_text()).get("general", {}).get("name")
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError, AttributeError):
-            name = None
-        if isinstance(name, str) and name:
-            return name
-    return source_dir.name
-
-
-def _variant_dirs(build_dir: Path) -> list[str]:
-    if not build_dir.is_dir():
-        return []
-    return sorted(d.name for d in build_dir.iterdir() if (d / METADATA_FILE).is_file())
-
-
-def _local_build_dirs(path: Path) -> list[Path]:
-    """Where builds of the kernel at ``path`` may live, in the order they are tried.
-
-    Only places the path itself determines: never a ``build/`` found by walking up, which
-    would load whatever another user left in a shared parent such as /tmp. A kernel
-    source dir inside a builder project (``<project>/kernels-src/<dir>``, the project
-    recognised by its ``kernels.toml``) also finds ``<project>/build/<name>``.
-    """
-    name = _kernel_name(path)
-    candidates = [path, path / "build", path / "build" / name]
-    project = path.parent.parent
-    if path.parent.name == "kernels-src" and (project / "kernels.toml").is_file():
-        candidates.append(project / "build" / name)
-    return list(dict.fromkeys(candidates))
-
-
 def _local_archs(build_dir: Path, names: list[str]) -> dict[str, list[str]]:
     """backend.archs of local builds (metadata is on disk: reading it is cheap), so
     selection can prefer the build with code for this GPU."""
@@ -481,9 +446,9 @@ def find_local_variant(path: Path | str, *, backend: str | None = None) -> Path:
         return path
     if not path.is_dir():
         raise KernelHubError(f"{path} does not exist or is not a directory")
-    candidates = _local_build_dirs(path)
+    candidates = local_build_dirs(path)
     for build_dir in candidates:
-        if names := _variant_dirs(build_dir):
+        if names := variant_dirs(build_dir):
             system = detect_system(backend)
             selection = select_variant(names, system, _local_archs(build_dir, names))
             if selection.chosen is None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 from . import api
@@ -130,13 +130,6 @@ def build_parser() -> argparse.ArgumentParser:
     _add_spec_args(check)
     check.set_defaults(func=_check)
 
-    init = sub.add_parser(
-        "init", help="create a new kernel repository (runs `builder init`; needs kernelhub-builder)"
-    )
-    init.add_argument("name")
-    init.add_argument("directory", nargs="?")
-    init.set_defaults(func=_init)
-
     lock = sub.add_parser(
         "lock", help="write kernels.lock for the kernels pyproject.toml depends on"
     )
@@ -159,17 +152,8 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--forget", action="store_true",
                         help="remove these decisions, so the next run measures them again")
     verify.set_defaults(func=_print_verify_report)
+    parser.set_defaults(commands=frozenset(sub.choices))
     return parser
-
-
-def _init(args: argparse.Namespace) -> None:
-    try:
-        from kernelhub_builder.cli import main as builder_main
-    except ImportError:
-        raise KernelHubError("kernelhub init needs the builder: pip install kernelhub-builder "
-                             "(it provides `builder init`)") from None
-    if builder_main(["init", args.name, *([args.directory] if args.directory else [])]) != 0:
-        raise KernelHubError(f"could not create the kernel repository {args.name!r}")
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -228,13 +212,38 @@ def _print_verify_report(args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
     try:
+        if argv and not argv[0].startswith("-") and argv[0] not in _commands(parser):
+            from .optional_commands import load
+
+            if (command := load(argv[0])) is not None:  # else argparse names the choices
+                return command(argv[1:])
+        elif not argv or argv[0] in ("-h", "--help"):
+            _describe_optional_commands(parser)
+        args = parser.parse_args(argv)
         args.func(args)
     except KernelHubError as e:
         print(f"kernelhub: error: {e}", file=sys.stderr)
         return 1
     return 0
+
+
+def _commands(parser: argparse.ArgumentParser) -> Collection[str]:
+    """The names of kernelhub's own subcommands."""
+    return parser.get_default("commands")
+
+
+def _describe_optional_commands(parser: argparse.ArgumentParser) -> None:
+    """List the commands other distributions add (:mod:`.optional_commands`) in the help."""
+    from .optional_commands import help_lines
+
+    lines = help_lines()
+    width = max(len(name) for name, _ in lines)
+    parser.epilog = "commands from other distributions:\n" + "\n".join(
+        f"  {name:<{width}}  {text}" for name, text in lines)
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
 
 
 if __name__ == "__main__":  # pragma: no cover

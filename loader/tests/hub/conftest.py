@@ -9,44 +9,12 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kernelhub.publish import LocalPublisher
-
-StageFn = Callable[..., Path]
-
-
-@pytest.fixture
-def stage(tmp_path: Path) -> StageFn:
-    """Make a staged variant dir like the builder's: package files, a tool, metadata.json.
-
-    ``stage("torch-cpu", tag="a")`` writes content that depends on ``tag``, so two calls
-    with different tags give two different builds of the same variant.
-    """
-    counter = iter(range(1_000_000))
-
-    def make(variant: str, tag: str = "1") -> Path:
-        root = tmp_path / "staged" / f"{variant}-{tag}-{next(counter)}"
-        (root / "layers").mkdir(parents=True)
-        (root / "__init__.py").write_text(f"VARIANT = {variant!r}\nBUILD = {tag!r}\n")
-        (root / "layers" / "__init__.py").write_text("class Layer:\n    pass\n")
-        tool = root / "run.sh"
-        tool.write_text("#!/bin/sh\necho ok\n")
-        tool.chmod(0o755)
-        (root / "metadata.json").write_text(json.dumps({"name": "demo", "build": tag}))
-        # Bytecode caches must never be published.
-        (root / "__pycache__").mkdir()
-        (root / "__pycache__" / "__init__.cpython-311.pyc").write_bytes(b"\0junk")
-        return root
-
-    return make
-
-
-@pytest.fixture
-def hub(tmp_path: Path) -> LocalPublisher:
-    return LocalPublisher(tmp_path / "hub")
+from kernelhub_builder.ship import LocalPublisher
+from kh_hub_fixtures import hub, stage  # noqa: F401  (fixtures of these tests)
 
 
 def _free_port() -> int:
@@ -62,15 +30,15 @@ def olah_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalPu
     if not olah_cli.exists() and shutil.which("olah-cli") is None:
         pytest.skip("olah is not installed (pip install olah)")
     work = tmp_path_factory.mktemp("olah")
-    hub = LocalPublisher(work / "hub")
-    (hub.root / "models").mkdir(parents=True)
+    published = LocalPublisher(work / "hub")
+    (published.root / "models").mkdir(parents=True)
     port = _free_port()
     config = work / "olah.toml"
     config.write_text(
         "[basic]\n"
         'host = "127.0.0.1"\n'
         f"port = {port}\n"
-        f"mirrors-path = [{json.dumps(str(hub.root))}]\n"
+        f"mirrors-path = [{json.dumps(str(published.root))}]\n"
         f"repos-path = {json.dumps(str(work / 'olah-cache'))}\n"
         "[accessibility]\n"
         "offline = true\n"
@@ -101,7 +69,7 @@ def olah_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalPu
                 if time.monotonic() > deadline:
                     pytest.fail(f"olah did not start in 30s:\n{(work / 'olah.log').read_text()}")
                 time.sleep(0.1)
-        yield hub, f"http://127.0.0.1:{port}"
+        yield published, f"http://127.0.0.1:{port}"
     finally:
         proc.terminate()
         try:

@@ -13,8 +13,8 @@ from huggingface_hub import HfApi
 from huggingface_hub.hf_api import RepoFile
 from kernelhub.errors import HubError, RepoNotFoundError, VersionSpecError
 from kernelhub.hub.hf import HfHub
-from kernelhub.publish.hf import same_content
-from kernelhub.publish.staged import staged_files
+from kernelhub_builder.ship.hf import same_content
+from kernelhub_builder.ship.staged import staged_files
 
 REPO = "acme/demo"
 

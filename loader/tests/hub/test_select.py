@@ -1,12 +1,10 @@
-"""open_hub and open_publisher: what each kind of target means."""
+"""open_hub: what each kind of target means; HfHub's endpoint and key."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from kernelhub.hub import HfHub, Hub, LocalHub, open_hub
-from kernelhub.publish import HubPublisher, LocalPublisher, open_publisher
-from kernelhub.publish.hf import HfPublisher
 
 
 def test_default_is_the_env_var_read_at_call_time(monkeypatch, tmp_path):
@@ -33,15 +31,11 @@ def test_strings_urls_paths_and_instances(monkeypatch, tmp_path):
     assert open_hub(hub) is hub
 
 
-def test_publishers_take_the_same_words_and_hubs_stay_read_only(monkeypatch, tmp_path):
-    monkeypatch.setenv("HF_ENDPOINT", "https://hub.example")
-    monkeypatch.setenv("HOME", str(tmp_path))
-    local = open_publisher("~/hub")
-    assert isinstance(local, LocalPublisher) and local.root == tmp_path / "hub"
-    remote = open_publisher("hf")
-    assert isinstance(remote, HfPublisher) and remote.endpoint == "https://hub.example"
-    assert open_publisher(local) is local
-    # What the loader opens has no way to write: reading and publishing are two protocols.
-    assert not isinstance(open_hub("~/hub"), HubPublisher)
-    assert not isinstance(open_hub("hf"), HubPublisher)
-    assert isinstance(local, Hub) and isinstance(remote, Hub)
+def test_hf_hub_reads_the_endpoint_when_made_and_keys_by_host(monkeypatch):
+    monkeypatch.setenv("HF_ENDPOINT", "http://mirror.example:8080/")
+    hub = HfHub()
+    assert isinstance(hub, Hub)
+    assert hub.endpoint == "http://mirror.example:8080"
+    assert hub.key.startswith("hf-mirror.example-8080-")
+    assert HfHub("https://huggingface.co").key.startswith("hf-huggingface.co-")
+    assert hub.trusted_orgs() == frozenset()

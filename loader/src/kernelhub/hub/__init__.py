@@ -1,7 +1,7 @@
 """Hubs as the loader reads them: where variants are loaded from.
 
 ``HfHub`` is imported lazily: huggingface_hub costs a noticeable import time that a load
-from the embedded LocalHub never needs. Writing to a hub lives in :mod:`kernelhub.publish`.
+from the embedded LocalHub never needs. Writing to a hub lives in :mod:`kernelhub_builder.ship`.
 """
 
 from __future__ import annotations

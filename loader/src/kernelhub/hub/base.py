@@ -2,7 +2,7 @@
 
 Two implementations: :class:`kernelhub.hub.local.LocalHub` (git repositories on disk)
 and :class:`kernelhub.hub.hf.HfHub` (huggingface_hub against any Hub-API server).
-Publishing is a separate protocol, :class:`kernelhub.publish.HubPublisher`, so nothing on
+Publishing is a separate protocol, :class:`kernelhub_builder.ship.HubPublisher`, so nothing on
 the load path carries the code that writes to a hub.
 """
 
@@ -11,12 +11,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from ..build_layout import BUILD_DIR  # variants live under build/<variant>/ in every repository
+
 if TYPE_CHECKING:  # the protocol names them; loading through it needs neither module
     from ..release_manifest import ReleaseFiles
     from ..versions import Refs
 
-BUILD_DIR = "build"
-"""Variants live under ``build/<variant>/`` in every hub repository."""
+__all__ = ["BUILD_DIR", "Hub"]
 
 
 @runtime_checkable

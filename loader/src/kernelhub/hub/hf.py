@@ -12,7 +12,7 @@ publisher alike; the type found is remembered per endpoint and repository for th
 process, so it costs a request only on a server without kernel repositories, and only
 once per process (each ``get_kernel(hub=URL)`` makes a new HfHub).
 
-Publishing to such a server lives in :mod:`kernelhub.publish.hf`.
+Publishing to such a server lives in :mod:`kernelhub_builder.ship.hf`.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ Layout::
         refs/tags/v<semver>               a release: the branch head it was published at
 
 Everything is git plumbing on bare repositories (see :mod:`kernelhub.hub.git`): nothing is
-checked out. This module only reads; :mod:`kernelhub.publish.local` writes one commit per
+checked out. This module only reads; :mod:`kernelhub_builder.ship.local` writes one commit per
 publish and moves the branch and the release tag together in one compare-and-swap
 transaction, so readers never see half a publish.
 

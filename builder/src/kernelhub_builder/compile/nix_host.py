@@ -1,0 +1,113 @@
+"""The host toolchain of the flake's host derivations: one per machine, not per checkout.
+
+A Nix build sees neither the caller's environment nor the checkout it came from (the
+flake is a copy in the store), so what it runs with is found from the machine alone.
+Recording "this checkout's .venv" in one per-user file made the last checkout to run
+the set-up win: a build from one checkout ran with another's venv (its dependencies,
+and the builder version it had installed, which the id hashes), and failed once that
+checkout was deleted. So nothing here names a checkout:
+
+- the builder's Python: a venv holding only the builder's and the loader's third-party
+  dependencies, at ``$KERNELHUB_BUILDER_HOME/nix-python/<key>``, where the key is a
+  digest of those two dependency lists. ``nix/host.nix`` computes the same key from the
+  pyproject.toml files in the store, so every checkout finds the venv that matches its
+  own dependencies, whichever checkout made it. The builder's and loader's code come
+  from the store (``PYTHONPATH``), never from this venv.
+- the torch environments of every torch minor of the matrix: Nix builds only use them
+  read-only, so they must exist before ``nix build .#kernels``.
+- ``nix-host.env``: machine facts only (where the envs are, ``CUDA_HOME``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from filelock import FileLock
+from packaging.requirements import Requirement
+
+from ..errors import NixBuildError
+from ..manifest import load_project, read_toml
+from ..plan.torch_env import builder_home, create_venv, ensure_torch_env, pip_install
+
+PYTHON_DIR = "nix-python"
+MARKER_FILE = "kernelhub-nix-python.json"
+LOCAL_DISTRIBUTIONS = frozenset({"kernelhub", "kernelhub-builder"})
+"""This repository's own packages: the store has their code; never installed here."""
+
+
+def dependencies(pyproject: Path) -> list[str]:
+    """``[project].dependencies`` of one of this repository's pyproject.toml files."""
+    deps = read_toml(pyproject).get("project", {}).get("dependencies")
+    if not isinstance(deps, list) or not all(isinstance(d, str) for d in deps):
+        raise NixBuildError(f"{pyproject}: project.dependencies is not a list of strings")
+    return deps
+
+
+def python_key(builder_pyproject: Path, loader_pyproject: Path) -> str:
+    """The venv's name: the builder's then the loader's dependency strings, one a line.
+
+    nix/host.nix computes the same from the same files (a test compares the two).
+    """
+    text = "".join(d + "\n" for d in dependencies(builder_pyproject)
+                   + dependencies(loader_pyproject))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def python_dir(key: str) -> Path:
+    return builder_home() / PYTHON_DIR / key
+
+
+def ensure_host_python(builder_pyproject: Path, loader_pyproject: Path) -> Path:
+    """The venv for these dependency lists, made once (file-locked) and then reused."""
+    key = python_key(builder_pyproject, loader_pyproject)
+    root = python_dir(key)
+    python = root / "bin" / "python"
+    if (root / MARKER_FILE).is_file() and python.exists():
+        return python
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(root.parent / f"{key}.lock")):
+        if (root / MARKER_FILE).is_file() and python.exists():
+            return python  # another checkout made it meanwhile
+        wanted = [d for d in dependencies(builder_pyproject) + dependencies(loader_pyproject)
+                  if Requirement(d).name not in LOCAL_DISTRIBUTIONS]
+        if not python.exists():
+            create_venv(root)
+        pip_install(python, wanted)
+        marker = root / MARKER_FILE
+        tmp = marker.with_name(f".{MARKER_FILE}.tmp")
+        tmp.write_text(json.dumps({"key": key, "dependencies": wanted}, indent=2) + "\n")
+        tmp.replace(marker)
+    return python
+
+
+def host_env_text() -> str:
+    """What ``nix-host.env`` says: the same whichever checkout writes it."""
+    lines = [f"KERNELHUB_BUILDER_HOME={builder_home()}"]
+    if os.environ.get("CUDA_HOME"):
+        lines.append(f"CUDA_HOME={os.environ['CUDA_HOME']}")
+    return "".join(line + "\n" for line in lines)
+
+
+def write_host_env(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(host_env_text())
+    tmp.replace(path)
+
+
+def set_up_host(project_file: Path, env_file: Path) -> list[str]:
+    """Everything the host derivations need on this machine; what was found or made."""
+    root = project_file.resolve().parent
+    python = ensure_host_python(root / "builder" / "pyproject.toml",
+                                root / "loader" / "pyproject.toml")
+    lines = [f"builder Python for Nix builds: {python}"]
+    project = load_project(project_file, only=[])
+    for minor in project.matrix.torch:
+        env = ensure_torch_env(minor, project.torch_pins.get(minor))
+        lines.append(f"torch {minor} environment: {env.root} (torch {env.torch_version})")
+    write_host_env(env_file)
+    lines.append(f"host toolchain recorded in {env_file}")
+    return lines

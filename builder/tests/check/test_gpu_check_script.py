@@ -1,0 +1,64 @@
+"""ci/gpu-check: the GPU machine's build-test-benchmark script.
+
+It can only do its job on a GPU machine; here it must at least parse, and fail fast
+with a clear reason where there is no NVIDIA driver.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[3] / "ci" / "gpu-check"
+
+
+def test_gpu_check_parses_as_bash() -> None:
+    done = subprocess.run(["bash", "-n", str(SCRIPT)], capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this machine has a GPU")
+def test_gpu_check_fails_fast_without_a_gpu() -> None:
+    done = subprocess.run([str(SCRIPT)], capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert done.returncode == 2
+    assert "no nvidia-smi" in done.stderr and "GPU machine" in done.stderr
+
+
+def _fake_tools(tmp_path: Path, python_says: str) -> dict[str, str]:
+    """A PATH where nvidia-smi and nvcc answer as on a GPU machine, and a PYTHON that
+    reports ``python_says`` for its torch: what the script decides before any build."""
+    import os
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    tools = {
+        "nvidia-smi": "#!/bin/sh\necho 'GPU 0: NVIDIA H200 (UUID: GPU-0)'\n",
+        "nvcc": "#!/bin/sh\necho 'Cuda compilation tools, release 13.0, V13.0.88'\n",
+        "python": f"#!/bin/sh\necho '{python_says}'\n",
+    }
+    for name, text in tools.items():
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}",
+            "CUDA_HOME": str(tmp_path / "no-cuda"), "PYTHON": str(bin_dir / "python"),
+            "GPU_CHECK_DIR": str(tmp_path / "work")}
+
+
+@pytest.mark.parametrize(("python_says", "reason"), [
+    ("2.14.0+cpu none 0", "torch 2.14.0+cpu is not a CUDA build"),
+    ("2.14.0+cu130 13.0 0", "torch 2.14.0+cu130 (CUDA 13.0) sees no GPU"),
+])
+def test_gpu_check_refuses_a_torch_that_cannot_use_the_gpu(
+    tmp_path: Path, python_says: str, reason: str
+) -> None:
+    done = subprocess.run([str(SCRIPT)], capture_output=True, text=True, timeout=60,
+                          env=_fake_tools(tmp_path, python_says), check=False)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert reason in done.stderr
+    assert not (tmp_path / "work").exists()  # refused before anything was written
+
