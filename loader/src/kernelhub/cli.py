@@ -11,14 +11,16 @@ import sys
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
-from . import api
+from . import api, cli_benchmark, cli_describe, cli_signature, cli_variants
 from .cache import KernelCache
+from .cli_args import add_target_args
 from .errors import KernelHubError
 from .metadata import read_metadata
-from .system import BACKENDS
 
 
 def _print_versions(args: argparse.Namespace) -> None:
+    print("kernelhub versions is deprecated: use `kernelhub variants` (--all-versions, "
+          "--version N or --revision R)", file=sys.stderr)
     hub = api.open_hub_arg(args.hub)
     refs = api.list_refs(args.repo, hub=hub)
     print(f"{args.repo} on {hub.key}")
@@ -75,9 +77,33 @@ def _print_info(args: argparse.Namespace) -> None:
         ("source", f"{commit}{' (dirty)' if source.get('dirty') else ''}" if commit else "-"),
         ("files", str(len(meta.digest_files))),
     ]
+    from .deps import KERNEL_DEPENDS, parse_kernel_depends
+
+    depends = parse_kernel_depends(meta.extra.get(KERNEL_DEPENDS), str(path))
+    fields.append(("kernel-depends", ", ".join(map(str, depends)) or "-"))
+    if meta.extra.get("kernels-minver"):
+        fields.append(("kernels-minver", str(meta.extra["kernels-minver"])))
     width = max(len(k) for k, _ in fields)
     for key, value in fields:
         print(f"{key + ':':<{width + 1}} {value}")
+    if args.dep_tree:
+        _print_dep_tree(args, target)
+
+
+def _print_dep_tree(args: argparse.Namespace, target: Path) -> None:
+    from .deps import resolve_tree
+    from .deps_resolve import hub_resolver, locate_hub, locate_local
+
+    if target.exists():
+        root = locate_local(target, backend=args.backend)
+    else:
+        root = locate_hub(api.resolve_kernel(args.target, args.version, args.revision,
+                                             hub=args.hub, backend=args.backend))
+    tree = resolve_tree(root, hub_resolver(args.hub, args.backend))
+    print("dependency tree:")
+    print(f"  {root.name}")
+    for line in tree.lines("  ") or ["  (no kernel dependencies)"]:
+        print(line)
 
 
 def _cache(args: argparse.Namespace) -> None:
@@ -85,20 +111,46 @@ def _cache(args: argparse.Namespace) -> None:
     if args.action == "path":
         print(cache.root)
         return
+    if args.action == "ls":
+        _cache_ls(cache, args.json)
+        return
     removed = cache.clear()
     print(f"removed {len(removed)} entr{'y' if len(removed) == 1 else 'ies'} from {cache.root}")
 
 
-def _add_spec_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--hub", help="hub path, URL or 'hf' (default: $KERNELHUB_HUB)")
-    group = parser.add_mutually_exclusive_group()
-    group.add_argument("--version", help="int major, tag, branch, specifier or commit")
-    group.add_argument("--revision", help="branch, tag or commit")
-    parser.add_argument(
-        "--backend",
-        choices=BACKENDS,
-        help="select for this backend instead of the detected one",
-    )
+def _cache_ls(cache: KernelCache, as_json: bool) -> None:
+    import json
+    import time
+
+    from .cache_listing import cached_kernels
+
+    repos = cached_kernels(cache)
+    if as_json:
+        print(json.dumps({"cache_dir": str(cache.root),
+                          "repos": [repo.to_json() for repo in repos]}, indent=2))
+        return
+    if not repos:
+        print(f"no cached kernels in {cache.root}")
+        return
+    rows = [("REPO", "HUB", "VERSION", "COMMIT", "SIZE", "LAST ACCESSED", "VARIANTS")]
+    for repo in repos:
+        for c in repo.commits:
+            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(c.last_accessed))
+            rows.append((repo.repo_id, repo.hub, c.version or ",".join(c.refs) or "-",
+                         c.commit[:12], _size(c.size_on_disk), when, c.variants[0]))
+            rows += [("", "", "", "", "", "", v) for v in c.variants[1:]]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    for row in rows:
+        print("  ".join(f"{cell:<{w}}" for cell, w in zip(row, widths, strict=False)) + "  " + row[-1])
+
+
+def _size(count: int) -> str:
+    size = float(count)
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GB"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -107,27 +159,34 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
+    cli_variants.add_parsers(sub)
     versions = sub.add_parser(
-        "versions", help="refs of a repository and which variant this system would load"
+        "versions", help="deprecated (use `variants`): refs and the variant this system loads"
     )
     versions.add_argument("repo", help="org/name")
-    _add_spec_args(versions)
+    add_target_args(versions)
     versions.set_defaults(func=_print_versions)
 
     info = sub.add_parser("info", help="metadata of the variant this system would load")
     info.add_argument("target", help="org/name on the hub, or a local path")
-    _add_spec_args(info)
+    info.add_argument("--dep-tree", action="store_true",
+                      help="resolve and show the kernel dependencies as a tree")
+    add_target_args(info)
     info.set_defaults(func=_print_info)
 
-    cache = sub.add_parser("cache", help="show or clear the kernel cache")
-    cache.add_argument("action", choices=["path", "clear"])
+    cache = sub.add_parser("cache", help="list, locate or clear the kernel cache")
+    cache.add_argument("action", choices=["ls", "path", "clear"])
+    cache.add_argument("--json", action="store_true", help="ls: one JSON document")
     cache.set_defaults(func=_cache)
+    cli_describe.add_parsers(sub)
+    cli_signature.add_parsers(sub)
+    cli_benchmark.add_parsers(sub)
 
     check = sub.add_parser(
         "check", help="check every variant of a published repository (nothing is imported)"
     )
     check.add_argument("repo", help="org/name")
-    _add_spec_args(check)
+    add_target_args(check)
     check.set_defaults(func=_check)
 
     lock = sub.add_parser(

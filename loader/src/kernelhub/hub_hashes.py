@@ -27,7 +27,7 @@ from pathlib import Path
 from .errors import IntegrityError
 from .hub.base import Hub
 from .hub.select import hub_call
-from .metadata import Metadata, file_digest, stored_files
+from .metadata import Metadata, file_digest, is_digested, stored_files
 from .records import replace
 
 LFS_SUFFIX = ".hub-lfs.json"
@@ -81,7 +81,7 @@ def check_against_hub(hub: Hub, repo_id: str, commit: str, variant: str, fetched
                 f"{where}: {rel} does not match the hub's {kind} hash {want[:12]}…; the "
                 "download was corrupted or altered, nothing of it was kept"
             )
-    recorded = {rel: file_digest(fetched / rel) for rel in present if rel != "metadata.json"}
+    recorded = {rel: file_digest(fetched / rel) for rel in present if is_digested(rel)}
     return replace(metadata, digest_files=recorded)
 
 

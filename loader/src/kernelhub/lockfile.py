@@ -2,7 +2,7 @@
 
 The file is a JSON list with one entry per repository, as the ecosystem's CLI writes it::
 
-    [{"repo_id": "org/name", "sha": "<40-hex commit>",
+    [{"repo_id": "org/name", "sha": "<commit id>",
       "variants": {"<variant>": {"hash": "sha256-<hex>", "hash_type": "git_lfs_concat"}},
       "kernelhub": {"metadata-sha256": {"<variant>": "<hex>"}}}]
 
@@ -15,7 +15,12 @@ The file is a JSON list with one entry per repository, as the ecosystem's CLI wr
   other file is checked against that metadata's digests before import, it pins the
   whole variant whatever the hub's storage (LFS or not).
 
-A lock also accepts the older ``{"org/name": "<sha>"}`` object (pins without hashes).
+A lock also accepts the older ``{"org/name": "<sha>"}`` object (pins without hashes),
+and the list kernels 0.17+ writes (``KernelLocks``: pins without hashes, one per locked
+dependency, transitive ones included)::
+
+    [{"dependency": {"repo-id": "org/name", "version": 1}, "lock": {"commit": "<sha>"}}]
+
 A pin must be a full commit id: a branch or tag moves, which defeats locking.
 """
 
@@ -59,9 +64,20 @@ class LockEntry(Record, frozen=True):
         return out
 
 
+def _ecosystem_entry(raw: dict[str, Any], bad: LockFileError) -> LockEntry:
+    """An entry of the ``KernelLocks`` list kernels 0.17+ writes: the pin, no hashes."""
+    dependency, lock = raw.get("dependency"), raw.get("lock")
+    if not (isinstance(dependency, dict) and isinstance(dependency.get("repo-id"), str)
+            and isinstance(lock, dict) and isinstance(lock.get("commit"), str)):
+        raise bad
+    return LockEntry(dependency["repo-id"], lock["commit"])
+
+
 def _entry(raw: Any, path: Path | str) -> LockEntry:
     bad = LockFileError(f"lock file {path}: malformed entry {raw!r:.120}; regenerate it with "
                         "`kernelhub lock`")
+    if isinstance(raw, dict) and set(raw) == {"dependency", "lock"}:
+        return _ecosystem_entry(raw, bad)
     if not isinstance(raw, dict) or not isinstance(raw.get("repo_id"), str):
         raise bad
     if not isinstance(sha := raw.get("sha"), str):
@@ -108,8 +124,15 @@ def parse_lock(raw: bytes, path: Path | str) -> dict[str, LockEntry]:
     if isinstance(data, dict):
         return {k: LockEntry(k, v) for k, v in data.items() if isinstance(k, str)}
     if isinstance(data, list):
-        entries = [_entry(e, path) for e in data]
-        return {e.repo_id: e for e in entries}
+        found: dict[str, LockEntry] = {}
+        for entry in (_entry(e, path) for e in data):
+            if (seen := found.get(entry.repo_id)) is not None and seen.sha != entry.sha:
+                raise LockFileError(
+                    f"lock file {path} pins {shown_name(entry.repo_id)} to two commits "
+                    f"({seen.sha[:12]}, {entry.sha[:12]}); a locked load takes one pin per "
+                    "repository, so lock one version of it")
+            found.setdefault(entry.repo_id, entry)
+        return found
     raise LockFileError(
         f"lock file {path} must hold a JSON list of {{\"repo_id\": …, \"sha\": …}} entries "
         f"or an object of repo id → commit, not a {type(data).__name__}"
@@ -133,8 +156,8 @@ def pick_entry(repo_id: str, entries: dict[str, LockEntry], path: Path | str) ->
     entry = entries[repo_id]
     if not is_commit_id(entry.sha):
         raise LockFileError(
-            f"lock file {path} pins {repo_id} to {entry.sha!r}, which is not a full 40-hex "
-            "commit id; a lock must name a commit (a branch or tag moves)"
+            f"lock file {path} pins {repo_id} to {entry.sha!r}, which is not a full commit "
+            "id (40 or 64 hex); a lock must name a commit (a branch or tag moves)"
         )
     return entry
 

@@ -18,6 +18,9 @@ from .errors import IntegrityError, MetadataError
 from .records import Record, field, replace
 
 METADATA_FILE = "metadata.json"
+SIGNATURE_SIDECARS: tuple[str, ...] = ("metadata.json.sigstore",)
+"""Signatures of metadata.json stored next to it (the ecosystem's sigstore bundle): made
+after the digest, so not in it, and never imported."""
 DIGEST_ALGORITHM = "sha256"
 _SKIPPED_DIRS = {"__pycache__"}
 _SKIPPED_SUFFIXES = (".pyc", ".pyo")
@@ -211,9 +214,15 @@ def stored_files(variant_dir: Path) -> list[str]:
     return sorted(found)
 
 
+def is_digested(rel: str) -> bool:
+    """Whether the digest covers the stored file ``rel``: all but metadata.json and the
+    signatures of it."""
+    return rel != METADATA_FILE and rel not in SIGNATURE_SIDECARS
+
+
 def variant_files(variant_dir: Path) -> list[str]:
-    """Every file the digest covers: the stored files but metadata.json itself."""
-    return [rel for rel in stored_files(variant_dir) if rel != METADATA_FILE]
+    """Every file the digest covers: the stored files but metadata.json and its signatures."""
+    return [rel for rel in stored_files(variant_dir) if is_digested(rel)]
 
 
 def file_digest(path: Path) -> str:

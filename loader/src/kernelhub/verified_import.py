@@ -44,7 +44,14 @@ from pathlib import Path
 from types import CodeType, ModuleType
 
 from .errors import IntegrityError, KernelLoadError, MetadataError
-from .metadata import METADATA_FILE, Metadata, check_digests, complete_digest, parse_metadata
+from .metadata import (
+    METADATA_FILE,
+    SIGNATURE_SIDECARS,
+    Metadata,
+    check_digests,
+    complete_digest,
+    parse_metadata,
+)
 from .records import Record
 
 # -- the verified private copy ------------------------------------------------------
@@ -125,6 +132,8 @@ def _copy_verified(source: Path, copy: Path) -> tuple[bytes, dict[str, str], dic
                 if name.endswith(_BYTECODE_SUFFIXES):
                     continue
                 rel = (rel_dir / name).as_posix()
+                if rel in SIGNATURE_SIDECARS:  # a signature of metadata.json: never imported
+                    continue
                 keep = rel == METADATA_FILE or name.endswith(".py")
                 digest, data = _copy_file(source / rel, name, dirfd, copy / rel, keep)
                 if rel == METADATA_FILE:

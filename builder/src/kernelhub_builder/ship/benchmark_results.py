@@ -1,0 +1,73 @@
+"""Publish benchmark results to the kernel's hub repository (layout:
+:mod:`kernelhub.benchmark_results`): one commit on the results branch adding or replacing
+a build's files, never touching a version branch or a release tag.
+
+On a LocalHub the commit is made with git plumbing and the branch moved with a
+compare-and-swap (retried on top of a concurrent writer's commit, as variant publishing
+does); on a Hub-API server it is one ``create_commit`` to the branch, made first if the
+repository has none.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+
+from kernelhub.benchmark_results import RESULTS_BRANCH
+from kernelhub.errors import PublishConflictError
+from kernelhub.hub.git import ZERO_OID, IndexEntry, RefUpdate
+
+from .base import HubPublisher
+from .local import LocalPublisher
+from .select import open_publisher
+
+_ATTEMPTS = 8
+
+
+def publish_to(target: str, repo_id: str, files: dict[str, bytes], message: str) -> str:
+    """:func:`publish_results` to the hub ``target`` names (a LocalHub path or a Hub-API
+    endpoint): what ``kernelhub benchmark --publish`` calls, through the entry point
+    ``benchmark-results`` of the group ``kernelhub.writers`` (the loader imports no
+    writing code)."""
+    return publish_results(open_publisher(target), repo_id, files, message)
+
+
+def publish_results(publisher: HubPublisher, repo_id: str, files: dict[str, bytes],
+                    message: str) -> str:
+    """Commit ``files`` (path in repo → bytes) on :data:`RESULTS_BRANCH`; the new commit."""
+    if isinstance(publisher, LocalPublisher):
+        return _local(publisher, repo_id, files, message)
+    from .hf import HfPublisher
+
+    if isinstance(publisher, HfPublisher):
+        return _hub_api(publisher, repo_id, files, message)
+    raise TypeError(f"cannot publish benchmark results to {publisher!r}")
+
+
+def _local(publisher: LocalPublisher, repo_id: str, files: dict[str, bytes], message: str) -> str:
+    repo = publisher.open_repo(repo_id)
+    entries = [IndexEntry("100644", repo.hash_blob(data), path) for path, data in sorted(files.items())]
+    ref = f"refs/heads/{RESULTS_BRANCH}"
+    for attempt in range(_ATTEMPTS):
+        head = repo.resolve_commit(ref)
+        tree = repo.write_tree(repo.tree_of(head) if head else None, [], entries)
+        commit = repo.commit_tree(tree, head, message)
+        if repo.update_refs([RefUpdate(ref, commit, head or ZERO_OID)]) is None:
+            return commit
+        time.sleep(random.uniform(0.005, 0.02) * (attempt + 1))
+    raise PublishConflictError(f"could not publish benchmark results to {repo_id}: branch "
+                               f"{RESULTS_BRANCH} kept moving; nothing was changed, try again")
+
+
+def _hub_api(publisher: object, repo_id: str, files: dict[str, bytes], message: str) -> str:
+    from huggingface_hub import CommitOperationAdd
+
+    from .hf import HfPublisher
+
+    assert isinstance(publisher, HfPublisher)
+    api, repo_type = publisher.api, publisher.type_of(repo_id)
+    api.create_branch(repo_id, branch=RESULTS_BRANCH, repo_type=repo_type, exist_ok=True)
+    info = api.create_commit(
+        repo_id, [CommitOperationAdd(path, data) for path, data in sorted(files.items())],
+        commit_message=message, revision=RESULTS_BRANCH, repo_type=repo_type)
+    return str(info.oid)
