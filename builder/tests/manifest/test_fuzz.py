@@ -25,7 +25,7 @@ from kernelhub.errors import KernelHubError
 from kernelhub_builder.manifest import KernelManifest, Project, load_kernel, load_project
 from kernelhub_builder.manifest.keys import EDITIONS, table_keys
 from kernelhub_builder.manifest.migrate import migrate_kernel
-from kernelhub_builder.manifest.model import PART_KINDS, KernelDepend, KernelPart
+from kernelhub_builder.manifest.model import PART_KINDS, KernelPart
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = int(os.environ.get("KERNELHUB_FUZZ_EXAMPLES", "120"))
@@ -90,7 +90,8 @@ def every_key(model: type, table: str, kinds: frozenset[str | None] = frozenset(
 
 GENERAL = every_key(KernelManifest, "general")
 PART = every_key(KernelPart, "", frozenset(PART_KINDS))
-depends_entry = st.fixed_dictionaries({}, optional={k: values for k in every_key(KernelDepend, "")})
+depends_entry = st.fixed_dictionaries(
+    {}, optional={k: values for k in ("repo-id", "version", "revision", "repo")})
 
 build_tomls = st.fixed_dictionaries(
     {"general": table(GENERAL)},

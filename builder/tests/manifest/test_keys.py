@@ -10,15 +10,14 @@ from dataclasses import dataclass
 
 from kernelhub_builder.manifest import KernelManifest, Project
 from kernelhub_builder.manifest.keys import renames, table_keys, toml
-from kernelhub_builder.manifest.model import CPP_KINDS, RUST_KINDS, KernelDepend
+from kernelhub_builder.manifest.model import CPP_KINDS, RUST_KINDS
 
 
 def keys(table: str, edition: int | None, model: type = KernelManifest) -> set[str]:
     return set(table_keys(model, table, edition))
 
 
-def test_kernel_depends_entry_and_kernels_toml() -> None:
-    assert keys("", 6, KernelDepend) == {"repo-id", "version", "revision"}
+def test_kernels_toml_keys() -> None:
     assert keys("", None, Project) == {"kernels", "hub", "matrix", "toolchain", "build-dir",
                                        "releases"}
     assert keys("matrix", None, Project) == {"torch", "backends", "systems", "cuda", "rocm",

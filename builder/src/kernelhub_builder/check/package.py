@@ -24,8 +24,10 @@ import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from kernelhub.deps import KERNEL_DEPENDS
 from kernelhub.metadata import METADATA_FILE, Metadata
 from kernelhub.variants import Variant
+from kernelhub.zip_layout import BUILD_LAYOUT, archive_name, build_layout
 from packaging.requirements import InvalidRequirement, Requirement
 
 from .abi import ElfInfo
@@ -59,11 +61,11 @@ _REGISTRATION = re.compile(
 
 def is_zip_layout(metadata: Metadata) -> bool:
     """metadata.json's ``build-layout`` (edition 6): the package is ``<id>.zip``."""
-    return metadata.extra.get("build-layout") == "zip"
+    return build_layout(metadata.extra.get(BUILD_LAYOUT), METADATA_FILE) == "zip"
 
 
 def required_files(variant: Variant, variant_id: str, zipped: bool = False) -> list[str]:
-    files = [f"{variant_id}.zip" if zipped else "__init__.py", "_ops.py", METADATA_FILE]
+    files = [archive_name(variant_id) if zipped else "__init__.py", "_ops.py", METADATA_FILE]
     if variant.compiled:
         files.append(f"{variant_id}.abi3.so")
     return files
@@ -79,7 +81,7 @@ def check_files(variant_dir: Path, variant: Variant, metadata: Metadata) -> list
         if not (variant_dir / name).is_file()
     ]
     if zipped and not missing and "__init__.py" not in _zip_names(variant_dir, metadata.id):
-        missing.append(Violation(RULE_MISSING_FILE, f"{metadata.id}.zip", "__init__.py",
+        missing.append(Violation(RULE_MISSING_FILE, archive_name(metadata.id), "__init__.py",
                                  "the zip layout's archive must hold the package's "
                                  "__init__.py at its top; rebuild it with builder build"))
     return missing
@@ -87,7 +89,7 @@ def check_files(variant_dir: Path, variant: Variant, metadata: Metadata) -> list
 
 def _zip_names(variant_dir: Path, variant_id: str) -> list[str]:
     try:
-        with zipfile.ZipFile(variant_dir / f"{variant_id}.zip") as archive:
+        with zipfile.ZipFile(variant_dir / archive_name(variant_id)) as archive:
             return archive.namelist()
     except (OSError, zipfile.BadZipFile):
         return []
@@ -100,7 +102,7 @@ def python_sources(variant_dir: Path, metadata: Metadata) -> Iterator[tuple[str,
         if "__pycache__" not in path.parts:
             yield path.relative_to(variant_dir).as_posix(), path.read_text()
     if is_zip_layout(metadata):
-        archive = f"{metadata.id}.zip"
+        archive = archive_name(metadata.id)
         try:
             with zipfile.ZipFile(variant_dir / archive) as package:
                 for name in sorted(package.namelist()):
@@ -128,7 +130,7 @@ def allowed_imports(python_depends: list[str], kernel_depends: bool = False) -> 
 def check_python(variant_dir: Path, metadata: Metadata) -> list[Violation]:
     """Imports and op names of every .py file of the variant."""
     allowed = allowed_imports(metadata.python_depends,
-                              kernel_depends=bool(metadata.extra.get("kernel-depends")))
+                              kernel_depends=bool(metadata.extra.get(KERNEL_DEPENDS)))
     found: list[Violation] = []
     for rel, text in python_sources(variant_dir, metadata):
         try:

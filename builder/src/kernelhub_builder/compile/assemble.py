@@ -25,13 +25,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kernelhub.deps import KERNEL_DEPENDS
 from kernelhub.metadata import (
     BackendInfo,
     Metadata,
     compute_digests,
     write_metadata,
 )
+from kernelhub.minver import KERNELS_MINVER, ZIP_LAYOUT_KERNELS
 from kernelhub.variants import Variant, VariantKind
+from kernelhub.zip_layout import BUILD_LAYOUT, archive_name
 
 from .. import BUILDER_VERSION
 from ..layout import STAGING_PREFIX
@@ -67,7 +70,7 @@ def stage_variant(
     try:
         staging.chmod(0o755)  # mkdtemp makes it private; a build dir is not a secret
         if kernel.build_layout == "zip":
-            zip_package(kernel, staging / f"{vid}.zip")
+            zip_package(kernel, staging / archive_name(vid))
         else:
             copy_package(kernel, staging)
         (staging / "_ops.py").write_text(artifacts.ops_py_text)
@@ -128,20 +131,16 @@ def zip_package(kernel: KernelManifest, archive: Path) -> None:
             out.writestr(entry, path.read_bytes())
 
 
-ZIP_KERNELS_MINVER = "0.19.0"
-"""The first release of the ecosystem's loader that imports the zip layout."""
-
-
 def format_keys(kernel: KernelManifest, variant: Variant) -> dict[str, Any]:
     """What metadata.json carries from edition 6: the layout (with the loader version it
     needs) and the kernels this variant loads at run time, each only when it says
     something, so a variant without them is written as before."""
     keys: dict[str, Any] = {}
     if kernel.build_layout != "files":
-        keys["build-layout"] = kernel.build_layout
-        keys["kernels-minver"] = ZIP_KERNELS_MINVER
+        keys[BUILD_LAYOUT] = kernel.build_layout
+        keys[KERNELS_MINVER] = ZIP_LAYOUT_KERNELS
     if depends := kernel.kernel_depends_for(variant.backend):
-        keys["kernel-depends"] = [d.to_json() for d in depends]
+        keys[KERNEL_DEPENDS] = [d.to_json() for d in depends]
     return keys
 
 
@@ -213,11 +212,6 @@ def provenance(kernel_root: Path) -> dict:
         result["kernel"] = {"commit": commit, "dirty": bool(status)}
     return result
 
-
-def is_dirty(provenance: dict) -> bool:
-    """Whether ``provenance`` marks the build as made from uncommitted sources."""
-    kernel = provenance.get("kernel")
-    return isinstance(kernel, dict) and kernel.get("dirty") is True
 
 
 def _git(cwd: Path, *args: str) -> str | None:

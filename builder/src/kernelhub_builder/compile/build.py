@@ -22,6 +22,7 @@ from pathlib import Path
 from filelock import FileLock
 from kernelhub.errors import KernelHubError
 from kernelhub.metadata import read_metadata, verify_variant
+from kernelhub.provenance import dirty_sources
 from kernelhub.variants import Variant
 
 from .. import BUILDER_VERSION
@@ -41,7 +42,7 @@ from ..plan.matrix import PlannedVariant, build_env_minor, torch_env_problem
 from ..plan.toolchains import Toolchain, detect_toolchains
 from ..plan.torch_env import TorchEnv, ensure_torch_env
 from ..report import note, task, warn
-from .assemble import Artifacts, install_staged, is_dirty, stage_variant
+from .assemble import Artifacts, install_staged, stage_variant
 from .backends import DeviceTools, device_tools
 from .portable import build_environment
 from .render import VariantFlags, render_ops_py, render_variant, variant_flags
@@ -148,7 +149,7 @@ def _build_locked(
     install_staged(staging, dest)
     note(f"{kernel.name} {variant.name}: built {dest}")
     return BuildResult(kernel.name, variant.name, vid, dest, compiled=compiled, up_to_date=False,
-                       dirty=is_dirty(metadata.provenance))
+                       dirty=bool(dirty_sources(metadata.provenance)))
 
 
 def _variant_id(

@@ -30,6 +30,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from kernelhub.deps import DependencyError, KernelDependency, parse_kernel_depends
 from kernelhub.errors import VersionSpecError
 from kernelhub.system import BACKENDS, UNBUILDABLE_BACKENDS
 from kernelhub.versions import parse_release
@@ -42,7 +43,6 @@ from .model import (
     DEFAULT_PYEXT,
     OLDEST_KIND,
     RUST_KINDS,
-    KernelDepend,
     KernelManifest,
     KernelPart,
     Matrix,
@@ -479,10 +479,10 @@ def _build_layout(general: Table) -> str:
 
 def _kernel_depends(
     general: Table, repo_id: str | None
-) -> tuple[tuple[KernelDepend, ...], dict[str, tuple[KernelDepend, ...]]]:
+) -> tuple[tuple[KernelDependency, ...], dict[str, tuple[KernelDependency, ...]]]:
     """general.kernel-depends and general.<backend>.kernel-depends."""
     general_depends = _depends_list(general, repo_id)
-    by_backend: dict[str, tuple[KernelDepend, ...]] = {}
+    by_backend: dict[str, tuple[KernelDependency, ...]] = {}
     for backend in _BACKEND_TABLES:
         table = general.get_table(backend)
         if table is not None and (depends := _depends_list(table, repo_id)):
@@ -490,38 +490,25 @@ def _kernel_depends(
     return general_depends, by_backend
 
 
-def _depends_list(table: Table, own_repo: str | None) -> tuple[KernelDepend, ...]:
+def _depends_list(table: Table, own_repo: str | None) -> tuple[KernelDependency, ...]:
     """One ``kernel-depends`` list: ``{repo-id = "org/name", version = 1}`` or
-    ``{repo-id = …, revision = "…"}`` entries, each repository once."""
-    entries = table.data.get("kernel-depends")
-    if entries is None:
-        return ()
-    if not isinstance(entries, list):
-        raise table.error("kernel-depends", "expected a list of tables such as "
-                                            '{ repo-id = "kernels-community/activation", version = 1 }')
-    found: dict[str, KernelDepend] = {}
-    for i, entry in enumerate(entries):
-        where = f"{table.key('kernel-depends')}[{i}]"
-        if not isinstance(entry, dict):
-            raise ManifestError(table.file, where, f"expected a table such as "
-                                                   f'{{ repo-id = "org/name", version = 1 }}, got {entry!r}')
-        item = Table(entry, table.file, where)
-        item.check_model_keys(KernelDepend, CURRENT_EDITION, path="")
-        repo = item.get_str("repo-id", required=True)
-        assert repo is not None
-        if not _REPO_ID_RE.fullmatch(repo):
-            raise item.error("repo-id", f"{repo!r} is not of the form 'org/name'")
-        if repo == own_repo:
-            raise item.error("repo-id", f"{repo!r} is this kernel's own repository; "
-                                        "a kernel cannot depend on itself")
-        version, revision = item.get_int("version"), item.get_str("revision")
-        if (version is None) == (revision is None):
-            raise ManifestError(table.file, where, "set exactly one of version (a major, "
-                                                   "e.g. 1) and revision (a branch, tag or commit)")
-        if repo in found:
-            raise item.error("repo-id", f"{repo!r} is listed twice; list each kernel once")
-        found[repo] = KernelDepend(repo, version, revision)
-    return tuple(found.values())
+    ``{repo-id = …, revision = "…"}`` entries (read by the loader's one definition of the
+    format, as metadata.json carries it), each repository once and never this kernel."""
+    try:
+        depends = parse_kernel_depends(table.data.get("kernel-depends"), table.prefix)
+    except DependencyError as e:
+        raise ManifestError(table.file, None, str(e)) from None
+    seen: set[str] = set()
+    for i, dep in enumerate(depends):
+        where = f"{table.key('kernel-depends')}[{i}].repo-id"
+        if dep.repo_id == own_repo:
+            raise ManifestError(table.file, where, f"{dep.repo_id!r} is this kernel's own "
+                                                   "repository; a kernel cannot depend on itself")
+        if dep.repo_id in seen:
+            raise ManifestError(table.file, where, f"{dep.repo_id!r} is listed twice; list each "
+                                                   "kernel once")
+        seen.add(dep.repo_id)
+    return depends
 
 
 def _upstream(general: Table) -> tuple[str, ...]:

@@ -14,6 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kernelhub.deps import KernelDependency
+from kernelhub.zip_layout import LAYOUTS
+
 from .keys import BEFORE_6, toml
 
 # --------------------------------------------------------------------------- kernels.toml
@@ -67,7 +70,7 @@ class Project:
 DEFAULT_PYEXT: tuple[str, ...] = ("py", "pyi")
 """What ``[torch] pyext`` is when build.toml does not say: the package's Python files."""
 
-BUILD_LAYOUTS = ("files", "zip")
+BUILD_LAYOUTS = LAYOUTS
 """``general.build-layout``: the package as files, or zipped into ``<id>.zip``."""
 
 CPP_KINDS = frozenset({"cpp-cpu", "cpp-cuda", "cpp-metal", "cpp-rocm", "cpp-xpu"})
@@ -81,24 +84,6 @@ with ``backend = "cuda"`` is a ``cpp-cuda`` part), plus the oldest shape."""
 
 _CUDA_PARTS = frozenset({"cpp-cuda", "rust-cuda-oxide", OLDEST_KIND})
 _ONLY_6 = frozenset({6})
-
-
-@dataclass(frozen=True)
-class KernelDepend:
-    """One ``kernel-depends`` entry: another hub kernel this one loads at run time."""
-
-    repo_id: str = toml("repo-id")
-    version: int | None = toml("version", default=None)
-    """A major version (branch v<version>); exactly one of version and revision is set."""
-    revision: str | None = toml("revision", default=None)
-
-    def to_json(self) -> dict[str, str | int]:
-        """The entry as the ecosystem writes it in build.toml and metadata.json."""
-        pin: dict[str, str | int] = (
-            {"version": self.version} if self.version is not None
-            else {"revision": self.revision or ""}
-        )
-        return {"repo-id": self.repo_id, **pin}
 
 
 @dataclass(frozen=True)
@@ -220,10 +205,10 @@ class KernelManifest:
     build_layout: str = toml("general.build-layout", editions=_ONLY_6, default="files")
     """How a variant holds the package: ``files``, or ``zip`` (``<id>.zip``, imported
     from the archive; loaders before the ecosystem's 0.19 cannot read it)."""
-    kernel_depends: tuple[KernelDepend, ...] = toml(
+    kernel_depends: tuple[KernelDependency, ...] = toml(
         "general.kernel-depends", editions=frozenset({5, 6}), default=())
     """Kernels this one loads at run time, for every backend."""
-    backend_kernel_depends: dict[str, tuple[KernelDepend, ...]] = toml(
+    backend_kernel_depends: dict[str, tuple[KernelDependency, ...]] = toml(
         "general.cuda.kernel-depends", "general.xpu.kernel-depends",
         "general.neuron.kernel-depends", editions=frozenset({5, 6}), default_factory=dict)
     """general.<backend>.kernel-depends: kernels one backend's variants load too."""
@@ -239,7 +224,7 @@ class KernelManifest:
     def parts_for(self, backend: str) -> tuple[KernelPart, ...]:
         return tuple(p for p in self.parts if p.backend == backend)
 
-    def kernel_depends_for(self, backend: str | None) -> tuple[KernelDepend, ...]:
+    def kernel_depends_for(self, backend: str | None) -> tuple[KernelDependency, ...]:
         """general.kernel-depends plus the backend's own, each repository once."""
         extra = self.backend_kernel_depends.get(backend or "", ())
         return tuple({d.repo_id: d for d in (*self.kernel_depends, *extra)}.values())
