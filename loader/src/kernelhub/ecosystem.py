@@ -202,13 +202,17 @@ def install_kernel(repo_id: str, revision: str | None = None, local_files_only: 
         return api.locate_kernel(repo_id, version, revision, backend=backend)
 
 
-__all__ = [*_LAYER_NAMES, "get_kernel", "get_local_kernel", "get_locked_kernel", "has_kernel",
-           "install_kernel", "load_kernel"]
+_DEPS_NAMES = ("get_kernel_dep",)
+"""Served from :mod:`kernelhub.deps`: what a kernel calls for a dependency while it loads."""
+
+__all__ = [*_LAYER_NAMES, *_DEPS_NAMES, "get_kernel", "get_local_kernel", "get_locked_kernel",
+           "has_kernel", "install_kernel", "load_kernel"]
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAYER_NAMES:
-        value = getattr(importlib.import_module("kernelhub.layer"), name)
+    if name in _LAYER_NAMES or name in _DEPS_NAMES:
+        home = "kernelhub.layer" if name in _LAYER_NAMES else "kernelhub.deps"
+        value = getattr(importlib.import_module(home), name)
         globals()[name] = value
         return value
     raise AttributeError(

@@ -12,7 +12,7 @@ when the package
 - names its torch ops through ``add_op_namespace_prefix`` — a literal ``"ns::op"`` would
   collide between two loaded builds — and its library registers ops only in its own
   namespace (checked here from the ``TORCH_LIBRARY*`` initialisers in ``.symtab``, and
-  at run time by :func:`kernelhub_builder.check.variant.check_import`).
+  at run time by :func:`kernelhub_builder.check.imports.check_import`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,9 @@
 
 Everything is written to ``<out>/<kernel>/.staging-<variant>-<random>/`` first — package
 files, the generated ``_ops.py``, the shared library, and last ``metadata.json`` with the
-digests of all of them — and only then renamed over the previous build. A failure at
+digests of all of them; the import check then describes the kernel in ``symbols.json``,
+and metadata.json is written again to cover it — and only then renamed over the previous
+build. A failure at
 any point before the rename leaves the previous build as it was.
 
 With ``general.build-layout = "zip"`` (edition 6) the kernel's package (torch-ext/<name>)
@@ -33,6 +35,8 @@ from kernelhub.metadata import (
     write_metadata,
 )
 from kernelhub.minver import KERNELS_MINVER, ZIP_LAYOUT_KERNELS
+from kernelhub.records import replace
+from kernelhub.symbols import SYMBOLS_FILE
 from kernelhub.variants import Variant, VariantKind
 from kernelhub.zip_layout import BUILD_LAYOUT, archive_name
 
@@ -94,6 +98,15 @@ def stage_variant(
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return staging, metadata
+
+
+def add_symbols(staging: Path, metadata: Metadata, symbols: str) -> Metadata:
+    """Write ``symbols.json`` (what the import check found the kernel exports) into the
+    staged variant and metadata.json again with the digest covering it; the new metadata."""
+    (staging / SYMBOLS_FILE).write_text(symbols)
+    metadata = replace(metadata, digest_files=compute_digests(staging))
+    write_metadata(staging, metadata)
+    return metadata
 
 
 def package_files(kernel: KernelManifest) -> list[tuple[Path, Path]]:

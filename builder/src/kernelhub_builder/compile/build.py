@@ -42,7 +42,7 @@ from ..plan.matrix import PlannedVariant, build_env_minor, torch_env_problem
 from ..plan.toolchains import Toolchain, detect_toolchains
 from ..plan.torch_env import TorchEnv, ensure_torch_env
 from ..report import note, task, warn
-from .assemble import Artifacts, install_staged, stage_variant
+from .assemble import Artifacts, add_symbols, install_staged, stage_variant
 from .backends import DeviceTools, device_tools
 from .portable import build_environment
 from .render import VariantFlags, render_ops_py, render_variant, variant_flags
@@ -141,8 +141,14 @@ def _build_locked(
     staging, metadata = stage_variant(kernel, variant, vid, artifacts, dest,
                                       env.torch_release if env else None, extra)
     try:  # a variant that breaks a rule never replaces the previous build
-        check_staged(project, kernel, variant, staging, abi, metadata=metadata,
-                     binary=binary, env=env, import_check=import_check)
+        report = check_staged(project, kernel, variant, staging, abi, metadata=metadata,
+                              binary=binary, env=env, import_check=import_check)
+        if report.symbols is not None:
+            metadata = add_symbols(staging, metadata, report.symbols)
+        else:
+            why = "; ".join(report.skipped) or "its torch env's kernelhub describes no kernels"
+            note(f"{kernel.name} {variant.name}: no symbols.json (the import check writes it: "
+                 f"{why})")
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
