@@ -33,7 +33,7 @@ from .cli_render import ConsoleReporter, make_console
 from .compile.build import build_kernel
 from .errors import ShardError, UsageError
 from .layout import default_out_dir, kernel_dir
-from .manifest import PROJECT_FILE, Project, load_project
+from .manifest import PROJECT_FILE, Project, VariantNames, load_project
 from .plan.matrix import filter_variants, format_plan, plan_to_json, plan_variants
 from .plan.select import find_project, select_kernels, select_variants
 from .report import reporting_to
@@ -127,6 +127,38 @@ def _parser() -> argparse.ArgumentParser:
 
     publish = commands.add_parser("publish", help="publish built variants to a hub")
     publish.add_argument("kernels", nargs="*", metavar="KERNEL", help="default: all")
+    _publish_arguments(publish)
+    publish.add_argument("--build-dir", dest="out", type=Path, metavar="DIR",
+                         default=argparse.SUPPRESS,
+                         help="publish the variants under DIR/<kernel>/<variant> (the same as "
+                              "--out; e.g. the result of nix build .#kernels)")
+
+    one_step = commands.add_parser(
+        "build-and-publish", help="build the variants this host can build, check them and "
+                                  "publish them, stopping before the hub at any failure")
+    one_step.add_argument("kernels", nargs="*", metavar="KERNEL", help="default: all")
+    one_step.add_argument("--variant", action="append", default=[], metavar="V",
+                          help="only these variants (name or glob; repeatable)")
+    _abi_argument(one_step)
+    one_step.add_argument("--no-import-check", dest="import_check", action="store_false",
+                          help="skip the import checks (build and check run the static ones)")
+    _publish_arguments(one_step)
+    return parser
+
+
+INIT_HELP = "create a new kernel repository that builds and tests as it is"
+
+
+def _init_arguments(init: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """``builder init``'s arguments, which ``kernelhub init`` shares."""
+    init.add_argument("name", help="the kernel's name, e.g. my-kernel")
+    init.add_argument("directory", nargs="?", type=Path, help="default: ./NAME")
+    init.add_argument("--org", default="my-org", help="hub org for general.hub.repo-id")
+    return init
+
+
+def _publish_arguments(publish: argparse.ArgumentParser) -> None:
+    """The options of a publish, shared by ``publish`` and ``build-and-publish``."""
     publish.add_argument("--hub", metavar="PATH",
                          help="hub target: a LocalHub directory, \"hf\" or an http(s):// Hub-API endpoint "
                               "(default: [hub] target of kernels.toml, else the default hub)")
@@ -140,6 +172,20 @@ def _parser() -> argparse.ArgumentParser:
                          help="sign the release with this OpenSSH Ed25519 private key "
                               f"(ssh-keygen -t ed25519; env {SIGN_KEY_ENV}; passphrase from "
                               f"{SIGN_PASSPHRASE_ENV}); loaders check it against their policy")
+    publish.add_argument("--branch", metavar="NAME",
+                         help="publish to this branch instead of v<major> (a preview: no "
+                              "release tag)")
+    publish.add_argument("--private", action="store_true",
+                         help="create the repository as private when the publish creates it "
+                              "(Hub-API hubs)")
+    publish.add_argument("--create-pr", action="store_true",
+                         help="open a pull request against the branch instead of committing "
+                              "to it (Hub-API hubs; needs no write access; no tag)")
+    publish.add_argument("--variant-names", type=VariantNames, choices=list(VariantNames),
+                         metavar="{both,current,legacy}",
+                         help="the generations of variant names to publish each build under "
+                              "(default: [hub] variant-names of kernels.toml, else both: the "
+                              "names kernels 0.19 prefers and the ones 0.17/0.18 read)")
     stale = publish.add_mutually_exclusive_group()
     stale.add_argument("--drop-stale", dest="stale", action="store_const",
                        const=StalePolicy.DROP, default=StalePolicy.REFUSE,
@@ -149,22 +195,6 @@ def _parser() -> argparse.ArgumentParser:
                        const=StalePolicy.CARRY,
                        help="keep variants of other releases on the branch; the new release "
                             "tag then marks them too (said in the output and the commit)")
-    publish.add_argument("--build-dir", dest="out", type=Path, metavar="DIR",
-                         default=argparse.SUPPRESS,
-                         help="publish the variants under DIR/<kernel>/<variant> (the same as "
-                              "--out; e.g. the result of nix build .#kernels)")
-    return parser
-
-
-INIT_HELP = "create a new kernel repository that builds and tests as it is"
-
-
-def _init_arguments(init: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """``builder init``'s arguments, which ``kernelhub init`` shares."""
-    init.add_argument("name", help="the kernel's name, e.g. my-kernel")
-    init.add_argument("directory", nargs="?", type=Path, help="default: ./NAME")
-    init.add_argument("--org", default="my-org", help="hub org for general.hub.repo-id")
-    return init
 
 
 def _shard_argument(text: str) -> tuple[int, int]:
@@ -314,9 +344,22 @@ def _publish(args: argparse.Namespace, project: Project, out_dir: Path) -> int:
     for kernel in select_kernels(project, args.kernels):
         result = publish_kernel(project, kernel, out_dir, hub, dry_run=args.dry_run,
                                 allow_host_abi=args.allow_host_abi, key=key,
-                                stale=args.stale)
+                                stale=args.stale, branch=args.branch, private=args.private,
+                                create_pr=args.create_pr, names=args.variant_names)
         print(describe_result(result, key))
     return 0
+
+
+def _build_and_publish(args: argparse.Namespace, project: Project, out_dir: Path) -> int:
+    """build, then check, then publish: the hub sees nothing unless all of them pass."""
+    args.shard = None
+    if status := _build(args, project, out_dir):
+        console.print("[bold red]build failed; nothing was published[/]")
+        return status
+    if status := _check(args, project, out_dir):
+        console.print("[bold red]check failed; nothing was published[/]")
+        return status
+    return _publish(args, project, out_dir)
 
 
 def _check(args: argparse.Namespace, project: Project, out_dir: Path) -> int:
@@ -406,4 +449,5 @@ _COMMANDS = {
     "check": _check,
     "migrate": _migrate,
     "shell": _shell,
+    "build-and-publish": _build_and_publish,
 }

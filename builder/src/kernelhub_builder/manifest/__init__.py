@@ -25,6 +25,7 @@ from .model import (
     Matrix,
     Project,
     TorchExt,
+    VariantNames,
 )
 from .project import (
     PROJECT_FILE,
@@ -48,6 +49,7 @@ __all__ = [
     "Matrix",
     "Project",
     "TorchExt",
+    "VariantNames",
     "load_kernel",
     "load_kernels",
     "load_project",

@@ -12,6 +12,7 @@ lives in :mod:`.build_toml` and :mod:`.project`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 
 from kernelhub.deps import KernelDependency
@@ -20,6 +21,16 @@ from kernelhub.zip_layout import LAYOUTS
 from .keys import BEFORE_6, toml
 
 # --------------------------------------------------------------------------- kernels.toml
+
+
+class VariantNames(str, Enum):
+    """``[hub] variant-names``: the generations of the ecosystem's variant names a build is
+    published under."""
+
+    BOTH = "both"
+    """The current and the legacy name: kernels 0.19 loads the first, 0.17/0.18 the second."""
+    CURRENT = "current"
+    LEGACY = "legacy"
 
 
 @dataclass(frozen=True)
@@ -47,6 +58,9 @@ class Project:
     org: str = toml("hub.org", default="kernels-community")
     hub: str | None = toml("hub.target", default=None)
     """Hub target: None → default LocalHub; a path → LocalHub there; "hf" or an http(s):// endpoint → HfHub."""
+    variant_names: VariantNames = toml("hub.variant-names", default=VariantNames.BOTH)
+    """Which generations of variant names a build is published under
+    (:mod:`kernelhub_builder.ship.names`)."""
     matrix: Matrix = toml(nested=Matrix, default_factory=Matrix)
     torch_pins: dict[str, str] = toml("toolchain.torch", default_factory=dict)
     """torch major.minor → pip requirement used for its toolchain env (e.g. 'torch==2.14.1')."""

@@ -13,6 +13,8 @@ and every error names the file, the dotted key, what was wrong and what is allow
     org = "kernels-community"         # default org, and the trusted one
     target = "/path/to/hub"           # optional: a path (LocalHub there), "hf" or an
                                       # "http(s)://…" Hub-API endpoint (HfHub)
+    variant-names = "both"            # publish builds under the current names, the
+                                      # legacy ones, or both (default)
     [matrix]                          # the default build matrix; every key is optional
     torch = ["2.13", "2.14"]          # torch major.minor
     backends = ["cpu", "cuda", "rocm", "xpu", "metal"]
@@ -46,7 +48,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 
 from ..errors import ManifestError
 from .build_toml import KERNEL_FILE, load_kernel
-from .model import KernelManifest, Matrix, Project
+from .model import KernelManifest, Matrix, Project, VariantNames
 from .tables import Table, major_minor, read_toml, version_key
 
 __all__ = [
@@ -87,6 +89,11 @@ def load_project(path: Path, *, only: Sequence[str] | None = None) -> Project:
     if not _ORG_RE.fullmatch(org):
         raise hub.error("org", f"{org!r} is not an org name (letters, digits, '.', '-', '_')")
     target = _hub_target(hub.get_str("target"), root)
+    names = hub.get_str("variant-names") or VariantNames.BOTH.value
+    if names not in {n.value for n in VariantNames}:
+        raise hub.error("variant-names", f"{names!r}: allowed are "
+                                         f"{', '.join(n.value for n in VariantNames)} (both: "
+                                         "the names kernels 0.19 prefers and 0.17/0.18 find)")
 
     matrix = _load_matrix(top.get_table("matrix") or Table({}, file, "matrix"))
     pins = _load_torch_pins(top.get_table("toolchain") or Table({}, file, "toolchain"), matrix)
@@ -107,7 +114,7 @@ def load_project(path: Path, *, only: Sequence[str] | None = None) -> Project:
     releases = _load_releases(top.get_table("releases") or Table({}, file, "releases"))
     project = Project(root=root, kernels=kernels, org=org, hub=target, matrix=matrix,
                       torch_pins=pins, build_dir=(root / build_dir) if build_dir else None,
-                      releases=releases)
+                      releases=releases, variant_names=VariantNames(names))
     for name in kernels:
         if not (project.kernel_dir(name) / KERNEL_FILE).is_file():
             raise top.error(
