@@ -251,7 +251,7 @@ let
 
       checked =
         assert (if t.has "tvm-ffi" then t.fail "tvm-ffi" "kernelhub builds torch extensions only; use [torch] (compiled) or [torch-noarch] (pure Python)" else true);
-        assert (if t.has "mlx-noarch" then t.fail "mlx-noarch" "a MLX kernel; kernelhub builds torch extensions only: use [torch] (compiled) or [torch-noarch] (pure Python)" else true);
+        assert (if t.has "mlx-noarch" then t.fail "mlx-noarch" "cannot build: MLX kernels (mlx-metal) are written for Apple's MLX framework, not torch; kernelhub builds torch kernels" else true);
         assert (let e = general.int "edition"; in e == null || e == 5 || e == 6
                 || general.fail "edition" "unsupported edition ${toString e}; kernelhub reads editions 5 and 6 (and the unversioned schema before them)");
         assert t.checkKeys [ "general" "torch" "torch-noarch" "kernel" ];

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from kernelhub.errors import KernelHubError
+from kernelhub.system import FOREIGN_BACKEND_REASONS
 from rich.markup import escape
 
 from . import __version__
@@ -260,6 +261,8 @@ def _list_variants(args: argparse.Namespace, project: Project, out_dir: Path) ->
     for kernel in kernels:
         print(f"{kernel.name} (v{kernel.version}, release {kernel.release})")
         print(format_plan(plan_variants(project, kernel)))
+        for backend in kernel.skipped_backends:  # in general.backends, built by no one here
+            print(f"{backend}: not built by kernelhub: {FOREIGN_BACKEND_REASONS[backend]}")
         print()
     return 0
 

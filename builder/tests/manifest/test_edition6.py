@@ -191,7 +191,8 @@ def test_old_spelling_in_edition_6_names_the_new_one(tmp_path: Path) -> None:
     ("table", "key", "message"),
     [
         ('[tvm-ffi]\nsrc = ["torch-ext/torch_binding.cpp"]\n', "tvm-ffi", "a tvm-ffi kernel"),
-        ("[mlx-noarch]\n", "mlx-noarch", "a MLX kernel; kernelhub builds torch extensions"),
+        ("[mlx-noarch]\n", "mlx-noarch", "cannot build: MLX kernels (mlx-metal) are written for "
+                                          "Apple's MLX framework, not torch"),
     ],
 )
 def test_other_frameworks_are_refused_in_one_line(tmp_path: Path, table: str, key: str,
@@ -213,3 +214,18 @@ def test_rust_parts_are_refused_in_one_line(tmp_path: Path) -> None:
     assert info.value.key == "kernel.demo_cpu.language"
     assert "rust-cutile parts build tvm-ffi extensions, which kernelhub does not build" in str(
         info.value)
+
+
+def test_backends_kernelhub_does_not_build_are_listed_with_why(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from kernelhub_builder.cli import main
+
+    root = write_kernel(tmp_path / "demo", EDITION_6.replace(
+        'backends = ["cpu", "cuda"]', 'backends = ["cpu", "cuda", "tpu", "neuron"]'))
+    with pytest.warns(UserWarning, match="kernelhub cannot build tpu, neuron"):
+        assert load_kernel(root).skipped_backends == ("tpu", "neuron")
+    with pytest.warns(UserWarning):
+        assert main(["--project", str(root), "list-variants"]) == 0
+    out = capsys.readouterr().out
+    assert "tpu: not built by kernelhub: TPU kernels are built against torch_tpu" in out
+    assert "neuron: not built by kernelhub: AWS Neuron kernels" in out

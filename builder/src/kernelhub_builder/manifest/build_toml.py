@@ -32,7 +32,7 @@ from typing import Any
 
 from kernelhub.deps import DependencyError, KernelDependency, parse_kernel_depends
 from kernelhub.errors import VersionSpecError
-from kernelhub.system import BACKENDS, UNBUILDABLE_BACKENDS
+from kernelhub.system import BACKENDS, MLX_REASON, UNBUILDABLE_BACKENDS
 from kernelhub.versions import parse_release
 
 from ..errors import ManifestError
@@ -150,13 +150,11 @@ def read_edition(top: Table) -> Edition:
 
 
 def _refuse_other_frameworks(top: Table) -> None:
-    for framework, what in (("tvm-ffi", "tvm-ffi"), ("mlx-noarch", "MLX")):
-        if framework in top:
-            raise top.error(
-                framework,
-                f"a {what} kernel; kernelhub builds torch extensions only: use [torch] "
-                "(compiled) or [torch-noarch] (pure Python)",
-            )
+    if "tvm-ffi" in top:
+        raise top.error("tvm-ffi", "a tvm-ffi kernel; kernelhub builds torch extensions only: "
+                                   "use [torch] (compiled) or [torch-noarch] (pure Python)")
+    if "mlx-noarch" in top:
+        raise top.error("mlx-noarch", f"cannot build: {MLX_REASON}")
 
 
 def _identity(general: Table, releases: dict[str, str]) -> tuple[str, int, str]:
