@@ -22,7 +22,7 @@ def test_kernels_toml_keys() -> None:
                                        "releases"}
     assert keys("matrix", None, Project) == {"torch", "backends", "systems", "cuda", "rocm",
                                              "xpu"}
-    assert keys("hub", None, Project) == {"org", "target"}
+    assert keys("hub", None, Project) == {"org", "target", "variant-names"}
 
 
 def test_renames_come_from_the_model() -> None:

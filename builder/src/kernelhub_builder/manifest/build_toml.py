@@ -108,7 +108,7 @@ def read_kernel(data: dict[str, Any], file: Path, project: Project | None = None
         backends=backends,
         torch=torch,
         parts=parts,
-        license=general.get_str("license"),
+        license=_license(general, edition),
         repo_id=repo_id,
         python_depends=general.get_strs("python-depends"),
         universal=universal,
@@ -465,6 +465,15 @@ def _backend_python_depends(general: Table) -> dict[str, tuple[str, ...]]:
         if table is not None and (deps := table.get_strs("python-depends")):
             found[backend] = deps
     return found
+
+
+def _license(general: Table, edition: Edition) -> str | None:
+    """general.license: required by editions 5 and 6 (the ecosystem's 0.19 loader refuses a
+    variant whose metadata.json has none); the unversioned schema could leave it out."""
+    if edition is not None and "license" not in general:
+        raise general.error("license", f'missing; edition {edition} requires one, e.g. '
+                                       'license = "apache-2.0"')
+    return general.get_str("license")
 
 
 def _build_layout(general: Table) -> str:
