@@ -31,8 +31,8 @@ from reference_loader import (
     ReferenceLoaderUnavailable,
     install_reference_loader,
     olah_cli,
-    olah_server,
     reference_env,
+    served_hub,
 )
 
 pytestmark = pytest.mark.slow
@@ -100,12 +100,8 @@ def served(community: Workspace, tmp_path_factory: pytest.TempPathFactory
            ) -> Iterator[KernelRepoProxy]:
     if olah_cli() is None:
         pytest.skip("olah is not installed (pip install olah)")
-    with olah_server(community.hub, tmp_path_factory.mktemp("olah")) as url:
-        proxy = KernelRepoProxy(url)
-        try:
-            yield proxy
-        finally:
-            proxy.close()
+    with served_hub(community.hub, tmp_path_factory.mktemp("olah")) as proxy:
+        yield proxy
 
 
 def reference(version: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -207,12 +203,8 @@ def ours_served(published: Workspace, tmp_path: Path) -> Iterator[KernelRepoProx
     """Our six kernels as the e2e session publishes them (builder publish: both names)."""
     if olah_cli() is None:
         pytest.skip("olah is not installed (pip install olah)")
-    with olah_server(published.hub, tmp_path / "olah") as url:
-        proxy = KernelRepoProxy(url)
-        try:
-            yield proxy
-        finally:
-            proxy.close()
+    with served_hub(published.hub, tmp_path / "olah") as proxy:
+        yield proxy
 
 
 @pytest.mark.parametrize(("version", "name"), [

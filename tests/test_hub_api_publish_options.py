@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from e2e import BIN, REPO, run
+from e2e import BIN, kernel_project, run
 from hub_api_test_server import HubApiTestServer
 from huggingface_hub import HfApi
 from huggingface_hub.errors import RepositoryNotFoundError
@@ -29,13 +28,7 @@ TOKEN = "hf_test_write_token"
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    root = tmp_path / "project"
-    shutil.copytree(REPO / "kernels-src" / KERNEL, root / "kernels-src" / KERNEL,
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    text = (REPO / "kernels.toml").read_text()
-    (root / "kernels.toml").write_text(
-        re.sub(r"(?m)^kernels = \[.*\]$", f'kernels = ["{KERNEL}"]', text))
-    return root
+    return kernel_project(tmp_path / "project", KERNEL)
 
 
 @pytest.fixture

@@ -22,8 +22,8 @@ from reference_loader import (
     ReferenceLoaderUnavailable,
     install_reference_loader,
     olah_cli,
-    olah_server,
     reference_env,
+    served_hub,
 )
 
 VARIANT = "torch213-cxx11-cpu-x86_64-linux"
@@ -102,12 +102,8 @@ def served(published: Workspace, tmp_path: Path) -> Iterator[KernelRepoProxy]:
     """The published hub behind olah, behind the counting kernel-repo-type proxy."""
     if olah_cli() is None:
         pytest.skip("olah is not installed (pip install olah)")
-    with olah_server(published.hub, tmp_path / "olah") as url:
-        proxy = KernelRepoProxy(url)
-        try:
-            yield proxy
-        finally:
-            proxy.close()
+    with served_hub(published.hub, tmp_path / "olah") as proxy:
+        yield proxy
 
 
 def python(code: str, env: dict[str, str], *args: str) -> dict:
