@@ -54,7 +54,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from kernelhub.lockfile import LockEntry, write_lock  # noqa: E402
+from kernelhub.lock import LockEntry, write_lock  # noqa: E402
 from reference_loader import (  # noqa: E402 - the shared helper lives with the tests
     KernelRepoProxy,
     install_reference_loader,
@@ -178,7 +178,8 @@ def head_commit(hub: Path) -> str:
                           capture_output=True, text=True).stdout.strip()
 
 
-def run_benchmark(hub: Path, work: Path, runs: int, reference_dir: Path) -> list[Row]:
+def run_benchmark(hub: Path, work: Path, runs: int, reference_dir: Path | None,
+                  only: frozenset[str] | None = None) -> list[Row]:
     sha = head_commit(hub)
     ours = dict(os.environ)
     for name in ("KERNELHUB_TRUSTED_ORGS", "KERNELHUB_OFFLINE", "HF_HUB_OFFLINE",
@@ -198,6 +199,8 @@ def run_benchmark(hub: Path, work: Path, runs: int, reference_dir: Path) -> list
         try:
 
             def ref(cache: str, **extra: str) -> dict[str, str]:
+                if reference_dir is None:  # not installed: no reference row is run
+                    return {}
                 return reference_env(dict(os.environ), reference_dir, proxy.url,
                                      work / cache, **extra)
 
@@ -235,9 +238,14 @@ def run_benchmark(hub: Path, work: Path, runs: int, reference_dir: Path) -> list
                 ("c1", "kernelhub LocalHub warm locked", "kernelhub", locked,
                  lambda i: kh("kh-warm", local), None),
             ]
-            # Untimed, online: the cache g and g1 load from offline (see the module docstring).
-            subprocess.run([sys.executable, "-c", PREPARE_REFERENCE_OFFLINE, sha],
-                           env=ref("hf-offline"), check=True, capture_output=True)
+            if only is not None:  # a warm row reads the cache its warm-up row fills
+                needs = {"c": "b", "c1": "b", "d": "b", "i1": "i", "i2": "i", "i3": "i"}
+                only = only | {needs[k] for k in only if k in needs}
+                plan = [p for p in plan if p[0] in only]
+            if any(p[2] == "kernels" for p in plan):
+                # Untimed, online: the cache g and g1 load from offline (module docstring).
+                subprocess.run([sys.executable, "-c", PREPARE_REFERENCE_OFFLINE, sha],
+                               env=ref("hf-offline"), check=True, capture_output=True)
             rows = []
             for key, label, loader, spec, env_for, warmup in plan:
                 row = Row(key, label)
@@ -290,6 +298,9 @@ def report(rows: list[Row], runs: int) -> str:
                          f"({a.median_total_ms() / b.median_total_ms():5.2f}x)  {what}")
     return "\n".join([*lines, "", *targets(by)])
 
+
+REFERENCE_ROWS = frozenset({"e", "f", "g", "g1"})
+"""Rows of the reference loader (they need it installed)."""
 
 WARM_NO_NETWORK = ("c", "c1", "d", "i1", "i2", "i3")
 """Warm loads that need no hub (pinned, locked, offline), from a LocalHub and via olah."""
@@ -353,13 +364,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3, help="fresh processes per scenario")
     parser.add_argument("--reference-dir", type=Path,
                         help="where to pip install the reference loader (reused if there)")
+    parser.add_argument("--only", help="comma-separated scenario keys to run (default: all); "
+                        "the warm no-network targets are --only " + ",".join(WARM_NO_NETWORK))
     args = parser.parse_args(argv)
+    only = frozenset(args.only.split(",")) if args.only else None
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kernelhub-load-time-") as tmp:
         work = Path(tmp)
         hub = args.hub.resolve() if args.hub else prepare_hub(work)
-        reference_dir = install_reference_loader(args.reference_dir or work / "reference")
-        rows = run_benchmark(hub, work, args.runs, reference_dir)
+        reference_dir = None
+        if only is None or only & REFERENCE_ROWS:
+            reference_dir = install_reference_loader(args.reference_dir or work / "reference")
+        rows = run_benchmark(hub, work, args.runs, reference_dir, only)
     print()
     print(header())
     print(report(rows, args.runs))

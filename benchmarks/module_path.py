@@ -9,6 +9,10 @@ modules, one per step, and never calls back into a module it already left. Two f
         ``kernelize`` of a model whose layer maps to ``LayerRepository(
         "kernels-community/activation", layer_name="SiluAndMul", version=1)``: get_kernel
         (resolve, fetch, verify, import, cold cache) up to the replaced forward
+    .venv/bin/python benchmarks/module_path.py get --hub HUB [--warm]
+        ``get_kernel("kernels-community/activation", version=1)`` to the module: cold
+        cache (resolve, fetch, verify, import), or with ``--warm`` in a process whose
+        cache already holds the variant (an untraced load in a child process fills it)
 
 How it counts: a profile hook sees every Python function call made while the flow runs
 (module bodies run by imports are not counted: they are set-up, not the flow). A call
@@ -120,6 +124,25 @@ def _load(args: argparse.Namespace) -> Callable[[], Any]:
     return flow
 
 
+def _get(args: argparse.Namespace) -> Callable[[], Any]:
+    import subprocess
+
+    import torch  # noqa: F401 - imported by the user before loading, not part of the flow
+
+    os.environ["KERNELHUB_HUB"] = str(args.hub)
+    os.environ["KERNELHUB_CACHE"] = tempfile.mkdtemp(prefix="module-path-cache-")
+    load = 'import kernelhub; kernelhub.get_kernel("kernels-community/activation", version=1)'
+    if args.warm:
+        subprocess.run([sys.executable, "-c", load], check=True)
+    from kernelhub import get_kernel  # the import is set-up, not the flow
+
+    def flow() -> None:
+        if not hasattr(get_kernel("kernels-community/activation", version=1), "silu_and_mul"):
+            raise SystemExit("the kernel has no silu_and_mul")
+
+    return flow
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="flow", required=True)
@@ -129,8 +152,11 @@ def main() -> None:
     build.add_argument("--variant", default="torch213-cxx11-cpu-x86_64-linux")
     load = sub.add_parser("load")
     load.add_argument("--hub", type=Path, required=True)
+    get = sub.add_parser("get")
+    get.add_argument("--hub", type=Path, required=True)
+    get.add_argument("--warm", action="store_true")
     args = parser.parse_args()
-    flow = _build(args) if args.flow == "build" else _load(args)
+    flow = {"build": _build, "load": _load, "get": _get}[args.flow](args)
     print(json.dumps(trace(flow), indent=2))
 
 

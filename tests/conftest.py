@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
-from e2e import Workspace, builder
+from e2e import PUBLISHED, Workspace, builder
 
 collect_ignore_glob = ["fixtures/*"]
 """Kernel trees used as test data; their own tests run under `builder test`, not here."""
@@ -13,20 +14,23 @@ collect_ignore_glob = ["fixtures/*"]
 
 @pytest.fixture(scope="session")
 def workspace(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
-    root = tmp_path_factory.mktemp("e2e")
+    given = os.environ.get(PUBLISHED)
+    root = Path(given) if given else tmp_path_factory.mktemp("e2e")
     return Workspace(root=root, out=root / "build", hub=root / "hub")
 
 
 @pytest.fixture(scope="session")
 def built(workspace: Workspace) -> Workspace:
     """The repository's kernels built once for every variant this host can build."""
-    builder(workspace, "build")
+    if not os.environ.get(PUBLISHED):
+        builder(workspace, "build")
     return workspace
 
 
 @pytest.fixture(scope="session")
 def published(built: Workspace) -> Workspace:
-    builder(built, "publish", "--hub", str(built.hub))
+    if not os.environ.get(PUBLISHED):
+        builder(built, "publish", "--hub", str(built.hub))
     return built
 
 
@@ -34,8 +38,9 @@ def published(built: Workspace) -> Workspace:
 def hub_api_client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """This process as a fresh client of a loopback Hub-API server: its own cache, config
     and HF home, no token or policy from the environment, org ``acme`` trusted."""
-    from kernelhub import api, release_check
+    from kernelhub import release_policy
     from kernelhub.hub import hf
+    from kernelhub.load import pipeline
 
     for var in ("HF_TOKEN", "HF_ENDPOINT", "KERNELHUB_OFFLINE", "HF_HUB_OFFLINE",
                 "KERNELHUB_ALLOWED_SIGNERS", "KERNELHUB_REQUIRE_SIGNED",
@@ -46,6 +51,6 @@ def hub_api_client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KERNELHUB_CONFIG", str(tmp_path / "config.toml"))
     monkeypatch.setenv("KERNELHUB_TRUSTED_ORGS", "acme")
     monkeypatch.setenv("NO_PROXY", "127.0.0.1")
-    monkeypatch.setattr(api, "_memo", {})
-    monkeypatch.setattr(release_check, "_verified", {})
+    monkeypatch.setattr(pipeline, "_memo", {})
+    monkeypatch.setattr(release_policy, "_verified", {})
     monkeypatch.setattr(hf, "_found_types", {})

@@ -21,6 +21,10 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 TORCH_MINORS = ("2.13", "2.14")
+PUBLISHED = "KERNELHUB_E2E_PUBLISHED"
+"""A workspace root (``build/``, ``hub/``) an earlier session built and published: a
+session with it set uses it as it is (the seed tests on another Transformers release
+reuse their parent session's hub instead of compiling everything again)."""
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,9 @@ import httpx
 REFERENCE_VERSION = "0.17.2"
 """The ``kernels`` release this interop is checked against."""
 
+ECOSYSTEM_VERSIONS = ("0.17.2", "0.19.1")
+"""The oldest ``kernels`` release we support and the one users install today."""
+
 _HOP_HEADERS = {"connection", "keep-alive", "transfer-encoding", "content-length",
                 "content-encoding", "host"}
 
@@ -147,12 +150,17 @@ def olah_server(hub_root: Path, work: Path) -> Iterator[str]:
             _wait_for_port(port, proc, log_path, "olah")
             yield f"http://127.0.0.1:{port}"
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop_process(proc)
+
+
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
+    """Terminate a server this test started; kill it if it does not stop in 10 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 @contextmanager

@@ -27,9 +27,10 @@ from hub_api_test_server import HubApiTestServer
 from huggingface_hub import HfApi
 from huggingface_hub.hf_api import RepoFile
 from kernelhub import api, ecosystem
+from kernelhub.api import lock_project
 from kernelhub.errors import KernelHubError
-from kernelhub.lockfile import variant_dir_hash
-from kernelhub.locking import lock_project
+from kernelhub.hub_hashes import variant_dir_hash
+from kernelhub.load import pipeline
 from kernelhub.metadata import read_metadata, verify_variant
 from kernelhub_builder.ship.hf import HfPublisher
 from kh_doubles import make_variant
@@ -89,7 +90,7 @@ def test_an_ecosystem_lock_of_a_repository_with_lfs_files_loads_and_then_offline
 
     variant_dir = api.locate_kernel(REPO_ID, revision=commit)
     assert variant_dir_hash(variant_dir) != ecosystem_hash(server, commit)  # blob ids differ
-    monkeypatch.setattr(api, "_memo", {})
+    monkeypatch.setattr(pipeline, "_memo", {})
     monkeypatch.setenv("KERNELHUB_OFFLINE", "1")
     seen = len(server.requests)
     assert ecosystem.load_kernel(REPO_ID, lockfile=lock).VALUE == 11
@@ -137,13 +138,13 @@ def test_get_locked_kernel_reads_the_callers_distribution_lock_then_the_project_
     import lockuser
 
     assert lockuser.load().VALUE == 11  # the distribution's lock, not ./kernels.lock
-    monkeypatch.setattr(api, "_memo", {})
+    monkeypatch.setattr(pipeline, "_memo", {})
     with pytest.raises(KernelHubError, match="the lock file records sha256-0000"):
         ecosystem.get_locked_kernel(REPO_ID)  # a caller without a distribution: ./kernels.lock
     right = ecosystem_lock(tmp_path / "right.lock", commit, good)
     assert ecosystem.get_locked_kernel(REPO_ID, lockfile=right).VALUE == 11
     ecosystem_lock(work / "kernels.lock", commit, good)
-    monkeypatch.setattr(api, "_memo", {})
+    monkeypatch.setattr(pipeline, "_memo", {})
     assert ecosystem.get_locked_kernel(REPO_ID, local_files_only=True).VALUE == 11
 
 
@@ -255,7 +256,7 @@ def test_an_ecosystem_build_whose_files_are_lfs_objects_is_verified_by_their_sha
 
     # The server now answers with other bytes for the LFS file than its listing's sha256.
     monkeypatch.setenv("KERNELHUB_CACHE", str(tmp_path / "cold-cache"))
-    monkeypatch.setattr(api, "_memo", {})
+    monkeypatch.setattr(pipeline, "_memo", {})
     served = server._resolve
 
     def tampered(kind: str, repo_id: str, rev: str, path: str):

@@ -19,9 +19,9 @@ from pathlib import Path
 import kernelhub
 import pytest
 from hub_api_test_server import HubApiTestServer
-from kernelhub import api
 from kernelhub.errors import HubError, SignatureError
 from kernelhub.hub.git import GitRepo
+from kernelhub.load import pipeline
 from kernelhub.release_manifest import NAMESPACE, RELEASE_FILE, SIGNATURE_FILE
 from kernelhub.sshsig import SigningKey
 from kernelhub_builder.ship.hf import HfPublisher
@@ -47,7 +47,7 @@ def allow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *keys: SigningKey) ->
     path = tmp_path / "allowed_signers"
     path.write_text("".join(f"acme {k.public.openssh()}\n" for k in keys))
     monkeypatch.setenv("KERNELHUB_ALLOWED_SIGNERS", str(path))
-    monkeypatch.setattr(api, "_memo", {})
+    monkeypatch.setattr(pipeline, "_memo", {})
 
 
 def stage(tmp_path: Path, variant: str, value: int) -> Path:

@@ -22,4 +22,4 @@ def test_init_then_build_then_test(tmp_path: Path):
 
     again = run([str(BIN / "kernelhub"), "init", "my-kernel"], env=env, cwd=tmp_path,
                 check=False)
-    assert again.returncode == 1 and "not empty" in (again.stdout + again.stderr)
+    assert again.returncode == 1 and "not an empty directory" in (again.stdout + again.stderr)

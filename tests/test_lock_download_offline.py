@@ -32,7 +32,7 @@ version = "0.1.0"
 
 LOAD = """
 import json, sys
-from kernels import load_kernel
+from kernelhub.ecosystem import load_kernel  # the ecosystem's API; `kernels` is its own package
 import kernelhub
 act = load_kernel("kernels-community/activation", lockfile=sys.argv[1])
 norm = kernelhub.load_locked_kernel("kernels-community/rmsnorm", lockfile=sys.argv[1])

@@ -23,7 +23,7 @@ FIXTURE_KERNEL = REPO / "builder/tests/fixtures/project/kernels-src/scale_stable
 PROBE = """\
 import json, sys
 from kernelhub.errors import KernelHubError
-from kernelhub.importer import load_variant_dir
+from kernelhub import load_variant_dir
 load_variant_dir(sys.argv[1])
 try:
     load_variant_dir(sys.argv[2])

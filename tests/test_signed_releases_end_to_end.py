@@ -17,9 +17,10 @@ from pathlib import Path
 import kernelhub
 import pytest
 from e2e import Workspace, builder, make_project, run
-from kernelhub import api, release_check
+from kernelhub import release_policy
 from kernelhub.errors import SignatureError
 from kernelhub.hub.git import GitRepo
+from kernelhub.load import pipeline
 from kernelhub.release_manifest import NAMESPACE, RELEASE_FILE, SIGNATURE_FILE
 from kernelhub.variants import parse_variant
 from kernelhub_builder.manifest import VariantNames
@@ -106,8 +107,8 @@ def policy(signed: Signed, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("KERNELHUB_TRUSTED_ORGS", "acme,plain")
     for var in ("KERNELHUB_REQUIRE_SIGNED", "KERNELHUB_ALLOW_UNSIGNED"):
         monkeypatch.delenv(var, raising=False)
-    monkeypatch.setattr(api, "_memo", {})
-    monkeypatch.setattr(release_check, "_verified", {})
+    monkeypatch.setattr(pipeline, "_memo", {})
+    monkeypatch.setattr(release_policy, "_verified", {})
 
     def allow(*keys: Path) -> None:
         signers = tmp_path / "allowed_signers"

@@ -164,3 +164,20 @@ def test_a_compile_error_shows_the_compiler_message(
     assert "binding.cpp" in err and "error" in err
     assert "Traceback" not in out + err
     assert not (tmp_path / "out" / "broken" / f"torch213-cxx11-cpu-{detect_host().system}").exists()
+
+
+@pytest.mark.parametrize("existing", ["file", "non-empty dir"])
+def test_init_refuses_an_existing_file_or_non_empty_dir_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], existing: str
+) -> None:
+    target = tmp_path / "target"
+    if existing == "file":
+        target.write_text("mine\n")
+    else:
+        target.mkdir()
+        (target / "notes.txt").write_text("mine\n")
+    code, _, err = run(capsys, "init", "my-kernel", str(target))
+    assert code == 1
+    assert err.strip().splitlines() == [
+        f"error: {target} exists and is not an empty directory; choose a new directory"]
+    assert "Traceback" not in err

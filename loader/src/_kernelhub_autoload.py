@@ -8,14 +8,16 @@ interpreter start. It must cost next to nothing there, so it imports only ``os``
   imported — ``transformers.integrations.hub_kernels``, ``transformers.modeling_utils``,
   ``transformers.activations`` and each ``transformers.models.*.modeling_*`` — and, once a
   module has executed, hands it to ``kernelhub.integrations.transformers.autoload``,
-  which patches the seams that module defines. Nothing of kernelhub is imported before
-  Transformers is.
+  which hands the kernel seams that module defines to kernelhub — also when the
+  ecosystem's ``kernels`` package is installed (installing kernelhub is asking for it).
+  Nothing of kernelhub is imported before Transformers is.
 * :class:`KernelsName` (last on the path) provides the import name ``kernels`` — the
   ecosystem's package that Transformers' documentation imports ``Mode`` from — served by
   ``kernelhub.ecosystem``. Being last, it answers only when no installed package of
-  that name exists: an installed ``kernels`` always wins.
+  that name exists: an installed ``kernels`` always wins the name.
 
-``KERNELHUB_TRANSFORMERS=0`` (or ``off``/``no``/``false``) installs neither.
+``KERNELHUB_TRANSFORMERS=0`` (or ``off``/``no``/``false``) installs neither: Transformers
+and the ecosystem's package then run as if kernelhub were not installed.
 """
 
 import os

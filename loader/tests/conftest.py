@@ -26,15 +26,16 @@ _SETTINGS_VARS = (
 @pytest.fixture(autouse=True)
 def isolated_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Point cache, config and default hub into tmp_path; forget memoized loads."""
-    from kernelhub import api, release_check
+    from kernelhub import release_policy
+    from kernelhub.load import pipeline
 
     for var in _SETTINGS_VARS:
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("KERNELHUB_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("KERNELHUB_CONFIG", str(tmp_path / "config.toml"))
     monkeypatch.setenv("KERNELHUB_HUB", str(tmp_path / "default-hub"))
-    monkeypatch.setattr(api, "_memo", {})
-    monkeypatch.setattr(release_check, "_verified", {})
+    monkeypatch.setattr(pipeline, "_memo", {})
+    monkeypatch.setattr(release_policy, "_verified", {})
     return tmp_path / "cache"
 
 

@@ -16,6 +16,7 @@ from kernelhub.errors import (
     VersionSpecError,
 )
 from kernelhub.importer import loaded_variants
+from kernelhub.load import pipeline
 from kernelhub.system import detect_system
 from kh_doubles import DirHub, make_variant
 
@@ -104,7 +105,7 @@ def test_warm_pinned_load_makes_no_hub_call(tmp_path: Path, dirhub: DirHub) -> N
     api.get_kernel(REPO, revision=commit, hub=dirhub)
     assert _names(dirhub) == ["list_variants", "fetch_variant"]
     dirhub.calls.clear()
-    api._memo.clear()  # a fresh process: only the disk cache is warm
+    pipeline._memo.clear()  # a fresh process: only the disk cache is warm
     assert api.get_kernel(REPO, revision=commit, hub=dirhub).LABEL == "pinned"
     assert dirhub.calls == []
 
@@ -120,7 +121,7 @@ def test_memoized_calls_skip_resolution(tmp_path: Path, dirhub: DirHub) -> None:
 def test_unpinned_warm_load_asks_only_for_refs(tmp_path: Path, dirhub: DirHub) -> None:
     dirhub.add(REPO, "v1", {"torch-universal": _variant(tmp_path, "a")})
     api.get_kernel(REPO, 1, hub=dirhub)
-    api._memo.clear()
+    pipeline._memo.clear()
     dirhub.calls.clear()
     api.get_kernel(REPO, 1, hub=dirhub)
     assert _names(dirhub) == ["list_refs"]
@@ -131,11 +132,11 @@ def test_offline_resolves_from_the_cache(
 ) -> None:
     dirhub.add(REPO, "v1", {"torch-universal": _variant(tmp_path, "cached")}, tag="v1.0.0")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(KernelHubError, match="offline mode: no refs of kernels-community/kern"):
+    with pytest.raises(KernelHubError, match="offline mode: the list of versions of kernels-community/kern is not in the cache"):
         api.get_kernel(REPO, 1, hub=dirhub)
     monkeypatch.delenv("HF_HUB_OFFLINE")
     api.get_kernel(REPO, 1, hub=dirhub)
-    api._memo.clear()
+    pipeline._memo.clear()
     dirhub.calls.clear()
     monkeypatch.setenv("KERNELHUB_OFFLINE", "1")
     assert api.get_kernel(REPO, "v1.0.0", hub=dirhub).LABEL == "cached"
@@ -155,7 +156,7 @@ def test_tampered_cache_is_refused_on_a_warm_load(tmp_path: Path, dirhub: DirHub
 
 def test_hub_given_as_a_path_string_uses_the_local_hub(tmp_path: Path) -> None:
     hub = api.open_hub_arg(str(tmp_path / "somewhere"))
-    assert type(hub).__name__ == "LocalHub"
+    assert hub.root == tmp_path / "somewhere"  # type: ignore[attr-defined]  # a LocalHub's
     assert api.open_hub_arg(None).key == api.open_hub_arg(str(tmp_path / "default-hub")).key
 
 

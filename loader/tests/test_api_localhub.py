@@ -9,6 +9,7 @@ import pytest
 import torch
 from kernelhub import api
 from kernelhub.errors import HubError
+from kernelhub.load import pipeline
 from kernelhub_builder.ship import LocalPublisher
 from kh_doubles import make_variant
 
@@ -56,7 +57,7 @@ def test_warm_pinned_load_runs_no_git(tmp_path: Path, monkeypatch: pytest.Monkey
     hub = LocalPublisher(tmp_path / "hub")
     commit = _publish(hub, tmp_path, 5, "v1.0.0")
     first = api.get_kernel(REPO, revision=commit, hub=hub)
-    api._memo.clear()  # as in a new process: only the disk cache is warm
+    pipeline._memo.clear()  # as in a new process: only the disk cache is warm
     _no_subprocesses(monkeypatch)
     assert api.get_kernel(REPO, revision=commit, hub=hub) is first
     assert api.get_kernel(REPO, commit, hub=str(tmp_path / "hub")) is first
@@ -69,7 +70,7 @@ def test_offline_after_one_online_load(tmp_path: Path, monkeypatch: pytest.Monke
     hub = LocalPublisher(tmp_path / "hub")
     _publish(hub, tmp_path, 7, "v1.0.0")
     module = api.get_kernel(REPO, ">=1.0", hub=hub)
-    api._memo.clear()
+    pipeline._memo.clear()
     monkeypatch.setenv("KERNELHUB_OFFLINE", "1")
     _no_subprocesses(monkeypatch)
     assert api.get_kernel(REPO, ">=1.0", hub=hub) is module
@@ -84,9 +85,9 @@ print(" ".join(sorted(sys.modules)))
 """
 
 NOT_ON_THE_WARM_PATH = ("huggingface_hub", "tomllib", "tomli", "kernelhub.sshsig",
-                        "kernelhub.lockfile", "kernelhub.verified_marks", "filelock",
+                        "kernelhub.lock", "kernelhub.verified_marks", "filelock",
                         "packaging", "kernelhub.layer", "kernelhub.hub.git",
-                        "kernelhub.release_check", "kernelhub.release_manifest",
+                        "kernelhub.release_policy", "kernelhub.release_manifest",
                         "kernelhub.hub_hashes")
 """What a warm load with no signing policy, no config file and no lock never uses: each
 costs start-up time in every process that loads a kernel."""

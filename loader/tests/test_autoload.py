@@ -1,5 +1,6 @@
-"""The import hook installed by ``kernelhub-autoload.pth``: on by default, off with
-``KERNELHUB_TRANSFORMERS=0``, and out of the way when the ecosystem's ``kernels`` is installed.
+"""The import hook installed by ``kernelhub-autoload.pth``: on by default (whether or not
+the ecosystem's ``kernels`` is installed), off with ``KERNELHUB_TRANSFORMERS=0``, and
+``import kernels`` always the installed distribution.
 
 Each case runs a fresh interpreter, since the hook acts at interpreter start.
 """
@@ -10,9 +11,13 @@ import json
 import os
 import subprocess
 import sys
+import types
+import warnings
 from pathlib import Path
 
 import pytest
+
+LOADER_SRC = Path(__file__).resolve().parents[1] / "src"
 
 PROBE = """
 import json, sys
@@ -26,25 +31,54 @@ except ImportError as e:
 if "--transformers" in sys.argv:
     import transformers
     from transformers import kernelize
-    from kernelhub.integrations.transformers import patch
     found["kernelize"] = kernelize.__module__
-    found["enabled"] = patch.is_enabled()
+    found["kernelhub_imported"] = "kernelhub" in sys.modules
+    if found["kernelhub_imported"]:
+        from kernelhub.integrations.transformers import patch
+        found["enabled"] = patch.is_enabled()
 print(json.dumps(found))
 """
 
 
-def probe(*args: str, **env: str) -> dict:
+def probe(*args: str, python: str = sys.executable, **env: str) -> dict:
     environ = {k: v for k, v in os.environ.items() if k != "KERNELHUB_TRANSFORMERS"}
     environ.update(env)
-    proc = subprocess.run([sys.executable, "-c", PROBE, *args], env=environ, text=True,
+    proc = subprocess.run([python, "-c", PROBE, *args], env=environ, text=True,
                           capture_output=True, check=True)
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def test_hook_is_installed_and_serves_the_kernels_name():
+def test_hook_is_installed_and_kernels_is_the_installed_distribution():
     found = probe()
     assert found["finders"][0] == "TransformersWatcher"
     assert found["finders"][-1] == "KernelsName"
+    try:
+        import importlib.metadata as md
+
+        md.distribution("kernels")
+    except md.PackageNotFoundError:
+        assert found["kernels"] == "kernelhub.ecosystem"
+    else:  # the ecosystem's package is installed: it is what `import kernels` gives
+        assert found["kernels"] == "kernels"
+        assert "kernelhub" not in found["kernels_file"]
+
+
+def test_without_an_installed_kernels_the_name_is_served_by_kernelhub(tmp_path: Path):
+    """On an interpreter with no ``kernels`` distribution (the base one under this venv),
+    the hook (what the .pth imports) answers ``import kernels`` with the compatibility
+    module."""
+    base = Path(sys.base_prefix) / "bin" / "python3"
+    if not base.exists():
+        pytest.skip(f"no base interpreter at {base}")
+    check = subprocess.run([str(base), "-c", "import kernels"], capture_output=True)
+    if check.returncode == 0:
+        pytest.skip(f"{base} has a `kernels` package of its own")
+    code = "import _kernelhub_autoload\n" + PROBE
+    environ = {k: v for k, v in os.environ.items() if k != "KERNELHUB_TRANSFORMERS"}
+    environ["PYTHONPATH"] = str(LOADER_SRC)
+    proc = subprocess.run([str(base), "-c", code], env=environ, text=True,
+                          capture_output=True, check=True)
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
     assert found["kernels"] == "kernelhub.ecosystem"
 
 
@@ -53,14 +87,20 @@ def test_switched_off_installs_nothing(value):
     found = probe(KERNELHUB_TRANSFORMERS=value)
     assert "TransformersWatcher" not in found["finders"]
     assert "KernelsName" not in found["finders"]
-    assert found["kernels"] is None
 
 
 def test_transformers_is_served_without_user_code():
     pytest.importorskip("transformers")
     found = probe("--transformers")
     assert found["enabled"] is True
-    assert found["kernelize"] == "kernelhub.integrations.transformers.patch"
+    assert found["kernelize"] == "kernelhub.integrations.transformers.methods"
+
+
+def test_switched_off_transformers_runs_untouched_and_kernelhub_is_never_imported():
+    pytest.importorskip("transformers")
+    found = probe("--transformers", KERNELHUB_TRANSFORMERS="0")
+    assert found["kernelize"] == "transformers.integrations.hub_kernels"
+    assert found["kernelhub_imported"] is False
 
 
 def _fake_ecosystem_kernels(root: Path) -> Path:
@@ -73,10 +113,67 @@ def _fake_ecosystem_kernels(root: Path) -> Path:
     return root
 
 
-def test_installed_ecosystem_kernels_wins(tmp_path):
+def test_an_installed_kernels_keeps_its_name_and_kernelhub_still_serves(tmp_path):
     pytest.importorskip("transformers")
     site = _fake_ecosystem_kernels(tmp_path / "site")
     found = probe("--transformers", PYTHONPATH=str(site))
     assert found["kernels_file"] == str(site / "kernels" / "__init__.py")
-    assert found["enabled"] is False
-    assert found["kernelize"] == "transformers.integrations.hub_kernels"
+    assert found["enabled"] is True
+    assert found["kernelize"] == "kernelhub.integrations.transformers.methods"
+
+
+# -- declining, said once --------------------------------------------------------
+
+
+@pytest.fixture
+def fresh_autoload(monkeypatch: pytest.MonkeyPatch):
+    from kernelhub.integrations.transformers import autoload, patch
+
+    monkeypatch.setattr(autoload, "_state", {})
+    yield autoload
+    patch.disable()
+
+
+def test_a_changed_seam_is_declined_with_one_warning_naming_it_and_the_switch(fresh_autoload):
+    hub_kernels = types.ModuleType("transformers.integrations.hub_kernels")
+    hub_kernels.kernelize = lambda model: model  # type: ignore[attr-defined]
+    with pytest.warns(UserWarning) as told:
+        fresh_autoload.imported(hub_kernels)
+        fresh_autoload.imported(hub_kernels)
+    assert len(told) == 1
+    message = str(told[0].message)
+    assert "hub_kernels.kernelize no longer takes mode" in message
+    assert "KERNELHUB_TRANSFORMERS=0" in message
+    assert hub_kernels.kernelize.__module__ == __name__  # left as Transformers defines it
+
+
+def test_an_old_transformers_is_declined(fresh_autoload, monkeypatch):
+    from kernelhub.integrations.transformers import seams
+
+    monkeypatch.setattr(seams, "installed_version", lambda: "4.57.1")
+    with pytest.warns(UserWarning, match=r"transformers 4\.57\.1 is older than .*5\.0"):
+        fresh_autoload.imported(types.ModuleType("transformers.activations"))
+
+
+def test_a_newer_transformers_whose_seams_match_is_served_with_one_warning(fresh_autoload,
+                                                                         monkeypatch):
+    from kernelhub.integrations.transformers import seams
+
+    monkeypatch.setattr(seams, "installed_version", lambda: "5.26.0")
+    module = types.ModuleType("transformers.activations")
+    with pytest.warns(UserWarning, match=r"5\.26\.0 is newer than .*\(5\.25\).*seams match"):
+        fresh_autoload.imported(module)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fresh_autoload.imported(module)
+    assert not fresh_autoload._state.get("declined")
+
+
+def test_tested_releases_and_their_patch_releases_are_not_newer():
+    from kernelhub.integrations.transformers import seams
+
+    assert not seams.newer_than_tested("5.25.0")
+    assert not seams.newer_than_tested("5.25.3")
+    assert not seams.newer_than_tested("5.24.0")
+    assert seams.newer_than_tested("5.26.0.dev0")
+    assert seams.newer_than_tested("6.0.0")

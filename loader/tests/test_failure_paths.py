@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kernelhub import api, cli
+from kernelhub import api, cli, load_variant_dir
 from kernelhub.cache import KernelCache
 from kernelhub.errors import (
     CacheError,
@@ -30,7 +30,6 @@ from kernelhub.errors import (
 )
 from kernelhub.hub.hf import HfHub
 from kernelhub.hub.local import LocalHub
-from kernelhub.importer import load_variant_dir
 from kernelhub.layer.mapping import normalize_mapping
 from kernelhub.layer.repos import LayerRepository, locked_revision
 from kernelhub.metadata import Metadata, parse_metadata
@@ -271,9 +270,9 @@ def test_unreachable_hub_is_a_hub_error(no_retries: None) -> None:
         assert endpoint in one_line(err.value)
 
 
-def test_hf_hub_methods_called_directly_raise_hub_errors(no_retries: None) -> None:
-    hub = HfHub(f"http://127.0.0.1:{_closed_port()}")
-    # The other methods carry the same decorator; huggingface_hub retries tree listings and
+def test_every_hub_method_is_translated_at_the_loaders_seam(no_retries: None) -> None:
+    hub = api.open_hub_arg(HfHub(f"http://127.0.0.1:{_closed_port()}"))
+    # The other methods go through the same seam; huggingface_hub retries tree listings and
     # downloads with backoff (~25 s each) on a refused connection, too slow to repeat here.
     for call in (lambda: hub.list_refs(REPO),):
         with pytest.raises(HubError) as err:

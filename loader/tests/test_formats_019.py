@@ -98,28 +98,3 @@ def test_dirty_builds_warn_once() -> None:
     assert "built from a dirty git tree (kernel source and kernel-builder had uncommitted" \
         in str(seen[0].message)
 
-
-def test_the_checks_decide_on_a_snapshot(tmp_path: Path) -> None:
-    """The validator-shaped checks read only what the load pipeline's snapshot offers:
-    parsed metadata, its bytes, the variant's name and where it was read from."""
-    import json
-    from types import SimpleNamespace
-
-    from kernelhub.format_checks import DirtyBuildCheck, MinverCheck
-    from kernelhub.metadata import read_metadata, read_metadata_bytes
-    from kh_doubles import make_variant
-
-    variant = tmp_path / "torch-cpu"
-    make_variant(variant, name="kern")
-    meta = json.loads((variant / "metadata.json").read_text())
-    meta.update({"kernels-minver": "0.20.0",
-                 "provenance": {"kernel": {"commit": "a" * 40, "dirty": True}}})
-    (variant / "metadata.json").write_text(json.dumps(meta))
-    snapshot = SimpleNamespace(metadata=read_metadata(variant), variant_name="torch-cpu",
-                               metadata_bytes=read_metadata_bytes(variant), source=variant)
-    with pytest.raises(KernelsVersionError, match=r"torch-cpu needs kernels>=0\.20\.0"):
-        MinverCheck().on_snapshot(snapshot)
-    with warnings.catch_warnings(record=True) as seen:
-        warnings.simplefilter("always")
-        DirtyBuildCheck().on_snapshot(snapshot)
-    assert "'kern' variant 'torch-cpu' was built from a dirty git tree" in str(seen[0].message)

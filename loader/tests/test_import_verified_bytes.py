@@ -15,8 +15,8 @@ from importlib.util import cache_from_source
 from pathlib import Path
 
 import pytest
+from kernelhub import load_variant_dir
 from kernelhub.errors import IntegrityError, KernelLoadError
-from kernelhub.importer import load_variant_dir
 from kh_doubles import make_variant, unique_id
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from kernelhub.errors import LockFileError
-from kernelhub.lockfile import lock_entry, parse_lock
+from kernelhub.lock import lock_entry, parse_lock
 
 SHA, OTHER = "c" * 40, "d" * 64
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from kernelhub import api
 from kernelhub.errors import NoCompatibleVariantError
+from kernelhub.load import resolve
 from kernelhub.metadata import read_metadata, write_metadata
 from kernelhub.selection import (
     METAL_MIN_MACOS,
@@ -166,10 +167,10 @@ def test_get_kernel_refuses_a_build_without_code_for_the_gpu(
     hub = LocalPublisher(tmp_path / "hub")
     staged = _cuda_variant(tmp_path / "staged" / CU130, ["8.0", "9.0"])
     hub.publish("someorg/gpukern", "v1", {CU130: staged}, tag="v1.0.0", message="release")
-    monkeypatch.setattr(api, "detect_system", lambda backend=None: cuda_system(capability=(7, 5)))
+    monkeypatch.setattr(resolve, "detect_system", lambda backend=None: cuda_system(capability=(7, 5)))
     with pytest.raises(NoCompatibleVariantError, match=r"8\.0, 9\.0; this GPU has capability 7\.5"):
         api.get_kernel("someorg/gpukern", 1, hub=hub, trust_remote_code=True)
-    monkeypatch.setattr(api, "detect_system", lambda backend=None: cuda_system(capability=(8, 9)))
+    monkeypatch.setattr(resolve, "detect_system", lambda backend=None: cuda_system(capability=(8, 9)))
     module = api.get_kernel("someorg/gpukern", 1, hub=hub, trust_remote_code=True)
     assert module.VALUE == 42
 

@@ -13,9 +13,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from kernelhub import api, release_check, sshsig
+from kernelhub import api, release_policy, sshsig
 from kernelhub.errors import SignatureError
 from kernelhub.hub.git import GitRepo, IndexEntry
+from kernelhub.load import pipeline
 from kernelhub.metadata import compute_digests, read_metadata, write_metadata
 from kernelhub.release_manifest import NAMESPACE, RELEASE_FILE, SIGNATURE_FILE
 from kernelhub.sshsig import SigningKey
@@ -54,8 +55,8 @@ def publish(hub: LocalPublisher, tmp_path: Path, tag: str, key: SigningKey | Non
 
 def fresh_process() -> None:
     """Forget everything a new process would not have: memoized modules and checks."""
-    api._memo.clear()
-    release_check._verified.clear()
+    pipeline._memo.clear()
+    release_policy._verified.clear()
 
 
 @pytest.fixture
@@ -228,18 +229,18 @@ def test_verification_is_cached_by_content_not_by_path(tmp_path, monkeypatch, hu
     allow(tmp_path, monkeypatch, key)
     publish(hub, tmp_path, "v1.0.0", key)
     api.get_kernel(REPO, 1, hub=hub)
-    assert len(release_check._verified) == 1
+    assert len(release_policy._verified) == 1
     # Same content, new process: the check is a cache hit (no new entry, no crypto).
-    api._memo.clear()
+    pipeline._memo.clear()
     api.get_kernel(REPO, 1, hub=hub)
-    assert len(release_check._verified) == 1
+    assert len(release_policy._verified) == 1
     # The cached release files edited in place (same path): checked afresh, and refused.
     cached = next((tmp_path / "cache").rglob("release-files.json"))
     data = json.loads(cached.read_text())
     forged = new_key(tmp_path / "forger").sign(b"x", NAMESPACE).encode()
     data["signature"] = base64.b64encode(forged).decode()
     cached.write_text(json.dumps(data))
-    api._memo.clear()
+    pipeline._memo.clear()
     with pytest.raises(SignatureError, match="not allowed to sign"):
         api.get_kernel(REPO, 1, hub=hub)
 
@@ -329,7 +330,7 @@ def test_a_new_process_reuses_its_own_verification_without_crypto(
     def no_crypto(*args):
         raise AssertionError("the signature was verified again")
 
-    monkeypatch.setattr(sshsig, "signature_valid", no_crypto)  # what release_check calls
+    monkeypatch.setattr(sshsig, "signature_valid", no_crypto)  # what release_policy calls
     fresh_process()
     assert api.get_kernel(REPO, 1, hub=hub).VALUE == 8
     # A record readable by others could have been copied: it is not used.
@@ -357,7 +358,7 @@ def test_a_forged_verification_record_is_ignored(tmp_path, monkeypatch, hub) -> 
     from kernelhub.trust import policy_for
 
     policy = policy_for("acme")
-    content_key = release_check._content_key(ReleaseFiles(manifest, forged_sig), policy)
+    content_key = release_policy._content_key(ReleaseFiles(manifest, forged_sig), policy)
     mark = tmp_path / "cache" / verified_marks.MARKS_DIR / content_key.hex()
     mark.write_text(f"{key.public.fingerprint}\n{'0' * 64}\n")
     fresh_process()

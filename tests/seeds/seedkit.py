@@ -28,11 +28,32 @@ def load(path: Path, **kwargs):
     return AutoModelForCausalLM.from_pretrained(path, **kwargs)
 
 
+def pytorch(path: Path, **kwargs):
+    """The model as Transformers' own code runs it: ``use_kernels=False`` (from
+    Transformers 5.25 ``from_pretrained`` kernelizes unless told not to)."""
+    return load(path, use_kernels=False, **kwargs)
+
+
 def kernels_in(model) -> dict[str, str]:
     """Qualified module name → the repository whose kernel runs its forward."""
     from kernelhub.layer import kernel_of
 
     return {n: str(k) for n, m in model.named_modules() if (k := kernel_of(m)) is not None}
+
+
+def functions_in(model) -> dict[str, str]:
+    """Where ``model`` runs a function kernel → what runs: the function modules it
+    attaches (Transformers attaches them when its ``kernels`` package is usable), else
+    the module globals its forwards see replaced (kernelhub's rebind)."""
+    from kernelhub.integrations.transformers.rebind import overrides_of
+    from kernelhub.layer import get_kernelized_layers
+
+    found = {f"{m}.{f}": str(k.repo)
+             for (m, f), k in get_kernelized_layers(model).funcs.items()}
+    for name, module in model.named_modules():
+        for attr, fn in overrides_of(module).items():
+            found[f"{name}.{attr}"] = getattr(fn, "__name__", str(fn))
+    return found
 
 
 def ids(batch: int = 2, length: int = 12) -> torch.Tensor:

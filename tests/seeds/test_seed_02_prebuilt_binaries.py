@@ -7,7 +7,7 @@ from pathlib import Path
 
 from kernelhub import detect_system, select_variant
 from kernelhub.api import resolve_kernel
-from seeds.seedkit import kernels_in, load
+from seeds.seedkit import kernels_in, pytorch
 
 
 def _variants_in_cache(cache: Path) -> set[str]:
@@ -19,7 +19,7 @@ def test_only_this_platforms_build_is_fetched_on_first_use(hub_env, model_dirs, 
     shutil.copytree(hub_env.hub, tmp_path / "hub")
     monkeypatch.setenv("KERNELHUB_HUB", str(tmp_path / "hub"))
     monkeypatch.setenv("KERNELHUB_CACHE", str(tmp_path / "cache"))
-    model = load(model_dirs["qwen3"])  # no use_kernels: nothing may be fetched
+    model = pytorch(model_dirs["qwen3"])  # use_kernels=False: nothing may be fetched
     assert not _variants_in_cache(tmp_path / "cache")
 
     model.set_use_kernels(True)

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from kernelhub.integrations.transformers.rebind import overrides_of
-from seeds.seedkit import ids, kernels_in, load, require_kernel
+from seeds.seedkit import functions_in, ids, kernels_in, load, pytorch, require_kernel
 
 
 @pytest.mark.parametrize("family", ["qwen3", "llama"])
 def test_use_kernels_matches_pytorch_and_generates(hub_env, model_dirs, family):
-    reference = load(model_dirs[family])
+    reference = pytorch(model_dirs[family])
     model = load(model_dirs[family], use_kernels=True)
     used = kernels_in(model)
     acts = [n for n in used if n.endswith("mlp.act_fn")]
@@ -31,12 +30,14 @@ def test_norm_rotary_attention_kernels_run(hub_env, model_dirs):
                  "kernels-community/flash-attn2"):
         require_kernel(repo)
 
-    reference = load(model_dirs["qwen3"])
+    reference = pytorch(model_dirs["qwen3"])
     model = load(model_dirs["qwen3"], use_kernels=True)
     used = kernels_in(model)
     assert any(n.endswith("input_layernorm") and "rmsnorm" in r for n, r in used.items())
-    attention = model.model.layers[0].self_attn
-    assert overrides_of(attention)["apply_rotary_pos_emb"].__name__ == "apply_rotary_transformers"
+    rotary = [what for where, what in functions_in(model).items()
+              if where.startswith("model.layers.0.self_attn.")]
+    assert rotary and all("apply_rotary_transformers" in what or "rotary" in what
+                          for what in rotary), functions_in(model)
     assert model.config._attn_implementation == "kernels-community/flash-attn2"
     with torch.no_grad():
         torch.testing.assert_close(model(ids()).logits, reference(ids()).logits,
@@ -46,22 +47,27 @@ def test_norm_rotary_attention_kernels_run(hub_env, model_dirs):
 
 def test_rotary_kernel_runs_only_in_the_kernelized_model(hub_env, model_dirs, monkeypatch):
     """Another model of the same family in the same process keeps PyTorch's rotary,
-    whether it was loaded before or after; switching the kernel off restores it."""
+    whether it was loaded before or after; switching the kernel off restores it. Where
+    Transformers attaches its rotary function to each attention module, the kernel runs
+    in those of the kernelized model; elsewhere kernelhub rebinds the module global for
+    the kernelized model's forwards only, and the family's global stays as it is."""
     require_kernel("kernels-community/rotary")
     import transformers.models.qwen3.modeling_qwen3 as qwen3
     from kernelhub.integrations.transformers import KernelConfig
 
     pytorch_calls = []
     original = qwen3.apply_rotary_pos_emb
+    rotate_half = qwen3.rotate_half
 
-    def counted(*args, **kwargs):
+    def counted(x):
         pytorch_calls.append(1)
-        return original(*args, **kwargs)
+        return rotate_half(x)
 
-    monkeypatch.setattr(qwen3, "apply_rotary_pos_emb", counted)
-    before = load(model_dirs["qwen3"])
+    # PyTorch's rotary calls rotate_half twice (q and k); the kernel calls neither.
+    monkeypatch.setattr(qwen3, "rotate_half", counted)
+    before = pytorch(model_dirs["qwen3"])
     model = load(model_dirs["qwen3"], use_kernels=True)
-    after = load(model_dirs["qwen3"])
+    after = pytorch(model_dirs["qwen3"])
     layers = model.config.num_hidden_layers
     with torch.no_grad():
         model(ids())
@@ -69,23 +75,24 @@ def test_rotary_kernel_runs_only_in_the_kernelized_model(hub_env, model_dirs, mo
         for other in (before, after):
             torch.testing.assert_close(other(ids()).logits, model(ids()).logits,
                                        rtol=1e-3, atol=1e-4)
-        assert len(pytorch_calls) == 2 * layers, "a model that was not kernelized ran our rotary"
-    assert qwen3.apply_rotary_pos_emb is counted, "the family's module global was replaced"
-    assert not any(overrides_of(m) for other in (before, after) for m in other.modules())
+        assert len(pytorch_calls) == 2 * 2 * layers, "a model that was not kernelized ran our rotary"
+    assert qwen3.apply_rotary_pos_emb is original, "the family's module global was replaced"
+    assert len(functions_in(model)) == layers, functions_in(model)
+    assert not any(functions_in(other) for other in (before, after))
     model.set_use_kernels(True, KernelConfig({"rotary_pos_emb": None}))
-    assert not any(overrides_of(m) for m in model.modules())
+    assert not functions_in(model)
     with torch.no_grad():
         model(ids())
-    assert len(pytorch_calls) == 3 * layers
+    assert len(pytorch_calls) == 3 * 2 * layers
 
 
 def test_model_with_the_rotary_kernel_compiles(hub_env, model_dirs):
     """torch.compile of a use_kernels model whose attention sees our rotary through its
     own globals: the graph guards on those globals, not the family module's."""
     require_kernel("kernels-community/rotary")
-    reference = load(model_dirs["qwen3"])
+    reference = pytorch(model_dirs["qwen3"])
     model = load(model_dirs["qwen3"], use_kernels=True)
-    assert any(overrides_of(m) for m in model.modules())
+    assert functions_in(model)
     model.forward = torch.compile(model.forward)
     with torch.no_grad():
         torch.testing.assert_close(model(ids()).logits, reference(ids()).logits,

@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 import torch
 from kernelhub.integrations.transformers import AttentionKernelError
-from seeds.seedkit import ids, load, require_kernel
+from seeds.seedkit import ids, load, pytorch, require_kernel
 
 
 def test_hub_attention_kernel_is_registered_and_runs(hub_env, model_dirs):
     require_kernel("kernels-community/flash-attn2")
     from transformers import AttentionInterface
 
-    reference = load(model_dirs["qwen3"])
+    reference = pytorch(model_dirs["qwen3"])
     model = load(model_dirs["qwen3"], attn_implementation="kernels-community/flash-attn2")
     assert model.config._attn_implementation == "kernels-community/flash-attn2"
     assert "kernels-community/flash-attn2" in AttentionInterface._global_mapping

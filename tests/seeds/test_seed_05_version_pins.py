@@ -24,7 +24,7 @@ def test_unsatisfiable_pin_lists_what_exists(hub_env):
         attention.load(request)
 
 
-@pytest.mark.parametrize("pin", ["@v1.0.0", "@>=1.0,<2.0"])
+@pytest.mark.parametrize("pin", ["@v4.0.0", "@>=4.0,<5.0"])
 def test_pinned_attention_kernel_runs_in_the_model(hub_env, model_dirs, pin):
     require_kernel("kernels-community/flash-attn2")
     name = f"kernels-community/flash-attn2{pin}"
@@ -32,3 +32,12 @@ def test_pinned_attention_kernel_runs_in_the_model(hub_env, model_dirs, pin):
     assert model.config._attn_implementation == name
     with torch.no_grad():
         assert model(ids()).logits.isfinite().all()
+
+
+def test_an_unpinned_string_loads_the_major_transformers_pins(hub_env):
+    """``kernels-community/flash-attn2`` loads major 4 (Transformers' pin) and keeps its
+    name; a repository Transformers does not pin loads the hub's newest major."""
+    request = attention.parse("kernels-community/flash-attn2")
+    assert (request.name, request.version, request.default_version) == (
+        "kernels-community/flash-attn2", None, 4)
+    assert attention.parse("someone/attention").default_version is None

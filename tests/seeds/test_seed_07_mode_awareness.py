@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from kernelhub.integrations.transformers import kernelize
 from kernelhub.layer import Mode
-from seeds.seedkit import ids, kernels_in, load, require_kernel
+from seeds.seedkit import ids, kernels_in, load, pytorch, require_kernel
 
 
 def test_train_and_eval_switch_kernels(hub_env, model_dirs):
@@ -20,7 +20,7 @@ def test_train_and_eval_switch_kernels(hub_env, model_dirs):
 
 def test_training_gradients_match_pytorch(hub_env, model_dirs):
     require_kernel("kernels-community/rmsnorm")
-    reference = load(model_dirs["qwen3"]).train()
+    reference = pytorch(model_dirs["qwen3"]).train()
     model = load(model_dirs["qwen3"], use_kernels=True).train()
     assert any("rmsnorm" in r for r in kernels_in(model).values())
     for m in (reference, model):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from kernelhub.integrations.transformers import KernelConfig, KernelConfigError
-from seeds.seedkit import kernels_in, load
+from seeds.seedkit import kernels_in, load, pytorch
 
 SILU = "kernels-community/activation:Silu"
 
@@ -88,7 +88,7 @@ def test_verify_judges_every_swapped_call_site_with_the_real_kernels(hub_env, mo
     from seeds.seedkit import ids
 
     monkeypatch.setenv("KERNELHUB_CACHE", str(tmp_path / "cache"))
-    reference = load(model_dirs["llama"])
+    reference = pytorch(model_dirs["llama"])
     model = load(model_dirs["llama"], use_kernels=True, kernel_config=KernelConfig(verify=True))
     with torch.no_grad():
         expected, got = reference(ids()).logits, model(ids()).logits
@@ -121,4 +121,4 @@ def test_verification_report_lists_only_this_models_decisions(hub_env, model_dir
     for name in ("rotary_pos_emb", "attention", "RMSNorm"):
         assert buckets(short, name), name
         assert buckets(short, name).isdisjoint(buckets(long, name)), (name, buckets(long, name))
-    assert verification_report(load(model_dirs["llama"])) == []
+    assert verification_report(pytorch(model_dirs["llama"])) == []

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 from kernelhub.integrations.transformers import KernelConfig, KernelConfigError
-from seeds.seedkit import ids, kernels_in, load, require_kernel
+from seeds.seedkit import ids, kernels_in, load, pytorch, require_kernel
 
 NORM = ("RMSNorm", "model.layers.*.post_attention_layernorm")
 MLP = ("MLP", "model.layers.*.mlp")
@@ -31,7 +31,7 @@ def test_missing_layout_is_rejected(hub_env, model_dirs):
 @pytest.mark.parametrize("family", ["qwen3", "llama"])
 def test_fused_rmsnorm_mlp_matches_pytorch(hub_env, model_dirs, family):
     require_kernel("kernels-community/rmsnorm")
-    reference = load(model_dirs[family])
+    reference = pytorch(model_dirs[family])
     model = load(model_dirs[family],
                  kernel_config=KernelConfig({(NORM, MLP): "kernels-community/rmsnorm:RMSNormMLP"}))
     used = kernels_in(model)
@@ -46,11 +46,11 @@ def test_fusion_keeps_the_checkpoint_format(hub_env, model_dirs, tmp_path):
     """Fusing changes no state_dict key: a fused model saves and reloads with every weight."""
     require_kernel("kernels-community/rmsnorm")
     config = KernelConfig({(NORM, MLP): "kernels-community/rmsnorm:RMSNormMLP"})
-    reference = load(model_dirs["llama"])
+    reference = pytorch(model_dirs["llama"])
     model = load(model_dirs["llama"], kernel_config=config)
     assert sorted(model.state_dict()) == sorted(reference.state_dict())
     model.save_pretrained(tmp_path)
-    again = load(tmp_path)
+    again = pytorch(tmp_path)
     with torch.no_grad():
         torch.testing.assert_close(again(ids()).logits, reference(ids()).logits)
 

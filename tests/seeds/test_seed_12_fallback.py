@@ -5,11 +5,11 @@ from __future__ import annotations
 import torch
 from kernelhub.integrations.transformers import kernelize
 from kernelhub.layer import Mode
-from seeds.seedkit import ids, kernels_in, load
+from seeds.seedkit import ids, kernels_in, load, pytorch
 
 
 def test_missing_kernels_and_modes_fall_back(hub_env, model_dirs, monkeypatch, tmp_path):
-    reference = load(model_dirs["llama"])
+    reference = pytorch(model_dirs["llama"])
     model = load(model_dirs["llama"], use_kernels=True)
     kernelize(model, mode=Mode.TRAINING)  # no activation backward → PyTorch, no error
     assert not any(n.endswith("act_fn") for n in kernels_in(model))

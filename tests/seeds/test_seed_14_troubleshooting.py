@@ -5,16 +5,22 @@ from __future__ import annotations
 
 import pytest
 from kernelhub import KernelHubError, get_kernel
-from kernelhub.integrations.transformers.patch import check_transformers, transformers_problem
+from kernelhub.integrations.transformers.patch import check_transformers
+from kernelhub.integrations.transformers.seams import version_problem
 
 
 def test_installed_transformers_is_accepted():
     check_transformers()
 
 
-@pytest.mark.parametrize("found", [None, "4.57.1", "5.25.0", "6.0.0"])
-def test_missing_or_out_of_range_transformers_says_what_to_install(found):
-    assert "pip install 'transformers>=5.0,<5.25'" in transformers_problem(found)
+@pytest.mark.parametrize("found", [None, "4.57.1"])
+def test_missing_or_too_old_transformers_says_what_to_install(found):
+    assert "pip install 'transformers>=5.0'" in version_problem(found)
+
+
+@pytest.mark.parametrize("found", ["5.0.0", "5.24.0", "5.25.0", "6.0.0"])
+def test_every_release_from_5_0_is_served_by_its_seams_not_a_pin(found):
+    assert version_problem(found) is None
 
 
 def test_load_failure_names_the_driver_cause(hub_env):

@@ -130,7 +130,7 @@ def test_cuda_variant_loads_in_the_cuda_torch_env_without_a_gpu(
     vid = read_metadata(dest).id
     script = (
         "import json, torch\n"
-        "from kernelhub.importer import load_variant_dir\n"
+        "from kernelhub import load_variant_dir\n"
         f"m = load_variant_dir({str(dest)!r})\n"
         "print(json.dumps({'op': str(m.ops.scale), 'gpu': torch.cuda.is_available()}))\n"
     )

@@ -17,8 +17,12 @@ from .hub.base import Hub
 
 def hub_benchmarks(hub: Hub, repo_id: str, commit: str, dest: Path) -> Path | None:
     """Write ``benchmarks/*.py`` at ``commit`` into ``dest``; None when there are none."""
+    from .hub.calls import GuardedHub, hub_call
     from .hub.local import LocalHub
 
+    if isinstance(hub, GuardedHub):
+        with hub_call(hub.inner, f"reading benchmarks/ of {repo_id} at {commit[:12]}"):
+            return hub_benchmarks(hub.inner, repo_id, commit, dest)
     files: dict[str, bytes] = {}
     if isinstance(hub, LocalHub):
         repo = hub.open_repo(repo_id)

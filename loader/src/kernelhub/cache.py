@@ -25,11 +25,10 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from . import settings
 from .errors import CacheError, HubError, IntegrityError, KernelHubError
-from .hub.select import hub_call
 from .metadata import hub_digest_path, parse_metadata, read_metadata_bytes, verify_variant
 from .versions import Refs, is_commit_id, is_plain_name
 
@@ -162,10 +161,12 @@ class KernelCache:
             return None
         found: dict[str, bytes | None] = {}
         for key in ("manifest", "signature"):
-            value: Any = data.get(key) if isinstance(data, dict) else 0
+            value = data.get(key) if isinstance(data, dict) else 0
+            if value is not None and not isinstance(value, str):
+                raise _corrupt(path)
             try:
                 found[key] = None if value is None else base64.b64decode(value, validate=True)
-            except (TypeError, ValueError):
+            except ValueError:
                 raise _corrupt(path) from None
         return ReleaseFiles(found["manifest"], found["signature"])
 
@@ -229,8 +230,7 @@ class KernelCache:
             self._remove_stale_partials(dest.parent, variant)
             tmp = Path(tempfile.mkdtemp(prefix=f".{variant}.", suffix=_TMP_SUFFIX, dir=dest.parent))
             try:
-                with hub_call(hub, f"sending {variant} of {repo_id} at {commit[:12]}"):
-                    hub.fetch_variant(repo_id, commit, variant, tmp)
+                hub.fetch_variant(repo_id, commit, variant, tmp)
                 if not any(tmp.iterdir()):
                     raise HubError(
                         f"{repo_id}@{commit[:12]}: the hub returned no files for {variant}"

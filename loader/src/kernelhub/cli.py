@@ -57,9 +57,9 @@ def _print_info(args: argparse.Namespace) -> None:
             args.target, args.version, args.revision, hub=args.hub, backend=args.backend
         )
     meta = read_metadata(path)
-    provenance = meta.provenance
-    builder = provenance.get("kernel-builder", {}).get("version", "unknown")
-    source = provenance.get("kernel", {})
+    made_by, source = (meta.provenance.get(key) for key in ("kernel-builder", "kernel"))
+    builder = made_by.get("version", "unknown") if isinstance(made_by, dict) else "unknown"
+    source = source if isinstance(source, dict) else {}
     commit = source.get("commit")
     fields = [
         ("variant", path.name),
@@ -231,18 +231,14 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def _lock(args: argparse.Namespace) -> None:
-    from .locking import lock_project
-
-    path, entries = lock_project(args.project_dir)
+    path, entries = api.lock_project(args.project_dir)
     for entry in entries:
         print(f"{entry.repo_id}: {entry.sha} ({len(entry.variant_hashes)} variants)")
     print(f"wrote {path}")
 
 
 def _download(args: argparse.Namespace) -> None:
-    from .locking import download_locked
-
-    for path in download_locked(args.project_dir, all_variants=args.all_variants):
+    for path in api.download_locked(args.project_dir, all_variants=args.all_variants):
         print(path)
 
 

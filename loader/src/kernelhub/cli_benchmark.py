@@ -13,14 +13,12 @@ match its reference fails the command, and such a run is never published.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 
 from . import api
-from .benchmark_results import BenchmarkRun, machine_slug, result_dir
+from .benchmark_results import BenchmarkRun
 from .benchmark_runner import (
     BENCHMARKS_DIR,
     BenchmarkError,
@@ -168,33 +166,22 @@ def _write(run: BenchmarkRun, directory: Path, slug: str) -> list[Path]:
     return [directory / f"{slug}.json", save_plot(run, directory / f"{slug}.png")]
 
 
-WRITERS = "kernelhub.writers"
-"""Entry-point group of the writing code the loader calls without importing it: the
-builder registers ``benchmark-results`` (publishing lives in kernelhub-builder)."""
-
-
-def _results_writer() -> Callable[[str, str, dict[str, bytes], str], str]:
-    from importlib.metadata import entry_points
-
-    for ep in entry_points(group=WRITERS, name="benchmark-results"):
-        return ep.load()
-    raise KernelHubError("kernelhub benchmark --publish writes to the hub, which "
-                         "kernelhub-builder does: pip install kernelhub-builder")
-
-
 def _publish(run: BenchmarkRun, resolution: api.Resolution, no_plots: bool) -> None:
+    """Commit the run to the hub through ``kernelhub publish-benchmark``, the builder's
+    optional command (the loader never imports the code that writes to a hub)."""
     from .benchmark_plots import save_plot
+    from .optional_commands import load
 
-    publish_results = _results_writer()
-
-    base = f"{result_dir(resolution.commit, resolution.variant)}/{machine_slug(run.machine)}"
-    files = {f"{base}.json": run.dumps().encode()}
-    if not no_plots:
-        with tempfile.TemporaryDirectory() as tmp:
-            files[f"{base}.png"] = save_plot(run, Path(tmp) / "plot.png").read_bytes()
+    publish = load("publish-benchmark")
+    assert publish is not None  # a known command: load() raises when it is missing
     hub = resolution.hub
     target = str(getattr(hub, "root", None) or getattr(hub, "endpoint", ""))
-    commit = publish_results(target, resolution.repo_id, files,
-                             f"benchmark {resolution.variant} at {resolution.commit[:12]} on "
-                             f"{run.machine['cpuFeatures']}")
-    print(json.dumps({"published": sorted(files), "branch": "benchmarks", "commit": commit}))
+    with tempfile.TemporaryDirectory() as tmp:
+        document = Path(tmp) / "results.json"
+        document.write_text(run.dumps())
+        files = [str(document)]
+        if not no_plots:
+            files.append(str(save_plot(run, Path(tmp) / "plot.png")))
+        if publish([resolution.repo_id, resolution.commit, resolution.variant, *files,
+                    "--hub", target]) != 0:
+            raise KernelHubError(f"publishing the results to {resolution.repo_id} failed")

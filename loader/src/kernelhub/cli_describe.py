@@ -17,7 +17,6 @@ from . import api
 from .cli_args import add_target_args
 from .metadata import read_metadata
 from .symbols import LAYER_ATTRIBUTES, read_variant_symbols
-from .trust import check_trusted
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -38,8 +37,9 @@ def _describe(args: argparse.Namespace) -> None:
     else:
         resolution = api.resolve_kernel(args.kernel, args.version, args.revision, hub=args.hub,
                                         backend=args.backend)
-        check_trusted(args.kernel, resolution.hub, args.trust_remote_code)
-        path = api.install_kernel(resolution)[0]
+        # Fetched and checked as for a load (trust, the org's signing policy), not imported.
+        path = api.locate_kernel(args.kernel, revision=resolution.commit, hub=resolution.hub,
+                                 backend=args.backend, trust_remote_code=args.trust_remote_code)
         source = {"repo_id": args.kernel, "revision": resolution.ref,
                   "commit": resolution.commit}
     symbols = read_variant_symbols(path, read_metadata(path).digest_files)

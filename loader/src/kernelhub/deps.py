@@ -20,8 +20,9 @@ different versions have different op namespaces.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -172,12 +173,38 @@ _LOADING: ContextVar[Mapping[str, ModuleType] | None] = ContextVar("kernelhub_ke
 @contextmanager
 def providing(deps: Mapping[str, ModuleType]) -> Iterator[None]:
     """Make ``deps`` (repo id → loaded module) what :func:`get_kernel_dep` returns while
-    the kernel's own code runs (the importer wraps the kernel's import in this)."""
+    the kernel's own code runs (the importer wraps the kernel's import in this) — and what
+    the ecosystem's own ``kernels.get_kernel_dep`` returns, where ``import kernels`` is the
+    ecosystem's package (Transformers 5.25 always installs it): a tree written for the
+    ecosystem calls that one."""
     token = _LOADING.set(dict(deps))
     try:
-        yield
+        with _ecosystem_providing(deps):
+            yield
     finally:
         _LOADING.reset(token)
+
+
+def _ecosystem_providing(deps: Mapping[str, ModuleType]) -> AbstractContextManager[object]:
+    """The ecosystem's own context for ``deps`` (its ``use_kernel_deps``: 0.19 keeps it in
+    ``kernels._internals.deps``, 0.17/0.18 in ``kernels.deps``), when ``import kernels``
+    is its package; nothing to enter otherwise (kernelhub's compatibility module serves
+    :func:`get_kernel_dep` itself, and a kernel without dependencies needs neither)."""
+    import importlib.util
+
+    if not deps:
+        return nullcontext()
+    spec = importlib.util.find_spec("kernels")
+    if spec is None or spec.origin is None or "kernelhub" in Path(spec.origin).parts:
+        return nullcontext()
+    for name in ("kernels._internals.deps", "kernels.deps"):
+        try:
+            use = getattr(importlib.import_module(name), "use_kernel_deps", None)
+        except ImportError:
+            continue
+        if callable(use):
+            return use(dict(deps))
+    return nullcontext()
 
 
 def get_kernel_dep(repo_id: str) -> ModuleType:

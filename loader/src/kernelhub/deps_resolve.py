@@ -26,8 +26,11 @@ def locate_local(path: Path, backend: str | None = None) -> Located:
 
 
 def locate_hub(resolution: api.Resolution) -> Located:
-    """The root of a tree resolved on a hub (fetches the chosen variant)."""
-    variant_dir = api.install_kernel(resolution)[0]
+    """A kernel of the tree resolved on a hub (fetches the chosen variant: its metadata
+    names its own dependencies)."""
+    from .load.fetch import fetch
+
+    variant_dir = fetch(resolution).path
     return _located(resolution.repo_id, resolution.commit, variant_dir,
                     read_metadata(variant_dir), resolution)
 

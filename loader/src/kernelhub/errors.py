@@ -78,3 +78,13 @@ class LockFileError(KernelHubError, ValueError):
 
 class CacheError(KernelHubError):
     """The kernel cache cannot be written (read-only, full, not a directory, no permission)."""
+
+
+class OfflineError(KernelHubError):
+    """Offline mode is on and what a load needs is not in the cache."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(
+            f"offline mode: {what} is not in the cache; load it once online (or pin a "
+            "commit that is cached), or unset KERNELHUB_OFFLINE/HF_HUB_OFFLINE"
+        )

@@ -1,4 +1,4 @@
-"""Import a verified variant under its unique id, once per process.
+"""Step 4, import: a verified variant imported under its unique id, once per process.
 
 A variant is imported from outside ``sys.path`` under the module name ``metadata.id``
 (``_<name>_<backend>_<hash>``), which is also its torch op namespace. That is what lets
@@ -19,16 +19,10 @@ import threading
 from pathlib import Path
 from types import ModuleType
 
-from .errors import KernelLoadError, SignatureError
-from .metadata import (
-    METADATA_FILE,
-    Metadata,
-    complete_digest,
-    parse_metadata,
-    read_metadata_bytes,
-)
+from .errors import KernelLoadError
+from .metadata import Metadata
 from .records import Record
-from .verified_import import FINDER, NATIVE_SUFFIXES, VerifiedVariant, snapshot_variant
+from .verified_import import FINDER, NATIVE_SUFFIXES, VerifiedVariant
 
 _OPS_PREFIX = b"torch.ops."
 _IDENT_START = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
@@ -161,61 +155,26 @@ def _forget_module(module_id: str) -> None:
         del sys.modules[name]
 
 
-def load_variant_dir(path: Path, *, metadata_sha256: str | None = None) -> ModuleType:
-    """Verify and import the variant at ``path``; return its top-level module.
+def import_verified(variant: VerifiedVariant) -> ModuleType:
+    """Import a verified snapshot under its id; return its top-level module.
 
-    The variant is read once into a private verified copy (:mod:`kernelhub.verified_import`)
-    and imported only from there, so what runs is exactly what was hashed. Loading the
-    same build again returns the module already imported, without reading anything but
-    its metadata. ``metadata_sha256`` is what a verified release signature records for
-    this variant's metadata.json (:mod:`kernelhub.release_check`): the metadata bytes
-    the digests are then taken from must hash to it.
+    What runs is exactly the snapshot's bytes (:mod:`kernelhub.verified_import`). The
+    same build imported before returns the module already imported. The snapshot's
+    private copy is removed if the import fails (once imported, native code stays mapped
+    from it until exit).
     """
     with _import_lock:
-        return _load(Path(path).resolve(), metadata_sha256)
-
-
-def _check_signed(raw: bytes, signed_sha256: str | None, path: Path) -> None:
-    if signed_sha256 is None:
-        return
-    from .release_manifest import metadata_sha256  # signed releases only
-
-    if (actual := metadata_sha256(raw)) == signed_sha256:
-        if not parse_metadata(raw, str(path / METADATA_FILE)).digest_files:
-            raise SignatureError(
-                f"refusing to load {path}: its metadata.json lists no file digests, so the "
-                "release signature does not cover its files; ask the publisher to rebuild it "
-                "with builder build and publish it signed again"
-            )
-        return
-    raise SignatureError(
-        f"refusing to load {path}: its metadata.json (sha256 {actual[:16]}…) is not the one "
-        f"the release signature covers ({signed_sha256[:16]}…); it was changed after "
-        "signing. Run `kernelhub cache clear` to fetch it again, and tell the publisher if "
-        "the hub serves it so"
-    )
-
-
-def _load(path: Path, signed_sha256: str | None) -> ModuleType:
-    raw = read_metadata_bytes(path)
-    _check_signed(raw, signed_sha256, path)
-    metadata = complete_digest(parse_metadata(raw, str(path / METADATA_FILE)), path)
-    if (module := _already_loaded(metadata, path)) is not None:
-        return module
-    variant = snapshot_variant(path)
-    try:
-        _check_signed(variant.metadata_bytes, signed_sha256, path)  # the bytes that count
-        return _import(variant, path)
-    except BaseException:
-        variant.discard()
-        raise
+        try:
+            return _import(variant, variant.source)
+        except BaseException:
+            variant.discard()
+            raise
 
 
 def _import(variant: VerifiedVariant, path: Path) -> ModuleType:
-    """Import a verified snapshot. Checks on ``variant.metadata`` (and on
-    ``variant.metadata_bytes``, which is what was read) belong before the first import."""
     metadata = variant.metadata
     if (module := _already_loaded(metadata, path)) is not None:
+        variant.discard()
         return module
     if "__init__.py" not in variant.python_sources:
         raise KernelLoadError(f"{path} has no __init__.py; it is not a loadable variant")

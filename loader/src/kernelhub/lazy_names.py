@@ -1,22 +1,30 @@
-"""Public names of a package that are imported on first use (PEP 562).
+"""Public names of a package, written once in its stub and imported on first use.
 
 ``import kernelhub`` runs at interpreter start-up wherever the Transformers hook is
 installed, and a model file that only marks its layers imports ``kernelhub.layer``;
-neither may pay for the loading code. Both packages list their public names here, each
-with the submodule that defines it, and hand their module ``__getattr__``/``__dir__`` to
-one :class:`LazyNames`.
+neither may pay for the loading code. So a package's public names are imported on first
+use (PEP 562), and which submodule defines each is written in one place: the package's
+stub, ``__init__.pyi``, one line per name::
+
+    from .api import get_kernel as get_kernel
+
+Type checkers and editors read the stub, so they see every name with its type; at run
+time :func:`attach_stub` reads the same lines (the approach of Scientific Python's SPEC 1,
+``lazy_loader.attach_stub``, with a line reader instead of ``ast``, which the start-up
+import cannot afford) and gives the package its ``__getattr__``, ``__dir__`` and
+``__all__``. A test parses every stub with ``ast`` and compares.
 """
 
 from __future__ import annotations
 
 import importlib
 import sys
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
 
 
 class LazyNames:
-    """The lazily imported names of ``package``: name → defining submodule."""
+    """The lazily imported names of ``package``: name → defining module (relative to the
+    package, or with a leading ``.`` relative to its parent)."""
 
     def __init__(self, package: str, names: Mapping[str, str], *,
                  submodules: bool = False) -> None:
@@ -26,7 +34,7 @@ class LazyNames:
         """Whether other attributes may name submodules (``kernelhub.layer`` after a
         bare ``import kernelhub``, as when the package imported them all)."""
 
-    def attribute(self, name: str) -> Any:
+    def attribute(self, name: str) -> object:
         """The module ``__getattr__``: import the defining submodule, bind the name in
         the package so later lookups skip this function."""
         module = self.names.get(name)
@@ -40,7 +48,7 @@ class LazyNames:
         """The module ``__dir__``: what is bound already and what can be."""
         return sorted(set(vars(sys.modules[self.package])) | set(self.names))
 
-    def _submodule(self, name: str) -> Any:
+    def _submodule(self, name: str) -> object:
         missing = AttributeError(f"module {self.package!r} has no attribute {name!r}")
         if not self.submodules:
             raise missing
@@ -50,3 +58,37 @@ class LazyNames:
             if e.name != f"{self.package}.{name}":
                 raise
             raise missing from None
+
+
+def stub_names(text: str, where: str) -> dict[str, str]:
+    """Name → module of a stub's ``from .module import name as name`` lines.
+
+    Lines that are blank or comments are skipped; any other line is an error, so a
+    stub cannot hold a name that the package would not serve.
+    """
+    names: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        words = line.split("#", 1)[0].split()
+        if not words:
+            continue
+        if (len(words) != 6 or words[0] != "from" or words[2] != "import" or words[4] != "as"
+                or words[3] != words[5] or not words[1].startswith(".")):
+            raise ImportError(f"{where}:{number}: expected 'from .module import name as "
+                              f"name', not {line.strip()!r}")
+        names[words[3]] = words[1][1:]
+    return names
+
+
+def attach_stub(package: str, init_file: str, *, submodules: bool = False
+                ) -> tuple[Callable[[str], object], Callable[[], list[str]], list[str], LazyNames]:
+    """``__getattr__``, ``__dir__`` and ``__all__`` for the package whose ``__init__.py``
+    is ``init_file``, from the names its ``__init__.pyi`` lists; and the table itself."""
+    stub = f"{init_file[:-3]}.pyi" if init_file.endswith(".py") else f"{init_file}.pyi"
+    try:
+        with open(stub, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise ImportError(f"{package} cannot read its name table {stub}: {e.strerror or e}; "
+                          "reinstall kernelhub") from None
+    lazy = LazyNames(package, stub_names(text, stub), submodules=submodules)
+    return lazy.attribute, lazy.listing, sorted(lazy.names), lazy

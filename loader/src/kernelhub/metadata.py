@@ -12,10 +12,15 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 from .errors import IntegrityError, MetadataError
 from .records import Record, field, replace
+
+T = TypeVar("T")
+
+JsonObject = dict[str, object]
+"""A JSON object as read: values are checked where they are used."""
 
 METADATA_FILE = "metadata.json"
 SIGNATURE_SIDECARS: tuple[str, ...] = ("metadata.json.sigstore",)
@@ -42,12 +47,12 @@ class Metadata(Record):
     digest_files: dict[str, str]
     license: str | None = None
     python_depends: list[str] = field(default_factory=list)
-    provenance: dict[str, Any] = field(default_factory=dict)
+    provenance: JsonObject = field(default_factory=dict)
     torch: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: JsonObject = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = dict(self.extra)
+    def to_json(self) -> JsonObject:
+        data: JsonObject = dict(self.extra)
         data.update(
             {
                 "name": self.name,
@@ -65,11 +70,11 @@ class Metadata(Record):
         return data
 
     @classmethod
-    def from_json(cls, data: Any, source: str = METADATA_FILE) -> Metadata:
+    def from_json(cls, data: object, source: str = METADATA_FILE) -> Metadata:
         if not isinstance(data, dict):
             raise MetadataError(f"{source}: expected a JSON object")
 
-        def need(key: str, kind: type | tuple[type, ...]) -> Any:
+        def need(key: str, kind: type[T]) -> T:
             if key not in data:
                 raise MetadataError(f"{source}: missing key {key!r}; rebuild the variant with builder build")
             value = data[key]
@@ -77,7 +82,7 @@ class Metadata(Record):
                 raise MetadataError(f"{source}: key {key!r} has the wrong type ({type(value).__name__})")
             return value
 
-        def optional(key: str, kind: type) -> Any:
+        def optional(key: str, kind: type[T]) -> T | None:
             value = data.get(key)
             if value is not None and not isinstance(value, kind):
                 raise MetadataError(
@@ -86,7 +91,7 @@ class Metadata(Record):
                 )
             return value
 
-        def strings(value: Any, key: str) -> list[str]:
+        def strings(value: object, key: str) -> list[str]:
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise MetadataError(f"{source}: key {key!r} must be a list of strings")
             return list(value)
@@ -104,10 +109,11 @@ class Metadata(Record):
                     f"{source}: digest algorithm {digest.get('algorithm')!r} is not supported "
                     f"(expected {DIGEST_ALGORITHM!r})"
                 )
-            files = digest.get("files")
-            if not isinstance(files, dict) or not files:
+            listed = digest.get("files")
+            if not isinstance(listed, dict) or not listed:
                 raise MetadataError(f"{source}: digest.files must list every file of the variant")
-            if not all(isinstance(v, str) for v in files.values()):
+            files = {k: v for k, v in listed.items() if isinstance(k, str) and isinstance(v, str)}
+            if len(files) != len(listed):
                 raise MetadataError(f"{source}: key 'digest' files must map paths to base64 strings")
         known = {"name", "id", "version", "release", "license", "python-depends", "backend",
                  "digest", "provenance", "torch"}

@@ -36,6 +36,7 @@ class Known:
 KNOWN: dict[str, Known] = {
     "init": Known("kernelhub-builder", "create a new kernel repository that builds and tests as it is"),
     "serve": Known("kernelhub-serve", "serve a team kernel hub over the Hub HTTP API, with pages"),
+    "publish-benchmark": Known("kernelhub-builder", "commit benchmark results to the hub"),
 }
 """The optional commands of kernelhub's own distributions, by name."""
 

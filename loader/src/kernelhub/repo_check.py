@@ -11,21 +11,21 @@ signing policy where one applies. Nothing is imported: checking runs no kernel c
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from .api import HubArg, Resolution, _release_files, open_hub_arg, resolve_kernel
+from .api import HubArg, Resolution, open_hub_arg, resolve_kernel
 from .cache import KernelCache
 from .errors import KernelHubError
+from .load.resolve import release_files
 from .metadata import read_metadata, read_metadata_bytes
-from .release_check import check_release, signed_metadata_digest
+from .records import Record, field
 from .release_manifest import metadata_sha256
+from .release_policy import check_release, signed_metadata_digest
 from .trust import policy_for
 from .variants import VariantKind, parse_variant
 
 
-@dataclass
-class VariantReport:
+class VariantReport(Record):
     variant: str
     problems: list[str] = field(default_factory=list)
 
@@ -71,7 +71,7 @@ def check_repository(repo_id: str, version: int | str | None = None,
     policy = policy_for(repo_id.partition("/")[0])
     manifest = None
     if policy.active:  # the org has a signing policy: the release must satisfy it
-        manifest = check_release(_release_files(resolution, cache), policy, repo_id,
+        manifest = check_release(release_files(resolution), policy, repo_id,
                                  resolution.ref, resolution.commit)
     reports = []
     for variant in resolution.variants:

@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
 
 from .errors import KernelHubError
 from .records import Record
@@ -69,7 +68,7 @@ def config_path() -> Path:
     return Path.home() / ".config" / "kernelhub" / "config.toml"
 
 
-def read_config() -> dict[str, Any]:
+def read_config() -> dict[str, object]:
     """The parsed config file, or ``{}`` when there is none."""
     path = config_path()
     try:
@@ -128,7 +127,7 @@ def _env_list(name: str) -> set[str]:
     return {o.strip() for o in os.environ.get(name, "").split(",")} - {""}
 
 
-def _config_strings(table: dict[str, Any], key: str, where: str, example: str) -> list[str]:
+def _config_strings(table: dict[str, object], key: str, where: str, example: str) -> list[str]:
     value = table.get(key, [])
     if isinstance(value, str):
         value = [value]

@@ -22,11 +22,11 @@ import base64
 import binascii
 import hashlib
 import struct
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .errors import SignatureError, SigningKeyError
+from .records import Record
 
 if TYPE_CHECKING:  # cryptography is imported where it is used: a load with no signing
     # policy never pays for importing it (tens of ms)
@@ -68,8 +68,7 @@ class _Reader:
         return self.pos == len(self.data)
 
 
-@dataclass(frozen=True)
-class PublicKey:
+class PublicKey(Record, frozen=True):
     """An Ed25519 public key with the names users see for it."""
 
     raw: bytes
@@ -128,8 +127,7 @@ def parse_public_key(text: str, where: str = "public key") -> PublicKey:
     return PublicKey(key.raw, parts[2].strip() if len(parts) > 2 else "")
 
 
-@dataclass(frozen=True)
-class SigningKey:
+class SigningKey(Record, frozen=True):
     """An Ed25519 private key loaded from an OpenSSH private key file."""
 
     path: Path
@@ -203,8 +201,7 @@ def _signed_data(message: bytes, namespace: str, hash_alg: str) -> bytes:
     )
 
 
-@dataclass(frozen=True)
-class Signature:
+class Signature(Record, frozen=True):
     """A parsed SSHSIG signature: who claims to have signed, for what namespace."""
 
     key: PublicKey

@@ -115,6 +115,8 @@ def platform_problem(backend: str, os_name: str | None, arch: str | None = None)
         return "Metal builds exist only on macOS"
     if backend == "metal" and arch is not None and arch != "aarch64":
         return "Metal builds exist only on Apple silicon (aarch64)"
+    if backend in ("rocm", "xpu") and arch is not None and arch != "x86_64":
+        return f"{backend} builds exist only on x86_64 (PyTorch publishes no {backend} torch for {arch})"
     return None
 
 

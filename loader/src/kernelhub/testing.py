@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from .api import load_variant_dir
 from .errors import KernelHubError
-from .importer import load_variant_dir
 from .metadata import read_metadata
 
 ENV_VAR = "KERNELHUB_TEST_VARIANT"

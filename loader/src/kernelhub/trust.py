@@ -7,7 +7,7 @@ warm cache loads: a cached copy is no more trusted than the hub it came from. Bo
 answers — is this org trusted (:func:`check_trusted`), and which keys must have signed
 its release (:func:`policy_for`) — are read from the same user configuration, so they
 live in one module; verifying a signature against the policy is
-:mod:`kernelhub.release_check`'s job.
+:mod:`kernelhub.release_policy`'s job.
 
 **Trusted organisations.** Remote code is refused unless its org is trusted (the
 default org, the config file, ``$KERNELHUB_TRUSTED_ORGS``, or the hub's own list) or the
@@ -37,7 +37,6 @@ from typing import TYPE_CHECKING
 from . import settings
 from .errors import FlagTypeError, KernelHubError, SigningKeyError, TrustError
 from .hub.base import Hub
-from .hub.select import hub_call
 from .records import Record
 
 if TYPE_CHECKING:  # the parser is imported where keys are read: most loads configure none
@@ -60,8 +59,7 @@ def is_trusted(repo_id: str, hub: Hub | None) -> bool:
         return True
     if hub is None:
         return False
-    with hub_call(hub, "reading its trusted organisations"):
-        return org in hub.trusted_orgs()
+    return org in hub.trusted_orgs()
 
 
 def require_bool(value: object, name: str) -> bool:

@@ -12,8 +12,8 @@ from kernelhub.layer import (
     use_kernelized_func,
     validate_layer,
 )
-from kernelhub.layer.kernelize import forward_incompatibility
 from kernelhub.layer.repos import func_layer
+from kernelhub.layer.validate import forward_incompatibility
 from torch import nn
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 import warnings
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from kernelhub.layer import (
     use_kernel_mapping,
     use_kernelized_func,
 )
-from kernelhub.lockfile import LOCKFILE_NAME
+from kernelhub.lock import LOCKFILE_NAME
 from kh_toy_layers import TRUSTED_REPO, UNTRUSTED_REPO, ToyHub
 from torch import nn
 
@@ -433,3 +434,22 @@ def test_a_class_marked_by_another_library_is_recognised(model: MLP) -> None:
     with use_kernel_mapping({"SiluAndMul": {"cpu": silu_repo()}}):
         kernelize(layer, mode=Mode.INFERENCE)
     assert kernel_of(layer) == silu_repo()
+
+
+def test_only_a_load_failure_is_warned_about_whatever_the_names_say(
+    model: MLP, hub_env: ToyHub, tmp_path: Path
+) -> None:
+    # A repository whose path reads "failed to load" and which is skipped for a mode
+    # reason (no backward in training) is no load failure: kernelize decides by type.
+    odd = tmp_path / "failed to load" / "toy"
+    shutil.copytree(hub_env.variant_dir, odd)
+    skipped = LocalLayerRepository(odd, layer_name="InferenceSiluAndMul")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with use_kernel_mapping({"SiluAndMul": {"cpu": skipped}}):
+            kernelize(model, mode=Mode.TRAINING)
+    assert kernel_of(model.act) is None
+    broken = LocalLayerRepository(tmp_path / "missing", layer_name="SiluAndMul")
+    with pytest.warns(UserWarning, match="failed to load"), \
+            use_kernel_mapping({"SiluAndMul": {"cpu": broken}}):
+        kernelize(model, mode=Mode.INFERENCE)

@@ -1,6 +1,8 @@
 """Publish benchmark results to the kernel's hub repository (layout:
 :mod:`kernelhub.benchmark_results`): one commit on the results branch adding or replacing
-a build's files, never touching a version branch or a release tag.
+a build's files, never touching a version branch or a release tag. ``kernelhub benchmark
+--publish`` reaches it as the optional command ``kernelhub publish-benchmark`` (:func:`main`,
+registered in ``kernelhub.commands``): the loader never imports the builder.
 
 On a LocalHub the commit is made with git plumbing and the branch moved with a
 compare-and-swap (retried on top of a concurrent writer's commit, as variant publishing
@@ -10,26 +12,21 @@ repository has none.
 
 from __future__ import annotations
 
+import argparse
+import json
 import random
 import time
+from collections.abc import Sequence
+from pathlib import Path
 
-from kernelhub.benchmark_results import RESULTS_BRANCH
-from kernelhub.errors import PublishConflictError
+from kernelhub.benchmark_results import RESULTS_BRANCH, machine_slug, result_dir
+from kernelhub.errors import KernelHubError, PublishConflictError
 from kernelhub.hub.git import ZERO_OID, IndexEntry, RefUpdate
 
 from .base import HubPublisher
 from .local import LocalPublisher
-from .select import open_publisher
 
 _ATTEMPTS = 8
-
-
-def publish_to(target: str, repo_id: str, files: dict[str, bytes], message: str) -> str:
-    """:func:`publish_results` to the hub ``target`` names (a LocalHub path or a Hub-API
-    endpoint): what ``kernelhub benchmark --publish`` calls, through the entry point
-    ``benchmark-results`` of the group ``kernelhub.writers`` (the loader imports no
-    writing code)."""
-    return publish_results(open_publisher(target), repo_id, files, message)
 
 
 def publish_results(publisher: HubPublisher, repo_id: str, files: dict[str, bytes],
@@ -71,3 +68,34 @@ def _hub_api(publisher: object, repo_id: str, files: dict[str, bytes], message: 
         repo_id, [CommitOperationAdd(path, data) for path, data in sorted(files.items())],
         commit_message=message, revision=RESULTS_BRANCH, repo_type=repo_type)
     return str(info.oid)
+
+
+def main(argv: Sequence[str]) -> int:
+    """``kernelhub publish-benchmark REPO COMMIT VARIANT RESULTS.json [PLOT.png] --hub HUB``:
+    commit a benchmark run's document (and plot) under the build's results directory."""
+    parser = argparse.ArgumentParser(prog="kernelhub publish-benchmark")
+    parser.add_argument("repo")
+    parser.add_argument("commit")
+    parser.add_argument("variant")
+    parser.add_argument("results", type=Path)
+    parser.add_argument("plot", type=Path, nargs="?")
+    parser.add_argument("--hub", help="hub path, URL or 'hf' (default: $KERNELHUB_HUB)")
+    args = parser.parse_args(list(argv))
+    from .select import open_publisher
+
+    try:
+        document = args.results.read_bytes()
+        machine = json.loads(document).get("machineInfo")
+        if not isinstance(machine, dict):
+            raise KernelHubError(f"{args.results} is not a benchmark document (no machineInfo)")
+        base = f"{result_dir(args.commit, args.variant)}/{machine_slug(machine)}"
+        files = {f"{base}.json": document}
+        if args.plot is not None:
+            files[f"{base}.png"] = args.plot.read_bytes()
+        commit = publish_results(open_publisher(args.hub), args.repo, files,
+                                 f"benchmark {args.variant} at {args.commit[:12]}")
+    except (KernelHubError, OSError, ValueError) as e:
+        print(f"kernelhub publish-benchmark: error: {e}")
+        return 1
+    print(json.dumps({"published": sorted(files), "branch": RESULTS_BRANCH, "commit": commit}))
+    return 0

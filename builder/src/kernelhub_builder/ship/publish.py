@@ -20,7 +20,7 @@ from enum import Enum
 from pathlib import Path
 
 from kernelhub.errors import MetadataError
-from kernelhub.hub.select import hub_call
+from kernelhub.hub.calls import hub_call
 from kernelhub.metadata import verify_variant
 from kernelhub.release_manifest import NAMESPACE
 from kernelhub.sshsig import SigningKey, load_signing_key

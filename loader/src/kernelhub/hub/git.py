@@ -20,10 +20,10 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import HubError
+from ..records import Record
 
 ZERO_OID = "0" * 40
 STALE_LOCK_SECONDS = 10.0
@@ -39,8 +39,7 @@ _IDENTITY = {
 }
 
 
-@dataclass(frozen=True)
-class TreeEntry:
+class TreeEntry(Record, frozen=True):
     """One line of ``git ls-tree``."""
 
     mode: str
@@ -50,8 +49,7 @@ class TreeEntry:
     path: str
 
 
-@dataclass(frozen=True)
-class RefValue:
+class RefValue(Record, frozen=True):
     """Where a ref points: ``oid`` as stored (a tag object for annotated tags) and the
     commit it finally names. Compare-and-swap needs the first, readers the second."""
 
@@ -59,8 +57,7 @@ class RefValue:
     commit: str
 
 
-@dataclass(frozen=True)
-class IndexEntry:
+class IndexEntry(Record, frozen=True):
     """A file to place in a tree: ``mode`` is ``100644`` or ``100755``."""
 
     mode: str
@@ -68,8 +65,7 @@ class IndexEntry:
     path: str
 
 
-@dataclass(frozen=True)
-class RefUpdate:
+class RefUpdate(Record, frozen=True):
     """Set ``ref`` to ``new`` if it currently is ``old`` (``ZERO_OID``: must not exist)."""
 
     ref: str

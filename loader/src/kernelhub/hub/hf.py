@@ -22,14 +22,13 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from ..errors import HubError, RepoNotFoundError, VersionSpecError
 from ..variants import check_variant_dir
 from ..versions import Refs
 from .base import BUILD_DIR
 from .keys import endpoint_key
-from .select import guarded
 
 if TYPE_CHECKING:  # bound at run time by _import_huggingface_hub
     from huggingface_hub import HfApi, snapshot_download
@@ -85,7 +84,7 @@ class HfHub:
         self.repo_type = repo_type
         """``kernel`` or ``model`` to read only that type; None (the default): each
         repository's type is found by :meth:`typed`."""
-        self._api: Any = None
+        self._api: HfApi | None = None
 
     @property
     def api(self) -> HfApi:
@@ -148,7 +147,6 @@ class HfHub:
 
     # -- reading -----------------------------------------------------------------------
 
-    @guarded("listing the refs of {0}")
     def list_refs(self, repo_id: str) -> Refs:
         try:
             refs = self.typed(repo_id, lambda repo_type: self.api.list_repo_refs(
@@ -165,7 +163,6 @@ class HfHub:
             tags={t.name: t.target_commit for t in refs.tags},
         )
 
-    @guarded("listing the variants of {0} at {1}")
     def list_variants(self, repo_id: str, commit: str) -> list[str]:
         repo_type = self.type_of(repo_id)
         try:
@@ -196,7 +193,6 @@ class HfHub:
                 f"{repo_id} has no commit {commit!r} on {self.endpoint}; {refs.describe()}"
             ) from None
 
-    @guarded("sending {2} of {0} at {1}")
     def fetch_variant(self, repo_id: str, commit: str, variant: str, dest: Path) -> None:
         check_variant_dir(variant)
         dest.mkdir(parents=True, exist_ok=True)
@@ -265,7 +261,6 @@ class HfHub:
                 f"{self.endpoint} failed to send {what} of {repo_id}@{commit}: {exc}"
             ) from exc
 
-    @guarded("sending the release files of {0} at {1}")
     def fetch_release(self, repo_id: str, commit: str) -> ReleaseFiles:
         from ..release_manifest import RELEASE_FILE, SIGNATURE_FILE, ReleaseFiles
 

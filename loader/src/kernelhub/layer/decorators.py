@@ -22,6 +22,20 @@ T = TypeVar("T")
 KERNEL_FUNCS_ATTR = "_kernel_funcs"
 LAYER_NAME_ATTR = "kernel_layer_name"
 """The class attribute that marks a layer class, as the kernel ecosystem names it."""
+CONDITION_ATTR = "kernel_condition"
+"""The class attribute holding ``condition(module) -> bool``: kernelize leaves the
+instances for which it is False alone (the ecosystem's name too)."""
+
+Condition = Callable[[Any], bool]
+
+
+def _set_marks(cls: type, layer_name: str, condition: Condition | None) -> None:
+    setattr(cls, LAYER_NAME_ATTR, layer_name)
+    if condition is not None:
+        if not callable(condition):
+            raise TypeError(f"condition must be a callable taking the module, not {condition!r}")
+        # A staticmethod, so that reading it through an instance does not bind it.
+        setattr(cls, CONDITION_ATTR, staticmethod(condition))
 
 
 def _check_name(layer_name: object, what: str) -> str:
@@ -52,7 +66,8 @@ def forward_calling(func: Callable[..., Any]) -> Callable[..., Any]:
     return forward
 
 
-def _function_layer(func: Callable[..., Any], layer_name: str) -> Any:
+def _function_layer(func: Callable[..., Any], layer_name: str,
+                    condition: Condition | None = None) -> Any:
     """An instance of a new module class whose forward calls ``func``."""
     from torch import nn
 
@@ -65,25 +80,29 @@ def _function_layer(func: Callable[..., Any], layer_name: str) -> Any:
         "__qualname__": getattr(func, "__qualname__", name),
         "__wrapped__": staticmethod(func),
     })
+    _set_marks(cls, layer_name, condition)
     return cls()
 
 
-def use_kernel_forward_from_hub(layer_name: str) -> Callable[[T], T]:
+def use_kernel_forward_from_hub(layer_name: str, condition: Condition | None = None
+                                ) -> Callable[[T], T]:
     """Mark a layer class (or a function) as replaceable by the kernel ``layer_name``.
 
     On a class: sets ``kernel_layer_name`` and returns the class unchanged otherwise.
     On a function: returns a module instance that calls the function (so call sites
     keep working) and whose class carries ``kernel_layer_name``; attach it to a model
-    class with :func:`use_kernelized_func` so kernelize can reach it.
+    class with :func:`use_kernelized_func` so kernelize can reach it. ``condition``
+    (module → bool), checked per instance at each kernelize, keeps the instances for
+    which it is False on their own forward.
     """
     _check_name(layer_name, "use_kernel_forward_from_hub")
 
     def mark(obj: Any) -> Any:
         if isinstance(obj, type):
-            setattr(obj, LAYER_NAME_ATTR, layer_name)
+            _set_marks(obj, layer_name, condition)
             return obj
         if callable(obj):
-            return _function_layer(obj, layer_name)
+            return _function_layer(obj, layer_name, condition)
         raise TypeError(
             f"use_kernel_forward_from_hub({layer_name!r}) decorates a class or a function, "
             f"not {type(obj).__name__}"
@@ -108,12 +127,13 @@ def use_kernel_func_from_hub(func_name: str) -> Callable[[Callable[..., Any]], A
     return mark
 
 
-def replace_kernel_forward_from_hub(cls: type, layer_name: str) -> None:
+def replace_kernel_forward_from_hub(cls: type, layer_name: str,
+                                    condition: Condition | None = None) -> None:
     """Mark a class you do not own, as :func:`use_kernel_forward_from_hub` would."""
     _check_name(layer_name, "replace_kernel_forward_from_hub")
     if not isinstance(cls, type):
         raise TypeError(f"replace_kernel_forward_from_hub takes a class, got {cls!r}")
-    setattr(cls, LAYER_NAME_ATTR, layer_name)
+    _set_marks(cls, layer_name, condition)
 
 
 def use_kernelized_func(*funcs: Any) -> Callable[[type[T]], type[T]]:

@@ -4,41 +4,36 @@ For every module marked with a kernel layer name (a ``kernel_layer_name`` on its
 or on the instance, or a function module in ``_kernel_funcs``), kernelize looks the name
 up in the active mapping: device type → capability-matching device entries (narrowest
 first) → mode entries in the fixed fallback order (:data:`~kernelhub.layer.mapping.MODE_FALLBACK_ORDER`). The
-first layer that loads, validates as pure, and supports the mode (``has_backward`` for
-TRAINING, ``can_torch_compile`` for TORCH_COMPILE) becomes the instance's ``forward``.
+first layer that loads, validates as pure (:mod:`.validate`), and supports the mode
+(``has_backward`` for TRAINING, ``can_torch_compile`` for TORCH_COMPILE) becomes the
+instance's ``forward``. A class's ``kernel_condition`` (set by the decorators'
+``condition=``) can exclude single instances.
 
 Where nothing applies — no mapping entry, another device, a layer that cannot do the
 mode, a kernel without a build for this system — the instance gets its class's
-PyTorch ``forward`` back (``use_fallback=False`` makes that an error instead). So
-kernelizing again with another mode or mapping always starts from the model's own code,
-and kernelizing under an empty mapping restores PyTorch everywhere.
+PyTorch ``forward`` back; :class:`KernelizeFallback` says in which of those cases an
+error is raised instead. So kernelizing again with another mode or mapping always
+starts from the model's own code, and kernelizing under an empty mapping restores
+PyTorch everywhere.
 
 ``mode`` may be omitted: a model in ``train()`` mode is kernelized for TRAINING, one in
 ``eval()`` mode for INFERENCE — what the model is about to do. Only an untrusted
-repository stops kernelize with an error: falling back there would hide a refusal the
-user has to decide about.
-
-A hub layer is checked before it is used (:func:`validate_layer`), because kernelize runs
-its ``forward`` on the *model's* instance, with the model's parameters and attributes.
-That is only sound if the hub layer adds nothing of its own: no ``__init__`` (it would
-never run), no other methods or class state (the model's instance would not have them),
-and a ``forward`` that accepts every call the original accepts. Checking this before the
-swap turns a silent wrong result into a clear message; it lives here because it is one
-of kernelize's steps and nothing else asks it.
+repository stops kernelize with an error whatever the fallback: falling back there would
+hide a refusal the user has to decide about.
 """
 
 from __future__ import annotations
 
-import inspect
+import enum
 import logging
 import types
 import warnings
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from .. import settings
 from ..errors import KernelHubError, TrustError
+from ..records import Record
 from ..system import RuntimeDevice, runtime_device
 from .decorators import KERNEL_FUNCS_ATTR
 from .mapping import (
@@ -50,8 +45,11 @@ from .mapping import (
     describe_mode,
     get_kernel_mapping,
     order_device_entries,
+    same_named_flag,
     unsupported_reason,
 )
+from .validate import LayerValidationError as LayerValidationError
+from .validate import forward_of, validate_layer
 from .verify import verified_forward
 
 if TYPE_CHECKING:
@@ -70,150 +68,48 @@ _layer_cache: dict[tuple[Any, type], type] = {}
 
 
 class KernelizeError(KernelHubError):
-    """kernelize(use_fallback=False) found no usable kernel for a marked layer."""
+    """kernelize found no usable kernel for a marked layer where ``use_fallback`` did
+    not allow PyTorch's forward."""
 
 
-FORWARD = "forward"
+class KernelizeFallback(enum.Flag):
+    """The cases in which kernelize keeps a layer's PyTorch forward instead of raising
+    :class:`KernelizeError` (the kernel ecosystem's flag, same members)."""
+
+    NONE = 0
+    NO_LAYER = enum.auto()
+    """The mapping has no entry for the layer name (or maps it to None)."""
+    NO_DEVICE = enum.auto()
+    """The layer's entry has nothing for this device type."""
+    NO_COMPATIBLE_PROPERTIES = enum.auto()
+    """Entries for this device type exist, but none for this GPU's capability."""
+    NO_COMPATIBLE_MODE = enum.auto()
+    """No entry for the mode, or no kernel found that can run in it."""
+    CANNOT_LOAD = enum.auto()
+    """A kernel failed to load or to validate as a pure layer."""
+    DEFAULT = NO_LAYER | NO_DEVICE | NO_COMPATIBLE_PROPERTIES | NO_COMPATIBLE_MODE
+    ALL = DEFAULT | CANNOT_LOAD
 
 
-def forward_of(cls: type) -> Callable[..., Any]:
-    """``cls.forward``: layers are plain classes, so their forward is read by name (here
-    for kernelize and the Transformers fusion; verification is handed the functions)."""
-    forward: Callable[..., Any] = getattr(cls, FORWARD)
-    return forward
-
-
-# -- pure-layer validation: may a hub layer replace a model layer's forward? ------
-
-
-class LayerValidationError(KernelHubError):
-    """A hub layer cannot safely replace a model layer's forward."""
-
-
-ALLOWED_CLASS_ATTRS = frozenset({"forward", "has_backward", "can_torch_compile"})
-"""What a pure layer may define besides Python's own bookkeeping attributes."""
-
-_BOOKKEEPING = frozenset({
-    "__module__", "__qualname__", "__doc__", "__annotations__", "__dict__", "__weakref__",
-    "__firstlineno__", "__static_attributes__", "__orig_bases__", "__parameters__",
-    "__annotate__", "__annotate_func__", "__classdictcell__", "__signature__",
-})
-
-
-def _own_classes(layer: type) -> list[type]:
-    """The layer and its bases that are not torch's own (nn.Module, object)."""
-    from torch import nn
-
-    return [c for c in layer.__mro__ if c not in (nn.Module, object)
-            and not c.__module__.startswith("torch.")]
-
-
-def check_pure_layer(layer: type, where: str) -> None:
-    """Raise :class:`LayerValidationError` unless ``layer`` only defines a ``forward``."""
-    from torch import nn
-
-    if not isinstance(layer, type) or not issubclass(layer, nn.Module):
-        raise LayerValidationError(f"{where}: a layer must be an nn.Module subclass, got {layer!r}")
-    for cls in _own_classes(layer):
-        if "__init__" in cls.__dict__:
-            raise LayerValidationError(
-                f"{where}: {cls.__qualname__} defines __init__, which would never run on the "
-                "model's instance; a kernel layer must read the model layer's attributes "
-                "instead of creating its own"
-            )
-        extra = sorted(n for n in cls.__dict__ if n not in ALLOWED_CLASS_ATTRS
-                       and n not in _BOOKKEEPING)
-        if extra:
-            raise LayerValidationError(
-                f"{where}: {cls.__qualname__} defines {', '.join(extra)}; a kernel layer may "
-                f"only define {', '.join(sorted(ALLOWED_CLASS_ATTRS))} (and a docstring), "
-                "because the model's instance would not carry anything else. Move helpers "
-                "to module-level functions."
-            )
-    if "forward" not in {n for c in _own_classes(layer) for n in c.__dict__}:
-        raise LayerValidationError(f"{where}: {layer.__qualname__} has no forward of its own")
-
-
-def _params(func: Any) -> list[inspect.Parameter] | None:
-    try:
-        params = list(inspect.signature(func).parameters.values())
-    except (TypeError, ValueError):  # no signature to compare: accept, as Python would
-        return None
-    return params[1:]  # drop self
-
-
-def forward_incompatibility(original: Any, replacement: Any) -> str | None:
-    """Why ``replacement`` cannot take every call ``original`` takes, or None if it can.
-
-    Positional parameters are compared by position and kind (names may differ, as they
-    do between a model's ``input`` and a kernel's ``x``); keyword-only parameters by
-    name. ``*args``/``**kwargs`` in the replacement accept whatever they cover; extra
-    replacement parameters are fine only with defaults.
-    """
-    P = inspect.Parameter
-    orig, repl = _params(original), _params(replacement)
-    if orig is None or repl is None:
-        return None
-    repl_var_pos = any(p.kind is P.VAR_POSITIONAL for p in repl)
-    repl_var_kw = any(p.kind is P.VAR_KEYWORD for p in repl)
-    positional = (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD)
-    o_pos = [p for p in orig if p.kind in positional]
-    r_pos = [p for p in repl if p.kind in positional]
-    for i, op in enumerate(o_pos):
-        if i < len(r_pos):
-            rp = r_pos[i]
-            if op.default is not P.empty and rp.default is P.empty:
-                return f"parameter {rp.name!r} is required, but {op.name!r} has a default"
-            continue
-        if not repl_var_pos:
-            return f"it takes {len(r_pos)} positional parameter(s), the original {len(o_pos)}"
-    for rp in r_pos[len(o_pos):]:
-        if rp.default is P.empty and rp.kind is not P.VAR_POSITIONAL:
-            return f"it requires parameter {rp.name!r}, which the original does not have"
-    if any(p.kind is P.VAR_POSITIONAL for p in orig) and not repl_var_pos:
-        return "the original takes *args, the replacement does not"
-    r_kwonly = {p.name: p for p in repl if p.kind is P.KEYWORD_ONLY}
-    for op in (p for p in orig if p.kind is P.KEYWORD_ONLY):
-        if op.name not in r_kwonly and not repl_var_kw:
-            return f"it does not accept keyword argument {op.name!r}"
-    o_kwonly = {p.name for p in orig if p.kind is P.KEYWORD_ONLY}
-    for name, rp in r_kwonly.items():
-        if name not in o_kwonly and rp.default is P.empty:
-            return f"it requires keyword argument {name!r}, which the original does not have"
-    if any(p.kind is P.VAR_KEYWORD for p in orig) and not repl_var_kw:
-        return "the original takes **kwargs, the replacement does not"
-    return None
-
-
-def check_forward_compatible(original_cls: type, layer: type, where: str) -> None:
-    """Raise unless ``layer.forward`` accepts every call ``original_cls.forward`` accepts."""
-    original, kernel = forward_of(original_cls), forward_of(layer)
-    why = forward_incompatibility(original, kernel)
-    if why is not None:
-        raise LayerValidationError(
-            f"{where}: forward is not compatible with {original_cls.__qualname__}.forward: "
-            f"{why}. Original: forward{_sig(original)}, kernel: forward{_sig(kernel)}"
-        )
-
-
-def _sig(func: Any) -> str:
-    try:
-        return str(inspect.signature(func))
-    except (TypeError, ValueError):
-        return "(...)"
-
-
-def validate_layer(layer: type, original_cls: type, where: str) -> None:
-    """Everything kernelize checks before using ``layer`` for ``original_cls``."""
-    check_pure_layer(layer, where)
-    check_forward_compatible(original_cls, layer, where)
+def fallback_cases(use_fallback: object) -> KernelizeFallback:
+    """``use_fallback`` as cases: ``True`` is :attr:`~KernelizeFallback.ALL` (PyTorch
+    wherever no kernel applies), ``False`` is :attr:`~KernelizeFallback.NO_LAYER` (an error
+    for every layer the mapping names); a flag (ours or the ecosystem's) is taken as is."""
+    if use_fallback is True:
+        return KernelizeFallback.ALL
+    if use_fallback is False:
+        return KernelizeFallback.NO_LAYER
+    cases = same_named_flag(use_fallback, KernelizeFallback)
+    if cases is None:
+        raise TypeError(f"use_fallback takes True, False or a KernelizeFallback, "
+                        f"not {use_fallback!r}")
+    return cases
 
 
 # -- kernelize ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Target:
+class _Target(Record, frozen=True):
     path: str
     module: nn.Module
     layer_name: str
@@ -272,6 +168,16 @@ def install_forward(module: nn.Module, layer: type, repo: Repository) -> None:
     _install(module, layer, repo)
 
 
+def _slot(module: nn.Module) -> str:
+    """Where ``module``'s own forward lives: ``forward``, or ``_old_forward`` under an
+    accelerate hook (``device_map`` offloading wraps ``forward`` to move inputs to the
+    module's device, then calls ``_old_forward``). Kernels go behind the hook, so an
+    offloaded model keeps its hooks (as Transformers 5.25's kernelize keeps them)."""
+    if "_hf_hook" in module.__dict__ and "_old_forward" in module.__dict__:
+        return "_old_forward"
+    return "forward"
+
+
 def _install(module: nn.Module, layer: type, repo: Repository, verify_as: str | None = None
              ) -> None:
     # A plain bound method, as torch.compile expects of a forward; it survives deepcopy
@@ -281,12 +187,12 @@ def _install(module: nn.Module, layer: type, repo: Repository, verify_as: str | 
         owner: type = type(module)
         forward = verified_forward(layer, forward, forward_of(owner), verify_as)
     _installed.add(forward)
-    module.__dict__["forward"] = types.MethodType(forward, module)
+    module.__dict__[_slot(module)] = types.MethodType(forward, module)
     module.__dict__[_REPO_ATTR] = repo
 
 
 def _our_forward(module: nn.Module) -> Any:
-    current = module.__dict__.get("forward")
+    current = module.__dict__.get(_slot(module))
     if (isinstance(current, types.MethodType) and current.__self__ is module
             and current.__func__ in _installed):
         return current.__func__
@@ -296,7 +202,11 @@ def _our_forward(module: nn.Module) -> Any:
 def restore_forward(module: nn.Module) -> None:
     """Give ``module`` its class's forward back, if kernelize replaced it."""
     if _our_forward(module) is not None:
-        del module.__dict__["forward"]
+        slot = _slot(module)
+        if slot == "forward":
+            del module.__dict__["forward"]
+        else:  # what the hook wrapped when it was added: the class's forward
+            module.__dict__[slot] = types.MethodType(forward_of(type(module)), module)
         module.__dict__.pop(_REPO_ATTR, None)
 
 
@@ -312,18 +222,19 @@ def kernelize(
     *,
     mode: Mode | None = None,
     device: Any = None,
-    use_fallback: bool = True,
+    use_fallback: bool | KernelizeFallback = True,
     verify: bool = False,
 ) -> nn.Module:
     """Replace the forward of every marked layer in ``model`` with its mapped kernel.
 
-    ``mode``: INFERENCE or TRAINING, optionally ``| Mode.TORCH_COMPILE``; None means
-    TRAINING for a model in train() mode, INFERENCE in eval() mode. ``device``: where
-    the model runs (str or torch.device; default: where its parameters are; a ROCm GPU
-    counts as ``rocm``). ``use_fallback=False`` raises :class:`KernelizeError` for a
-    layer the mapping names but none of whose entries fits this device and mode (or
-    loads), instead of keeping its PyTorch forward; layers the mapping does not name
-    keep PyTorch either way.
+    ``mode``: INFERENCE or TRAINING, optionally ``| Mode.TORCH_COMPILE`` (the kernel
+    ecosystem's ``Mode`` is accepted too); None means TRAINING for a model in train()
+    mode, INFERENCE in eval() mode. ``device``: where the model runs (str or
+    torch.device, e.g. ``"cuda:1"``, whose GPU's capability then chooses among ranged
+    entries; default: where its parameters are; a ROCm GPU counts as ``rocm``).
+    ``use_fallback``: where no kernel applies, keep PyTorch's forward (``True``, the
+    default), raise :class:`KernelizeError` for layers the mapping names (``False``), or
+    keep it exactly in the cases a :class:`KernelizeFallback` lists.
     ``verify=True`` keeps PyTorch wherever the kernel is wrong or slower on the shapes
     the model actually runs: each layer's first call per shape bucket runs both and
     decides, and the decision is cached on disk for later processes (see
@@ -332,6 +243,7 @@ def kernelize(
     """
     if not settings.hub_kernels_enabled():
         return model
+    cases = fallback_cases(use_fallback)
     if mode is None:
         mode = Mode.TRAINING if model.training else Mode.INFERENCE
     mode = check_kernelize_mode(mode)
@@ -340,44 +252,77 @@ def kernelize(
     failures: dict[Any, Exception] = {}
     warned: set[tuple[Any, ...]] = set()
     for target in _targets(model):
-        devices = mapping.get(target.layer_name, {})
-        chosen, reasons = _choose(target, devices, where, mode, failures)
         restore_forward(target.module)
+        condition = getattr(type(target.module), "kernel_condition", None)
+        if callable(condition) and not condition(target.module):
+            continue
+        devices = mapping.get(target.layer_name, {})
+        chosen, case, reasons = _choose(target, devices, where, mode, failures)
         if chosen is not None:
             _install(target.module, *chosen, verify_as=target.layer_name if verify else None)
             logger.debug("%s: %s runs %s", target.path, target.layer_name, chosen[1])
             continue
-        if not use_fallback and devices:
+        if case not in cases:
             raise KernelizeError(
                 f"{target.path or type(target.module).__name__}: no usable kernel for layer "
                 f"{target.layer_name!r} on {where} in mode {describe_mode(mode)}"
-                + "".join(f"\n  {r}" for r in reasons or [
-                    f"the mapping has no entry for {where.type} (it has: {', '.join(devices)})"])
+                + "".join(f"\n  {r.text}" for r in reasons)
                 + "\nRegister one with use_kernel_mapping, or pass use_fallback=True to run "
                 "PyTorch's forward."
             )
         for reason in reasons:
-            if (target.layer_name, reason) not in warned and "failed to load" in reason:
-                warned.add((target.layer_name, reason))
-                warnings.warn(f"{target.layer_name}: {reason}; using PyTorch's forward",
+            if reason.load_failed and (target.layer_name, reason.text) not in warned:
+                warned.add((target.layer_name, reason.text))
+                warnings.warn(f"{target.layer_name}: {reason.text}; using PyTorch's forward",
                               stacklevel=2)
     return model
 
 
+class _Refusal(Record, frozen=True):
+    """Why one mapping entry was not used; a load failure is also warned about."""
+
+    text: str
+    load_failed: bool = False
+
+
+_Choice = tuple[tuple[type, Repository] | None, KernelizeFallback, list[_Refusal]]
+
+
 def _choose(target: _Target, devices: DeviceRepos, where: RuntimeDevice, mode: Mode,
-            failures: dict[Any, Exception]) -> tuple[tuple[type, Repository] | None, list[str]]:
-    reasons: list[str] = []
+            failures: dict[Any, Exception]) -> _Choice:
+    """(layer and repository, or None; the fallback case when None; the reasons)."""
+    if not devices:
+        return None, KernelizeFallback.NO_LAYER, [_Refusal(
+            f"the mapping has no entry for layer {target.layer_name!r}")]
+    if where.type not in devices:
+        return None, KernelizeFallback.NO_DEVICE, [_Refusal(
+            f"the mapping has no entry for {where.type} (it has: {', '.join(devices)})")]
+    if not order_device_entries(list(devices[where.type]), where.capability):
+        return None, KernelizeFallback.NO_COMPATIBLE_PROPERTIES, [_Refusal(
+            f"no {where.type} entry covers {where} (entries: "
+            f"{', '.join(map(str, devices[where.type]))})")]
+    reasons: list[_Refusal] = []
+    case = KernelizeFallback.NO_COMPATIBLE_MODE
     cls = type(target.module)
+    tried: set[tuple[Any, ...]] = set()
     for repo, key in _candidates(devices, where, mode):
         try:
+            if (repo_key := repo.cache_key()) in tried:
+                continue  # one repository registered for several modes: one verdict
+            tried.add(repo_key)
             layer = _load_layer(repo, cls, failures)
         except TrustError:
             raise
         except Exception as e:
-            reasons.append(f"{repo} ({describe_mode(key)} entry) failed to load: {e}")
+            reasons.append(_Refusal(f"{repo} ({describe_mode(key)} entry) failed to load: {e}",
+                                    load_failed=True))
+            case = KernelizeFallback.CANNOT_LOAD
             continue
         if (why := unsupported_reason(layer, mode)) is not None:
-            reasons.append(f"{repo} ({describe_mode(key)} entry) {why}")
+            reasons.append(_Refusal(f"{repo} ({describe_mode(key)} entry) {why}"))
             continue
-        return (layer, repo), reasons
-    return None, reasons
+        return (layer, repo), case, reasons
+    if not reasons:
+        reasons.append(_Refusal(f"no {where.type} entry is registered for mode "
+                                f"{describe_mode(mode)} or a mode that can serve it"))
+    return None, case, reasons

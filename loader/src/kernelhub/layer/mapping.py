@@ -64,17 +64,16 @@ import contextlib
 import contextvars
 import enum
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol, TypeGuard
+from typing import Any, Protocol, TypeGuard, TypeVar
 
 from ..errors import MappingError
+from ..records import Record
 from ..system import device_type
 
 # -- devices ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _CapabilityRange:
+class _CapabilityRange(Record, frozen=True):
     min_capability: int
     max_capability: int
 
@@ -105,22 +104,19 @@ class _CapabilityRange:
         return (self.width, -self.min_capability, self.max_capability)
 
 
-@dataclass(frozen=True)
-class CUDAProperties(_CapabilityRange):
+class CUDAProperties(_CapabilityRange, frozen=True):
     """A CUDA compute-capability range, e.g. ``CUDAProperties(min_capability=80,
     max_capability=89)`` for Ampere and Ada."""
 
 
-@dataclass(frozen=True)
-class ROCMProperties(_CapabilityRange):
+class ROCMProperties(_CapabilityRange, frozen=True):
     """A ROCm capability range as torch reports it (gfx942 → 9.4 → ``94``)."""
 
 
 _PROPERTIES = {"cuda": CUDAProperties, "rocm": ROCMProperties}
 
 
-@dataclass(frozen=True)
-class Device:
+class Device(Record, frozen=True):
     """A mapping key: a device type, optionally narrowed by capability ``properties``."""
 
     type: str
@@ -202,13 +198,45 @@ def describe_mode(mode: Mode) -> str:
     return "|".join(names) or "0"
 
 
+F = TypeVar("F", bound=enum.Flag)
+
+
+def same_named_flag(value: object, flag: type[F]) -> F | None:
+    """``value`` as a member of ``flag``, or None when it is not one.
+
+    The kernel ecosystem's ``kernels.Mode`` and ``kernels.KernelizeFallback`` have the
+    flags of ours under the same names, and Transformers 5.25 passes its ``Mode``
+    (``model.train()`` sets ``kernels_mode`` to one), so a flag of another enum whose
+    set members are all named like ours converts by name.
+    """
+    if isinstance(value, flag):
+        return value
+    if not isinstance(value, enum.Flag):
+        return None
+    names = [m.name for m in type(value) if m.value and m in value and m.name]
+    if not all(n in flag.__members__ for n in names):
+        return None
+    result = flag(0)
+    for name in names:
+        result |= flag.__members__[name]
+    return result
+
+
+def as_mode(value: object) -> Mode | None:
+    """``value`` (kernelhub's or the ecosystem's ``Mode``) as a kernelhub Mode, else None."""
+    mode = same_named_flag(value, Mode)
+    return mode if mode else None
+
+
 def check_kernelize_mode(mode: object) -> Mode:
     """The mode kernelize was asked for, or a TypeError/ValueError saying what is valid."""
-    if not isinstance(mode, Mode):
+    converted = as_mode(mode)
+    if converted is None:
         raise MappingError(
-            f"mode must be a kernelhub Mode, got {mode!r}; use Mode.INFERENCE, Mode.TRAINING, "
-            "or either combined with Mode.TORCH_COMPILE"
+            f"mode must be a Mode (kernelhub's or the kernel ecosystem's), got {mode!r}; use "
+            "Mode.INFERENCE, Mode.TRAINING, or either combined with Mode.TORCH_COMPILE"
         )
+    mode = converted
     if mode not in MODE_FALLBACK_ORDER:
         valid = ", ".join(describe_mode(m) for m in MODE_FALLBACK_ORDER)
         raise MappingError(
@@ -225,8 +253,10 @@ MAPPING_MODES: tuple[Mode, ...] = (_I, _I | _C, _T, _T | _C, _F)
 
 def check_mapping_mode(mode: object, where: str) -> Mode:
     """A mode used as a mapping key; anything kernelize would never look up is refused."""
-    if not isinstance(mode, Mode):
-        raise MappingError(f"{where}: mapping mode keys must be kernelhub Mode values, got {mode!r}")
+    converted = as_mode(mode)
+    if converted is None:
+        raise MappingError(f"{where}: mapping mode keys must be Mode values, got {mode!r}")
+    mode = converted
     if mode not in MAPPING_MODES:
         valid = ", ".join(describe_mode(m) for m in MAPPING_MODES)
         raise MappingError(

@@ -14,19 +14,20 @@ its alias ``allow_all_kernels``) is the only way past an untrusted organisation.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
+from types import FrameType, ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from .. import settings
-from ..api import find_local_variant, get_kernel, get_local_kernel, load_locked_kernel, open_hub_arg
+from ..api import find_local_variant, get_kernel, get_local_kernel, load_locked_entry, open_hub_arg
 from ..errors import KernelHubError, KernelLoadError, MappingError
 from ..hub.base import Hub
-from ..lockfile import lock_entry
+from ..lock import LockEntry, distribution_lock, lock_entry, pick_entry
 from ..metadata import read_metadata
-from ..trust import policy_for, require_bool
+from ..records import Record, field
+from ..trust import policy_for, require_bool, trust_flag
 from ..versions import check_repo_id, select_spec
 from .decorators import forward_calling
 
@@ -95,8 +96,19 @@ _TAKE: dict[str, Callable[[ModuleType, str, str], type[nn.Module]]] = {
 
 
 def _check_flags(repo: Any) -> None:
-    require_bool(repo.trust_remote_code, f"{type(repo).__name__}.trust_remote_code")
-    require_bool(repo.allow_all_kernels, f"{type(repo).__name__}.allow_all_kernels")
+    name = type(repo).__name__
+    trust_flag(repo.repo_id, repo.trust_remote_code, f"{name}.trust_remote_code")
+    require_bool(repo.allow_all_kernels, f"{name}.allow_all_kernels")
+    require_bool(repo.check_arch, f"{name}.check_arch")
+    if isinstance(repo.trust_remote_code, list):  # hashable, as a frozen dataclass must be
+        object.__setattr__(repo, "trust_remote_code", tuple(repo.trust_remote_code))
+
+
+def _trusted(repo: Any) -> bool:
+    """Whether the caller vouched for this repository's code: ``trust_remote_code`` (True,
+    or a list naming the repository, the ecosystem's allow-list form) or
+    ``allow_all_kernels``."""
+    return trust_flag(repo.repo_id, repo.trust_remote_code) or repo.allow_all_kernels
 
 
 def _hub_cache_key(kind: str, hub: Any, repo_id: str, version: int | str | None,
@@ -107,8 +119,7 @@ def _hub_cache_key(kind: str, hub: Any, repo_id: str, version: int | str | None,
             policy_for(repo_id.partition("/")[0]).token)
 
 
-@dataclass(frozen=True)
-class _Takes:
+class _Takes(Record, frozen=True):
     """What a repository takes from its kernel, named by its ``layer_name`` or
     ``func_name`` field (the subclasses below). The source bases (hub, local build, lock
     file) say where the kernel comes from through ``_kernel()``, ``_where()`` and
@@ -149,32 +160,32 @@ class _Takes:
         return f"{self._where()}:{self._name}"
 
 
-@dataclass(frozen=True)
-class _TakesLayer(_Takes):
+class _TakesLayer(_Takes, frozen=True):
     """A class from the kernel's ``layers`` module."""
 
     _KIND = "layer"
     layer_name: str = field(default="", kw_only=True)
 
 
-@dataclass(frozen=True)
-class _TakesFunc(_Takes):
+class _TakesFunc(_Takes, frozen=True):
     """A function from the kernel's top level, wrapped in a pure layer."""
 
     _KIND = "func"
     func_name: str = field(default="", kw_only=True)
 
 
-@dataclass(frozen=True)
-class _HubRepository(_Takes):
+class _HubRepository(_Takes, frozen=True):
     """Shared fields of repositories that load from a hub."""
 
     repo_id: str
     version: int | str | None = field(default=None, kw_only=True)
     revision: str | None = field(default=None, kw_only=True)
-    trust_remote_code: bool = field(default=False, kw_only=True)
+    trust_remote_code: bool | tuple[str, ...] = field(default=False, kw_only=True)
     allow_all_kernels: bool = field(default=False, kw_only=True)
     hub: Hub | str | os.PathLike | None = field(default=None, kw_only=True, compare=False)
+    check_arch: bool = field(default=True, kw_only=True)
+    """False: load a build whose declared GPU architectures leave this GPU out (one
+    with a Triton fallback, say)."""
 
     def __post_init__(self) -> None:
         check_repo_id(self.repo_id)
@@ -185,7 +196,7 @@ class _HubRepository(_Takes):
     @property
     def trusted(self) -> bool:
         """Whether the caller vouched for this repository's code."""
-        return self.trust_remote_code or self.allow_all_kernels
+        return _trusted(self)
 
     def _kernel(self) -> ModuleType:
         if not settings.hub_kernels_enabled():
@@ -194,7 +205,8 @@ class _HubRepository(_Takes):
                 f"{os.environ.get('USE_HUB_KERNELS', '')}; unset it to load hub kernels"
             )
         return get_kernel(self.repo_id, self.version, self.revision,
-                          trust_remote_code=self.trusted, hub=self.hub)
+                          trust_remote_code=self.trusted, hub=self.hub,
+                          check_arch=self.check_arch)
 
     def _where(self) -> str:
         pin = (f"@{self.revision}" if self.revision is not None
@@ -202,22 +214,24 @@ class _HubRepository(_Takes):
         return f"{self.repo_id}{pin}"
 
     def _key(self, kind: str, name: str) -> tuple[Any, ...]:
-        return _hub_cache_key(kind, self.hub, self.repo_id, self.version, self.revision, name)
+        return (*_hub_cache_key(kind, self.hub, self.repo_id, self.version, self.revision,
+                                name), self.check_arch)
 
 
-@dataclass(frozen=True)
-class LayerRepository(_TakesLayer, _HubRepository):
+class LayerRepository(_TakesLayer, _HubRepository, frozen=True):
     """The layer ``layer_name`` of a hub kernel: ``LayerRepository("org/name",
-    layer_name="SiluAndMul", version=1)``."""
+    layer_name="SiluAndMul", version=1)``. ``user_agent`` is accepted for code written
+    for the ecosystem's loader (kernelhub sends its own)."""
+
+    user_agent: str | dict | None = field(default=None, kw_only=True, compare=False,
+                                          repr=False)
 
 
-@dataclass(frozen=True)
-class FuncRepository(_TakesFunc, _HubRepository):
+class FuncRepository(_TakesFunc, _HubRepository, frozen=True):
     """The function ``func_name`` of a hub kernel, used as a pure layer's forward."""
 
 
-@dataclass(frozen=True)
-class _LocalRepository(_Takes):
+class _LocalRepository(_Takes, frozen=True):
     """Shared fields of repositories that load a local build: a variant dir, a ``build/``
     dir or a kernel source dir (see :func:`kernelhub.find_local_variant`). Naming a path
     trusts it.
@@ -228,9 +242,12 @@ class _LocalRepository(_Takes):
 
     repo_path: Path
     package_name: str | None = field(default=None, kw_only=True)
+    check_arch: bool = field(default=True, kw_only=True)
+    """Accepted for the ecosystem's signature; a local build is loaded as it is."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "repo_path", Path(self.repo_path).expanduser())
+        require_bool(self.check_arch, f"{type(self).__name__}.check_arch")
         self._require_target()
 
     def _kernel(self) -> ModuleType:
@@ -246,13 +263,11 @@ class _LocalRepository(_Takes):
                 name)
 
 
-@dataclass(frozen=True)
-class LocalLayerRepository(_TakesLayer, _LocalRepository):
+class LocalLayerRepository(_TakesLayer, _LocalRepository, frozen=True):
     """The layer ``layer_name`` of a local build."""
 
 
-@dataclass(frozen=True)
-class LocalFuncRepository(_TakesFunc, _LocalRepository):
+class LocalFuncRepository(_TakesFunc, _LocalRepository, frozen=True):
     """A function of a local build, used as a pure layer's forward."""
 
 
@@ -272,46 +287,81 @@ def _check_package(module: ModuleType, package_name: str | None, path: Path) -> 
 
 def locked_revision(repo_id: str, lockfile: Path | None) -> str:
     """The commit ``repo_id`` is pinned to in ``lockfile`` (default ``./kernels.lock``);
-    the format is :mod:`kernelhub.lockfile`'s."""
+    the format is :mod:`kernelhub.lock`'s."""
     return lock_entry(repo_id, lockfile).sha
 
 
-@dataclass(frozen=True)
-class _LockedRepository(_Takes):
+class _LockedRepository(_Takes, frozen=True):
     """Loads through the hub repository its lock file pins (resolved at each load, so an
-    edited lock file takes effect without rebuilding the mapping)."""
+    edited lock file takes effect without rebuilding the mapping).
+
+    Without ``lockfile``, the pin comes from the ``kernels.lock`` in the package metadata
+    of the installed distribution whose code constructs the repository (where the
+    ecosystem's loader looks: a library ships its pins inside its wheel), read once
+    here; else from ``./kernels.lock`` at each load. The repository is a plain value, so
+    it pickles (for multiprocessing and ``torch.save`` of a mapping).
+    """
 
     repo_id: str
     lockfile: Path | None = field(default=None, kw_only=True)
-    trust_remote_code: bool = field(default=False, kw_only=True)
+    trust_remote_code: bool | tuple[str, ...] = field(default=False, kw_only=True)
     allow_all_kernels: bool = field(default=False, kw_only=True)
     hub: Hub | str | os.PathLike | None = field(default=None, kw_only=True, compare=False)
+    check_arch: bool = field(default=True, kw_only=True)
+    pinned: LockEntry | None = field(default=None, kw_only=True, repr=False)
+    """The caller's distribution's lock entry (see above); found, not given."""
 
     def __post_init__(self) -> None:
         _check_flags(self)
         self._require_target()
+        if self.lockfile is None and self.pinned is None:
+            object.__setattr__(self, "pinned", _caller_distribution_entry(self.repo_id))
+
+    def _entry(self) -> LockEntry:
+        if self.pinned is not None:
+            return self.pinned
+        return lock_entry(self.repo_id, self.lockfile)
 
     def _kernel(self) -> ModuleType:
         """The kernel at the locked commit, checked against the lock's hash before import."""
-        return load_locked_kernel(self.repo_id, lockfile=self.lockfile, hub=self.hub,
-                                  trust_remote_code=self.trust_remote_code
-                                  or self.allow_all_kernels)
+        return load_locked_entry(self._entry(), hub=self.hub, trust_remote_code=_trusted(self),
+                                 check_arch=self.check_arch)
 
     def _where(self) -> str:
         return f"{self.repo_id} (locked)"
 
     def _key(self, kind: str, name: str) -> tuple[Any, ...]:
         """The key of the hub repository at the locked commit, and the lock file."""
-        revision = locked_revision(self.repo_id, self.lockfile)
+        revision = self._entry().sha
         return (*_hub_cache_key(kind, self.hub, self.repo_id, None, revision, name),
-                "locked", str(self.lockfile))
+                "locked", str(self.lockfile), self.check_arch)
 
 
-@dataclass(frozen=True)
-class LockedLayerRepository(_TakesLayer, _LockedRepository):
+_OWN_PACKAGES = frozenset({"kernelhub", "_kernelhub_autoload", "dataclasses"})
+
+
+def _caller_distribution_entry(repo_id: str) -> LockEntry | None:
+    """``repo_id``'s pin in the lock of the installed distribution whose code is
+    constructing a locked repository (None: not installed code, or no lock there)."""
+    frame: FrameType | None = sys._getframe(1)
+    # Skip our frames and the dataclass-generated __init__ (compiled from "<string>").
+    while frame is not None and (
+            frame.f_globals.get("__name__", "").partition(".")[0] in _OWN_PACKAGES
+            or frame.f_code.co_filename == "<string>"):
+        frame = frame.f_back
+    caller = frame.f_globals.get("__name__", "") if frame is not None else ""
+    if not caller or caller == "__main__":
+        return None
+    found = distribution_lock(caller)
+    if found is None:
+        return None
+    entries, where = found
+    return pick_entry(repo_id, entries, where)
+
+
+class LockedLayerRepository(_TakesLayer, _LockedRepository, frozen=True):
     """A hub layer pinned to the commit a lock file records for its repository."""
 
 
-@dataclass(frozen=True)
-class LockedFuncRepository(_TakesFunc, _LockedRepository):
+class LockedFuncRepository(_TakesFunc, _LockedRepository, frozen=True):
     """A hub function pinned to the commit a lock file records for its repository."""

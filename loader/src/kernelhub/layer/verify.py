@@ -34,10 +34,10 @@ import json
 import os
 import weakref
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..records import Record
 from ..system import cpu_features
 from . import verify_timing
 from .verify_compare import TOLERANCES as TOLERANCES
@@ -62,8 +62,7 @@ _USED_ATTR = "_kernelhub_verified"
 """Module attribute: disk keys of the decisions calls for that module used."""
 
 
-@dataclass(frozen=True)
-class Seen:
+class Seen(Record, frozen=True):
     """One decision a call site used: its name, the bucket it applies to, the outcome."""
 
     name: str
@@ -353,8 +352,10 @@ def verification_report(model: Any) -> list[tuple[str, Seen]]:
     registered name. Only decisions a module of ``model`` used are listed: function
     verifiers serve several models, and another model's shapes are not this one's.
     """
+    from .kernelized import kernel_sites
+
     rows: list[tuple[str, Seen]] = []
-    for path, module in model.named_modules():
+    for path, module in kernel_sites(model):
         forward = getattr(module.__dict__.get("forward"), "__func__", None)
         verifier = getattr(forward, "_kernelhub_verifier", None)
         if isinstance(verifier, Verifier):

@@ -12,16 +12,15 @@ import json
 import os
 import tempfile
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from .. import settings
+from ..records import Record, asdict, fields
 from .verify_timing import MAX_MEASUREMENTS
 
 
-@dataclass(frozen=True)
-class Decision:
+class Decision(Record, frozen=True):
     """What one call site runs for one shape bucket, and why."""
 
     use_kernel: bool
@@ -59,7 +58,7 @@ def read_decision(path: Path) -> Decision | None:
     """The decision stored at ``path``; None when absent or damaged (decide again)."""
     try:
         stored = json.loads(path.read_text())["decision"]
-        return Decision(**{f.name: stored[f.name] for f in fields(Decision) if f.name in stored})
+        return Decision(**{name: stored[name] for name in fields(Decision) if name in stored})
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

@@ -30,8 +30,9 @@ re-measurements, and a clear decision costs later processes nothing.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
+
+from ..records import Record
 
 TIME_BUDGET_S = 0.05
 """Per side and :data:`ROUNDS` rounds of a measurement (a retry with more rounds gets
@@ -54,8 +55,7 @@ MAX_MEASUREMENTS = 3
 """A provisional decision is settled after this many measurements (first included)."""
 
 
-@dataclass(frozen=True)
-class Timing:
+class Timing(Record, frozen=True):
     """Per-round best blocks (seconds per call) of each side of one measurement."""
 
     kernel: tuple[float, ...]

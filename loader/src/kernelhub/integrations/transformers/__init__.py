@@ -13,22 +13,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from .apply import apply_kernels
 from .attention import AttentionKernelError
 from .kernel_config import KernelConfig, KernelConfigError, KernelSpec
+from .methods import hub_kernelize
 from .patch import disable, enable, is_enabled
 from .table import COVERED_MODEL_TYPES, DEFAULT_MAPPING, FUNCTIONS, LAYER_CLASSES
 
+_kernelize = hub_kernelize(raise_when_off=False)
 
-def kernelize(model: Any, *, mode: Any = None, kernel_config: Any = None) -> Any:
-    """Kernelize a Transformers model explicitly (layers, functions and attention).
 
-    ``mode`` is a :class:`kernelhub.layer.Mode` (default: from ``model.training``);
-    ``Mode.TRAINING | Mode.TORCH_COMPILE`` selects kernels torch.compile can trace and
-    is kept across later ``train()``/``eval()`` switches. Returns the model.
+def kernelize(model: Any, mode: Any = None, kernel_config: Any = None,
+              device_map: Any = None) -> Any:
+    """Kernelize a Transformers model explicitly (layers, functions and attention), as
+    ``transformers.kernelize`` does once kernelhub serves it.
+
+    ``mode`` is a Mode (kernelhub's or ``kernels.Mode``; default: the model's
+    ``kernels_mode`` on Transformers 5.25, else its train/eval state);
+    ``kernel_config`` defaults to the model's. Returns the model. With
+    ``USE_HUB_KERNELS=0`` nothing changes (one warning per process).
     """
-    apply_kernels(model, kernel_config, mode)
-    return model
+    return _kernelize(model, mode, kernel_config, device_map)
 
 
 __all__ = [

@@ -1,17 +1,15 @@
-"""Apply kernels to a Transformers model for its current mode, and re-apply on a switch.
+"""Apply kernels to a Transformers model for a mode, and take them all off again.
 
-``model.eval()`` / ``model.train()`` call ``PreTrainedModel.train``, which calls
-``set_use_kernels(True)`` again when kernels are on and the mode changed; with the
-integration enabled that lands in :func:`apply_kernels`, which kernelizes for
-``Mode.INFERENCE`` or ``Mode.TRAINING``. An explicit ``mode`` (e.g.
-``Mode.TRAINING | Mode.TORCH_COMPILE``) is remembered and kept across switches of the
-same kind.
+Four parts, in this order: layers and the function modules a model attaches
+(``_kernel_funcs``), both through :func:`kernelhub.layer.kernelize`; module fusion
+(explicit KernelConfig entries only, :mod:`.fusion`); module-global functions of models
+that attach none (seen replaced by this model's modules only, :mod:`.rebind`); and
+attention (an ``AttentionInterface`` registration). Default entries that cannot load
+fall back to PyTorch with a warning; entries the user named explicitly raise,
+suggesting a newer ``version`` first.
 
-Four parts, in this order: layers (per instance, through
-:func:`kernelhub.layer.kernelize`), module fusion (explicit KernelConfig entries only,
-:mod:`.fusion`), module-global functions (seen replaced by this model's modules only,
-:mod:`.rebind`) and attention (an ``AttentionInterface`` registration). Default entries that cannot load fall back to PyTorch with a warning;
-entries the user named explicitly raise, suggesting a newer ``version`` first.
+:func:`remove_kernels` undoes all four: what ``reset_kernels()``, ``use_kernels=False``
+and Transformers' ``nn.DataParallel`` wrapping ask for.
 """
 
 from __future__ import annotations
@@ -21,17 +19,23 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from ... import settings
 from ...api import get_kernel, get_local_kernel
 from ...errors import KernelHubError
 from ...layer import (
+    CUDAProperties,
+    Device,
+    FuncRepository,
     LayerRepository,
+    LocalFuncRepository,
     LocalLayerRepository,
     Mode,
+    ROCMProperties,
     kernelize,
+    restore_forward,
     unsupported_reason,
     use_kernel_mapping,
 )
+from ...layer.mapping import MODE_FALLBACK_ORDER
 from ...layer.verify import verified_function, verify_from_env
 from . import attention
 from .failures import load_failure
@@ -40,7 +44,6 @@ from .kernel_config import (
     ALLOW_ALL_ATTR,
     KernelConfig,
     KernelSpec,
-    device_type_of,
     from_transformers,
 )
 from .rebind import bind_globals, unbind_globals
@@ -48,36 +51,62 @@ from .table import (
     ATTENTION_KEY,
     DEFAULT_MAPPING,
     FUNCTION_NAMES,
+    KernelRef,
     coverage_message,
     function_targets,
+    has_function_modules,
     is_covered,
 )
 
 logger = logging.getLogger("kernelhub.transformers")
 
-def _default_specs(device: str) -> dict[str, KernelSpec]:
-    return {
-        name: KernelSpec(ref.repo_id, ref.name, version=ref.version)
-        for name, per_device in DEFAULT_MAPPING.items()
-        if (ref := per_device.get(device)) is not None
-    }
+APPLIED_MODE_ATTR = "_kernelhub_mode"
+"""On a model: the mode its kernels were last applied for (None: none applied)."""
 
 
-def effective_specs(config: KernelConfig | None, device: str) -> tuple[dict[str, KernelSpec], set[str]]:
-    """(name → spec for this device, names the user chose explicitly)."""
-    specs: dict[str, KernelSpec] = {}
+class Entry:
+    """One candidate kernel for a name on this device: where it comes from, the modes
+    it is registered for and, on GPUs, the capability range it is meant for."""
+
+    __slots__ = ("capability", "modes", "spec")
+
+    def __init__(self, spec: KernelSpec, modes: tuple[Mode, ...] = (Mode.FALLBACK,),
+                 capability: tuple[int, int] | None = None) -> None:
+        self.spec, self.modes, self.capability = spec, modes, capability
+
+    @classmethod
+    def of(cls, ref: KernelRef) -> Entry:
+        spec = KernelSpec(ref.repo_id, ref.name, version=ref.version, revision=ref.revision,
+                          trust_remote_code=ref.trust_remote_code)
+        return cls(spec, ref.modes, ref.capability)
+
+    def serves(self, mode: Mode) -> bool:
+        return any(key in self.modes for key in MODE_FALLBACK_ORDER[mode])
+
+
+def effective_entries(config: KernelConfig | None, device: str
+                      ) -> tuple[dict[str, list[Entry]], set[str]]:
+    """(name → its candidates on ``device``, names the user chose explicitly)."""
+    entries: dict[str, list[Entry]] = {}
     # As in Transformers: a local-kernel config never inherits the hub defaults.
     if config is None or (config.inherit_mapping and not config.use_local_kernel):
-        specs.update(_default_specs(device))
+        for name, per_device in DEFAULT_MAPPING.items():
+            if refs := per_device.get(device):
+                entries[name] = [Entry.of(r) for r in refs]
     explicit: set[str] = set()
     if config is not None:
         for name, spec in config.for_device(device).items():
             if spec is None:
-                specs.pop(name, None)
+                entries.pop(name, None)
             else:
-                specs[name] = spec
+                entries[name] = [Entry(spec)]
                 explicit.add(name)
-    return specs, explicit
+    return entries, explicit
+
+
+def first_serving(candidates: list[Entry], mode: Mode) -> KernelSpec | None:
+    """The spec of the first candidate registered for ``mode`` or a mode serving it."""
+    return next((e.spec for e in candidates if e.serves(mode)), None)
 
 
 def kernel_module(spec: KernelSpec) -> ModuleType:
@@ -89,42 +118,66 @@ def kernel_module(spec: KernelSpec) -> ModuleType:
     )
 
 
-def _repository(spec: KernelSpec) -> Any:
+def repository(spec: KernelSpec, function: bool = False) -> Any:
+    """The kernelize repository of a spec: a layer class, or a function (``function``)
+    wrapped as a pure layer."""
     if spec.local:
+        if function:
+            return LocalFuncRepository(Path(spec.source), func_name=spec.name)
         return LocalLayerRepository(Path(spec.source), layer_name=spec.name)
-    return LayerRepository(
-        spec.source, layer_name=spec.name, version=spec.version, revision=spec.revision,
-        trust_remote_code=spec.trust_remote_code,
-    )
+    if function:
+        return FuncRepository(spec.source, func_name=spec.name, version=spec.version,
+                              revision=spec.revision, trust_remote_code=spec.trust_remote_code)
+    return LayerRepository(spec.source, layer_name=spec.name, version=spec.version,
+                           revision=spec.revision, trust_remote_code=spec.trust_remote_code)
 
 
-def _supports(obj: Any, mode: Any) -> bool:
+def _device_key(device: str, capability: tuple[int, int] | None) -> Any:
+    if capability is None:
+        return device
+    low, high = capability
+    props = (CUDAProperties(min_capability=low, max_capability=high) if device == "cuda"
+             else ROCMProperties(min_capability=low, max_capability=high))
+    return Device(device, props)
+
+
+def _supports(obj: Any, mode: Mode) -> bool:
     return unsupported_reason(obj, mode) is None
 
 
 # -- the four parts ----------------------------------------------------------------
 
 
-def _apply_layers(model: Any, specs: dict[str, KernelSpec], explicit: set[str],
-                  device: str, mode: Any, verify: bool) -> None:
+def _apply_layers(model: Any, entries: dict[str, list[Entry]], explicit: set[str],
+                  device: str, mode: Mode, verify: bool) -> None:
     mapping: dict[str, Any] = {}
-    for name, spec in specs.items():
-        if name in FUNCTION_NAMES or name == ATTENTION_KEY:
+    for name, candidates in entries.items():
+        if name == ATTENTION_KEY:
             continue
-        if name in explicit:  # explicit entries must load: surface a helpful error now
-            try:
-                _repository(spec).load()
-            except KernelHubError as e:
-                raise load_failure(spec, name, device, e) from None
-        mapping[name] = {device: _repository(spec)}
+        function = name in FUNCTION_NAMES
+        if function and not has_function_modules(model, name):
+            continue  # a module global: the rebind part serves it
+        per_device: dict[Any, dict[Mode, Any]] = {}
+        for entry in candidates:
+            repo = repository(entry.spec, function)
+            if name in explicit:  # explicit entries must load: surface a helpful error now
+                try:
+                    repo.load()
+                except KernelHubError as e:
+                    raise load_failure(entry.spec, name, device, e) from None
+            key = _device_key(device, entry.capability)
+            per_device.setdefault(key, {}).update(dict.fromkeys(entry.modes, repo))
+        mapping[name] = per_device
     with use_kernel_mapping(mapping, inherit_mapping=False):
         kernelize(model, mode=mode, use_fallback=True, verify=verify)
 
 
-def _apply_functions(model: Any, specs: dict[str, KernelSpec], explicit: set[str],
-                     device: str, mode: Any, verify: bool) -> None:
+def _apply_functions(model: Any, entries: dict[str, list[Entry]], explicit: set[str],
+                     device: str, mode: Mode, verify: bool) -> None:
     for name, (module, attr) in function_targets(model).items():
-        spec = specs.get(name)
+        if has_function_modules(model, name):
+            continue  # the model's own function modules: kernelized with the layers
+        spec = first_serving(entries.get(name, []), mode)
         replacement = None
         if spec is not None:
             try:
@@ -142,17 +195,31 @@ def _apply_functions(model: Any, specs: dict[str, KernelSpec], explicit: set[str
             unbind_globals(model, module, [attr])
 
 
-def _apply_attention(model: Any, specs: dict[str, KernelSpec], explicit: set[str],
-                     device: str, mode: Any, verify: bool) -> None:
-    spec = specs.get(ATTENTION_KEY)
+_ATTN_PREVIOUS = "_kernelhub_attn_previous"
+"""On a model: the attention implementation it had before ours (restored when ours goes)."""
+
+
+def _restore_attention(model: Any) -> None:
+    previous = model.__dict__.pop(_ATTN_PREVIOUS, None)
+    if previous is not None:
+        model.set_attn_implementation(previous)
+
+
+def _apply_attention(model: Any, entries: dict[str, list[Entry]], explicit: set[str],
+                     device: str, mode: Mode, verify: bool) -> None:
+    spec = first_serving(entries.get(ATTENTION_KEY, []), mode)
     current = model.config._attn_implementation
-    previous = getattr(model, "_kernelhub_attn_previous", None)
+    previous = getattr(model, _ATTN_PREVIOUS, None)
     if spec is None or spec.local or (previous is None and current not in ("sdpa", "eager")):
-        if previous is not None:
-            model.set_attn_implementation(previous)
+        _restore_attention(model)
         return
     function = None if spec.name == attention.DEFAULT_FUNCTION else spec.name
-    request = attention.AttentionRequest(spec.source, function=function)
+    # An int major is the table's choice (the name stays "org/repo", as Transformers
+    # writes it); any other pin is part of the name, as in "org/repo@v1.2.0".
+    major = spec.version if isinstance(spec.version, int) else None
+    request = attention.AttentionRequest(
+        spec.source, version=None if major is not None else spec.version, function=function,
+        default_version=major)
     try:
         name = attention.register(request, allow_all_kernels=spec.trust_remote_code,
                                   verify=verify)
@@ -161,47 +228,26 @@ def _apply_attention(model: Any, specs: dict[str, KernelSpec], explicit: set[str
             raise load_failure(spec, ATTENTION_KEY, device, e) from None
         logger.warning("attention: keeping %s (%s)", current, e)
         return
-    function = attention.attention_function(name)
-    if _supports(function, mode):
-        model._kernelhub_attn_previous = previous or current
+    chosen = attention.attention_function(name)
+    if _supports(chosen, mode):
+        setattr(model, _ATTN_PREVIOUS, previous or current)
         if current != name:
             # Transformers checks the name again, which registers the plain kernel:
             # put the (possibly verified) function chosen here back afterwards.
             model.set_attn_implementation(name)
-            attention.register_function(name, function)
-    elif previous is not None:
-        model.set_attn_implementation(previous)
+            attention.register_function(name, chosen)
+    else:
+        _restore_attention(model)
 
 
-# -- entry point -------------------------------------------------------------------
+# -- entry points ------------------------------------------------------------------
 
 
-def current_mode(model: Any, requested: Any = None) -> Any:
-    """The mode to kernelize for: ``requested``, else the model's train/eval state.
-
-    TORCH_COMPILE, once asked for, stays on across eval()/train() switches.
-    """
-    if requested is not None:
-        model._kernelhub_compile = Mode.TORCH_COMPILE in requested
-        return requested
-    mode = Mode.TRAINING if model.training else Mode.INFERENCE
-    if getattr(model, "_kernelhub_compile", False):
-        mode |= Mode.TORCH_COMPILE
-    return mode
-
-
-def apply_kernels(model: Any, kernel_config: Any = None, mode: Any = None,
-                  device_map: Any = None) -> None:
-    """Kernelize ``model`` for its mode with the table, then the user's KernelConfig.
-
-    ``device_map`` (what ``from_pretrained`` resolved) names the device the layers run on
-    where the parameters cannot tell: offloaded ones sit on ``meta``."""
-    if not settings.hub_kernels_enabled():
-        model._use_kernels = False
-        return
+def apply_kernels(model: Any, kernel_config: Any, mode: Mode, device: str) -> None:
+    """Kernelize ``model`` for ``mode`` on ``device`` with the table, then the user's
+    KernelConfig (Transformers' or ours; None: the model's ``kernel_config``)."""
     config = kernel_config if kernel_config is not None else getattr(model, "kernel_config", None)
     config = from_transformers(config) if config is not None else None
-    model.kernel_config = config
     if config is not None:
         config.check_keys(model)
         if getattr(model, ALLOW_ALL_ATTR, False):
@@ -209,13 +255,24 @@ def apply_kernels(model: Any, kernel_config: Any = None, mode: Any = None,
     if not is_covered(model) and not getattr(model, "_kernelhub_coverage_told", False):
         model._kernelhub_coverage_told = True
         logger.warning(coverage_message(model))
-    mode = current_mode(model, mode)
-    device = device_type_of(model, device_map)
-    specs, explicit = effective_specs(config, device)
+    entries, explicit = effective_entries(config, device)
     verify = (config is not None and config.verify) or verify_from_env()
-    _apply_layers(model, specs, explicit, device, mode, verify)
-    apply_fusions(model, config, device, mode, _repository)
-    _apply_functions(model, specs, explicit, device, mode, verify)
-    _apply_attention(model, specs, explicit, device, mode, verify)
-    model._use_kernels = True
-    model._kernelhub_mode = mode
+    _apply_layers(model, entries, explicit, device, mode, verify)
+    apply_fusions(model, config, device, mode, repository)
+    _apply_functions(model, entries, explicit, device, mode, verify)
+    _apply_attention(model, entries, explicit, device, mode, verify)
+    setattr(model, APPLIED_MODE_ATTR, mode)
+
+
+def remove_kernels(model: Any) -> None:
+    """Every layer, fused module, function and attention kernel of ``model`` back to
+    Transformers' own code (the model's marks stay, so kernels can come back)."""
+    for module in model.modules():  # layers, fused children, attached function modules
+        restore_forward(module)
+        for func in (getattr(module, "_kernel_funcs", None) or {}).values():
+            restore_forward(func)
+    for module, attr in function_targets(model).values():
+        unbind_globals(model, module, [attr])
+    _restore_attention(model)
+    if hasattr(model, APPLIED_MODE_ATTR):
+        delattr(model, APPLIED_MODE_ATTR)

@@ -8,6 +8,11 @@ Accepted strings:
   serve it (not installed, or not on CUDA): our hub kernel instead, with a one-line
   notice. ``flash-attn`` itself is used where Transformers can use it.
 
+An unpinned repository loads the major the installed Transformers pins for it
+(``FLASH_ATTN_KERNEL_VERSIONS``: ``flash-attn2`` → 4, ``flash-attn3`` → 2, … on 5.25),
+else the newest major on the hub (Transformers would ask for 1, which a repository that
+started at a later major does not have).
+
 The kernel's function has the signature of Transformers' attention interface
 (``fn(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kw)``);
 it is registered with ``AttentionInterface`` and a mask function with
@@ -22,14 +27,14 @@ import importlib.util
 import logging
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, cast
 
 from ...errors import KernelHubError, TrustError
 from ...layer.verify import verified_function
+from ...records import Record
 from ...system import torch_is_rocm
 from ...versions import split_repo_string
-from .table import FLASH_ATTN2
+from .table import FLASH_ATTN2, FLASH_ATTN2_VERSION
 
 logger = logging.getLogger("kernelhub.transformers")
 
@@ -49,15 +54,17 @@ class AttentionKernelError(KernelHubError, ValueError):
     """An attention implementation string could not be turned into a working kernel."""
 
 
-@dataclass(frozen=True)
-class AttentionRequest:
+class AttentionRequest(Record, frozen=True):
     """A parsed ``attn_implementation`` that kernelhub serves."""
 
     repo_id: str
-    version: str | None = None
+    version: int | str | None = None
+    """The version the string pins (part of its name), or the one the table chose."""
     function: str | None = None
     replaces: str | None = None
     """``"flash_attention_2"`` etc. when this is the FlashAttention fallback."""
+    default_version: int | None = None
+    """What an unpinned string loads (Transformers' pin for the repository)."""
 
     @property
     def name(self) -> str:
@@ -75,6 +82,16 @@ def _flash_attn_usable() -> bool:
     return torch.cuda.is_available() and not torch_is_rocm(torch)
 
 
+def pinned_major(repo_id: str) -> int | None:
+    """The major the installed Transformers loads for an unpinned ``repo_id``."""
+    try:
+        from transformers.modeling_flash_attention_utils import FLASH_ATTN_KERNEL_VERSIONS
+    except ImportError:
+        return FLASH_ATTN2_VERSION if repo_id == FLASH_ATTN2 else None
+    found = FLASH_ATTN_KERNEL_VERSIONS.get(repo_id)
+    return found if isinstance(found, int) and found > 0 else None
+
+
 def parse(attn_implementation: Any) -> AttentionRequest | None:
     """The request kernelhub serves, or None when Transformers handles the string itself."""
     if not isinstance(attn_implementation, str):
@@ -86,9 +103,9 @@ def parse(attn_implementation: Any) -> AttentionRequest | None:
         repo = FLASH_FALLBACK[m[1]]
         from ...api import has_kernel
 
-        if repo != FLASH_ATTN2 and not has_kernel(repo):
+        if repo != FLASH_ATTN2 and not has_kernel(repo, pinned_major(repo)):
             repo = FLASH_ATTN2
-        return AttentionRequest(repo, replaces=text)
+        return AttentionRequest(repo, replaces=text, default_version=pinned_major(repo))
     if not _HUB_RE.fullmatch(text):
         return None
     rest, _, function = text.partition(":")
@@ -96,7 +113,8 @@ def parse(attn_implementation: Any) -> AttentionRequest | None:
         repo_id, version = split_repo_string(rest)
     except KernelHubError as e:
         raise AttentionKernelError(f"attn_implementation={text!r}: {e}") from None
-    return AttentionRequest(repo_id, version, function or None)
+    return AttentionRequest(repo_id, version, function or None,
+                            default_version=None if version else pinned_major(repo_id))
 
 
 def _mask_function(kernel: Any) -> Any:
@@ -118,7 +136,8 @@ def load(request: AttentionRequest, *, allow_all_kernels: bool = False) -> Any:
     try:
         from ...api import get_kernel
 
-        kernel = get_kernel(request.repo_id, request.version, trust_remote_code=allow_all_kernels)
+        version = request.version if request.version is not None else request.default_version
+        kernel = get_kernel(request.repo_id, version, trust_remote_code=allow_all_kernels)
     except TrustError:
         org = request.repo_id.partition("/")[0]
         raise AttentionKernelError(

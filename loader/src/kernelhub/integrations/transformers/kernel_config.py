@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import copy
 import re
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ...errors import KernelHubError
+from ...records import Record, field, replace
 from ...system import backend_of, torch_device_type
 from ...trust import require_bool
 from ...versions import select_spec
@@ -53,8 +53,7 @@ class KernelConfigError(KernelHubError, ValueError):
     """A KernelConfig is malformed or does not fit the model it is applied to."""
 
 
-@dataclass(frozen=True)
-class KernelSpec:
+class KernelSpec(Record, frozen=True):
     """One parsed value: where the kernel comes from and which of its layers to use."""
 
     source: str
@@ -74,8 +73,7 @@ class KernelSpec:
 FusionKey = tuple[tuple[str, str], ...]
 
 
-@dataclass
-class KernelConfig:
+class KernelConfig(Record):
     """The user's kernel choices for one model (see the module docstring for values)."""
 
     kernel_mapping: dict[Any, Any] = field(default_factory=dict)

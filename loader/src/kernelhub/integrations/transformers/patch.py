@@ -1,47 +1,37 @@
-"""How ``from_pretrained(..., use_kernels=True, kernel_config=…, attn_implementation=…)``
-reaches kernelhub.
+"""How Transformers' kernel seams are handed to kernelhub, and handed back.
 
-Transformers 5.x routes these arguments to its pinned ``kernels`` package and, when that
-package is missing, refuses ``use_kernels=True`` and hub ``attn_implementation`` strings.
-We do not make Transformers believe its ``kernels`` package is installed (that would
-mean impersonating another project's distribution, a fake version in its metadata, and
-a silent change of meaning the day the real package is installed). Instead we replace,
-on the Transformers classes, exactly the seams where those arguments are acted on, and
+Transformers routes ``use_kernels``, ``kernel_config``, ``kernels_mode`` and hub
+``attn_implementation`` strings to the ecosystem's ``kernels`` package (a dependency
+from 5.25). We never touch that package: ``import kernels`` keeps meaning the installed
+distribution. Instead we replace, on Transformers' own classes and modules, exactly the
+seams where those arguments are acted on (:mod:`.methods` says what each does), and
 :func:`disable` puts them back:
 
-* ``PreTrainedModel.set_use_kernels`` — called by ``from_pretrained`` after loading and
-  by ``PreTrainedModel.train``/``eval`` on a mode change → :func:`~.apply.apply_kernels`;
-* ``PreTrainedModel._check_and_adjust_attn_implementation`` — where every
-  ``attn_implementation`` (constructor, ``from_pretrained``, ``set_attn_implementation``)
-  is checked → hub strings and the FlashAttention fallback go to :mod:`.attention`,
-  everything else to Transformers;
-* ``transformers.integrations.hub_kernels.kernelize`` (``transformers.kernelize``) →
-  :func:`~.apply.apply_kernels` with the given mode;
-* ``transformers.integrations.hub_kernels.register_kernel_replacements_and_fusions`` —
-  called by ``from_pretrained`` with the KernelConfig before the model is built → we
-  validate the config against the model's structure (meta device, no weights) before any
-  kernel is fetched; fusion itself happens after loading, on the real modules.
+* ``PreTrainedModel.set_use_kernels`` — ``from_pretrained`` after loading, and
+  ``train()``/``eval()`` (through ``kernels_mode`` on 5.25);
+* ``PreTrainedModel.reset_kernels`` and the ``kernels_mode`` property, where the
+  installed Transformers defines them (5.25);
+* ``PreTrainedModel._check_and_adjust_attn_implementation`` — every
+  ``attn_implementation`` (constructor, ``from_pretrained``, ``set_attn_implementation``);
+* ``hub_kernels.kernelize`` (``transformers.kernelize``),
+  ``hub_kernels.register_kernel_replacements_and_fusions`` and ``hub_kernels.get_kernel``
+  (what Transformers' quantization, MoE and model code load kernels with).
 
-:func:`enable` does all of this at once; :mod:`.autoload` does each part as the
-Transformers module that defines it is imported (no user code needed).
-
-It also marks the table's classes with ``kernel_layer_name`` (what Transformers'
-decorators would have done), recording which marks it added so that ``disable`` removes
-only those. ``enable`` is idempotent.
+Which seams exist and what they take is read from the installed Transformers
+(:mod:`.seams`). :func:`enable` does all of this at once; :mod:`.autoload` does each part
+as the module that defines it is imported. The table's classes are marked with
+``kernel_layer_name`` where Transformers has not marked them; ``disable`` removes only
+the marks it added. ``enable`` is idempotent.
 """
 
 from __future__ import annotations
 
 import importlib
-import sys
 from types import ModuleType
 from typing import Any
 
-from ... import settings
 from ...layer.decorators import LAYER_NAME_ATTR
-from . import attention
-from .apply import apply_kernels
-from .kernel_config import ALLOW_ALL_ATTR, from_transformers
+from . import methods, seams
 from .table import LAYER_CLASSES, import_target
 
 _saved: dict[tuple[Any, str], Any] = {}
@@ -60,6 +50,13 @@ def _replace(owner: Any, attr: str, value: Any) -> None:
     setattr(owner, attr, value)
 
 
+def _original(owner: Any, attr: str) -> Any:
+    """What Transformers defines as ``owner.attr`` (before any replacement of ours)."""
+    if (owner, attr) in _saved:
+        return _saved[(owner, attr)]
+    return owner.__dict__.get(attr) if isinstance(owner, type) else getattr(owner, attr, None)
+
+
 def _mark(cls: type, layer_name: str) -> None:
     if LAYER_NAME_ATTR not in cls.__dict__:
         setattr(cls, LAYER_NAME_ATTR, layer_name)
@@ -73,86 +70,41 @@ def _mark_classes() -> None:
             _mark(hit[2], layer_name)
 
 
-SUPPORTED_TRANSFORMERS = ">=5.0,<5.25"
-"""The Transformers releases whose seams (method names and signatures) we patch."""
-
-
-def transformers_problem(found: str | None) -> str | None:
-    """Why Transformers ``found`` (None: not installed) cannot be used, with the fix."""
-    from packaging.specifiers import SpecifierSet
-
-    hint = f"install a compatible one: pip install 'transformers{SUPPORTED_TRANSFORMERS}'"
-    if found is None:
-        return f"kernelhub's Transformers integration needs transformers; {hint}"
-    if found not in SpecifierSet(SUPPORTED_TRANSFORMERS, prereleases=True):
-        return (f"transformers {found} is outside the range kernelhub's integration supports "
-                f"({SUPPORTED_TRANSFORMERS}); {hint}")
-    return None
-
-
 def check_transformers() -> None:
-    """Raise ImportError (saying what to install) unless a supported Transformers is here."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        found: str | None = version("transformers")
-    except PackageNotFoundError:
-        found = None
-    if (problem := transformers_problem(found)) is not None:
+    """Raise ImportError (saying what to install) unless a Transformers we serve is here."""
+    if (problem := seams.version_problem(seams.installed_version())) is not None:
         raise ImportError(problem)
 
 
 def patch_hub_kernels(hub_kernels: ModuleType) -> None:
-    """Replace the seams of ``transformers.integrations.hub_kernels`` (idempotent)."""
-
-    def validate_before_loading(cls: Any, config: Any, kernel_config: Any) -> None:
-        import torch
-
-        checked = from_transformers(kernel_config)
-        with torch.device("meta"):
-            skeleton = cls(config)
-        checked.check_keys(skeleton)
-
-    def kernelize(model: Any, mode: Any = None) -> Any:
-        apply_kernels(model, None, mode)
-        return model
-
-    _replace(hub_kernels, "register_kernel_replacements_and_fusions", validate_before_loading)
-    _replace(hub_kernels, "kernelize", kernelize)
+    """Replace the seams of ``transformers.integrations.hub_kernels`` (idempotent);
+    :class:`~.seams.SeamMismatch` where they are not the ones we know."""
+    kernelize = _original(hub_kernels, "kernelize")
+    register = _original(hub_kernels, "register_kernel_replacements_and_fusions")
+    get_kernel = _original(hub_kernels, "get_kernel")
+    seams.check_hub_kernels(kernelize, register, get_kernel)
+    raises = seams.kernelize_takes_config(kernelize)
+    _replace(hub_kernels, "kernelize", methods.hub_kernelize(raise_when_off=raises))
+    if register is not None:
+        _replace(hub_kernels, "register_kernel_replacements_and_fusions",
+                 methods.validate_before_loading)
+    if get_kernel is not None:
+        _replace(hub_kernels, "get_kernel", methods.hub_get_kernel)
 
 
 def patch_pretrained_model(pretrained_model: type) -> None:
-    """Replace ``set_use_kernels`` and the attention check of ``PreTrainedModel`` (idempotent)."""
-    original_check = pretrained_model.__dict__["_check_and_adjust_attn_implementation"]
-    if (pretrained_model, "_check_and_adjust_attn_implementation") in _saved:
-        original_check = _saved[(pretrained_model, "_check_and_adjust_attn_implementation")]
-
-    def set_use_kernels(self: Any, use_kernels: bool, kernel_config: Any = None,
-                        mode: Any = None, device_map: Any = None) -> None:
-        # Transformers >= 5.25 passes the resolved device_map (from_pretrained) as the
-        # fourth argument; 5.x before it passes three.
-        if use_kernels:
-            apply_kernels(self, kernel_config, mode, device_map)
-        else:
-            self._use_kernels = False
-
-    def check_attn(self: Any, attn_implementation: str | None, is_init_check: bool = False,
-                   allow_all_kernels: bool = False) -> str:
-        hub_kernels = sys.modules.get("transformers.integrations.hub_kernels")
-        allow = allow_all_kernels or bool(getattr(hub_kernels, "ALLOW_ALL_KERNELS", False))
-        if allow:
-            # from_pretrained(allow_all_kernels=True) reaches the model only here (inside
-            # Transformers' allow_all_hub_kernels() context); KernelConfig entries need it too.
-            self.__dict__[ALLOW_ALL_ATTR] = True
-        request = attention.parse(attn_implementation)
-        if request is None:
-            return original_check(self, attn_implementation, is_init_check, allow_all_kernels)
-        if not settings.hub_kernels_enabled():
-            return original_check(self, "sdpa", is_init_check, allow_all_kernels)
-        return attention.register(request, allow_all_kernels=allow)
-
-    _replace(pretrained_model, "set_use_kernels", set_use_kernels)
-    _replace(pretrained_model, "_check_and_adjust_attn_implementation", check_attn)
+    """Replace the kernel seams of ``PreTrainedModel`` (idempotent); :class:`~.seams.
+    SeamMismatch` where they are not the ones we know."""
+    if (pretrained_model, "set_use_kernels") not in _saved:
+        seams.check_pretrained_model(pretrained_model)
+    original_check = _original(pretrained_model, "_check_and_adjust_attn_implementation")
+    _replace(pretrained_model, "set_use_kernels", methods.set_use_kernels)
+    _replace(pretrained_model, "_check_and_adjust_attn_implementation",
+             methods.check_attn_implementation(original_check))
+    if "reset_kernels" in pretrained_model.__dict__:
+        _replace(pretrained_model, "reset_kernels", methods.reset_kernels)
+    if isinstance(pretrained_model.__dict__.get("kernels_mode"), property):
+        _replace(pretrained_model, "kernels_mode", methods.kernels_mode)
 
 
 def mark_module(module: ModuleType) -> None:
@@ -166,11 +118,20 @@ def mark_module(module: ModuleType) -> None:
 
 
 def enable() -> None:
-    """Route Transformers' kernel arguments to kernelhub (see the module docstring)."""
+    """Route Transformers' kernel arguments to kernelhub (see the module docstring).
+
+    Raises ImportError for a Transformers we do not serve (too old, or a seam changed);
+    nothing is replaced then.
+    """
     check_transformers()
     from transformers import PreTrainedModel
 
-    patch_hub_kernels(importlib.import_module("transformers.integrations.hub_kernels"))
+    hub_kernels = importlib.import_module("transformers.integrations.hub_kernels")
+    seams.check_hub_kernels(*(_original(hub_kernels, name) for name in (
+        "kernelize", "register_kernel_replacements_and_fusions", "get_kernel")))
+    if (PreTrainedModel, "set_use_kernels") not in _saved:
+        seams.check_pretrained_model(PreTrainedModel)
+    patch_hub_kernels(hub_kernels)
     patch_pretrained_model(PreTrainedModel)
     _mark_classes()
 

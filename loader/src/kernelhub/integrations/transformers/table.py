@@ -1,20 +1,24 @@
-"""The maintained table: which Transformers classes and functions our kernels replace.
+"""The maintained table: which kernel each layer and function name gets with
+``use_kernels=True``, and which Transformers classes carry those names.
 
-Why a table: Transformers marks its layers (``kernel_layer_name``) only when its own
-pinned ``kernels`` package is installed; otherwise its decorators do nothing and a
-model carries no marks. So the integration names the layers itself, per model family,
-and says clearly when a model is not covered. Marks, when present, are honoured too
-(see :func:`registered_names`).
+**The default mapping** (:data:`DEFAULT_MAPPING`) is Transformers 5.25's own
+(``hub_kernels._build_kernel_mapping``): the same names, repositories, versions, layer
+names, devices and modes, every mode entry registered as ``mode | TORCH_COMPILE`` as
+5.25 does (an entry for a stronger mode serves a weaker one, see
+:data:`kernelhub.layer.MODE_FALLBACK_ORDER`). To it we add what a kernelhub hub serves
+beyond it: CPU entries (5.25 has none, so on a CPU ``use_kernels=True`` would change
+nothing), Gemma's ``(1 + weight)`` norm, and the attention kernel ``use_kernels=True``
+switches to (:data:`ATTENTION_KEY`). Each addition is marked as ours below.
 
-Three kinds of entries:
+**Names on classes.** Transformers marks its layers (``kernel_layer_name``) and attaches
+its functions (``_kernel_funcs``) only when a compatible ``kernels`` package is
+installed (5.24 wants ``>=0.18.2,<0.19``; from 5.25 it is a dependency); otherwise its
+decorators do nothing. So the table also names the layers itself
+(:data:`LAYER_CLASSES`) and the module-global functions
+(:data:`FUNCTIONS`) of the families it covers, and marks that are present are honoured
+as they are.
 
-* layer classes (``*RMSNorm``, the activation classes of ``transformers.activations``):
-  their ``forward`` is replaced per instance by ``kernelize``;
-* module-global functions (each model's ``apply_rotary_pos_emb``): swapped in the
-  model's module, reversibly, the way liger-kernel patches models;
-* attention: registered with Transformers' ``AttentionInterface`` under the hub string.
-
-Keys are the names Transformers itself registers (``"RMSNorm"``, ``"SiLU"``,
+Keys are the names Transformers registers (``"RMSNorm"``, ``"SiLU"``,
 ``"rotary_pos_emb"``), so a ``KernelConfig`` written for Transformers' own kernel
 support means the same here.
 """
@@ -22,14 +26,12 @@ support means the same here.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from ...layer.mapping import Mode
+from ...records import Record
 from ...system import BACKENDS
-
-ALL_MODES = "inference|training|torch_compile"
-"""Shorthand used in the default table: the entry applies in every mode it supports."""
 
 ATTENTION_KEY = "attention"
 """The KernelConfig key that chooses the attention kernel used with ``use_kernels=True``."""
@@ -39,20 +41,130 @@ DEVICE_TYPES = BACKENDS
 ``"mps"`` is accepted for ``"metal"``."""
 
 COVERED_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral", "gemma")
-"""``config.model_type`` values whose layers the table names."""
+"""``config.model_type`` values whose layers :data:`LAYER_CLASSES` and :data:`FUNCTIONS`
+name (for a Transformers that marks nothing itself)."""
+
+_I, _T = Mode.INFERENCE, Mode.TRAINING
 
 
-@dataclass(frozen=True)
-class KernelRef:
-    """One hub kernel: ``repo_id`` and the layer or function it exports, at a version."""
+class KernelRef(Record, frozen=True):
+    """One mapping entry: the layer (or function) ``name`` of hub kernel ``repo_id`` at a
+    version or revision, for ``modes``, on GPUs of a capability range when given."""
 
     repo_id: str
     name: str
     version: int | str | None = None
+    revision: str | None = None
+    modes: tuple[Mode, ...] = (Mode.FALLBACK,)
+    trust_remote_code: bool = False
+    capability: tuple[int, int] | None = None
+    """(min, max) as ``major * 10 + minor``, both inclusive."""
 
     def spec(self) -> str:
         return f"{self.repo_id}:{self.name}"
 
+
+def _entries(repo: str, version: int, names: list[tuple[str, str, tuple[str, ...],
+                                                         tuple[Mode, ...]]],
+             mapping: dict[str, dict[str, list[KernelRef]]]) -> None:
+    """5.25's ``add_kernels_community_layers``: (key, layer name, devices, modes) rows of
+    one ``kernels-community`` repository, each mode registered with TORCH_COMPILE."""
+    for key, layer, devices, modes in names:
+        ref = KernelRef(f"kernels-community/{repo}", layer, version,
+                        modes=tuple(m | Mode.TORCH_COMPILE for m in modes))
+        for device in devices:
+            mapping.setdefault(key, {}).setdefault(device, []).append(ref)
+
+
+_GPUS = ("cuda", "rocm", "xpu")
+_TI = (_T, _I)
+
+
+def _transformers_5_25() -> dict[str, dict[str, list[KernelRef]]]:
+    """Transformers 5.25's default mapping, entry for entry."""
+    m: dict[str, dict[str, list[KernelRef]]] = {
+        "EsmFold2TriangleMultiplication": {"cuda": [KernelRef(
+            "biohub/esmfold2-trimul", "EsmFold2TriangleMultiplication",
+            revision="ab10a577bf38f385871eb9fc7c916ceadf3089a5",
+            modes=(_I | Mode.TORCH_COMPILE,), trust_remote_code=True)]},
+        "Qwen3_5GatedDeltaNet": {
+            "cuda": [KernelRef("Atlas-Inference/gdn", "Qwen3_5GatedDeltaNet",
+                               revision="531ae679ab5c13a3bf49607e1b6e6459300772e9",
+                               trust_remote_code=True, capability=(121, 121))],
+            "rocm": [KernelRef("Atlas-Inference/gdn", "Qwen3_5GatedDeltaNet",
+                               revision="13462bf5e936315f341204ae06bf09068392d227",
+                               trust_remote_code=True, capability=(115, 115))],
+        },
+    }
+    _entries("fla", 3, [
+        ("chunk_gated_delta_rule", "chunk_gated_delta_rule", _GPUS, _TI),
+        ("fused_recurrent_gated_delta_rule", "recurrent_gated_delta_rule", _GPUS, (_I,)),
+        ("fused_recurrent_kda", "recurrent_kimi_delta_attention", _GPUS, (_I,)),
+        ("RMSNormGated", "FusedRMSNormGated", _GPUS, _TI),
+        ("chunk_kda", "chunk_kimi_delta_attention", ("cuda", "rocm"), _TI),
+        ("chunk_kda", "chunk_kimi_delta_attention", ("xpu",), (_I,)),
+    ], m)
+    _entries("mamba-ssm", 5, [
+        (name, name, _GPUS, _TI) for name in (
+            "causal_conv1d_fn", "causal_conv1d_update", "mamba_chunk_scan_combined",
+            "mamba_split_conv1d_scan_combined", "mamba_inner_fn", "selective_scan_fn",
+            "selective_state_update")
+    ], m)
+    _entries("liger-kernels", 4, [("RMSNorm", "LigerRMSNorm", ("cuda", "rocm"), _TI)], m)
+    _entries("activation", 1, [
+        ("FastGELU", "FastGELU", _GPUS, (_I,)),
+        ("QuickGELU", "QuickGELU", _GPUS, (_I,)),
+        ("NewGELU", "NewGELU", _GPUS, (_I,)),
+        ("SiLU", "Silu", _GPUS, (_I,)),
+        ("GeLU", "Gelu", _GPUS, (_I,)),
+        ("GeluTanh", "GeluTanh", _GPUS, (_I,)),
+    ], m)
+    _entries("rotary", 2, [("rotary_pos_emb", "apply_rotary_transformers",
+                            ("cuda", "xpu"), _TI)], m)
+    _entries("aiter-rope", 3, [("rotary_pos_emb", "apply_rotary_transformers",
+                                ("rocm",), (_I,))], m)
+    deformable = KernelRef("kernels-community/deformable-detr",
+                           "MultiScaleDeformableAttention", 2)
+    m["MultiScaleDeformableAttention"] = {"cuda": [deformable], "rocm": [deformable]}
+    return m
+
+
+FLASH_ATTN2 = "kernels-community/flash-attn2"
+FLASH_ATTN2_VERSION = 4
+"""The major Transformers 5.24 and 5.25 load for an unpinned ``flash-attn2`` (their
+``FLASH_ATTN_KERNEL_VERSIONS``)."""
+
+
+def _kernelhub_additions(m: dict[str, dict[str, list[KernelRef]]]) -> None:
+    """Ours, beyond 5.25: CPU entries, Gemma's norm and the attention kernel."""
+    _entries("activation", 1, [
+        ("FastGELU", "FastGELU", ("cpu",), (_I,)),
+        ("QuickGELU", "QuickGELU", ("cpu",), (_I,)),
+        ("NewGELU", "NewGELU", ("cpu",), (_I,)),
+        ("SiLU", "Silu", ("cpu",), (_I,)),
+        ("GeLU", "Gelu", ("cpu",), (_I,)),
+        ("GeluTanh", "GeluTanh", ("cpu",), (_I,)),
+    ], m)
+    _entries("rotary", 2, [("rotary_pos_emb", "apply_rotary_transformers", ("cpu",), _TI)], m)
+    # 5.25 takes RMSNorm from liger-kernels v4 (CUDA, ROCm), which has no CPU build; on
+    # the CPU the norm comes from our rmsnorm kernel, as does Gemma's (1 + weight) norm.
+    _entries("rmsnorm", 1, [
+        ("RMSNorm", "RMSNorm", ("cpu",), _TI),
+        ("GemmaRMSNorm", "GemmaRMSNorm", ("cpu", "cuda", "rocm"), _TI),
+    ], m)
+    m[ATTENTION_KEY] = {d: [KernelRef(FLASH_ATTN2, "attention_forward", FLASH_ATTN2_VERSION,
+                                      modes=(_I | Mode.TORCH_COMPILE,))]
+                        for d in ("cpu", "cuda")}
+
+
+DEFAULT_MAPPING: dict[str, dict[str, list[KernelRef]]] = _transformers_5_25()
+_kernelhub_additions(DEFAULT_MAPPING)
+"""Layer/function name → device type → its entries (one per mode set or capability
+range), used by ``use_kernels=True``.
+
+Each kernel says itself whether it supports training (``has_backward``) and
+``torch.compile`` (``can_torch_compile``); where it does not, that mode keeps PyTorch.
+"""
 
 _ACT = "transformers.activations"
 
@@ -81,30 +193,8 @@ FUNCTIONS: dict[str, str] = {
     f"transformers.models.{m}.modeling_{m}.apply_rotary_pos_emb": "rotary_pos_emb"
     for m in COVERED_MODEL_TYPES
 }
-"""Dotted module-global function path → the function name it registers as."""
-
-_ACTIVATION = "kernels-community/activation"
-_RMSNORM = "kernels-community/rmsnorm"
-_ROTARY = "kernels-community/rotary"
-FLASH_ATTN2 = "kernels-community/flash-attn2"
-
-DEFAULT_MAPPING: dict[str, dict[str, KernelRef]] = {
-    "RMSNorm": {d: KernelRef(_RMSNORM, "RMSNorm", 1) for d in DEVICE_TYPES},
-    "GemmaRMSNorm": {d: KernelRef(_RMSNORM, "GemmaRMSNorm", 1) for d in DEVICE_TYPES},
-    "SiLU": {d: KernelRef(_ACTIVATION, "Silu", 1) for d in DEVICE_TYPES},
-    "GeLU": {d: KernelRef(_ACTIVATION, "Gelu", 1) for d in DEVICE_TYPES},
-    "GeluTanh": {d: KernelRef(_ACTIVATION, "GeluTanh", 1) for d in DEVICE_TYPES},
-    "NewGELU": {d: KernelRef(_ACTIVATION, "NewGELU", 1) for d in DEVICE_TYPES},
-    "FastGELU": {d: KernelRef(_ACTIVATION, "FastGELU", 1) for d in DEVICE_TYPES},
-    "QuickGELU": {d: KernelRef(_ACTIVATION, "QuickGELU", 1) for d in DEVICE_TYPES},
-    "rotary_pos_emb": {d: KernelRef(_ROTARY, "apply_rotary_transformers", 1) for d in DEVICE_TYPES},
-    ATTENTION_KEY: {d: KernelRef(FLASH_ATTN2, "attention_forward", 1) for d in DEVICE_TYPES},
-}
-"""Layer/function name → device type → the kernel used by ``use_kernels=True``.
-
-Each kernel says itself whether it supports training (``has_backward``) and
-``torch.compile`` (``can_torch_compile``); where it does not, that mode keeps PyTorch.
-"""
+"""Dotted module-global function path → the function name it registers as (used where
+the model has no ``_kernel_funcs`` of its own)."""
 
 FUNCTION_NAMES = frozenset(FUNCTIONS.values())
 LAYER_NAMES = frozenset(LAYER_CLASSES.values())
@@ -138,7 +228,10 @@ def model_type(model: Any) -> str | None:
 
 
 def is_covered(model: Any) -> bool:
-    return model_type(model) in COVERED_MODEL_TYPES
+    """Whether the table (or the model's own marks) names its norms or rotary embedding."""
+    if model_type(model) in COVERED_MODEL_TYPES:
+        return True
+    return bool({"RMSNorm", "rotary_pos_emb"} & set(registered_names(model).values()))
 
 
 def coverage_message(model: Any) -> str:
@@ -154,7 +247,8 @@ def coverage_message(model: Any) -> str:
 
 
 def registered_names(model: Any) -> dict[str, str]:
-    """Qualified module name → layer name, for every module of ``model`` that has one.
+    """Qualified module name → layer name, for every module of ``model`` that has one,
+    and ``<module>.<function>`` → name for the function modules it attaches.
 
     A layer name comes from the class's own ``kernel_layer_name`` mark (set by
     Transformers' decorators or by :func:`~.patch.enable`).
@@ -164,7 +258,24 @@ def registered_names(model: Any) -> dict[str, str]:
         layer = getattr(type(module), "kernel_layer_name", None)
         if isinstance(layer, str):
             found[qualname] = layer
+        funcs = getattr(module, "_kernel_funcs", None)
+        if isinstance(funcs, dict):
+            for key, func in funcs.items():
+                name = getattr(type(func), "kernel_layer_name", None) or key
+                found[f"{qualname}.{key}" if qualname else key] = name
     return found
+
+
+def has_function_modules(model: Any, name: str) -> bool:
+    """Whether ``model`` attaches function modules registered as ``name`` (Transformers
+    does when its ``kernels`` package is usable); kernelize reaches those itself."""
+    for module in model.modules():
+        funcs = getattr(module, "_kernel_funcs", None)
+        if isinstance(funcs, dict) and any(
+                (getattr(type(f), "kernel_layer_name", None) or k) == name
+                for k, f in funcs.items()):
+            return True
+    return False
 
 
 def function_targets(model: Any) -> dict[str, tuple[ModuleType, str]]:

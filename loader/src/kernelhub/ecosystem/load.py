@@ -1,37 +1,26 @@
-"""The kernel ecosystem's loader API (the ``kernels`` package), served by kernelhub.
+"""The ecosystem's load functions (``kernels.get_kernel`` and friends) over kernelhub.
 
-Code written for the ecosystem calls ``get_kernel(repo_id, revision, version, …)``
-with *revision before version*, ``get_local_kernel(repo_path, package_name)`` and the
-lock-file loaders; kernelhub's own functions take ``version`` first and keyword-only
-options. This module gives the ecosystem's signatures (positions and keywords) over
-kernelhub's implementation, and is what ``import kernels`` returns when the ecosystem's
-own package is not installed (see ``_kernelhub_autoload``).
+Code written for the ecosystem calls ``get_kernel(repo_id, revision=…, version=…)``
+(keyword-only since 0.19; older releases took ``revision`` positionally before
+``version``, which we still accept), ``get_local_kernel(repo_path, …)`` and the lock-file
+loaders; kernelhub's own functions take ``version`` first and options keyword-only.
+Each function here has the ecosystem's parameters (a superset: every call 0.19.1
+accepts is accepted) and kernelhub's implementation.
 
-Where ours is better we keep ours in :mod:`kernelhub` and say so in docs/ecosystem.md:
-versions accept the one grammar (int major, tag, specifier, sha) rather than an int
-only, and ``trust_remote_code`` is checked on every path.
+Where ours is better we keep ours and say so in docs/ecosystem.md: versions accept the
+one grammar (int major, tag, specifier, sha) rather than an int only, and trust is
+checked on every path.
 """
 
 from __future__ import annotations
 
-import importlib
 import sys
 from pathlib import Path
 from types import FrameType, ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .lockfile import LockEntry
-
-_LAYER_NAMES = (
-    "CUDAProperties", "Device", "FuncRepository", "LayerRepository", "LocalFuncRepository",
-    "LocalLayerRepository", "LockedFuncRepository", "LockedLayerRepository", "Mode",
-    "ROCMProperties", "kernelize", "register_kernel_mapping", "replace_kernel_forward_from_hub",
-    "use_kernel_forward_from_hub", "use_kernel_func_from_hub", "use_kernel_mapping",
-    "use_kernelized_func",
-)
-"""Served from :mod:`kernelhub.layer` as they are, imported on first use: Transformers
-imports ``kernels`` just to probe for it, which must stay cheap."""
+    from ..lock import LockEntry
 
 BACKENDS = frozenset({"cpu", "cuda", "rocm", "xpu", "metal", "mps", "npu"})
 """Backend names the ecosystem's ``backend=`` accepts (second positional of get_local_kernel)."""
@@ -46,7 +35,7 @@ def local_override(repo_id: str) -> Path | None:
     """The local build ``LOCAL_KERNELS`` names for ``repo_id``, if any."""
     import os
 
-    from .errors import KernelHubError
+    from ..errors import KernelHubError
 
     value = os.environ.get(LOCAL_KERNELS, "")
     for entry in filter(None, value.split(":")):
@@ -66,21 +55,24 @@ def get_kernel(
     backend: str | None = None,
     user_agent: str | dict | None = None,
     trust_remote_code: bool | list[str] = False,
+    check_arch: bool = True,
 ) -> ModuleType:
     """Load a kernel from the hub (the ecosystem's argument order).
 
     ``user_agent`` is accepted for compatibility; kernelhub sends its own.
     ``trust_remote_code`` may list repository ids, as the ecosystem's loader allows.
+    ``check_arch=False`` loads a build whose declared GPU architectures leave this GPU
+    out (one with a Triton fallback, say).
     """
-    from . import api
-    from .trust import trust_flag
+    from .. import api
+    from ..trust import trust_flag
 
     del user_agent
     if (local := local_override(repo_id)) is not None:
         return api.get_local_kernel(local, backend=backend)
     return api.get_kernel(repo_id, version, revision,
                           trust_remote_code=trust_flag(repo_id, trust_remote_code),
-                          backend=backend)
+                          backend=backend, check_arch=check_arch)
 
 
 def has_kernel(
@@ -88,9 +80,17 @@ def has_kernel(
     revision: str | None = None,
     version: int | str | None = None,
     backend: str | None = None,
+    trust_remote_code: bool | list[str] = False,
+    check_arch: bool = True,
 ) -> bool:
-    """Whether the hub has a build of ``repo_id`` this system can load."""
-    from . import api
+    """Whether the hub has a build of ``repo_id`` this system can load.
+
+    Nothing is loaded, so neither trust nor the GPU architectures are consulted:
+    ``trust_remote_code`` and ``check_arch`` are accepted for the ecosystem's signature.
+    """
+    from .. import api
+
+    del trust_remote_code, check_arch
 
     if (local := local_override(repo_id)) is not None:
         return local.exists()
@@ -98,25 +98,32 @@ def has_kernel(
 
 
 def get_local_kernel(repo_path: Path | str, package_name: str | None = None,
-                     backend: str | None = None) -> ModuleType:
+                     backend: str | None = None, *,
+                     trust_remote_code: bool | list[str] = False,
+                     user_agent: str | dict | None = None,
+                     check_arch: bool = True) -> ModuleType:
     """Load a local build.
 
     The second positional argument was ``package_name`` in older ecosystem releases and
     is ``backend`` in newer ones; a backend name is taken as the backend, anything else
-    as the package name, which is checked against the build's metadata.
+    as the package name, which is checked against the build's metadata. Naming a path
+    trusts it, and a local build is loaded as it is: ``trust_remote_code``,
+    ``user_agent`` and ``check_arch`` are accepted for the ecosystem's signature.
     """
-    from . import api
+    from .. import api
+
+    del trust_remote_code, user_agent, check_arch
 
     if package_name is not None and package_name in BACKENDS and backend is None:
         package_name, backend = None, package_name
     module = api.get_local_kernel(repo_path, backend=backend)
     if package_name is not None:
-        from .metadata import METADATA_FILE, read_metadata
+        from ..metadata import METADATA_FILE, read_metadata
 
         variant = api.find_local_variant(repo_path, backend=backend)
         name = read_metadata(variant).name if (variant / METADATA_FILE).is_file() else None
         if name is not None and name.replace("-", "_") != package_name.replace("-", "_"):
-            from .errors import KernelHubError
+            from ..errors import KernelHubError
 
             raise KernelHubError(
                 f"{repo_path} holds kernel {name!r}, not {package_name!r}; pass the package "
@@ -126,20 +133,22 @@ def get_local_kernel(repo_path: Path | str, package_name: str | None = None,
 
 
 def load_kernel(repo_id: str, *, lockfile: Path | str | None = None,
-                backend: str | None = None) -> ModuleType:
+                backend: str | None = None, check_arch: bool = True) -> ModuleType:
     """Load the commit the lock file pins for ``repo_id``, checked against its hash.
 
     Without ``lockfile``, the lock is found as :func:`get_locked_kernel` finds it.
     """
-    from . import api
+    from .. import api
 
-    return api.load_locked_entry(_locked_entry(repo_id, lockfile), backend=backend)
+    return api.load_locked_entry(_locked_entry(repo_id, lockfile), backend=backend,
+                                 check_arch=check_arch)
 
 
 def get_locked_kernel(repo_id: str, *, lockfile: Path | str | None = None,
                       trust_remote_code: bool | list[str] = False,
                       user_agent: str | dict | None = None,
-                      local_files_only: bool = False) -> ModuleType:
+                      local_files_only: bool = False,
+                      check_arch: bool = True) -> ModuleType:
     """Load ``repo_id`` as a lock file pins it.
 
     Without ``lockfile``, the lock is the ``kernels.lock`` in the package metadata of the
@@ -148,16 +157,16 @@ def get_locked_kernel(repo_id: str, *, lockfile: Path | str | None = None,
     (kernelhub's project lock, which ``kernelhub lock`` writes). ``local_files_only``
     (the ecosystem's older keyword) loads from the cache only, for this call alone.
     """
-    from . import api, settings
-    from .trust import trust_flag
+    from .. import api, settings
+    from ..trust import trust_flag
 
     del user_agent
     entry = _locked_entry(repo_id, lockfile)
     trusted = trust_flag(repo_id, trust_remote_code)
     if not local_files_only:
-        return api.load_locked_entry(entry, trust_remote_code=trusted)
+        return api.load_locked_entry(entry, trust_remote_code=trusted, check_arch=check_arch)
     with settings.offline_here():
-        return api.load_locked_entry(entry, trust_remote_code=trusted)
+        return api.load_locked_entry(entry, trust_remote_code=trusted, check_arch=check_arch)
 
 
 _OWN_MODULES = ("kernelhub", "kernels", "_kernelhub_autoload")
@@ -167,7 +176,7 @@ _OWN_MODULES = ("kernelhub", "kernels", "_kernelhub_autoload")
 def _locked_entry(repo_id: str, lockfile: Path | str | None) -> LockEntry:
     """``repo_id``'s entry in ``lockfile``, else in the calling code's distribution lock,
     else in ``./kernels.lock``."""
-    from .lockfile import distribution_lock, lock_entry, pick_entry
+    from ..lock import distribution_lock, lock_entry, pick_entry
 
     if lockfile is None:
         frame: FrameType | None = sys._getframe(1)
@@ -191,31 +200,14 @@ def install_kernel(repo_id: str, revision: str | None = None, local_files_only: 
     ``local_files_only=True`` uses the cache only, for this call alone: other threads
     keep loading online meanwhile. The org must be trusted, as for a load.
     """
-    from . import api, settings
-    from .trust import check_trusted, trust_flag
+    from .. import api, settings
+    from ..trust import trust_flag
 
     del user_agent
-    check_trusted(repo_id, api.open_hub_arg(None), trust_flag(repo_id, trust_remote_code))
+    trusted = trust_flag(repo_id, trust_remote_code)
     if not local_files_only:
-        return api.locate_kernel(repo_id, version, revision, backend=backend)
+        return api.locate_kernel(repo_id, version, revision, backend=backend,
+                                 trust_remote_code=trusted)
     with settings.offline_here():
-        return api.locate_kernel(repo_id, version, revision, backend=backend)
-
-
-_DEPS_NAMES = ("get_kernel_dep",)
-"""Served from :mod:`kernelhub.deps`: what a kernel calls for a dependency while it loads."""
-
-__all__ = [*_LAYER_NAMES, *_DEPS_NAMES, "get_kernel", "get_local_kernel", "get_locked_kernel",
-           "has_kernel", "install_kernel", "load_kernel"]
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAYER_NAMES or name in _DEPS_NAMES:
-        home = "kernelhub.layer" if name in _LAYER_NAMES else "kernelhub.deps"
-        value = getattr(importlib.import_module(home), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(
-        f"kernelhub serves the ecosystem's `kernels` API in part; {name!r} is not part of it. "
-        "Install the ecosystem's package (pip install kernels) to use it instead."
-    )
+        return api.locate_kernel(repo_id, version, revision, backend=backend,
+                                 trust_remote_code=trusted)

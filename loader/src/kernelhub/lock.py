@@ -1,4 +1,6 @@
-"""``kernels.lock``: the kernel ecosystem's lock-file format, plus kernelhub's own hash.
+"""``kernels.lock``: the kernel ecosystem's lock-file format, plus kernelhub's own hash —
+the one lock module (writing a project's lock and prefetching what it pins are
+:func:`kernelhub.api.lock_project` and :func:`kernelhub.api.download_locked`).
 
 The file is a JSON list with one entry per repository, as the ecosystem's CLI writes it::
 
@@ -22,16 +24,16 @@ dependency, transitive ones included)::
     [{"dependency": {"repo-id": "org/name", "version": 1}, "lock": {"commit": "<sha>"}}]
 
 A pin must be a full commit id: a branch or tag moves, which defeats locking.
+
+A locked load checks the lock on the bytes it imports
+(:class:`kernelhub.load.validators.LockValidator`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-from collections.abc import Collection
 from pathlib import Path
-from typing import Any
 
 from .errors import LockFileError
 from .records import Record, field
@@ -52,8 +54,8 @@ class LockEntry(Record, frozen=True):
     metadata_sha256: dict[str, str] = field(default_factory=dict)
     """variant → sha256 hex of its metadata.json (kernelhub's addition)."""
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {
             "repo_id": self.repo_id,
             "sha": self.sha,
             "variants": {v: {"hash": h, "hash_type": GIT_LFS_CONCAT}
@@ -64,16 +66,16 @@ class LockEntry(Record, frozen=True):
         return out
 
 
-def _ecosystem_entry(raw: dict[str, Any], bad: LockFileError) -> LockEntry:
+def _ecosystem_entry(raw: dict[str, object], bad: LockFileError) -> LockEntry:
     """An entry of the ``KernelLocks`` list kernels 0.17+ writes: the pin, no hashes."""
     dependency, lock = raw.get("dependency"), raw.get("lock")
-    if not (isinstance(dependency, dict) and isinstance(dependency.get("repo-id"), str)
-            and isinstance(lock, dict) and isinstance(lock.get("commit"), str)):
+    if not (isinstance(dependency, dict) and isinstance(repo := dependency.get("repo-id"), str)
+            and isinstance(lock, dict) and isinstance(commit := lock.get("commit"), str)):
         raise bad
-    return LockEntry(dependency["repo-id"], lock["commit"])
+    return LockEntry(repo, commit)
 
 
-def _entry(raw: Any, path: Path | str) -> LockEntry:
+def _entry(raw: object, path: Path | str) -> LockEntry:
     bad = LockFileError(f"lock file {path}: malformed entry {raw!r:.120}; regenerate it with "
                         "`kernelhub lock`")
     if isinstance(raw, dict) and set(raw) == {"dependency", "lock"}:
@@ -187,33 +189,6 @@ def write_lock(path: Path, entries: list[LockEntry]) -> None:
     os.replace(tmp, path)
 
 
-# -- hashes ------------------------------------------------------------------------
-
-
-def git_blob_id(data: bytes) -> bytes:
-    """The git blob id (sha1 of ``blob <size>\\0<data>``) of a file's bytes."""
-    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).digest()
-
-
-def git_lfs_concat(files: dict[str, bytes]) -> str:
-    """The ecosystem's variant hash over ``relative path → blob id (or LFS sha256)``."""
-    m = hashlib.sha256()
-    for name, digest in sorted((p.encode("utf-8"), d) for p, d in files.items()):
-        m.update(name)
-        m.update(digest)
-    return f"sha256-{m.hexdigest()}"
-
-
-def variant_dir_hash(variant_dir: Path, lfs: Collection[str] = ()) -> str:
-    """``git_lfs_concat`` of a variant directory: the files at ``lfs`` paths taken as Git
-    LFS objects (their sha256), every other file as a git blob."""
-    from .metadata import stored_files
-
-    def digest(rel: str) -> bytes:
-        data = (variant_dir / rel).read_bytes()
-        return hashlib.sha256(data).digest() if rel in lfs else git_blob_id(data)
-
-    return git_lfs_concat({rel: digest(rel) for rel in stored_files(variant_dir)})
 
 
 # -- the project's dependencies ----------------------------------------------------

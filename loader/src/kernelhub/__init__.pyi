@@ -1,0 +1,46 @@
+# The public names of kernelhub, each with the submodule that defines it: the one table
+# of them. Type checkers read this stub; at run time __init__.py serves the same names,
+# each imported on first use (kernelhub.lazy_names). One line per name.
+from .api import Resolution as Resolution
+from .api import find_local_variant as find_local_variant
+from .api import get_kernel as get_kernel
+from .api import get_local_kernel as get_local_kernel
+from .api import has_kernel as has_kernel
+from .api import load_locked_kernel as load_locked_kernel
+from .api import load_variant_dir as load_variant_dir
+from .api import locate_kernel as locate_kernel
+from .api import resolve_kernel as resolve_kernel
+from .errors import HubError as HubError
+from .errors import IntegrityError as IntegrityError
+from .errors import KernelHubError as KernelHubError
+from .errors import KernelLoadError as KernelLoadError
+from .errors import MetadataError as MetadataError
+from .errors import NoCompatibleVariantError as NoCompatibleVariantError
+from .errors import RepoNotFoundError as RepoNotFoundError
+from .errors import TrustError as TrustError
+from .errors import VersionSpecError as VersionSpecError
+from .layer import CUDAProperties as CUDAProperties
+from .layer import Device as Device
+from .layer import FuncRepository as FuncRepository
+from .layer import KernelizeError as KernelizeError
+from .layer import LayerRepository as LayerRepository
+from .layer import LayerValidationError as LayerValidationError
+from .layer import LocalFuncRepository as LocalFuncRepository
+from .layer import LocalLayerRepository as LocalLayerRepository
+from .layer import LockedFuncRepository as LockedFuncRepository
+from .layer import LockedLayerRepository as LockedLayerRepository
+from .layer import Mode as Mode
+from .layer import ROCMProperties as ROCMProperties
+from .layer import forget_decisions as forget_decisions
+from .layer import kernelize as kernelize
+from .layer import register_kernel_mapping as register_kernel_mapping
+from .layer import replace_kernel_forward_from_hub as replace_kernel_forward_from_hub
+from .layer import use_kernel_forward_from_hub as use_kernel_forward_from_hub
+from .layer import use_kernel_func_from_hub as use_kernel_func_from_hub
+from .layer import use_kernel_mapping as use_kernel_mapping
+from .layer import use_kernelized_func as use_kernelized_func
+from .layer import verification_report as verification_report
+from .selection import Selection as Selection
+from .selection import select_variant as select_variant
+from .system import SystemInfo as SystemInfo
+from .system import detect_system as detect_system

@@ -1,0 +1,229 @@
+"""The ecosystem's value types over kernelhub's: what was loaded (``LoadedKernel``,
+``RepoInfo``), a build's ``Metadata``, and per-variant decisions
+(``get_kernel_variants`` → ``VariantAccepted`` / ``VariantRejected``).
+
+They read kernelhub's own records (:mod:`kernelhub.importer`, :mod:`kernelhub.metadata`,
+:mod:`kernelhub.selection`) and present them with the ecosystem's field names, so code
+that inspects them runs unchanged.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from .. import metadata as _metadata
+from ..variants import Variant, parse_variant
+
+
+@dataclass(frozen=True)
+class RepoInfo:
+    """Where a loaded kernel came from: the hub repository and the commit."""
+
+    repo_id: str
+    revision: str
+
+
+class BuildLayout(enum.Enum):
+    """How a variant's files are laid out (``FILES``; ``ZIP`` for one archive)."""
+
+    FILES = "files"
+    ZIP = "zip"
+
+
+class KernelName(str):
+    """A kernel's name; ``python_name`` is the name of its Python package."""
+
+    @property
+    def python_name(self) -> str:
+        return self.replace("-", "_")
+
+
+@dataclass(frozen=True)
+class BackendInfo:
+    """The backend a build is for, and the GPU architectures it declares."""
+
+    backend_type: str
+    archs: list[str] | None
+
+
+@dataclass(frozen=True)
+class Digest:
+    """A build's file digests: ``files`` maps a relative path to its base64 sha256."""
+
+    algorithm: str
+    files: dict[str, str]
+
+
+class Metadata:
+    """A variant's ``metadata.json`` with the ecosystem's property names."""
+
+    def __init__(self, parsed: _metadata.Metadata) -> None:
+        self._m = parsed
+
+    @staticmethod
+    def read_from_file(metadata_path: Path | str) -> Metadata:
+        """Parse ``metadata.json`` at ``metadata_path`` (ValueError on any problem)."""
+        path = Path(metadata_path)
+        try:
+            raw = path.read_bytes()
+        except OSError as e:
+            raise ValueError(f"cannot read {path}: {e.strerror or e}") from None
+        return Metadata(_metadata.parse_metadata(raw, str(path)))
+
+    @staticmethod
+    def from_bytes(data: bytes) -> Metadata:
+        """Parse ``metadata.json`` from its bytes (ValueError on any problem)."""
+        return Metadata(_metadata.parse_metadata(bytes(data), "metadata.json"))
+
+    @property
+    def id(self) -> str:
+        return self._m.id
+
+    @property
+    def name(self) -> KernelName:
+        return KernelName(self._m.name)
+
+    @property
+    def version(self) -> int | None:
+        return self._m.version
+
+    @property
+    def build_layout(self) -> BuildLayout:
+        return BuildLayout(str(self._m.extra.get("build-layout", "files")).lower())
+
+    @property
+    def kernels_minver(self) -> str | None:
+        value = self._m.extra.get("kernels-minver")
+        return str(value) if value is not None else None
+
+    @property
+    def license(self) -> str | None:
+        return self._m.license
+
+    @property
+    def upstream(self) -> str | None:
+        return self._optional("upstream")
+
+    @property
+    def source(self) -> str | None:
+        return self._optional("source")
+
+    @property
+    def python_depends(self) -> list[str]:
+        return list(self._m.python_depends)
+
+    @property
+    def kernel_depends(self) -> list[Any]:
+        deps = self._m.extra.get("kernel-depends")
+        return list(deps) if isinstance(deps, list) else []
+
+    @property
+    def backend(self) -> BackendInfo:
+        return BackendInfo(self._m.backend.type, list(self._m.backend.archs) or None)
+
+    @property
+    def digest(self) -> Digest | None:
+        files = self._m.digest_files
+        return Digest(_metadata.DIGEST_ALGORITHM, dict(files)) if files else None
+
+    @property
+    def provenance(self) -> dict[str, Any] | None:
+        return dict(self._m.provenance) or None
+
+    def _optional(self, key: str) -> str | None:
+        value = self._m.extra.get(key)
+        return value if isinstance(value, str) else None
+
+    def __repr__(self) -> str:
+        return f"Metadata(id={self.id!r}, name={self._m.name!r}, version={self.version!r})"
+
+
+@dataclass(frozen=True)
+class LoadedKernel:
+    """A kernel imported into this process: its metadata, module, and (for a hub
+    kernel) the repository and commit it came from."""
+
+    metadata: Metadata
+    module: ModuleType
+    repo_info: RepoInfo | None
+
+
+def _repo_info(path: Path) -> RepoInfo | None:
+    """The repository and commit of a variant in the cache (its path says:
+    ``<cache>/<hub>/<org>/<name>/<commit>/<variant>``); None for a local build."""
+    from .. import settings
+
+    try:
+        parts = path.resolve().relative_to(settings.cache_dir().resolve()).parts
+    except ValueError:
+        return None
+    if len(parts) != 5:
+        return None
+    _, org, name, commit, _ = parts
+    return RepoInfo(f"{org}/{name}", commit)
+
+
+def get_loaded_kernels() -> list[LoadedKernel]:
+    """Every kernel variant this process has imported (a new list each call)."""
+    from ..importer import loaded_variants
+
+    found = []
+    for loaded in loaded_variants().values():
+        parsed = _metadata.read_metadata(loaded.path)
+        found.append(LoadedKernel(Metadata(parsed), loaded.module, _repo_info(loaded.path)))
+    return found
+
+
+@dataclass(frozen=True)
+class KernelVariant:
+    """One build variant: ``variant_str`` is its name; the parsed fields (``backend``,
+    ``torch``, ``arch``, ``os``) are kernelhub's :class:`~kernelhub.variants.Variant`."""
+
+    variant_str: str
+    parsed: Variant | None
+
+    def __getattr__(self, name: str) -> Any:
+        if self.parsed is None:
+            raise AttributeError(name)
+        return getattr(self.parsed, name)
+
+
+@dataclass(frozen=True)
+class VariantAccepted:
+    """A variant this system can load."""
+
+    variant: KernelVariant
+
+
+@dataclass(frozen=True)
+class VariantRejected:
+    """A variant this system cannot load, and why."""
+
+    variant: KernelVariant
+    reason: str
+
+
+def _variant(name: str) -> KernelVariant:
+    try:
+        return KernelVariant(name, parse_variant(name))
+    except ValueError:
+        return KernelVariant(name, None)
+
+
+def get_kernel_variants(repo_id: str, *, revision: str | None = None,
+                        version: int | str | None = None,
+                        backend: str | None = None) -> list[VariantAccepted | VariantRejected]:
+    """Every build variant of ``repo_id`` at the resolved commit, judged for this
+    system: accepted ones first, the one a load would choose leading."""
+    from ..api import resolve_kernel
+
+    selection = resolve_kernel(repo_id, version, revision, backend=backend).selection
+    decisions: list[VariantAccepted | VariantRejected] = [
+        VariantAccepted(_variant(n)) for n in selection.ranked]
+    decisions += [VariantRejected(_variant(n), why)
+                  for n, why in sorted(selection.rejected.items())]
+    return decisions

@@ -1,0 +1,139 @@
+"""The pipeline, top to bottom: request → resolve → fetch → verify → import.
+
+Every path that yields loadable code runs here, with the checks :func:`validators_for`
+chooses: :func:`load` (``get_kernel``, locked loads, layer repositories, the
+compatibility module), :func:`locate` (the variant a load would import, checked but not
+imported: ``locate_kernel``, ``kernels.install_kernel``) and :func:`load_local` (a build
+named by its path; one inside the kernel cache is a hub variant, and its org's signing
+policy applies to it as to any load from the hub).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+
+from .. import settings
+from ..errors import SignatureError
+from ..trust import policy_for
+from ..versions import is_commit_id
+from .dependencies import load_with_dependencies
+from .fetch import fetch
+from .request import KernelRequest
+from .resolve import resolve_request
+from .validators import (
+    SignatureValidator,
+    SigstoreValidator,
+    Validator,
+    format_checks,
+    validators_for,
+)
+from .verify import Snapshot, verify
+
+_memo: dict[tuple[object, ...], ModuleType] = {}
+"""What a request loaded in this process, keyed by the request and what its checks depend
+on (policy, lock), so repeated loads cost a dict lookup and a changed policy checks again."""
+
+
+def load(request: KernelRequest) -> ModuleType:
+    """Load what ``request`` names: checked, fetched if needed, read once, imported."""
+    checks = validators_for(request)
+    for check in checks:
+        check.on_request(request)
+    key = (request.hub.key, request.repo_id, request.describe(), request.backend,
+           *(check.key() for check in checks))
+    if (module := _memo.get(key)) is not None:
+        return module
+    module = load_with_dependencies(request.repo_id, _snapshot(request, checks), request,
+                                    checked_snapshot)
+    _memo[key] = module
+    return module
+
+
+def checked_snapshot(request: KernelRequest) -> Snapshot:
+    """The verified snapshot a load of ``request`` would import, with every check run
+    (a kernel's dependencies are read this way before anything of the tree is imported)."""
+    checks = validators_for(request)
+    for check in checks:
+        check.on_request(request)
+    return _snapshot(request, checks)
+
+
+def locate(request: KernelRequest) -> Path:
+    """The cache directory of the variant :func:`load` would import, fetched and checked
+    like a load (trust, signature, lock), but not imported."""
+    checks = validators_for(request)
+    for check in checks:
+        check.on_request(request)
+    snapshot = _snapshot(request, checks)
+    snapshot.discard()
+    assert snapshot.cached is not None
+    return snapshot.cached
+
+
+def _snapshot(request: KernelRequest, checks: list[Validator]) -> Snapshot:
+    resolution = resolve_request(request)
+    for check in checks:
+        check.on_resolution(resolution)
+    fetched = fetch(resolution)
+    return checked(verify(fetched.path, fetched.variant, cached=True), checks)
+
+
+def checked(snapshot: Snapshot, checks: Sequence[Validator]) -> Snapshot:
+    """``snapshot`` once every check has given its verdict on it; a refused snapshot is
+    removed before the error leaves."""
+    try:
+        for check in checks:
+            check.on_snapshot(snapshot)
+    except BaseException:
+        snapshot.discard()
+        raise
+    return snapshot
+
+
+def load_local(path: Path) -> ModuleType:
+    """Import the variant dir at ``path``: naming it trusts it, but a variant inside the
+    kernel cache came from a hub, and its org's signing policy applies."""
+    path = Path(path).resolve()
+    cached = _cached_variant(path)
+    checks = _cached_checks(*cached) if cached is not None else []
+    snapshot = checked(verify(path, path.name, cached=cached is not None),
+                       [*checks, *format_checks()])
+    return load_with_dependencies(str(path), snapshot, None, checked_snapshot)
+
+
+def _cached_variant(path: Path) -> tuple[str, str, str, str] | None:
+    """(hub key, repo id, commit, variant) of a variant dir inside the kernel cache."""
+    try:
+        parts = path.relative_to(settings.cache_dir().expanduser().resolve()).parts
+    except (ValueError, OSError):
+        return None
+    if len(parts) != 5 or not is_commit_id(parts[3]):
+        return None
+    hub_key, org, name, commit, variant = parts
+    return hub_key, f"{org}/{name}", commit, variant
+
+
+def _cached_checks(hub_key: str, repo_id: str, commit: str, variant: str) -> list[Validator]:
+    """The signing policies' checks of a cached variant: the org's sigstore policy on its
+    bundle, and its release-signing policy from the release files the cache holds for its
+    commit (a load never asks a hub for a path it was handed)."""
+    from ..cache import KernelCache
+    from ..sigstore_signatures import sigstore_policy_for
+
+    sigstore = sigstore_policy_for(repo_id.partition("/")[0])
+    checks: list[Validator] = [SigstoreValidator(repo_id, sigstore)] if sigstore else []
+    policy = policy_for(repo_id.partition("/")[0])
+    if not policy.active:
+        return checks
+    files = KernelCache().read_release(hub_key, repo_id, commit)
+    if files is None:
+        raise SignatureError(
+            f"refusing to load {variant} of {repo_id} at {commit[:12]} from the cache: your "
+            f"policy requires signed releases from {policy.org!r}, and the release files of "
+            "that commit are not cached; load it with get_kernel, which checks them"
+        )
+    check = SignatureValidator(policy)
+    check.check_release(files, repo_id, commit, commit, variant)
+    return [*checks, check]

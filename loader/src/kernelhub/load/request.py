@@ -1,0 +1,81 @@
+"""Step 0, a request: the caller's words checked into a :class:`KernelRequest`.
+
+Everything wrong with the words themselves (a malformed repo id, two versions, a hub
+argument that is no hub, a trust flag that is not a bool) is refused here, before any
+hub is asked.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from ..errors import HubError
+from ..hub.base import Hub
+from ..hub.calls import guard
+from ..hub.select import open_hub
+from ..records import Record
+from ..trust import require_bool
+from ..versions import VersionSpec, check_repo_id, select_spec
+
+if TYPE_CHECKING:
+    from ..lock import LockEntry
+
+HubArg = Hub | str | os.PathLike[str] | None
+"""A Hub, or what :func:`kernelhub.hub.select.open_hub` accepts: a path, URL, "hf", None."""
+
+
+class KernelRequest(Record, frozen=True):
+    """A hub kernel as the caller named it, checked: nothing has asked the hub yet."""
+
+    repo_id: str
+    spec: VersionSpec | None
+    """None: the repository's default (its highest ``v<N>`` branch, else ``main``)."""
+    hub: Hub
+    backend: str | None = None
+    trust_remote_code: bool = False
+    lock: LockEntry | None = None
+    """The lock-file entry the load must match (a locked load), else None."""
+    check_arch: bool = True
+    """False loads a build whose declared GPU architectures miss this GPU's (one with a
+    Triton fallback, say): the ecosystem's ``check_arch=`` of its load functions."""
+
+    @property
+    def org(self) -> str:
+        return self.repo_id.partition("/")[0]
+
+    def describe(self) -> str:
+        """The spec as the memo keys it: two requests with one description load alike."""
+        return repr(self.spec)
+
+
+def open_hub_arg(hub: HubArg) -> Hub:
+    """The hub a load reads: a Hub, a target string (path, URL, "hf") or None (the
+    default hub), its every call reporting a failure as one line (:func:`guard`)."""
+    if isinstance(hub, Hub):
+        return guard(hub)
+    if hub is not None and not isinstance(hub, str | os.PathLike):
+        raise HubError(
+            f"hub={hub!r} is not a hub: pass a Hub, a path, an http(s) URL, 'hf' or None"
+        )
+    return guard(open_hub(hub))
+
+
+def kernel_request(
+    repo_id: str,
+    version: int | str | None = None,
+    revision: str | None = None,
+    *,
+    hub: HubArg = None,
+    backend: str | None = None,
+    trust_remote_code: bool = False,
+    lock: LockEntry | None = None,
+    check_arch: bool = True,
+) -> KernelRequest:
+    """The one parameter list of the hub loads, checked (see the module docstring)."""
+    check_repo_id(repo_id)
+    spec = select_spec(version, revision)
+    require_bool(trust_remote_code, "trust_remote_code")
+    require_bool(check_arch, "check_arch")
+    return KernelRequest(repo_id, spec, open_hub_arg(hub), backend, trust_remote_code, lock,
+                         check_arch)

@@ -1,0 +1,128 @@
+"""Step 1, resolve: a :class:`KernelRequest` becomes a :class:`Resolution` — the commit its
+spec names, the variants at that commit, and the one this system loads.
+
+The hub is asked only what the cache cannot answer: a pinned commit's variant list is
+cached (a commit never changes), so a warm pinned load asks nothing; refs are asked each
+time a branch or tag is named, unless offline mode answers from the last refs seen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
+
+from .. import settings
+from ..cache import KernelCache
+from ..errors import NoCompatibleVariantError, OfflineError, VersionSpecError
+from ..hub.base import Hub
+from ..records import Record
+from ..selection import Selection, select_variant
+from ..system import SystemInfo, detect_system
+from ..versions import Refs, VersionSpec, branch_major, resolve
+from .request import KernelRequest
+
+if TYPE_CHECKING:  # read only where a signing policy applies
+    from ..release_manifest import ReleaseFiles
+
+T = TypeVar("T")
+
+
+class Resolution(Record, frozen=True):
+    """Where a repository spec led: the commit, its variants and the pick for this system."""
+
+    repo_id: str
+    hub: Hub
+    ref: str
+    commit: str
+    variants: list[str]
+    system: SystemInfo
+    selection: Selection
+
+    @property
+    def where(self) -> str:
+        """The resolved release in messages: ``org/name at <ref> (<commit>)``."""
+        return f"{self.repo_id} at {self.ref} ({self.commit[:12]})"
+
+    @property
+    def variant(self) -> str:
+        """The chosen variant; raises NoCompatibleVariantError listing every rejection."""
+        if self.selection.chosen is not None:
+            return self.selection.chosen
+        if not self.variants:
+            raise NoCompatibleVariantError(f"{self.where} has no builds (nothing under build/)")
+        lines = "\n".join(f"  {n}: {why}" for n, why in sorted(self.selection.rejected.items()))
+        raise NoCompatibleVariantError(
+            f"{self.where} has no build this system can load ({self.system.describe()}):\n"
+            f"{lines}\nAsk the kernel's maintainers for a build for this system, or pass "
+            "backend= to load builds for another backend."
+        )
+
+
+def default_spec(refs: Refs, repo_id: str) -> VersionSpec:
+    """With no version or revision: the highest ``v<N>`` branch, else ``main``."""
+    majors = [m for b in refs.branches if (m := branch_major(b)) is not None]
+    if majors:
+        return VersionSpec(major=max(majors))
+    if "main" in refs.branches:
+        return VersionSpec(ref="main")
+    raise VersionSpecError(
+        f"{repo_id} has no v<N> branch and no main branch to load by default; "
+        f"{refs.describe()}. Pass version= or revision=."
+    )
+
+
+def refs_of(repo_id: str, hub: Hub, cache: KernelCache) -> Refs:
+    """The repository's refs from the hub, or from the cache in offline mode."""
+    if settings.offline():
+        refs = cache.read_refs(hub.key, repo_id)
+        if refs is None:
+            raise OfflineError(f"the list of versions of {repo_id}")
+        return refs
+    refs = hub.list_refs(repo_id)
+    cache.write_refs(hub.key, repo_id, refs)
+    return refs
+
+
+def per_commit(
+    hub: Hub, repo_id: str, commit: str, *,
+    read: Callable[[str, str, str], T | None],
+    ask: Callable[[str, str], T],
+    write: Callable[[str, str, str, T], None],
+    what: str,
+) -> T:
+    """What ``commit`` holds: ``read`` from the cache when there (a commit never changes),
+    else ``ask``-ed of the hub and ``write``-n to the cache. Offline mode forbids asking:
+    ``what`` is then missing."""
+    if (cached := read(hub.key, repo_id, commit)) is not None:
+        return cached
+    if settings.offline():
+        raise OfflineError(what)
+    value = ask(repo_id, commit)
+    write(hub.key, repo_id, commit, value)
+    return value
+
+
+def resolve_request(request: KernelRequest) -> Resolution:
+    """The commit ``request`` names, its variants, and the one this system loads."""
+    repo_id, spec, hub = request.repo_id, request.spec, request.hub
+    cache = KernelCache()
+    if spec is not None and spec.commit is not None:
+        ref, commit = spec.commit, spec.commit
+    else:
+        refs = refs_of(repo_id, hub, cache)
+        ref, commit = resolve(spec or default_spec(refs, repo_id), refs, repo_id)
+    variants = per_commit(hub, repo_id, commit, read=cache.read_variants,
+                          ask=hub.list_variants, write=cache.write_variants,
+                          what=f"{repo_id} at {commit[:12]}")
+    system = detect_system(request.backend)
+    return Resolution(repo_id, hub, ref, commit, variants, system,
+                      select_variant(variants, system))
+
+
+def release_files(resolution: Resolution) -> ReleaseFiles:
+    """The signed-release files at the resolved commit (cached per commit, like variants)."""
+    hub, repo_id, commit = resolution.hub, resolution.repo_id, resolution.commit
+    cache = KernelCache()
+    return per_commit(hub, repo_id, commit, read=cache.read_release, ask=hub.fetch_release,
+                      write=cache.write_release,
+                      what=f"the release signature of {repo_id} at {commit[:12]}")

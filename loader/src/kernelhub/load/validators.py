@@ -1,0 +1,261 @@
+"""What must hold before a kernel is imported: every check, behind one protocol.
+
+A :class:`Validator` looks at the values of the pipeline as they appear and refuses by
+raising. Its verdict on the code is given on the :class:`~kernelhub.load.verify.Snapshot`
+(:meth:`Validator.on_snapshot`): the one read of the variant's files, whose bytes are
+then imported, so nothing is checked on one copy and run from another. The earlier
+hooks only refuse sooner, where the answer needs no bytes — an untrusted organisation is
+refused before the hub is asked anything, an unsigned release before anything of it is
+fetched.
+
+:func:`validators_for` decides, in one place, which checks a request gets:
+
+* :class:`TrustValidator` — the organisation is trusted, or the caller vouched for it;
+* :class:`SignatureValidator` — where the org's signing policy applies: the release is
+  signed by an allowed key, and the snapshot's ``metadata.json`` is the one it signed;
+* :class:`LockValidator` — for a locked load: the snapshot matches the lock's hash;
+* :class:`ArchValidator` — a build without code for this GPU fails here, not at its
+  first kernel launch;
+* :class:`SigstoreValidator` — where the org has a sigstore policy: the variant's bundle
+  (the ecosystem's ``metadata.json.sigstore``) verifies over the snapshot's
+  ``metadata.json`` bytes and names an allowed signer;
+* :class:`MinverValidator` — ``kernels-minver`` no newer than the formats this kernelhub
+  reads;
+* :class:`DirtyBuildValidator` — one warning for a build from a dirty git tree.
+
+:func:`format_checks` are the last two, which local builds get too.
+
+A new check is one more class here and one more line in :func:`validators_for`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import TYPE_CHECKING
+
+from ..errors import IntegrityError, LockFileError, SignatureError
+from ..minver import KERNELS_MINVER, check_kernels_minver
+from ..provenance import warn_if_dirty
+from ..selection import check_archs
+from ..trust import OrgPolicy, check_trusted, policy_for
+
+if TYPE_CHECKING:
+    from ..lock import LockEntry
+    from ..release_manifest import ReleaseFiles
+    from ..sigstore_signatures import SigstorePolicy
+    from ..system import SystemInfo
+    from .request import KernelRequest
+    from .resolve import Resolution
+    from .verify import Snapshot
+
+
+class Validator:
+    """One check. Each hook refuses by raising a KernelHubError; the defaults admit."""
+
+    def on_request(self, request: KernelRequest) -> None:
+        """Before the hub is asked anything."""
+
+    def on_resolution(self, resolution: Resolution) -> None:
+        """Before anything of the variant is fetched."""
+
+    def on_snapshot(self, snapshot: Snapshot) -> None:
+        """On the bytes that will be imported: the check that decides."""
+
+    def key(self) -> object:
+        """What the verdict depends on besides the request (the memo of loads is keyed by
+        it): a changed policy or lock makes the next load check again."""
+        return None
+
+
+class TrustValidator(Validator):
+    """Refuse code from an organisation neither the user nor the caller trusts."""
+
+    def __init__(self, trust_remote_code: bool) -> None:
+        self.trust_remote_code = trust_remote_code
+
+    def on_request(self, request: KernelRequest) -> None:
+        check_trusted(request.repo_id, request.hub, self.trust_remote_code)
+
+    def key(self) -> object:
+        return self.trust_remote_code
+
+
+class SignatureValidator(Validator):
+    """The org's signing policy: a release signed by an allowed key, and the snapshot's
+    ``metadata.json`` (whose digests cover every other file) the one the release signed."""
+
+    def __init__(self, policy: OrgPolicy) -> None:
+        self.policy = policy
+        self.signed_sha256: str | None = None
+        """What the signed manifest records for the variant's metadata.json; None where
+        the policy allows the release unsigned."""
+        self.checked = False
+
+    def on_resolution(self, resolution: Resolution) -> None:
+        from .resolve import release_files
+
+        self.check_release(release_files(resolution), resolution.repo_id, resolution.ref,
+                           resolution.commit, resolution.variant)
+
+    def check_release(self, files: ReleaseFiles, repo_id: str, ref: str, commit: str,
+                      variant: str) -> None:
+        """Verify the release files of ``commit``; remember what they sign for ``variant``."""
+        from ..release_policy import check_release, signed_metadata_digest  # policies only
+
+        manifest = check_release(files, self.policy, repo_id, ref, commit)
+        if manifest is not None:
+            self.signed_sha256 = signed_metadata_digest(manifest, variant,
+                                                        f"{repo_id} at {ref} ({commit[:12]})")
+        self.checked = True
+
+    def on_snapshot(self, snapshot: Snapshot) -> None:
+        if not self.checked:
+            raise SignatureError(f"refusing to load {snapshot.verified.source}: its release signature "
+                                 "was not checked; load it through get_kernel")
+        if self.signed_sha256 is None:
+            return
+        where = snapshot.verified.source
+        actual = hashlib.sha256(snapshot.verified.metadata_bytes).hexdigest()
+        if actual != self.signed_sha256:
+            raise SignatureError(
+                f"refusing to load {where}: its metadata.json (sha256 {actual[:16]}…) is not "
+                f"the one the release signature covers ({self.signed_sha256[:16]}…); it was "
+                "changed after signing. Run `kernelhub cache clear` to fetch it again, and "
+                "tell the publisher if the hub serves it so"
+            )
+        if not snapshot.verified.own_digest:
+            raise SignatureError(
+                f"refusing to load {where}: its metadata.json lists no file digests, so the "
+                "release signature does not cover its files; ask the publisher to rebuild it "
+                "with builder build and publish it signed again"
+            )
+
+    def key(self) -> object:
+        return self.policy.token
+
+
+class LockValidator(Validator):
+    """A locked load: the snapshot must match the hash its lock entry records (kernelhub's
+    metadata sha256 when present, else the ecosystem's ``git_lfs_concat``)."""
+
+    def __init__(self, entry: LockEntry) -> None:
+        self.entry = entry
+
+    def _where(self, variant: str) -> str:
+        return f"{variant} of {self.entry.repo_id} at {self.entry.sha[:12]}"
+
+    def on_resolution(self, resolution: Resolution) -> None:
+        self._wanted(resolution.variant)  # refused before it is fetched
+
+    def _wanted(self, variant: str) -> tuple[str, str] | None:
+        """(kind, hash) the lock records for ``variant``; None for a pin without hashes (the
+        older ``{repo: sha}`` form, where the commit is the pin)."""
+        entry = self.entry
+        if (want := entry.metadata_sha256.get(variant)) is not None:
+            return "metadata sha256", want
+        if (want := entry.variant_hashes.get(variant)) is not None:
+            return "hash (git_lfs_concat)", want
+        if locked := entry.variant_hashes or entry.metadata_sha256:
+            raise LockFileError(
+                f"the lock file has no hash for {self._where(variant)}, the build this system "
+                f"loads; it locks {', '.join(sorted(locked))}. Run `kernelhub lock` again"
+            )
+        return None
+
+    def on_snapshot(self, snapshot: Snapshot) -> None:
+        if (wanted := self._wanted(snapshot.variant_name)) is None:
+            return
+        kind, want = wanted
+        if kind == "metadata sha256":
+            actual = hashlib.sha256(snapshot.verified.metadata_bytes).hexdigest()
+        else:  # each file hashed the way its hub stores it (LFS use recorded at fetch)
+            from ..hub_hashes import read_lfs_record, variant_dir_hash  # lazy: locked loads
+
+            lfs = read_lfs_record(snapshot.cached) if snapshot.cached else frozenset()
+            actual = variant_dir_hash(snapshot.verified.copy, lfs)
+        if actual != want:
+            raise IntegrityError(
+                f"refusing to load {self._where(snapshot.variant_name)}: its {kind} is "
+                f"{actual[:23]}…, but the lock file records {want[:23]}…; nothing of it was "
+                "imported. Run `kernelhub cache clear` and `kernelhub download` if the cache "
+                "is damaged, or `kernelhub lock` if the lock is stale"
+            )
+
+    def key(self) -> object:
+        return json.dumps(self.entry.to_json(), sort_keys=True)
+
+
+class ArchValidator(Validator):
+    """A build without code for this GPU fails here, not at its first kernel launch."""
+
+    def __init__(self) -> None:
+        self.system: SystemInfo | None = None
+
+    def on_resolution(self, resolution: Resolution) -> None:
+        self.system = resolution.system
+
+    def on_snapshot(self, snapshot: Snapshot) -> None:
+        if self.system is not None:
+            check_archs(snapshot.variant_name, snapshot.verified.metadata.backend.archs,
+                        self.system)
+
+
+class SigstoreValidator(Validator):
+    """The org's sigstore policy (:mod:`kernelhub.sigstore_signatures`) on the variant's
+    bundle, verified over the snapshot's ``metadata.json`` bytes — the ones whose digests
+    the imported files matched. The bundle is read beside the snapshot: it is signature
+    material, never imported."""
+
+    def __init__(self, repo_id: str, policy: SigstorePolicy) -> None:
+        self.repo_id, self.policy = repo_id, policy
+
+    def on_snapshot(self, snapshot: Snapshot) -> None:
+        from ..sigstore_signatures import BUNDLE_FILE, check_sigstore
+
+        try:
+            bundle: bytes | None = (snapshot.verified.source / BUNDLE_FILE).read_bytes()
+        except FileNotFoundError:
+            bundle = None
+        check_sigstore(self.repo_id, snapshot.variant_name, snapshot.verified.metadata_bytes, bundle,
+                       self.policy)
+
+    def key(self) -> object:
+        return self.policy.token
+
+
+class MinverValidator(Validator):
+    """Refuse a variant that needs a newer ecosystem format than this kernelhub reads."""
+
+    def on_snapshot(self, snapshot: Snapshot) -> None:
+        check_kernels_minver(snapshot.verified.metadata.extra.get(KERNELS_MINVER),
+                             snapshot.variant_name)
+
+
+class DirtyBuildValidator(Validator):
+    """Warn once about a variant built from uncommitted sources (it still loads)."""
+
+    def on_snapshot(self, snapshot: Snapshot) -> None:
+        metadata = snapshot.verified.metadata
+        warn_if_dirty(metadata.provenance, metadata.name, snapshot.variant_name)
+
+
+def format_checks() -> list[Validator]:
+    """The checks every load gets, from a hub or a local path."""
+    return [MinverValidator(), DirtyBuildValidator()]
+
+
+def validators_for(request: KernelRequest) -> list[Validator]:
+    """Every check a hub load of ``request`` gets, in the order they run."""
+    checks: list[Validator] = [TrustValidator(request.trust_remote_code)]
+    if (policy := policy_for(request.org)).active:
+        checks.append(SignatureValidator(policy))
+    if request.lock is not None:
+        checks.append(LockValidator(request.lock))
+    from ..sigstore_signatures import sigstore_policy_for  # reads the config only
+
+    if (sigstore := sigstore_policy_for(request.org)) is not None:
+        checks.append(SigstoreValidator(request.repo_id, sigstore))
+    if request.check_arch:
+        checks.append(ArchValidator())
+    return [*checks, *format_checks()]

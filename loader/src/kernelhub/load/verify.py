@@ -1,0 +1,36 @@
+"""Step 3, verify: the variant read once into a :class:`Snapshot`.
+
+The snapshot (:func:`kernelhub.verified_import.snapshot_variant`) is a private copy of
+the variant's files, hashed as they were read and checked against the digest read in the
+same pass; the validators give their verdict on it (:func:`kernelhub.load.pipeline.checked`),
+and the next step imports from it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..records import Record
+from ..verified_import import VerifiedVariant, snapshot_variant
+
+
+class Snapshot(Record, frozen=True):
+    """A variant's bytes as read and verified once, with where they were read from."""
+
+    verified: VerifiedVariant
+    variant_name: str
+    """The variant's name (its directory's name in a hub repository)."""
+    cached: Path | None = None
+    """The cache directory it was read from (None: a local build named by the caller)."""
+
+    # The validators read the fields (``snapshot.verified.metadata``, ``.metadata_bytes``,
+    # ``.source``): plain values, so checking calls nothing back in this module.
+
+    def discard(self) -> None:
+        self.verified.discard()
+
+
+def verify(path: Path, variant_name: str, *, cached: bool) -> Snapshot:
+    """Read the variant at ``path`` once into a private copy, every file checked against
+    the digest read in the same pass."""
+    return Snapshot(snapshot_variant(path), variant_name, path if cached else None)

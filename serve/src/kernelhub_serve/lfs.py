@@ -1,0 +1,92 @@
+"""Large files through the Git LFS batch API (``basic`` transfer), as huggingface_hub
+uploads them when the preupload answer says ``lfs`` and hf_xet is not in use.
+
+An upload goes: batch request (which objects to send, and where) → ``PUT`` of the bytes
+to the ``href`` handed out → ``verify`` → the commit names the object by sha256
+(``lfsFile``). The ``PUT`` carries no Authorization header (huggingface_hub sends none:
+on the Hub that URL is a pre-signed storage URL), so the href carries a ticket instead:
+an HMAC over (repo, oid, size, expiry) under a per-process secret, good for that one
+object for an hour. Query strings are never logged, so neither is a ticket.
+
+Objects are kept content-addressed under ``<hub>/.kernelhub-serve/lfs/``; a received
+object whose sha256 or size differs from what was announced is discarded. A commit then
+writes the object's bytes into git as a plain blob (see :mod:`kernelhub_serve.repos`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import secrets
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from .errors import ApiError
+
+TICKET_SECONDS = 3600
+STORE_DIR = ".kernelhub-serve/lfs"
+
+
+class LfsStore:
+    """Content-addressed large-file objects waiting to be (or already) committed."""
+
+    def __init__(self, hub_root: Path) -> None:
+        self.root = hub_root / STORE_DIR
+        self._secret = secrets.token_bytes(32)
+
+    def path(self, oid: str) -> Path:
+        return self.root / oid[:2] / oid
+
+    def has(self, oid: str, size: int | None) -> bool:
+        p = self.path(oid)
+        return p.is_file() and (size is None or p.stat().st_size == size)
+
+    # -- tickets -----------------------------------------------------------------------
+
+    def ticket(self, repo_id: str, oid: str, size: int) -> str:
+        expires = int(time.time()) + TICKET_SECONDS
+        return f"{expires}.{self._sign(repo_id, oid, size, expires)}"
+
+    def check_ticket(self, repo_id: str, oid: str, size: int, ticket: str) -> None:
+        expires_text, _, signature = ticket.partition(".")
+        try:
+            expires = int(expires_text)
+        except ValueError:
+            raise ApiError(403, "invalid LFS upload ticket") from None
+        if expires < time.time():
+            raise ApiError(403, "LFS upload ticket expired: ask the batch API again")
+        if not hmac.compare_digest(signature, self._sign(repo_id, oid, size, expires)):
+            raise ApiError(403, "invalid LFS upload ticket")
+
+    def _sign(self, repo_id: str, oid: str, size: int, expires: int) -> str:
+        message = f"{repo_id}\0{oid}\0{size}\0{expires}".encode()
+        return hmac.new(self._secret, message, hashlib.sha256).hexdigest()
+
+    # -- receiving ---------------------------------------------------------------------
+
+    async def receive(self, oid: str, size: int, chunks: AsyncIterator[bytes]) -> None:
+        """Store an uploaded object if its bytes hash to ``oid`` and number ``size``."""
+        target = self.path(oid)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        digest, received = hashlib.sha256(), 0
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{oid[:12]}.", suffix=".part")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                async for chunk in chunks:
+                    received += len(chunk)
+                    if received > size:
+                        raise ApiError(400, f"LFS object {oid[:12]}: more than the {size} bytes "
+                                            "announced")
+                    digest.update(chunk)
+                    out.write(chunk)
+            if received != size or digest.hexdigest() != oid:
+                raise ApiError(400, f"LFS object {oid[:12]}: received {received} bytes hashing to "
+                                    f"{digest.hexdigest()[:12]}, not the announced {size} bytes "
+                                    f"of {oid[:12]}; nothing was stored")
+            os.replace(tmp, target)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)

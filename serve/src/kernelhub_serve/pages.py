@@ -1,0 +1,115 @@
+"""Pages for people: the hub's kernels, and per kernel its refs, variant matrix,
+signature, metadata, exported symbols and benchmark plots. Server-side HTML from jinja2
+templates, one stylesheet, no script; the same read rules as the API (a page lists only
+what the caller may read).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import Route
+
+from .context import HubContext, threaded
+from .errors import ApiError
+from .hubview import default_ref, kernel_view, list_refs
+from .plots import plot_svg
+
+TEMPLATES = Path(__file__).parent / "templates"
+_env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]),
+                   trim_blocks=True, lstrip_blocks=True)
+
+
+def routes(ctx: HubContext) -> list[Route]:
+    async def index(request: Request) -> Response:
+        return await _page(request, lambda: _index(ctx, request))
+
+    async def kernel(request: Request) -> Response:
+        org, name = request.path_params["org"], request.path_params["name"]
+        return await _page(request, lambda: _kernel(ctx, request, f"{org}/{name}"))
+
+    async def plot(request: Request) -> Response:
+        p = request.path_params
+        return await _page(request, lambda: _plot(ctx, request, f"{p['org']}/{p['name']}",
+                                                  p["commit"], p["n"]))
+
+    return [
+        Route("/", index),
+        Route("/kernels/{org}/{name}", kernel),
+        Route("/{org}/{name}", kernel),
+        Route("/-/plot/{org}/{name}/{commit}/{n:int}.svg", plot),
+    ]
+
+
+async def _page(request: Request, make: Callable[[], Awaitable[Response]]) -> Response:
+    try:
+        return await make()
+    except ApiError as error:
+        html = _env.get_template("error.html").render(status=error.status, message=error.message)
+        return HTMLResponse(html, status_code=error.status)
+
+
+async def _index(ctx: HubContext, request: Request) -> Response:
+    caller = ctx.caller(request)
+
+    def collect() -> list[dict[str, Any]]:
+        rows = []
+        for repo_id in ctx.store.repo_ids():
+            path = ctx.store.path_of(repo_id)
+            if not caller.may_read(repo_id.split("/")[0], path):
+                continue
+            repo = ctx.store.open(repo_id)
+            refs = list_refs(ctx.store, repo)
+            ref = default_ref(refs)
+            variants = ([e for e in ctx.store.entries(repo, ref.commit, "build/")
+                         if e.kind == "directory"] if ref else [])
+            releases = [r for r in refs if r.kind == "release"]
+            rows.append({"id": repo_id, "ref": ref, "variants": len(variants),
+                         "release": releases[0] if releases else None,
+                         "branches": sum(r.kind == "branch" for r in refs)})
+        return rows
+
+    rows = await threaded(collect)
+    kernels = [r for r in rows if r["variants"]]
+    others = [r for r in rows if not r["variants"]]
+    return _html("index.html", kernels=kernels, others=others, hub=str(ctx.settings.hub))
+
+
+async def _kernel(ctx: HubContext, request: Request, repo_id: str) -> Response:
+    caller = ctx.caller(request)
+    caller.check_read(repo_id, ctx.store.path_of(repo_id))
+    rev = request.query_params.get("rev")
+    view = await threaded(lambda: kernel_view(ctx.store, ctx.store.open(repo_id), repo_id, rev))
+    rows, cols, cells = view.matrix()
+    base = ctx.base_url(request)
+    return _html("kernel.html", k=view, rows=rows, cols=cols, cells=cells,
+                 endpoint=base, org=repo_id.split("/")[0])
+
+
+async def _plot(ctx: HubContext, request: Request, repo_id: str, commit: str, n: int
+                ) -> Response:
+    caller = ctx.caller(request)
+    caller.check_read(repo_id, ctx.store.path_of(repo_id))
+
+    def draw() -> bytes:
+        from .bench_results import read_runs
+
+        repo = ctx.store.open(repo_id)
+        full = ctx.store.commit_of(repo, repo_id, commit)
+        runs = [r for r in read_runs(ctx.store, repo, full) if r.timings]
+        if not 0 <= n < len(runs):
+            raise ApiError(404, f"{repo_id}@{commit[:12]} has no benchmark run #{n}")
+        return plot_svg(repo_id, full, runs[n])
+
+    svg = await threaded(draw)
+    return Response(svg, media_type="image/svg+xml",
+                    headers={"Cache-Control": "public, max-age=86400, immutable"})
+
+
+def _html(template: str, **values: object) -> HTMLResponse:
+    return HTMLResponse(_env.get_template(template).render(**values))

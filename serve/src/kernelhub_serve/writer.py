@@ -1,0 +1,217 @@
+"""Every write to the hub: create and delete repositories, commit, branches and tags.
+
+This is the one module that writes, and the one place the server imports the LocalHub
+publisher (:class:`kernelhub_builder.ship.LocalPublisher`): its hub gives the repository paths, and its plumbing —
+a tree written through a throwaway index on the bare repository, one ``git update-ref``
+transaction that moves a ref only if it still has the value read — is what makes a
+commit here atomic. The Hub's commit protocol is file operations on one branch, not
+whole variant dirs, so a commit composes those primitives instead of calling
+``publish()`` (which replaces variant dirs and would drop release files a signed
+Hub-API publish sends in the same commit).
+
+Atomicity: nothing is visible until the ref moves, and it moves in one step. A commit
+whose request fails or is cut off never reaches that step; objects it wrote stay
+unreferenced (git's garbage). With ``parentCommit`` the ref moves only if it is still
+that commit (else 412, as on the Hub); without, the commit is rebuilt on whatever head
+won and tried again, so concurrent publishers never lose a commit.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import threading
+import time
+from pathlib import Path
+
+from kernelhub.hub.git import ZERO_OID, GitRepo, IndexEntry, RefUpdate
+from kernelhub_builder.ship import LocalPublisher
+
+from .commit_ops import AddFile, CommitRequest
+from .errors import ApiError, entry_not_found, repo_not_found, revision_not_found
+from .lfs import LfsStore
+from .repos import RepoStore
+
+GITATTRIBUTES = (b"# kernelhub serve keeps every file as a plain git blob (LFS uploads "
+                 b"included), so LocalHub readers read them directly.\n")
+PRIVATE_MARKER = "kernelhub-private"
+"""A file in the bare repository's directory: only tokens with read rights may read it."""
+_MAX_ATTEMPTS = 20
+
+
+class HubWriter:
+    """Writes to the repositories of one LocalHub root."""
+
+    def __init__(self, store: RepoStore, lfs: LfsStore) -> None:
+        self.store = store
+        self.lfs = lfs
+        self.publisher = LocalPublisher(store.root)
+        self._locks: dict[Path, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+
+    def _lock(self, path: Path) -> threading.Lock:
+        """One lock per repository for this process: writers of one repository take turns
+        here instead of racing on git's ref lock (other processes still race safely)."""
+        with self._locks_guard:
+            return self._locks.setdefault(path, threading.Lock())
+
+    # -- repositories ------------------------------------------------------------------
+
+    def create_repo(self, repo_id: str, private: bool) -> bool:
+        """A new repository with ``main`` holding ``.gitattributes``, as the Hub makes one;
+        False if it exists. Made in a sibling directory and renamed into place, so nobody
+        sees a repository without its ``main``."""
+        path = self.publisher.repo_path(repo_id)
+        if GitRepo(path).is_repo():
+            return False
+        path.parent.mkdir(parents=True, exist_ok=True)
+        staging = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.new"
+        try:
+            GitRepo.init_bare(staging, initial_branch="main")
+            repo = GitRepo(staging)
+            tree = repo.write_tree(None, [], [IndexEntry("100644", repo.hash_blob(GITATTRIBUTES),
+                                                         ".gitattributes")])
+            commit = repo.commit_tree(tree, None, "initial commit")
+            repo.update_refs([RefUpdate("refs/heads/main", commit, ZERO_OID)])
+            if private:
+                (staging / PRIVATE_MARKER).write_text("readable only with a token\n")
+            try:
+                os.rename(staging, path)
+            except OSError:
+                if GitRepo(path).is_repo():
+                    return False
+                raise ApiError(409, f"cannot create {repo_id}: {path} exists and is not a "
+                                    "repository") from None
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        return True
+
+    def delete_repo(self, repo_id: str) -> None:
+        """Moved aside in one rename, then removed: readers see it or don't."""
+        path = self.store.path_of(repo_id)
+        if not GitRepo(path).is_repo():
+            raise repo_not_found(repo_id)
+        trash = path.parent / f".{path.name}.{secrets.token_hex(4)}.deleted"
+        os.rename(path, trash)
+        shutil.rmtree(trash, ignore_errors=True)
+
+    # -- commits -----------------------------------------------------------------------
+
+    def commit(self, repo_id: str, branch: str, request: CommitRequest, author: str) -> str:
+        """Apply ``request`` to ``branch`` as one commit; the new head (the old one when
+        nothing changed: no empty commits)."""
+        repo = self.store.open(repo_id)
+        ref = f"refs/heads/{branch}"
+        adds = [IndexEntry("100644", oid, add.path)
+                for add, oid in zip(request.adds, self._blobs(repo, request), strict=True)]
+        with self._lock(repo.path):
+            for _ in range(_MAX_ATTEMPTS):
+                current = repo.refs(ref).get(ref)
+                if current is None:
+                    raise revision_not_found(repo_id, branch)
+                if request.parent is not None and not current.commit.startswith(request.parent):
+                    raise ApiError(412, "A commit has happened since. Please refresh and try "
+                                        f"again (the branch is at {current.commit[:12]}, not "
+                                        f"{request.parent[:12]})")
+                tree = repo.write_tree(current.commit,
+                                       self._removed(repo, repo_id, current.commit, request), adds)
+                if tree == repo.tree_of(current.commit):
+                    return current.commit
+                head = repo.out("commit-tree", tree, "-p", current.commit, "-F", "-",
+                                input=request.message.encode(),
+                                env={"GIT_AUTHOR_NAME": author})
+                if repo.update_refs([RefUpdate(ref, head, current.oid)]) is None:
+                    return head
+                time.sleep(0.005)  # another process moved it: rebuild on the new head
+        raise ApiError(409, f"{repo_id} branch {branch} kept moving under {_MAX_ATTEMPTS} "
+                            "attempts; nothing was changed, try again")
+
+    def _blobs(self, repo: GitRepo, request: CommitRequest) -> list[str]:
+        """Write every added file as a git blob, before taking the lock."""
+        oids = []
+        for add in request.adds:
+            if isinstance(add, AddFile):
+                oids.append(repo.hash_blob(add.data))
+                continue
+            if not self.lfs.has(add.sha256, add.size):
+                raise ApiError(422, f"{add.path}: LFS object {add.sha256[:12]} was not uploaded "
+                                    "(or has another size); upload it through the LFS batch "
+                                    "API first")
+            oids.append(repo.hash_files([self.lfs.path(add.sha256)])[0])
+        return oids
+
+    def _removed(self, repo: GitRepo, repo_id: str, commit: str, request: CommitRequest
+                 ) -> list[str]:
+        added = {a.path for a in request.adds}
+        removed: list[str] = []
+        for delete in request.deletes:
+            if delete.folder:
+                found = [e.path for e in self.store.entries(repo, commit, f"{delete.path}/",
+                                                            recursive=True) if e.kind == "file"]
+            else:
+                found = [e.path for e in self.store.entries(repo, commit, delete.path)
+                         if e.kind == "file" and e.path == delete.path]
+            if not found:
+                raise entry_not_found(repo_id, delete.path)
+            removed += found
+        return [p for p in removed if p not in added]
+
+    # -- refs --------------------------------------------------------------------------
+
+    def create_branch(self, repo_id: str, branch: str, start: str | None, empty: bool) -> None:
+        repo = self.store.open(repo_id)
+        check_ref_name(repo, "heads", branch)
+        if empty:
+            commit = repo.commit_tree(repo.write_tree(None, [], []), None, f"empty branch {branch}")
+        else:
+            commit = self.store.commit_of(repo, repo_id, start or _default_branch(repo))
+        self._create_ref(repo, f"refs/heads/{branch}", commit, f"Reference already exists: "
+                                                               f"refs/heads/{branch}")
+
+    def create_tag(self, repo_id: str, tag: str, revision: str, message: str | None) -> None:
+        repo = self.store.open(repo_id)
+        check_ref_name(repo, "tags", tag)
+        commit = self.store.commit_of(repo, repo_id, revision)
+        target = commit
+        if message:
+            target = repo.out("mktag", input=(
+                f"object {commit}\ntype commit\ntag {tag}\n"
+                f"tagger kernelhub <kernelhub@localhost> {int(time.time())} +0000\n\n"
+                f"{message}\n").encode())
+        self._create_ref(repo, f"refs/tags/{tag}", target, f"Tag {tag} already exists")
+
+    def delete_ref(self, repo_id: str, kind: str, name: str) -> None:
+        repo = self.store.open(repo_id)
+        ref = f"refs/{kind}/{name}"
+        with self._lock(repo.path):
+            current = repo.refs(ref).get(ref)
+            if current is None:
+                raise revision_not_found(repo_id, name)
+            proc = repo.run("update-ref", "-d", ref, current.oid, check=False)
+            if proc.returncode != 0:
+                raise ApiError(409, f"{ref} moved while it was being deleted; try again")
+
+    def _create_ref(self, repo: GitRepo, ref: str, target: str, exists: str) -> None:
+        with self._lock(repo.path):
+            if repo.update_refs([RefUpdate(ref, target, ZERO_OID)]) is not None:
+                raise ApiError(409, exists)
+
+
+def check_ref_name(repo: GitRepo, kind: str, name: str) -> None:
+    """git's own rule for ref names (``git check-ref-format``)."""
+    proc = repo.run("check-ref-format", f"refs/{kind}/{name}", check=False)
+    if proc.returncode != 0 or name.startswith("-"):
+        raise ApiError(400, f"{name!r} is not a valid {'branch' if kind == 'heads' else 'tag'} "
+                            "name (e.g. 'v1' or 'v1.2.0')")
+
+
+def _default_branch(repo: GitRepo) -> str:
+    proc = repo.run("symbolic-ref", "--short", "HEAD", check=False)
+    name = proc.stdout.decode().strip()
+    return name if proc.returncode == 0 and name else "main"
+
+
+def is_private(path: Path) -> bool:
+    return (path / PRIVATE_MARKER).is_file()
+

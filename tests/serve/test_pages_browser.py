@@ -1,0 +1,113 @@
+"""The pages in a real headless Chromium (the system's, driven by Selenium through the
+system's chromedriver): navigation, the variant matrix, a benchmark plot, no console
+errors, and screenshots at phone and desktop sizes saved for review
+(``$KERNELHUB_SCREENSHOTS``, else the test's tmp dir; the paths are printed)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from huggingface_hub import HfApi
+from served import WRITE_TOKEN, serving
+from showcase import REPO_ID, VARIANTS, benchmark_files, publish_showcase
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None or CHROMEDRIVER is None,
+    reason="needs the system's chromium and chromium-driver (ci/setup installs them with apt)")
+
+SIZES = {"desktop": (1280, 1000), "phone": (390, 844)}
+
+
+@pytest.fixture
+def browser() -> Iterator[object]:
+    selenium = pytest.importorskip("selenium")
+    del selenium
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                "--hide-scrollbars"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def test_pages_in_a_real_browser(hub: Path, tokens_file: Path, tmp_path: Path,
+                                 browser: object) -> None:
+    from kernelhub_serve.tokens import TokenTable
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.remote.webdriver import WebDriver
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    assert isinstance(browser, WebDriver)
+    shots = Path(os.environ.get("KERNELHUB_SCREENSHOTS") or tmp_path / "screenshots")
+    shots.mkdir(parents=True, exist_ok=True)
+    publish_showcase(hub, tmp_path)
+    with serving(hub, TokenTable.load(tokens_file)) as url:
+        HfApi(endpoint=url, token=WRITE_TOKEN).upload_folder(
+            folder_path=benchmark_files(tmp_path), repo_id=REPO_ID, repo_type="kernel",
+            revision="v1", commit_message="benchmark results")
+        for size, (width, height) in SIZES.items():
+            browser.set_window_size(width, height)
+            browser.get(f"{url}/")
+            assert browser.title == "Kernels · kernelhub"
+            link = browser.find_element(By.LINK_TEXT, REPO_ID)
+            browser.save_screenshot(str(shots / f"index-{size}.png"))
+            link.click()
+            assert browser.current_url == f"{url}/kernels/{REPO_ID}"
+            assert browser.find_element(By.TAG_NAME, "h1").text == REPO_ID
+
+            matrix = browser.find_element(By.CSS_SELECTOR, "#matrix table.matrix")
+            rows = [r.text for r in matrix.find_elements(By.CSS_SELECTOR, "tbody th")]
+            assert rows[:2] == ["2.14", "2.13"] and "any" in rows
+            cols = [c.text for c in matrix.find_elements(By.CSS_SELECTOR, "thead th")][1:]
+            assert cols[:2] == ["CPU", "CUDA"] and "Apple Metal" in cols
+            names = {e.text for e in matrix.find_elements(By.CSS_SELECTOR, "code.vname")}
+            assert names == set(VARIANTS)
+            assert "x86_64 Linux" in matrix.text and "CUDA 13.x driver" in matrix.text
+
+            signature = browser.find_element(By.ID, "signature").text
+            assert "signed" in signature and "SHA256:" in signature and "7 of 7" in signature
+            assert "silu_and_mul" in browser.find_element(By.ID, "variants").text
+
+            plots = browser.find_elements(By.CSS_SELECTOR, "#benchmarks figure.plot img")
+            assert len(plots) == 2
+            for img in plots:  # lazy images: scrolled into view, then drawn by the server
+                browser.execute_script("arguments[0].scrollIntoView()", img)
+                WebDriverWait(browser, 30).until(lambda _, img=img: browser.execute_script(
+                    "return arguments[0].complete && arguments[0].naturalWidth > 100", img))
+            browser.execute_script("window.scrollTo(0, 0)")
+            width_px = browser.execute_script("return document.documentElement.scrollWidth")
+            assert width_px <= width + 1, f"the page scrolls sideways on a {size} screen"
+            _full_page_screenshot(browser, shots / f"kernel-{size}.png", width)
+
+            browser.find_element(By.LINK_TEXT, "v1.0.0").click()
+            assert "rev=v1.0.0" in browser.current_url
+            assert "(release," in browser.find_element(By.CLASS_NAME, "lead").text
+            browser.find_element(By.LINK_TEXT, "Kernels").click()
+            assert browser.current_url == f"{url}/"
+
+        errors = [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
+        assert not errors, errors
+    print("screenshots:", *sorted(str(p) for p in shots.glob("*.png")))
+
+
+def _full_page_screenshot(browser: object, path: Path, width: int) -> None:
+    from selenium.webdriver.remote.webdriver import WebDriver
+
+    assert isinstance(browser, WebDriver)
+    height = browser.execute_script("return document.documentElement.scrollHeight")
+    browser.set_window_size(width, min(int(height) + 120, 6000))
+    browser.save_screenshot(str(path))
