@@ -9,12 +9,11 @@ parts to build.toml as the kernel grows.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from kernelhub.errors import KernelHubError
 
-_NAME_RE = re.compile(r"[a-z]([a-z0-9_-]*[a-z0-9])?")
+from .manifest.build_toml import EDITION_NAME_RE
 
 _FILES = {
     "build.toml": '''[general]
@@ -109,9 +108,10 @@ Publish with `builder publish --hub PATH|URL`; load with
 
 def scaffold(name: str, target: Path, org: str = "my-org") -> list[Path]:
     """Write a new kernel repository ``name`` into the empty or missing dir ``target``."""
-    if not _NAME_RE.fullmatch(name):
-        raise KernelHubError(f"{name!r} is not a kernel name: use lowercase letters, digits, "
-                             "'-' or '_', starting with a letter (e.g. 'my-kernel')")
+    if not EDITION_NAME_RE.fullmatch(name):
+        raise KernelHubError(f"{name!r} is not a kernel name: use at least two lowercase "
+                             "letters, digits or '-', starting with a letter (e.g. "
+                             "'my-kernel'; the ecosystem's tools refuse '_')")
     target = Path(target)
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise KernelHubError(f"{target} exists and is not an empty directory; choose a new "

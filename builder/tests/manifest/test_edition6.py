@@ -111,6 +111,9 @@ def test_noarch_capabilities_in_the_ecosystems_spelling(tmp_path: Path) -> None:
         ('build-layout = "zip"', 'build-layout = "tar"', "general.build-layout",
          "unknown layout 'tar'; allowed: files, zip"),
         ("edition = 6", "edition = 7", "general.edition", "unsupported edition 7"),
+        ('name = "demo"', 'name = "my_demo"', "general.name",
+         "not a kernel name in edition 6: use at least two lowercase letters, digits and '-' "
+         "(the ecosystem's tools refuse '_'), e.g. 'my-demo'"),
         ('license = "apache-2.0"\n', "", "general.license",
          'missing; edition 6 requires one, e.g. license = "apache-2.0"'),
         ('language = "cpp-cpu"', 'language = "cpu"', "kernel.demo_cpu.language",

@@ -143,7 +143,8 @@ def test_an_underscore_name_is_migrated_with_a_note(tmp_path: Path) -> None:
                      "scale_stable", tmp_path / "scale_stable")
     migration = migrate_kernel(tree)
     assert migration.changed
-    assert "'scale-stable'" in migration.notes[0]
+    assert "renamed 'scale-stable'" in migration.notes[0]
+    assert 'name = "scale-stable"' in migration.text
 
 
 def test_cli_check_writes_nothing_and_fails_until_migrated(

@@ -29,12 +29,14 @@ from typing import Any
 
 from kernelhub.deps import KERNEL_DEPENDS
 from kernelhub.metadata import (
+    NO_LICENSE,
     BackendInfo,
     Metadata,
     compute_digests,
     write_metadata,
 )
 from kernelhub.minver import KERNELS_MINVER, ZIP_LAYOUT_KERNELS
+from kernelhub.provenance import kernel_git_status
 from kernelhub.records import replace
 from kernelhub.symbols import SYMBOLS_FILE
 from kernelhub.variants import Variant, VariantKind
@@ -87,7 +89,7 @@ def stage_variant(
             release=kernel.release,
             backend=backend_info(kernel, variant, artifacts.so_path),
             digest_files=compute_digests(staging),
-            license=kernel.license,
+            license=kernel.license or NO_LICENSE,
             python_depends=python_depends(kernel, variant),
             provenance=provenance(kernel.root),
             torch=torch_version,
@@ -220,9 +222,11 @@ def provenance(kernel_root: Path) -> dict:
     """
     result: dict = {"kernel-builder": {"version": BUILDER_VERSION}}
     commit = _git(kernel_root, "rev-parse", "HEAD")
-    if commit:
-        status = _git(kernel_root, "status", "--porcelain", "--untracked-files=no", "--", ".")
-        result["kernel"] = {"commit": commit, "dirty": bool(status)}
+    status = commit and _git(kernel_root, "status", "--porcelain", "--untracked-files=no",
+                             "--", ".")
+    kernel = kernel_git_status(commit, bool(status))
+    if kernel is not None:
+        result["kernel"] = kernel
     return result
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from filelock import FileLock
 from kernelhub.errors import KernelHubError
-from kernelhub.metadata import read_metadata, verify_variant
+from kernelhub.metadata import NO_LICENSE, read_metadata, verify_variant
 from kernelhub.provenance import dirty_sources
 from kernelhub.variants import Variant
 
@@ -97,6 +97,10 @@ def build_kernel(
         warn(f"{kernel.name}: built from uncommitted changes under {kernel.root}; metadata.json "
              "marks these builds dirty and loaders warn about them — commit, then rebuild, "
              "for builds their commit names")
+    if kernel.license is None and any(not r.up_to_date for r in results):
+        warn(f"{kernel.name}: build.toml declares no general.license; metadata.json records "
+             f'"{NO_LICENSE}" (SPDX: none stated), which the ecosystem\'s loaders accept — '
+             'add license = "<SPDX id>" to say what users may do with the kernel')
     return results
 
 

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from kernelhub.errors import KernelHubError
 from kernelhub.metadata import METADATA_FILE, verify_variant
+from kernelhub.provenance import kernel_git_status
 from kernelhub.variants import parse_variant
 
 from ..check.kernel_tests import run_kernel_tests
@@ -97,8 +98,12 @@ def stamp(src: Path, out: Path, commit: str | None, dirty: bool) -> None:
     out.chmod(0o755)
     path = out / METADATA_FILE
     data = json.loads(path.read_text())
-    kernel: dict = {"commit": commit, "dirty": dirty} if commit else {"dirty": dirty}
-    data.setdefault("provenance", {})["kernel"] = kernel
+    provenance = data.setdefault("provenance", {})
+    kernel = kernel_git_status(commit, dirty)
+    if kernel is None:
+        provenance.pop("kernel", None)
+    else:
+        provenance["kernel"] = kernel
     path.chmod(0o644)
     path.write_text(json.dumps(data, indent=2) + "\n")
 

@@ -61,6 +61,7 @@ from .tables import (
 KERNEL_FILE = "build.toml"
 
 _KERNEL_NAME_RE = re.compile(r"[a-z](?:[a-z0-9_-]*[a-z0-9])?")
+EDITION_NAME_RE = re.compile(r"[a-z][a-z0-9-]*[a-z0-9]")  # the ecosystem's KernelName
 _PART_NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # "_name" too, as the ecosystem allows
 _REPO_ID_RE = re.compile(r"[^/\s]+/[^/\s]+")
 _LEGACY_LANGUAGES = {"cuda": "cuda", "cuda-hipify": "cuda", "metal": "metal"}
@@ -89,7 +90,7 @@ def read_kernel(data: dict[str, Any], file: Path, project: Project | None = None
     _refuse_other_frameworks(top)
     general = top.get_table("general")
     assert general is not None  # read_edition requires it
-    name, version, release = _identity(general, project.releases if project else {})
+    name, version, release = _identity(general, edition, project.releases if project else {})
     parts = _load_parts(top, root, edition)
     torch, backends, skipped, universal = _framework(
         top, general, parts, root, project.matrix if project else Matrix()
@@ -157,12 +158,24 @@ def _refuse_other_frameworks(top: Table) -> None:
         raise top.error("mlx-noarch", f"cannot build: {MLX_REASON}")
 
 
-def _identity(general: Table, releases: dict[str, str]) -> tuple[str, int, str]:
+def _identity(general: Table, edition: Edition,
+              releases: dict[str, str]) -> tuple[str, int, str]:
     """general.name, general.version (default 1) and the release: kernels.toml's
     ``[releases]`` entry, else ``general.release`` (older trees of ours; the ecosystem's
-    schema refuses the key), else ``<version>.0.0``."""
+    schema refuses the key), else ``<version>.0.0``.
+
+    An edition's name is the ecosystem's (no '_': its build.toml reader and its 0.19
+    loader's metadata.json reader refuse one); our unversioned schema still allows '_'."""
     name = general.get_str("name", required=True)
     assert name is not None
+    ecosystem_name = EDITION_NAME_RE.fullmatch(name)
+    if edition is not None and _KERNEL_NAME_RE.fullmatch(name) and not ecosystem_name:
+        raise general.error(
+            "name",
+            f"{name!r} is not a kernel name in edition {edition}: use at least two lowercase "
+            f"letters, digits and '-' (the ecosystem's tools refuse '_'), e.g. "
+            f"{name.replace('_', '-')!r}; the package stays torch-ext/{name.replace('-', '_')}",
+        )
     if not _KERNEL_NAME_RE.fullmatch(name):
         raise general.error(
             "name",

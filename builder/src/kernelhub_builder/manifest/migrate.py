@@ -103,10 +103,11 @@ def rewrite(text: str, file: Path, kernel: KernelManifest) -> tuple[str, tuple[s
         _move(doc, old, new)
     _drop_universal(doc, kernel, notes)
     if "_" in kernel.name:
-        notes.append(f"{kernel.name}: the ecosystem's schema allows only a-z, 0-9 and '-' in "
-                     "general.name; kernelhub reads '_' too, but the ecosystem's tools will "
-                     f"refuse this file until the name is {kernel.name.replace('_', '-')!r} "
-                     "(the Python package name stays the same)")
+        dashed = kernel.name.replace("_", "-")
+        _general(doc)["name"] = dashed
+        notes.append(f"{kernel.name}: renamed {dashed!r}: an edition's general.name allows only "
+                     "a-z, 0-9 and '-' (the ecosystem's build.toml and metadata.json readers "
+                     "refuse '_'); the Python package name stays the same")
     _migrate_parts(doc)
     general = _general(doc)
     if "edition" in general:
@@ -301,7 +302,8 @@ def _check_same_kernel(before: KernelManifest, migration: Migration, project: Pr
     with warnings.catch_warnings():  # the original's read already said them
         warnings.simplefilter("ignore")
         after = read_kernel(tomllib.loads(migration.text), migration.file, project)
-    expected = dataclasses.replace(before, edition=CURRENT_EDITION, universal=False)
+    expected = dataclasses.replace(before, edition=CURRENT_EDITION, universal=False,
+                                   name=before.name.replace("_", "-"))
     if after != expected:
         changed = [f.name for f in dataclasses.fields(KernelManifest)
                    if getattr(after, f.name) != getattr(expected, f.name)]
