@@ -8,8 +8,9 @@ functions and layers. Our builder builds it, checks it (the import check resolve
 dependency from the hub) and publishes it under both generations of variant names; then,
 through a real Hub-API server (olah):
 
-* the ecosystem's 0.19.1 loader loads it — the archive and the dependency — and its ``kernels describe-api`` reads our symbols.json (olah serves no publisher trust
-  flags, so it is told to trust the repositories);
+* the ecosystem's 0.19.1 loader loads it — the archive and the dependency — and its
+  ``kernels describe-api`` reads our symbols.json (olah serves no publisher trust flags,
+  so it is told to trust the repositories);
 * the ecosystem's 0.17.2 loader, which cannot import the zip layout, refuses it with
   "upgrade" (metadata.json's kernels-minver), not with a failed import;
 * kernelhub loads it too.
@@ -198,25 +199,16 @@ print(json.dumps({"file": act.__file__,
 """
 
 
-@pytest.fixture
-def ours_served(published: Workspace, tmp_path: Path) -> Iterator[KernelRepoProxy]:
-    """Our six kernels as the e2e session publishes them (builder publish: both names)."""
-    if olah_cli() is None:
-        pytest.skip("olah is not installed (pip install olah)")
-    with served_hub(published.hub, tmp_path / "olah") as proxy:
-        yield proxy
-
-
 @pytest.mark.parametrize(("version", "name"), [
     ("0.19.1", "torch-2.13-cpu-cpython-3.9-abi3-x86_64-linux"),
     ("0.17.2", "torch213-cxx11-cpu-x86_64-linux"),
 ])
 def test_our_variants_load_under_both_generations_of_the_ecosystems_loader(
-        ours_served: KernelRepoProxy, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory,
-        version: str, name: str) -> None:
+        published_served: KernelRepoProxy, tmp_path: Path,
+        tmp_path_factory: pytest.TempPathFactory, version: str, name: str) -> None:
     """One build, published under both names: each loader takes the name it prefers."""
     env = reference_env(dict(os.environ), reference(version, tmp_path_factory),
-                        ours_served.url, tmp_path / "hf-cache")
+                        published_served.url, tmp_path / "hf-cache")
     result = python(OURS, env)
     assert f"/build/{name}/" in result["file"], result["file"]
     assert result["error"] < 1e-5
