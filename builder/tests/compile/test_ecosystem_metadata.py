@@ -1,11 +1,11 @@
-"""metadata.json as the builder writes it reads under the ecosystem's 0.19 loader.
+"""metadata.json as the builder writes it reads under the ecosystem's loaders.
 
-kernels 0.19 parses metadata.json strictly: ``license`` must be a string and a
+kernels 0.17 and 0.19 parse metadata.json strictly: ``license`` must be a string and a
 ``provenance.kernel`` part must name a full commit id. A kernel without a license (the
 schema before editions allows that) and a dirty Nix build without a revision were written
-as ``null`` and ``{"dirty": true}``, which it refused. The variants here are staged by the
+as ``null`` and ``{"dirty": true}``, which both refused. The variants here are staged by the
 builder's own assemble step and stamped by the Nix build's stamp step (a pure-Python
-kernel: nothing is compiled), then parsed by the real 0.19.1 loader.
+kernel: nothing is compiled), then parsed by the real 0.17.2 and 0.19.1 loaders.
 """
 
 from __future__ import annotations
@@ -24,7 +24,11 @@ from kernelhub.variants import parse_variant
 from kernelhub_builder.compile.assemble import Artifacts, install_staged, stage_variant
 from kernelhub_builder.compile.nix_build import stamp
 from kernelhub_builder.manifest import load_kernel
-from reference_loader import ReferenceLoaderUnavailable, install_reference_loader
+from reference_loader import (
+    ECOSYSTEM_VERSIONS,
+    ReferenceLoaderUnavailable,
+    install_reference_loader,
+)
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "project" / "kernels-src" / "relu_py"
 
@@ -56,11 +60,13 @@ def _stage(root: Path, out: Path) -> Path:
     return dest
 
 
-def test_what_the_builder_writes_parses_under_kernels_0_19(
-    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+@pytest.mark.parametrize("version", ECOSYSTEM_VERSIONS)
+def test_what_the_builder_writes_parses_under_the_ecosystems_loaders(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, version: str
 ) -> None:
     try:
-        ecosystem = install_reference_loader(tmp_path_factory.mktemp("kernels-0.19.1"), "0.19.1")
+        ecosystem = install_reference_loader(tmp_path_factory.mktemp(f"kernels-{version}"),
+                                             version)
     except ReferenceLoaderUnavailable as e:
         pytest.skip(str(e))
 
