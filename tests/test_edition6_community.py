@@ -170,10 +170,6 @@ def test_the_ecosystems_0_17_loader_says_upgrade(
     assert error is not None and "requires kernels>=0.19.0" in error, error
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "kernelhub's importer does not load the zip layout and kernel-depends yet (formats-loader "
-    "has their formats; loading them waits for the load pipeline): when it does, this test "
-    "passes and the mark goes"))
 def test_kernelhub_loads_it(community: Workspace) -> None:
     env = community.env(KERNELHUB_TRUSTED_ORGS="kernels-community")
     code = LOAD.replace("import json, sys, torch, kernels",
