@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from kernelhub_builder.cli import main
 from kernelhub_builder.errors import ManifestError
-from kernelhub_builder.manifest import KernelManifest, load_kernel
+from kernelhub_builder.manifest import KernelManifest, load_kernel, load_project
 from kernelhub_builder.manifest.migrate import migrate_kernel
 
 REPO = Path(__file__).resolve().parents[3]
@@ -145,6 +145,19 @@ def test_an_underscore_name_is_migrated_with_a_note(tmp_path: Path) -> None:
     assert migration.changed
     assert "renamed 'scale-stable'" in migration.notes[0]
     assert 'name = "scale-stable"' in migration.text
+
+
+def test_an_underscore_name_with_a_release_entry_says_to_rename_that_too(tmp_path: Path) -> None:
+    tree = copy_tree(REPO / "builder" / "tests" / "fixtures" / "project" / "kernels-src" /
+                     "scale_stable", tmp_path / "kernels-src" / "scale_stable")
+    (tmp_path / "kernels.toml").write_text('kernels = ["scale_stable"]\n'
+                                           '[releases]\nscale_stable = "2.1.0"\n')
+    original = (tree / "build.toml").read_text()
+    with pytest.raises(ManifestError) as info:
+        migrate_kernel(tree, load_project(tmp_path))
+    assert info.value.key == "releases.scale_stable"
+    assert "rename this [releases] entry to 'scale-stable' too" in str(info.value)
+    assert (tree / "build.toml").read_text() == original
 
 
 def test_cli_check_writes_nothing_and_fails_until_migrated(

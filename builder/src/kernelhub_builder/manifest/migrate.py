@@ -49,6 +49,7 @@ from ..errors import ManifestError
 from .build_toml import KERNEL_FILE, load_kernel, read_kernel
 from .keys import CURRENT_EDITION, Edition, renames
 from .model import KernelManifest, Project
+from .project import PROJECT_FILE
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,11 @@ def migrate_kernel(path: Path, project: Project | None = None, *, write: bool = 
     text = file.read_text(encoding="utf-8")
     if kernel.edition == CURRENT_EDITION:
         return Migration(file, kernel.edition, text)
+    if "_" in kernel.name and project is not None and kernel.name in project.releases:
+        dashed = kernel.name.replace("_", "-")
+        raise ManifestError(project.root / PROJECT_FILE, f"releases.{kernel.name}",
+                            f"edition 6 renames the kernel {dashed!r} (no '_' in its names); "
+                            f"rename this [releases] entry to {dashed!r} too, then migrate")
     migration = Migration(file, kernel.edition, *rewrite(text, file, kernel))
     _check_same_kernel(kernel, migration, project)
     if write:
