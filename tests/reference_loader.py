@@ -163,6 +163,18 @@ def stop_process(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
+@contextmanager
+def served_hub(hub_root: Path, work: Path) -> Iterator[KernelRepoProxy]:
+    """A LocalHub root behind olah, behind the counting kernel-repo-type proxy: what the
+    reference loader reads a published hub through."""
+    with olah_server(hub_root, work) as url:
+        proxy = KernelRepoProxy(url)
+        try:
+            yield proxy
+        finally:
+            proxy.close()
+
+
 def map_kernel_repo_type(path: str) -> str:
     """The olah path for a request the reference loader makes with ``repo_type="kernel"``.
 

@@ -25,7 +25,7 @@ from kernelhub.metadata import METADATA_FILE
 from kernelhub.variants import Variant, parse_variant
 
 from .errors import OutputDirError
-from .manifest_model import KernelManifest, Project
+from .manifest import KernelManifest, Project
 
 WORK_DIR = ".work"
 STAGING_PREFIX = ".staging-"

@@ -27,6 +27,9 @@ SIGNATURE_SIDECARS: tuple[str, ...] = ("metadata.json.sigstore",)
 """Signatures of metadata.json stored next to it (the ecosystem's sigstore bundle): made
 after the digest, so not in it, and never imported."""
 DIGEST_ALGORITHM = "sha256"
+NO_LICENSE = "NOASSERTION"
+"""The license a variant of a kernel that declares none records: SPDX's "no assertion".
+The ecosystem's 0.19 loader refuses metadata.json whose ``license`` is missing or null."""
 _SKIPPED_DIRS = {"__pycache__"}
 _SKIPPED_SUFFIXES = (".pyc", ".pyo")
 

@@ -13,6 +13,8 @@ and every error names the file, the dotted key, what was wrong and what is allow
     org = "kernels-community"         # default org, and the trusted one
     target = "/path/to/hub"           # optional: a path (LocalHub there), "hf" or an
                                       # "http(s)://…" Hub-API endpoint (HfHub)
+    variant-names = "both"            # publish builds under the current names, the
+                                      # legacy ones, or both (default)
     [matrix]                          # the default build matrix; every key is optional
     torch = ["2.13", "2.14"]          # torch major.minor
     backends = ["cpu", "cuda", "rocm", "xpu", "metal"]
@@ -45,10 +47,10 @@ from kernelhub.variants import Compute
 from kernelhub.versions import parse_release
 from packaging.requirements import InvalidRequirement, Requirement
 
+from ..errors import ManifestError
 from .build_toml import KERNEL_FILE, load_kernel
-from .errors import ManifestError
-from .manifest_model import KernelManifest, Matrix, Project
-from .toml_tables import Table, major_minor, read_toml, version_key
+from .model import KernelManifest, Matrix, Project, VariantNames
+from .tables import Table, major_minor, read_toml, version_key
 
 __all__ = [
     "KERNEL_FILE",
@@ -81,10 +83,9 @@ def load_project(path: Path, *, only: Sequence[str] | None = None) -> Project:
     file = path / PROJECT_FILE if path.is_dir() else path
     root = file.parent.resolve()
     top = Table(read_toml(file), file)
-    top.check_keys(("kernels", "build-dir", "hub", "matrix", "toolchain", "releases"))
+    top.check_tables(Project, None)
 
     hub = top.get_table("hub") or Table({}, file, "hub")
-    hub.check_keys(("org", "target"))
     org = hub.get_str("org") or "kernels-community"
     if not _ORG_RE.fullmatch(org):
         raise hub.error("org", f"{org!r} is not an org name (letters, digits, '.', '-', '_')")
@@ -92,6 +93,11 @@ def load_project(path: Path, *, only: Sequence[str] | None = None) -> Project:
         target = _hub_target(hub.get_str("target"), root)
     except PathError as e:
         raise hub.error("target", str(e)) from None
+    names = hub.get_str("variant-names") or VariantNames.BOTH.value
+    if names not in {n.value for n in VariantNames}:
+        raise hub.error("variant-names", f"{names!r}: allowed are "
+                                         f"{', '.join(n.value for n in VariantNames)} (both: "
+                                         "the names kernels 0.19 prefers and 0.17/0.18 find)")
 
     matrix = _load_matrix(top.get_table("matrix") or Table({}, file, "matrix"))
     pins = _load_torch_pins(top.get_table("toolchain") or Table({}, file, "toolchain"), matrix)
@@ -112,7 +118,7 @@ def load_project(path: Path, *, only: Sequence[str] | None = None) -> Project:
     releases = _load_releases(top.get_table("releases") or Table({}, file, "releases"))
     project = Project(root=root, kernels=kernels, org=org, hub=target, matrix=matrix,
                       torch_pins=pins, build_dir=(root / build_dir) if build_dir else None,
-                      releases=releases)
+                      releases=releases, variant_names=VariantNames(names))
     for name in kernels:
         if not (project.kernel_dir(name) / KERNEL_FILE).is_file():
             raise top.error(
@@ -161,7 +167,6 @@ def _discover_kernels(root: Path) -> tuple[str, ...]:
 
 
 def _load_matrix(table: Table) -> Matrix:
-    table.check_keys(("torch", "backends", "systems", "cuda", "rocm", "xpu"))
     default = Matrix()
 
     def values(name: str, check: Any) -> tuple[str, ...]:
@@ -203,7 +208,6 @@ def _load_matrix(table: Table) -> Matrix:
 
 
 def _load_torch_pins(toolchain: Table, matrix: Matrix) -> dict[str, str]:
-    toolchain.check_keys(("torch",))
     table = toolchain.get_table("torch")
     if table is None:
         return {}
