@@ -25,62 +25,45 @@ def _llama_rms_norm(x, weight):
     return weight * normed.to(x.dtype)
 
 
-class _Layer(Benchmark):
-    seed = 42
-
-    def _setup(self, tokens, hidden, dtype):
-        self.x = torch.randn(tokens, hidden, dtype=dtype, device=self.device)
-        self.layer = self.kernel.layers.LigerRMSNorm()
-        weight = (torch.rand(hidden, device=self.device) * 0.1).to(dtype)
-        self.layer.weight = torch.nn.Parameter(weight, requires_grad=False)
-        self.layer.variance_epsilon = EPS
-
-    def _run(self):
-        self.out = self.layer(self.x)
-
-    def _verify(self):
-        return _llama_rms_norm(self.x, self.layer.weight)
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
-class LigerRMSNorm8B(_Layer):
+def _workloads(cls, hidden, phases):
+    """Adds setup_/benchmark_/verify_<phase>_<dtype> for each (phase, tokens) x dtype."""
+    for phase, tokens in phases.items():
+        for tag, dtype in DTYPES.items():
+            def setup(self, tokens=tokens, dtype=dtype):
+                self.x = torch.randn(tokens, hidden, dtype=dtype, device=self.device)
+                self.layer = self.kernel.layers.LigerRMSNorm()
+                weight = (torch.rand(hidden, device=self.device) * 0.1).to(dtype)
+                self.layer.weight = torch.nn.Parameter(weight, requires_grad=False)
+                self.layer.variance_epsilon = EPS
+
+            setattr(cls, f"setup_{phase}_{tag}", setup)
+            setattr(cls, f"benchmark_{phase}_{tag}", _run)
+            setattr(cls, f"verify_{phase}_{tag}", _verify)
+    return cls
+
+
+def _run(self):
+    self.out = self.layer(self.x)
+
+
+def _verify(self):
+    return _llama_rms_norm(self.x, self.layer.weight)
+
+
+class LigerRMSNorm8B(Benchmark):
     """Llama-3-8B (hidden 4096)."""
 
-    def setup_decode_fp32(self):
-        self._setup(1, 4096, torch.float32)
-
-    benchmark_decode_fp32 = _Layer._run
-    verify_decode_fp32 = _Layer._verify
-
-    def setup_decode_bf16(self):
-        self._setup(1, 4096, torch.bfloat16)
-
-    benchmark_decode_bf16 = _Layer._run
-    verify_decode_bf16 = _Layer._verify
-
-    def setup_prefill_fp32(self):
-        self._setup(512, 4096, torch.float32)
-
-    benchmark_prefill_fp32 = _Layer._run
-    verify_prefill_fp32 = _Layer._verify
-
-    def setup_prefill_bf16(self):
-        self._setup(512, 4096, torch.bfloat16)
-
-    benchmark_prefill_bf16 = _Layer._run
-    verify_prefill_bf16 = _Layer._verify
+    seed = 42
 
 
-class LigerRMSNorm70B(_Layer):
+class LigerRMSNorm70B(Benchmark):
     """Llama-3-70B (hidden 8192)."""
 
-    def setup_prefill_fp32(self):
-        self._setup(512, 8192, torch.float32)
+    seed = 42
 
-    benchmark_prefill_fp32 = _Layer._run
-    verify_prefill_fp32 = _Layer._verify
 
-    def setup_prefill_bf16(self):
-        self._setup(512, 8192, torch.bfloat16)
-
-    benchmark_prefill_bf16 = _Layer._run
-    verify_prefill_bf16 = _Layer._verify
+_workloads(LigerRMSNorm8B, 4096, {"decode": 1, "prefill": 512})
+_workloads(LigerRMSNorm70B, 8192, {"prefill": 512})

@@ -6,6 +6,7 @@
 // in a fixed order, so every copy gives the same bits (no FMA contraction:
 // -ffp-contract=off in build.toml). Only torch's stable ABI is used, so one
 // build loads on torch 2.13 and later.
+#include "../liger_common/op_checks.h"
 #include "registration.h"
 
 #include <torch/csrc/stable/library.h>
@@ -102,11 +103,9 @@ RowsFn rows_for(ScalarType dtype) {
       return rows_bfloat16;
     case ScalarType::Half:
       return rows_half;
-    default:
-      STD_TORCH_CHECK(false, "liger rms_norm: dtype must be float32, float64, bfloat16 or "
-                      "float16, got ", torch::headeronly::toString(dtype));
+    default:  // refused by check_rms_norm_args
+      return nullptr;
   }
-  return nullptr;
 }
 
 }  // namespace
@@ -114,22 +113,15 @@ RowsFn rows_for(ScalarType dtype) {
 
 Tensor rms_norm(Tensor x, Tensor weight, double eps) {
   STD_TORCH_CHECK(x.is_cpu() && weight.is_cpu(), "liger rms_norm: expected CPU tensors");
-  STD_TORCH_CHECK(x.dim() >= 1, "liger rms_norm: x must have at least one dimension");
-  STD_TORCH_CHECK(weight.dim() == 1 && weight.size(0) == x.size(-1),
-                  "liger rms_norm: weight must have shape [", x.size(-1),
-                  "] (the last dimension of x)");
-  STD_TORCH_CHECK(weight.scalar_type() == x.scalar_type(), "liger rms_norm: weight dtype (",
-                  torch::headeronly::toString(weight.scalar_type()), ") must match x dtype (",
-                  torch::headeronly::toString(x.scalar_type()), ")");
+  const int64_t rows = liger_common::check_rms_norm_args(x, weight);
   const liger_cpu::RowsFn rows_fn = liger_cpu::rows_for(x.scalar_type());
   const Tensor xc = torch::stable::contiguous(x);
   const Tensor wc = torch::stable::contiguous(weight);
   Tensor out = torch::stable::empty_like(xc);
-  const int64_t hidden = xc.size(-1);
-  const int64_t rows = hidden == 0 ? 0 : xc.numel() / hidden;
   if (rows == 0) {
     return out;
   }
+  const int64_t hidden = xc.size(-1);
   const void* xp = xc.const_data_ptr();
   const void* wp = wc.const_data_ptr();
   void* yp = out.mutable_data_ptr();

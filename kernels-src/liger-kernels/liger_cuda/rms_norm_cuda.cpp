@@ -2,6 +2,7 @@
 // enqueue the kernel on torch's current stream of x's device. Only torch's
 // stable ABI is used (the stream comes through the stable C shim), so one build
 // loads on every CUDA torch from 2.13 on; the device code is behind launch.h.
+#include "../liger_common/op_checks.h"
 #include "launch.h"
 #include "registration.h"
 
@@ -20,10 +21,9 @@ using torch::stable::Tensor;
 namespace liger_cuda {
 namespace {
 
+// The kernels' element type (the dtype was checked by check_rms_norm_args).
 DType dtype_of(ScalarType dtype) {
   switch (dtype) {
-    case ScalarType::Float:
-      return DType::Float;
     case ScalarType::Double:
       return DType::Double;
     case ScalarType::BFloat16:
@@ -31,10 +31,8 @@ DType dtype_of(ScalarType dtype) {
     case ScalarType::Half:
       return DType::Half;
     default:
-      STD_TORCH_CHECK(false, "liger rms_norm: dtype must be float32, float64, bfloat16 or "
-                      "float16, got ", torch::headeronly::toString(dtype));
+      return DType::Float;
   }
-  return DType::Float;
 }
 
 }  // namespace
@@ -44,13 +42,7 @@ Tensor rms_norm(Tensor x, Tensor weight, double eps) {
   STD_TORCH_CHECK(x.is_cuda() && weight.is_cuda() &&
                       x.get_device_index() == weight.get_device_index(),
                   "liger rms_norm: x and weight must be CUDA tensors on the same device");
-  STD_TORCH_CHECK(x.dim() >= 1, "liger rms_norm: x must have at least one dimension");
-  STD_TORCH_CHECK(weight.dim() == 1 && weight.size(0) == x.size(-1),
-                  "liger rms_norm: weight must have shape [", x.size(-1),
-                  "] (the last dimension of x)");
-  STD_TORCH_CHECK(weight.scalar_type() == x.scalar_type(), "liger rms_norm: weight dtype (",
-                  torch::headeronly::toString(weight.scalar_type()), ") must match x dtype (",
-                  torch::headeronly::toString(x.scalar_type()), ")");
+  const int64_t rows = liger_common::check_rms_norm_args(x, weight);
   const liger_cuda::DType dtype = liger_cuda::dtype_of(x.scalar_type());
   const int device = x.get_device_index();
   torch::stable::accelerator::DeviceGuard guard(device);
@@ -58,7 +50,6 @@ Tensor rms_norm(Tensor x, Tensor weight, double eps) {
   const Tensor wc = torch::stable::contiguous(weight);
   Tensor out = torch::stable::empty_like(xc);
   const int64_t hidden = xc.size(-1);
-  const int64_t rows = hidden == 0 ? 0 : xc.numel() / hidden;
   STD_TORCH_CHECK(rows <= INT32_MAX, "liger rms_norm: at most 2^31-1 rows per call, got ", rows);
   if (rows == 0) {
     return out;
