@@ -34,6 +34,7 @@ from .. import settings
 from ..errors import KernelHubError, TrustError
 from ..records import Record
 from ..system import RuntimeDevice, runtime_device
+from .autotune import adopt, autotune_flag, autotuned_forward
 from .decorators import KERNEL_FUNCS_ATTR
 from .forwards import install_function, restore_forward
 from .mapping import (
@@ -50,7 +51,6 @@ from .mapping import (
 )
 from .validate import LayerValidationError as LayerValidationError
 from .validate import forward_of, validate_layer
-from .verify import verified_forward
 
 if TYPE_CHECKING:
     from torch import nn
@@ -153,12 +153,12 @@ def _load_layer(repo: Repository, cls: type, failures: dict[Any, Exception]) -> 
     return layer
 
 
-def _install(module: nn.Module, layer: type, repo: Repository, verify_as: str | None = None
+def _install(module: nn.Module, layer: type, repo: Repository, autotune_as: str | None = None
              ) -> None:
     forward = forward_of(layer)
-    if verify_as is not None:
+    if autotune_as is not None:
         owner: type = type(module)
-        forward = verified_forward(layer, forward, forward_of(owner), verify_as)
+        forward = autotuned_forward(layer, forward, forward_of(owner), autotune_as)
     install_function(module, forward, repo)
 
 
@@ -168,7 +168,8 @@ def kernelize(
     mode: Mode | None = None,
     device: Any = None,
     use_fallback: bool | KernelizeFallback = True,
-    verify: bool = False,
+    autotune: bool = False,
+    verify: bool | None = None,
 ) -> nn.Module:
     """Replace the forward of every marked layer in ``model`` with its mapped kernel.
 
@@ -180,12 +181,14 @@ def kernelize(
     ``use_fallback``: where no kernel applies, keep PyTorch's forward (``True``, the
     default), raise :class:`KernelizeError` for layers the mapping names (``False``), or
     keep it exactly in the cases a :class:`KernelizeFallback` lists.
-    ``verify=True`` keeps PyTorch wherever the kernel is wrong or slower on the shapes
+    ``autotune=True`` keeps PyTorch wherever the kernel is wrong or slower on the shapes
     the model actually runs: each layer's first call per shape bucket runs both and
     decides, and the decision is cached on disk for later processes (see
-    :mod:`kernelhub.layer.verify`; ``verification_report(model)`` says what was chosen).
+    :mod:`kernelhub.layer.autotune`; ``autotune_report(model)`` says what was chosen).
+    ``verify`` is its former name (warns once).
     Returns ``model``. With ``USE_HUB_KERNELS=0`` nothing is changed.
     """
+    autotune = autotune_flag(autotune, verify, "kernelize")
     if not settings.hub_kernels_enabled():
         return model
     cases = fallback_cases(use_fallback)
@@ -196,6 +199,8 @@ def kernelize(
     mapping = get_kernel_mapping()
     failures: dict[Any, Exception] = {}
     warned: set[tuple[Any, ...]] = set()
+    if autotune:
+        adopt(model)  # the stored decisions of its layers name it
     for target in _targets(model):
         restore_forward(target.module)
         condition = getattr(type(target.module), "kernel_condition", None)
@@ -204,7 +209,7 @@ def kernelize(
         devices = mapping.get(target.layer_name, {})
         chosen, case, reasons = _choose(target, devices, where, mode, failures)
         if chosen is not None:
-            _install(target.module, *chosen, verify_as=target.layer_name if verify else None)
+            _install(target.module, *chosen, autotune_as=target.layer_name if autotune else None)
             logger.debug("%s: %s runs %s", target.path, target.layer_name, chosen[1])
             continue
         if case not in cases:

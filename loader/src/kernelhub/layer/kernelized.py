@@ -9,7 +9,6 @@ pickled model reports what it runs.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from ..records import Record, field
@@ -42,18 +41,6 @@ class KernelizedLayers(Record, frozen=True):
 
     layers: dict[str, KernelizedLayer] = field(default_factory=dict)
     funcs: dict[tuple[str, str], KernelizedFunc] = field(default_factory=dict)
-
-
-def kernel_sites(model: nn.Module) -> Iterator[tuple[str, nn.Module]]:
-    """(name, module) of every module kernelize may give a kernel: ``model``'s modules,
-    and the function modules they attach (``_kernel_funcs``, not submodules), named
-    ``<owner>.<function>``."""
-    for name, module in model.named_modules():
-        yield name, module
-        funcs = getattr(module, KERNEL_FUNCS_ATTR, None)
-        if isinstance(funcs, dict):
-            for func_name, func_module in funcs.items():
-                yield f"{name}.{func_name}" if name else func_name, func_module
 
 
 def get_kernelized_layers(model: nn.Module) -> KernelizedLayers:
