@@ -5,7 +5,9 @@ attention, and computes what PyTorch computes.
 
 5.25 maps ``RMSNorm`` to liger-kernels on CUDA and ROCm only; on the CPU the default norm
 is our rmsnorm kernel (docs/transformers.md says why), so here the Llama asks for
-liger-kernels through a KernelConfig, exactly as 5.25's entry names it (version 4)."""
+liger-kernels through a KernelConfig, exactly as 5.25's entry names it (version 4), and
+keeps the decoder layers and MLPs unfused (on the CPU the table fuses them: the fused
+decoder layer would compute the norms itself)."""
 
 from __future__ import annotations
 
@@ -18,10 +20,15 @@ LIGER = "kernels-community/liger-kernels"
 ROTARY = "kernels-community/rotary"
 
 
+def _liger_config() -> KernelConfig:
+    return KernelConfig({"RMSNorm": (f"{LIGER}:LigerRMSNorm", {"version": 4}),
+                         "DecoderLayer": None, "MLP": None})
+
+
 def test_llama_runs_liger_rms_norm_and_the_rotary_kernel(hub_env, model_dirs):
     require_kernel(LIGER)
     require_kernel(ROTARY)
-    config = KernelConfig({"RMSNorm": (f"{LIGER}:LigerRMSNorm", {"version": 4})})
+    config = _liger_config()
     reference = pytorch(model_dirs["llama"])
     model = load(model_dirs["llama"], use_kernels=True, kernel_config=config)
     layers = model.config.num_hidden_layers
@@ -42,7 +49,7 @@ def test_llama_runs_liger_rms_norm_and_the_rotary_kernel(hub_env, model_dirs):
 
 def test_training_step_through_liger_rms_norm_matches_pytorch(hub_env, model_dirs):
     require_kernel(LIGER)
-    config = KernelConfig({"RMSNorm": (f"{LIGER}:LigerRMSNorm", {"version": 4})})
+    config = _liger_config()
     grads = []
     for model in (pytorch(model_dirs["llama"]),
                   load(model_dirs["llama"], use_kernels=True, kernel_config=config)):
