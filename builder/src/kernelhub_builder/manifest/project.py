@@ -1,4 +1,4 @@
-"""Parse ``kernels.toml`` and ``build.toml`` into the typed models of :mod:`.manifest_model`.
+"""Parse ``kernels.toml`` and ``build.toml`` into the typed models of :mod:`.model`.
 
 Everything downstream takes those models, never raw TOML, so every check happens here
 and every error names the file, the dotted key, what was wrong and what is allowed.
