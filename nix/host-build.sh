@@ -3,8 +3,9 @@
 # "Host toolchain" means this machine's compilers and the builder's torch environments,
 # outside the Nix store. A Nix build sees neither the caller's environment nor its
 # checkout, so where they are comes from a small file written by ci/setup-nix
-# (kernelhub_builder.compile.nix_host), which names no checkout:
-#   ~/.config/kernelhub/nix-host.env of the user the build runs as (single-user Nix),
+# (kernelhub_builder.compile.nix_host, host_env_file: the same two places), which names no checkout:
+#   <home>/.config/kernelhub/nix-host.env, <home> being what the user database says for
+#   the user the build runs as (single-user Nix; HOME is not set in a build),
 #   else /etc/kernelhub/nix-host.env (a daemon's build users have no home).
 # It sets KERNELHUB_BUILDER_HOME (the torch environments); it may set CUDA_HOME or CXX.
 # The Python is $KERNELHUB_BUILDER_HOME/nix-python/$pythonKey: a venv with only the
@@ -20,7 +21,7 @@ for candidate in "${home:-/nonexistent}/.config/kernelhub/nix-host.env" /etc/ker
   if [ -r "$candidate" ]; then conf=$candidate; break; fi
 done
 if [ -z "$conf" ]; then
-  echo "error: no host toolchain for Nix builds: ${home:-~}/.config/kernelhub/nix-host.env and /etc/kernelhub/nix-host.env are missing; run ci/setup-nix in a checkout" >&2
+  echo "error: no host toolchain for Nix builds: this build runs as uid $(id -u), whose home in the user database is ${home:-(none)}, and neither ${home:-<home>}/.config/kernelhub/nix-host.env nor /etc/kernelhub/nix-host.env exists; run ci/setup-nix in a checkout as that user (it writes the first whatever HOME is), or write the second as root with: python -m kernelhub_builder.compile.nix_build host-setup --project-file kernels.toml --env-file /etc/kernelhub/nix-host.env" >&2
   exit 1
 fi
 . "$conf"

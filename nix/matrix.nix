@@ -15,8 +15,11 @@ let
     else if backend == "xpu" then "xpu${mm version}"
     else backend;
 
+  # kernelhub.system platform_problem: no torch exists for ROCm or XPU on aarch64.
+  X86_64_ONLY = [ "rocm" "xpu" ];
   systemHasBackend = backend: arch: os:
-    if elem backend LINUX_ONLY then os == "linux"
+    if elem backend X86_64_ONLY then os == "linux" && arch == "x86_64"
+    else if elem backend LINUX_ONLY then os == "linux"
     else if backend == "metal" then arch == "aarch64" && os == "darwin"
     else true;
 

@@ -37,6 +37,9 @@ import httpx
 REFERENCE_VERSION = "0.17.2"
 """The ``kernels`` release this interop is checked against."""
 
+ECOSYSTEM_VERSIONS = ("0.17.2", "0.19.1")
+"""The oldest ``kernels`` release we support and the one users install today."""
+
 _HOP_HEADERS = {"connection", "keep-alive", "transfer-encoding", "content-length",
                 "content-encoding", "host"}
 

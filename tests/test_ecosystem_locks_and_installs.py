@@ -27,9 +27,10 @@ from hub_api_test_server import HubApiTestServer
 from huggingface_hub import HfApi
 from huggingface_hub.hf_api import RepoFile
 from kernelhub import api, ecosystem
+from kernelhub.api import lock_project
 from kernelhub.errors import KernelHubError
+from kernelhub.hub_hashes import variant_dir_hash
 from kernelhub.load import pipeline
-from kernelhub.lock import lock_project, variant_dir_hash
 from kernelhub.metadata import read_metadata, verify_variant
 from kernelhub_builder.ship.hf import HfPublisher
 from kh_doubles import make_variant

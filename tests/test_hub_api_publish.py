@@ -147,13 +147,28 @@ def test_a_signed_publish_signs_every_variant_in_the_commit_that_adds_them(
     assert sorted(manifest["variants"]) == VARIANTS
 
 
-def test_a_server_without_the_kernel_type_gets_a_model_repo_and_says_so(
+def test_a_server_without_the_kernel_type_gets_a_model_repo_only_when_allowed(
     project: Path, tmp_path: Path
 ) -> None:
+    """The ecosystem's loaders read kernel repositories only (test_hub_api_publish_loads.py
+    shows them failing on the model repository): refused by default, and said when allowed."""
     with HubApiTestServer(tmp_path / "root", kernel_type=False).running() as server:
-        proc = builder(project, "publish", "--hub", server.url, environ=env(tmp_path))
+        refused = builder(project, "publish", "--hub", server.url, environ=env(tmp_path),
+                          check=False)
+        line = one_line_error(refused)
+        assert "has no kernel repository type" in line and "--allow-model-repo" in line
+        assert not server.repo_path("model", REPO_ID).exists()
+        dry = builder(project, "publish", "--hub", server.url, "--dry-run",
+                      environ=env(tmp_path))
+        assert "refused where the server has no kernel type" in dry.stdout
+        proc = builder(project, "publish", "--hub", server.url, "--allow-model-repo",
+                       environ=env(tmp_path))
+        again = builder(project, "publish", "--hub", server.url, environ=env(tmp_path),
+                        check=False)
+        assert "is a model repository" in one_line_error(again)
     assert "has no kernel repository type" in proc.stdout
     assert "created kernels-community/triton-activation as a model repository" in proc.stdout
+    assert "will not find it" in proc.stdout
     assert sorted(refs(git(server, "model"))) == [
         "refs/heads/main", "refs/heads/v1", "refs/tags/v1.0.0"]
     assert not server.repo_path("kernel", REPO_ID).exists()

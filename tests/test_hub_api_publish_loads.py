@@ -1,14 +1,20 @@
-"""What ``builder publish --hub http://…`` puts on a Hub-API server loads, with our loader
-and with the reference loader, through olah — a real Hub-API mirror — serving the test
-server's storage (tests/hub_api_test_server.py keeps repositories in the LocalHub layout).
+"""What ``builder publish --hub http://…`` puts on a Hub-API server loads with our loader
+and with the ecosystem's loaders (``kernels`` 0.17.2 and 0.19.1), each talking to the
+server directly: no proxy maps the kernel repository type onto models, so what each loader
+finds here is what a user's finds.
 
-olah serves model repositories only, so the test server runs without the kernel repository
-type here, and the publisher falls back to a model repository and says so.
+* A server with kernel repositories (tests/hub_api_test_server.py, as the Hub): the
+  publish makes a kernel repository, and all three loaders load the variant from it.
+* A server without them: the publish refuses unless ``--allow-model-repo``; allowed, it
+  makes a model repository and says that the ecosystem's loaders will not find it. Then,
+  through olah (a real Hub-API mirror with models only) serving what was published, our
+  loader loads it and both ecosystem loaders fail to find it, as the publish said.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -16,7 +22,7 @@ import pytest
 from e2e import BIN, REPO, Workspace, builder, last_json, run
 from hub_api_test_server import HubApiTestServer
 from reference_loader import (
-    KernelRepoProxy,
+    ECOSYSTEM_VERSIONS,
     ReferenceLoaderUnavailable,
     install_reference_loader,
     olah_cli,
@@ -28,6 +34,7 @@ pytestmark = pytest.mark.slow
 
 VARIANT = "torch213-cxx11-cpu-x86_64-linux"
 REPO_ID = "kernels-community/activation"
+TOKEN = "hf_test_write_token"
 
 CHECK = r"""
 import json, sys, torch, torch.nn.functional as F
@@ -39,55 +46,106 @@ ref = F.silu(x[..., :64]) * x[..., 64:]
 print(json.dumps({"file": act.__file__, "err": (out - ref).abs().max().item()}))
 """
 OURS = "import sys, kernelhub\nact = kernelhub.get_kernel(sys.argv[1], version=1)\n" + CHECK
-REFERENCE = ("import sys, kernels\nact = kernels.get_kernel(sys.argv[1], version=1, "
+ECOSYSTEM = ("import sys, kernels\nact = kernels.get_kernel(sys.argv[1], version=1, "
              "trust_remote_code=True)\n" + CHECK)
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
-    """Only activation's torch 2.13 CPU variant: what both loaders pick in this venv."""
+    """Only activation's torch 2.13 CPU variant: what every loader picks in this venv."""
     root = tmp_path_factory.mktemp("hub-api-loads")
     ws = Workspace(root=root, out=root / "build", hub=root / "unused")
     builder(ws, "build", "activation", "--variant", VARIANT)
     return ws
 
 
-def test_published_through_the_hub_api_loads_with_both_loaders_through_olah(
-    built: Workspace, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+@pytest.fixture(scope="module")
+def ecosystem(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Each ecosystem loader in a directory of its own (never in our venv)."""
+    try:
+        return {version: install_reference_loader(
+                    tmp_path_factory.mktemp(f"kernels-{version}"), version)
+                for version in ECOSYSTEM_VERSIONS}
+    except ReferenceLoaderUnavailable as e:
+        pytest.skip(str(e))
+
+
+def client_env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "KERNELHUB_"))}
+    env.update(HF_TOKEN=TOKEN, HF_HOME=str(tmp_path / "hf-home"), NO_PROXY="127.0.0.1",
+               no_proxy="127.0.0.1", HF_HUB_DISABLE_PROGRESS_BARS="1")
+    return env
+
+
+def publish(built: Workspace, url: str, env: dict[str, str], *extra: str,
+            check: bool = True) -> subprocess.CompletedProcess[str]:
+    return run([str(BIN / "builder"), "--project", str(REPO), "--out", str(built.out),
+                "publish", "activation", "--hub", url, *extra], env=env, check=check)
+
+
+def load_ours(url: str, env: dict[str, str], tmp_path: Path) -> dict:
+    return last_json(run([sys.executable, "-c", OURS, REPO_ID], env={
+        **env, "KERNELHUB_HUB": url, "HF_ENDPOINT": url,
+        "KERNELHUB_CACHE": str(tmp_path / "cache"),
+        "KERNELHUB_CONFIG": str(tmp_path / "no-config.toml")}))
+
+
+def load_ecosystem(version: str, target: Path, url: str, env: dict[str, str], tmp_path: Path,
+                   check: bool = True) -> subprocess.CompletedProcess[str]:
+    ref_env = reference_env(env, target, url, tmp_path / f"hf-cache-{version}")
+    return run([sys.executable, "-c", ECOSYSTEM, REPO_ID], env=ref_env, check=check)
+
+
+def test_a_kernel_repository_loads_with_our_loader_and_both_ecosystem_loaders(
+    built: Workspace, ecosystem: dict[str, Path], tmp_path: Path
+) -> None:
+    env = client_env(tmp_path)
+    built_meta = (built.out / "activation" / VARIANT / "metadata.json").read_bytes()
+    with HubApiTestServer(tmp_path / "storage").running() as server:
+        proc = publish(built, server.url, env)
+        assert f"added     {VARIANT}" in proc.stdout
+        assert "model repository" not in proc.stdout
+        assert server.repo_path("kernel", REPO_ID).is_dir()
+        assert not server.repo_path("model", REPO_ID).exists()
+
+        ours = load_ours(server.url, env, tmp_path)
+        assert VARIANT in ours["file"] and ours["err"] < 1e-5
+        for version, target in ecosystem.items():
+            theirs = last_json(load_ecosystem(version, target, server.url, env, tmp_path))
+            assert f"/build/{VARIANT}/__init__.py" in theirs["file"], version
+            assert theirs["err"] < 1e-5, version
+            assert (Path(theirs["file"]).parent / "metadata.json").read_bytes() == built_meta
+            # It asked for the kernel type, directly (the server saw those requests).
+            assert any(r.startswith("GET /api/kernels/") for r in server.requests), version
+    (cached,) = (tmp_path / "cache").rglob(f"{VARIANT}/metadata.json")
+    assert cached.read_bytes() == built_meta
+
+
+def test_without_kernel_repositories_the_publish_refuses_unless_allowed_and_says_who_cannot_load(
+    built: Workspace, ecosystem: dict[str, Path], tmp_path: Path
 ) -> None:
     if olah_cli() is None:
         pytest.skip("olah is not installed (pip install olah)")
-    try:
-        reference = install_reference_loader(tmp_path_factory.mktemp("reference-kernels"))
-    except ReferenceLoaderUnavailable as e:
-        pytest.skip(str(e))
+    env = client_env(tmp_path)
     storage = tmp_path / "storage"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
-    env.update(HF_TOKEN="hf_test_write_token", HF_HOME=str(tmp_path / "hf-home"),
-               NO_PROXY="127.0.0.1", no_proxy="127.0.0.1")
     with HubApiTestServer(storage, kernel_type=False).running() as server:
-        proc = run([str(BIN / "builder"), "--project", str(REPO), "--out", str(built.out),
-                    "publish", "activation", "--hub", server.url], env=env)
-    assert "created kernels-community/activation as a model repository" in proc.stdout
-    assert f"added     {VARIANT}" in proc.stdout
+        refused = publish(built, server.url, env, check=False)
+        assert refused.returncode == 1, refused.stdout + refused.stderr
+        (line,) = refused.stderr.strip().splitlines()
+        assert "has no kernel repository type" in line and "--allow-model-repo" in line
+        assert "will not find it" in line and "Nothing was published" in line
+        assert not server.repo_path("model", REPO_ID).exists()
 
-    built_meta = (built.out / "activation" / VARIANT / "metadata.json").read_bytes()
+        allowed = publish(built, server.url, env, "--allow-model-repo")
+    assert "created kernels-community/activation as a model repository" in allowed.stdout
+    assert "ecosystem's `kernels` loader" in allowed.stdout
+    assert "will not find it" in allowed.stdout
+    assert f"added     {VARIANT}" in allowed.stdout
+
     with olah_server(storage, tmp_path / "olah") as url:
-        ours = last_json(run([sys.executable, "-c", OURS, REPO_ID], env={
-            **env, "KERNELHUB_HUB": url, "HF_ENDPOINT": url,
-            "KERNELHUB_CACHE": str(tmp_path / "cache"),
-            "KERNELHUB_CONFIG": str(tmp_path / "no-config.toml")}))
+        ours = load_ours(url, env, tmp_path)
         assert VARIANT in ours["file"] and ours["err"] < 1e-5
-
-        proxy = KernelRepoProxy(url)  # the reference loader asks for the kernel repo type
-        try:
-            ref_env = reference_env(env, reference, proxy.url, tmp_path / "hf-cache")
-            theirs = last_json(run([sys.executable, "-c", REFERENCE, REPO_ID], env=ref_env))
-        finally:
-            proxy.close()
-    assert f"/build/{VARIANT}/__init__.py" in theirs["file"] and theirs["err"] < 1e-5
-    # Both got the bytes that were built (ours imports from a verified private copy of
-    # its cache entry, so its cache holds the downloaded files).
-    (cached,) = (tmp_path / "cache").rglob(f"{VARIANT}/metadata.json")
-    assert cached.read_bytes() == built_meta
-    assert (Path(theirs["file"]).parent / "metadata.json").read_bytes() == built_meta
+        for version, target in ecosystem.items():
+            theirs = load_ecosystem(version, target, url, env, tmp_path, check=False)
+            assert theirs.returncode != 0, f"kernels {version} loaded a model repository"
+            assert "404" in theirs.stderr or "not found" in theirs.stderr.lower(), theirs.stderr

@@ -30,7 +30,7 @@ def serve(tmp_path: Path, *, kernel_type: bool) -> Iterator[HubApiTestServer]:
     with HubApiTestServer(tmp_path / "server", kernel_type=kernel_type).running() as server:
         staged = tmp_path / "staged" / VARIANT
         make_variant(staged, name="typed", init="VALUE = 7\n", backend="universal")
-        HfPublisher(server.url, token=TOKEN).publish(
+        HfPublisher(server.url, token=TOKEN, allow_model_repo=not kernel_type).publish(
             REPO_ID, "v1", {VARIANT: staged}, tag="v1.0.0", message="1.0.0")
         yield server
 

@@ -10,8 +10,11 @@ builds, so the `builder build` side costs nothing extra in a full run.
 from __future__ import annotations
 
 import json
+import os
+import pwd
 import shutil
 import subprocess
+import uuid
 from pathlib import Path
 
 import pytest
@@ -118,7 +121,9 @@ def test_host_toolchain_names_no_checkout(host_toolchain: None) -> None:
                env={"PYTHONPATH": f"{REPO / 'builder' / 'src'}:{REPO / 'loader' / 'src'}",
                     "PATH": "/usr/bin:/bin"})
     assert said.stdout.strip() == load_toml(REPO / "builder" / "pyproject.toml")["project"]["version"]
-    recorded = (Path.home() / ".config" / "kernelhub" / "nix-host.env").read_text()
+    from kernelhub_builder.compile.nix_host import host_env_file
+
+    recorded = host_env_file().read_text()
     assert str(REPO) not in recorded and ".venv" not in recorded
     drv = _derivation(_drv_path(f"packages.x86_64-linux.{COMPILED[0]}-{COMPILED[1]}"))
     (env,) = (d["env"] for d in drv.values())
@@ -155,6 +160,78 @@ def _flake_copy(tmp_path: Path, build_toml: str) -> Path:
     (kernel / "torch-ext" / "torch_binding.cpp").write_text("")
     (kernel / "build.toml").write_text(build_toml)
     return root
+
+
+def _buildable_tiny_flake(tmp_path: Path) -> Path:
+    """A flake copy with the builder, the project's matrix and one pure-Python kernel
+    never built before (a fresh nonce in its code): its ``torch-cpu`` variant builds
+    through host-build.sh in seconds and is never already in the store."""
+    root = _flake_copy(tmp_path, '[general]\nname = "tiny"\nbackends = ["cpu"]\n'
+                                 "[torch-noarch]\n")
+    for package in ("builder", "loader"):
+        shutil.copytree(REPO / package / "src", root / package / "src",
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copy(REPO / package / "pyproject.toml", root / package / "pyproject.toml")
+    project = (REPO / "kernels.toml").read_text().split("[releases]")[0].splitlines()
+    (root / "kernels.toml").write_text("".join(
+        ('kernels = ["tiny"]' if line.startswith("kernels =") else line) + "\n"
+        for line in project))
+    (root / "kernels-src" / "tiny" / "torch-ext" / "tiny" / "__init__.py").write_text(
+        f"NONCE = {uuid.uuid4().hex!r}\n")
+    return root
+
+
+def _in_mount_namespace(script: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["unshare", "--mount", "--propagation", "private", "bash", "-c",
+                           f"set -eu\n{script}"], env=env, text=True, capture_output=True)
+
+
+def test_host_toolchain_is_found_whatever_home_is(tmp_path: Path, host_toolchain: None
+                                                  ) -> None:
+    """CI systems, containers and test harnesses set HOME to somewhere other than the
+    user database's home. Set-up must record the host toolchain where a Nix build (which
+    sees no HOME) looks, and a build that finds nothing must say where it looked and how
+    to fix it. Run in a private mount namespace whose database home holds no
+    nix-host.env (a tmpfs over its directory), so the machine's own file cannot stand in."""
+    from kernelhub_builder.plan.torch_env import builder_home
+
+    if shutil.which("unshare") is None or _in_mount_namespace("true", dict(os.environ)
+                                                              ).returncode != 0:
+        pytest.skip("no private mount namespace here (unshare --mount)")
+    config_dir = Path(pwd.getpwuid(os.getuid()).pw_dir) / ".config" / "kernelhub"
+    config_dir.mkdir(parents=True, exist_ok=True)
+    hide = f"mount -t tmpfs kernelhub-test {config_dir}\n"
+    root = _buildable_tiny_flake(tmp_path)
+    elsewhere = tmp_path / "ci-home"
+    elsewhere.mkdir()
+    # The torch envs and builder Python stay the machine's (set-up made them).
+    env = {**os.environ, "HOME": str(elsewhere), "KERNELHUB_BUILDER_HOME": str(builder_home()),
+           "KERNELHUB_BUILDER_ENVS_READ_ONLY": "1"}  # as they are: no loader reinstall
+    build = f"nix build --no-link --json 'path:{root}#tiny-torch-cpu'\n"
+
+    missing = _in_mount_namespace(hide + build, env)
+    assert missing.returncode != 0
+    said = next(line for line in missing.stderr.splitlines()
+                if "no host toolchain for Nix builds" in line)
+    assert f"{config_dir}/nix-host.env" in said and "/etc/kernelhub/nix-host.env" in said
+    assert "run ci/setup-nix" in said
+
+    found = _in_mount_namespace(f"{hide}bash {REPO / 'ci' / 'setup-nix'}\n"
+                                f"test -f {config_dir}/nix-host.env\n{build}", env)
+    assert found.returncode == 0, found.stdout + found.stderr
+    assert "not under HOME=" in found.stdout
+    assert not (elsewhere / ".config" / "kernelhub" / "nix-host.env").exists()
+    built = out_path(subprocess.CompletedProcess([], 0, found.stdout.splitlines()[-1], ""))
+    assert json.loads((built / "metadata.json").read_text())["name"] == "tiny"
+
+
+def test_host_build_script_reads_where_set_up_writes() -> None:
+    """nix/host-build.sh (shell) and nix_host.py (Python) name the same two files."""
+    from kernelhub_builder.compile.nix_host import ENV_FILE_IN_HOME, SYSTEM_ENV_FILE
+
+    script = (REPO / "nix" / "host-build.sh").read_text()
+    assert f'"${{home:-/nonexistent}}/{ENV_FILE_IN_HOME}" {SYSTEM_ENV_FILE}; do' in script
+    assert 'home=$(getent passwd "$(id -u)"' in script
 
 
 @pytest.mark.parametrize(

@@ -50,7 +50,7 @@ def test_path_escapes_are_refused(tmp_path: Path) -> None:
     for repo in ("../x", "o/..", "noslash"):
         with pytest.raises(KernelHubError):
             cache.repo_dir("h", repo)
-    with pytest.raises(KernelHubError, match="40-hex"):
+    with pytest.raises(KernelHubError, match=r"not a full commit id \(40 or 64 hex\)"):
         cache.commit_dir("h", "o/n", "main")
 
 

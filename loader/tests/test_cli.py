@@ -57,12 +57,16 @@ def test_info_for_a_hub_repo_and_a_local_path(
 def test_errors_are_one_line_without_traceback(
     hub_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["versions", REPO, "--hub", str(hub_dir), "--version", "7"]) == 1
+    assert main(["variants", REPO, "--hub", str(hub_dir), "--version", "7"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("kernelhub: error: kernels-community/kern has no version 7")
     assert "Traceback" not in err
-    assert main(["versions", "kernels-community/nope", "--hub", str(hub_dir)]) == 1
+    assert main(["variants", "kernels-community/nope", "--hub", str(hub_dir)]) == 1
     assert "no repository kernels-community/nope" in capsys.readouterr().err
+    assert main(["versions", REPO, "--hub", str(hub_dir), "--version", "7"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("kernelhub versions is deprecated: use `kernelhub variants`")
+    assert err[1].startswith("kernelhub: error: kernels-community/kern has no version 7")
 
 
 def test_cache_path_and_clear(

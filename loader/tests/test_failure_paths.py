@@ -294,7 +294,7 @@ def test_misbehaving_hub_is_a_hub_error(bad_hub: str, no_retries: None,
     assert time.monotonic() - start < 60
 
 
-@pytest.mark.parametrize("command", [["versions", REPO], ["info", REPO]])
+@pytest.mark.parametrize("command", [["variants", REPO], ["info", REPO]])
 def test_cli_reports_an_unreachable_hub_in_one_line(
     command: list[str], capsys: pytest.CaptureFixture[str], no_retries: None
 ) -> None:

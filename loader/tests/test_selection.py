@@ -175,3 +175,104 @@ def test_report_marks_chosen_then_accepted_then_rejected() -> None:
         ("torch-universal", "accepted (rank 2)"),
         ("torch-cuda", "rejected: variant is for cuda; this system runs cpu"),
     ]
+
+
+# -- the ecosystem's current names (kernels 0.19) next to the legacy ones ---------------
+
+PY311 = SystemInfo(torch=(2, 13), os="linux", arch="x86_64", backend="cpu", python=(3, 11))
+
+
+def test_one_build_under_both_names_loads_the_current_name() -> None:
+    names = ["torch213-cxx11-cpu-x86_64-linux",
+             "torch-2.13-cpu-cpython-3.10-abi3-x86_64-linux",
+             "torch-stable-abi213-cpu-x86_64-linux",
+             "torch-stable-abi-2.13-cpu-cpython-3.9-abi3-x86_64-linux"]
+    sel = select_variant(names, PY311)
+    assert sel.ranked == [
+        "torch-2.13-cpu-cpython-3.10-abi3-x86_64-linux",
+        "torch213-cxx11-cpu-x86_64-linux",
+        # Same Python minimum on both names: the current generation still comes first.
+        "torch-stable-abi-2.13-cpu-cpython-3.9-abi3-x86_64-linux",
+        "torch-stable-abi213-cpu-x86_64-linux",
+    ]
+
+
+def test_a_current_name_for_a_newer_python_leaves_the_legacy_name() -> None:
+    names = ["torch213-cxx11-cpu-x86_64-linux", "torch-2.13-cpu-cpython-3.12-abi3-x86_64-linux"]
+    sel = select_variant(names, PY311)
+    assert sel.chosen == "torch213-cxx11-cpu-x86_64-linux"
+    assert sel.rejected == {"torch-2.13-cpu-cpython-3.12-abi3-x86_64-linux":
+                            "built for Python >= 3.12, this is Python 3.11"}
+
+
+def test_free_threaded_python_loads_only_abi3t() -> None:
+    ft = SystemInfo(torch=(2, 13), os="linux", arch="x86_64", backend="cpu", python=(3, 15),
+                    free_threaded=True)
+    gil = SystemInfo(torch=(2, 13), os="linux", arch="x86_64", backend="cpu", python=(3, 15))
+    names = ["torch-2.13-cpu-cpython-3.15-abi3t-x86_64-linux",
+             "torch-2.13-cpu-cpython-3.12-abi3-x86_64-linux", "torch213-cxx11-cpu-x86_64-linux",
+             "torch-cpu"]
+    sel = select_variant(names, ft)
+    assert sel.ranked == ["torch-2.13-cpu-cpython-3.15-abi3t-x86_64-linux", "torch-cpu"]
+    assert set(sel.rejected.values()) == {
+        "abi3 build; free-threaded Python loads only abi3t builds"}
+    # A GIL build loads both; abi3 first (as pip ranks wheel tags), newest minimum first.
+    assert select_variant(names, gil).ranked == [
+        "torch-2.13-cpu-cpython-3.12-abi3-x86_64-linux", "torch213-cxx11-cpu-x86_64-linux",
+        "torch-2.13-cpu-cpython-3.15-abi3t-x86_64-linux", "torch-cpu"]
+
+
+def test_cxx_abi_tags_must_match_this_torch() -> None:
+    sel = select_variant(["torch213-cxx98-cpu-x86_64-linux", "torch213-cpu-x86_64-linux"], CPU)
+    assert sel.chosen == "torch213-cpu-x86_64-linux"
+    assert sel.rejected == {"torch213-cxx98-cpu-x86_64-linux":
+                            "built for the pre-C++11 ABI, this torch uses the C++11 ABI"}
+
+
+def test_tvm_ffi_builds_need_that_tvm_ffi() -> None:
+    name = "tvm-ffi-0.1-cuda-13.0-cpython-3.10-abi3-x86_64-linux"
+    assert select_variant([name], CUDA130).rejected[name] == (
+        "tvm-ffi 0.1 build; apache-tvm-ffi is not installed (pip install 'apache-tvm-ffi==0.1.*')")
+    other = SystemInfo(
+        torch=(2, 14), os="linux", arch="x86_64", backend="cuda", cuda=(13, 0), tvm_ffi=(0, 2))
+    assert select_variant([name], other).rejected[name] == (
+        "built for tvm-ffi 0.1, this is tvm-ffi 0.2")
+    matching = SystemInfo(torch=(2, 14), os="linux", arch="x86_64", backend="cuda",
+                          cuda=(13, 0), tvm_ffi=(0, 1))
+    both = [name, "torch-2.14-cuda-13.0-cpython-3.10-abi3-x86_64-linux", "torch-cuda"]
+    assert select_variant(both, matching).ranked == [
+        "torch-2.14-cuda-13.0-cpython-3.10-abi3-x86_64-linux", name, "torch-cuda"]
+
+
+def test_mlx_builds_load_where_mlx_is_installed() -> None:
+    with_mlx = SystemInfo(torch=(2, 13), os="darwin", arch="aarch64", backend="metal",
+                          macos=(15, 1), mlx=True)
+    names = ["mlx-metal", "torch-metal", "torch-universal"]
+    assert select_variant(names, with_mlx).ranked == ["torch-metal", "mlx-metal",
+                                                      "torch-universal"]
+    assert select_variant(names, MAC).rejected == {
+        "mlx-metal": "MLX build; MLX is not installed (pip install mlx)"}
+
+
+def test_cann_builds_and_both_pure_python_spellings() -> None:
+    npu = SystemInfo(torch=(2, 13), os="linux", arch="aarch64", backend="cann", cann=(8, 1))
+    names = ["torch213-cxx11-cann81-aarch64-linux", "torch-2.13-cann-8.0-cpython-3.10-abi3-"
+             "aarch64-linux", "torch-npu", "torch-cann", "torch-cuda"]
+    sel = select_variant(names, npu)
+    assert sel.ranked == ["torch213-cxx11-cann81-aarch64-linux", "torch-cann", "torch-npu"]
+    assert sel.rejected == {
+        "torch-2.13-cann-8.0-cpython-3.10-abi3-aarch64-linux":
+            "CANN 8.0 build, runtime CANN 8.1 needs an exact match",
+        "torch-cuda": "variant is for cuda; this system runs cann",
+    }
+
+
+def test_sdks_come_after_the_frameworks_builds() -> None:
+    names = ["sdk", "sdk-cpu", "sdk-cpython-3.10-abi3-x86_64-linux",
+             "sdk-cpu-cpython-3.10-abi3-x86_64-linux", "torch-universal", "torch-cpu",
+             "sdk-cuda", "sdk-cuda-13.0-cpython-3.10-abi3-x86_64-linux"]
+    sel = select_variant(names, PY311)
+    assert sel.ranked == ["sdk-cpu-cpython-3.10-abi3-x86_64-linux",
+                          "sdk-cpython-3.10-abi3-x86_64-linux", "torch-cpu", "torch-universal",
+                          "sdk-cpu", "sdk"]
+    assert set(sel.rejected) == {"sdk-cuda", "sdk-cuda-13.0-cpython-3.10-abi3-x86_64-linux"}

@@ -36,10 +36,23 @@ def test_cuda_backend_on_a_cpu_torch_says_what_to_do() -> None:
 
 
 def test_unknown_backend_is_refused() -> None:
-    with pytest.raises(KernelHubError, match="unknown backend 'tpu'"):
-        detect_system("tpu")
+    with pytest.raises(KernelHubError, match="unknown backend 'quantum'"):
+        detect_system("quantum")
     with pytest.raises(KernelHubError, match="unknown backend"):
-        SystemInfo(torch=(2, 13), os="linux", arch="x86_64", backend="tpu")
+        SystemInfo(torch=(2, 13), os="linux", arch="x86_64", backend="quantum")
+
+
+@pytest.mark.parametrize(("backend", "says"), [
+    ("tpu", "torch_tpu is not loaded"),
+    ("neuron", "torch_neuronx is not loaded"),
+    ("cann", "torch_npu reports no CANN version"),
+])
+def test_a_foreign_backend_without_its_device_says_what_to_install(backend: str,
+                                                                    says: str) -> None:
+    # The ecosystem's other accelerators are known backends: asked for on a machine
+    # without their torch plug-in, the error names the plug-in and the way out.
+    with pytest.raises(KernelHubError, match=says):
+        detect_system(backend)
 
 
 def test_describe_names_everything_selection_depends_on() -> None:

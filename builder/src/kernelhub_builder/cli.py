@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from kernelhub.errors import KernelHubError
+from kernelhub.hub import open_hub
 from rich.markup import escape
 
 from . import __version__
@@ -38,7 +39,7 @@ from .plan.select import find_project, select_kernels, select_variants
 from .report import reporting_to
 from .ship import open_publisher
 from .ship.artifacts import merge_artifacts
-from .ship.ci_matrix import ci_jobs, parse_shard, shard_plans
+from .ship.ci_matrix import ci_jobs, github_outputs, missing_jobs, parse_shard, shard_plans
 from .ship.publish import (
     SIGN_KEY_ENV,
     SIGN_PASSPHRASE_ENV,
@@ -78,7 +79,13 @@ def _parser() -> argparse.ArgumentParser:
                           "runner labels) as JSON for a workflow's fromJSON")
     ci.add_argument("kernels", nargs="*", metavar="KERNEL", help="default: all")
     ci.add_argument("--github-output", action="store_true",
-                    help="print matrix=<json> on one line, for $GITHUB_OUTPUT")
+                    help="print matrix=, count=, device-matrix= and device-count= lines, "
+                         "for $GITHUB_OUTPUT")
+    ci.add_argument("--missing-on", metavar="HUB",
+                    help="only the variants each kernel's release tag on HUB does not hold")
+    ci.add_argument("--devices", default="", metavar="LABELS",
+                    help="device runners that exist (space/comma-separated: nvidia-gpu, "
+                         "amd-gpu, intel-gpu): a device-test job per variant that needs one")
 
     merge = commands.add_parser(
         "merge-artifacts", help="verify built variants from CI artifacts and merge them into "
@@ -133,6 +140,9 @@ def _parser() -> argparse.ArgumentParser:
                        const=StalePolicy.CARRY,
                        help="keep variants of other releases on the branch; the new release "
                             "tag then marks them too (said in the output and the commit)")
+    publish.add_argument("--allow-model-repo", action="store_true",
+                         help="where a Hub-API server has no kernel repositories, publish to a "
+                              "model repository, which only kernelhub loads (default: refuse)")
     publish.add_argument("--build-dir", dest="out", type=Path, metavar="DIR",
                          default=argparse.SUPPRESS,
                          help="publish the variants under DIR/<kernel>/<variant> (the same as "
@@ -219,12 +229,16 @@ def _list_variants(args: argparse.Namespace, project: Project, out_dir: Path) ->
 
 
 def _ci_matrix(args: argparse.Namespace, project: Project, out_dir: Path) -> int:
-    jobs = [job.to_json() for job in ci_jobs(project, select_kernels(project, args.kernels))]
-    matrix = {"include": jobs}
+    kernels = select_kernels(project, args.kernels)
+    jobs = ci_jobs(project, kernels)
+    if args.missing_on:
+        jobs = missing_jobs(jobs, project, kernels, open_hub(args.missing_on))
+    outputs = github_outputs(jobs, args.devices.replace(",", " ").split())
     if args.github_output:
-        print(f"matrix={json.dumps(matrix, separators=(',', ':'))}")
+        for key, value in outputs.items():
+            print(f"{key}={json.dumps(value, separators=(',', ':'))}")
     else:
-        print(json.dumps(matrix, indent=2))
+        print(json.dumps(outputs["matrix"], indent=2))
     return 0
 
 
@@ -292,7 +306,7 @@ def _indent(text: str) -> str:
 
 
 def _publish(args: argparse.Namespace, project: Project, out_dir: Path) -> int:
-    hub = open_publisher(args.hub or project.hub)
+    hub = open_publisher(args.hub or project.hub, allow_model_repo=args.allow_model_repo)
     sign = args.sign or default_release_key()  # the environment is read only to publish
     key = load_release_key(sign) if sign else None
     for kernel in select_kernels(project, args.kernels):

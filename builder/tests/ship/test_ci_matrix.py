@@ -39,35 +39,88 @@ def test_the_ci_matrix_covers_every_variant_of_list_variants_exactly_once(
     assert len({job["artifact"] for job in jobs}) == len(jobs)  # artifact names never collide
 
 
-def test_runner_labels_say_where_each_variant_builds_and_whether_it_is_tested(
+def test_every_variant_builds_on_a_hosted_runner_and_device_tests_are_separate(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    code, out, _ = run(capsys, "--project", str(REPO), "ci-matrix", "activation",
-                       "triton-activation")
+    """Compiling needs the toolkit, never the device: every build job is on a GitHub-hosted
+    runner (toolkit from packages, torch from PyTorch's index for it); tests that need a
+    device are device-test jobs, on self-hosted runners, only for the devices named."""
+    code, out, _ = run(capsys, "--project", str(REPO), "ci-matrix")
     assert code == 0
-    jobs = {job["variant"]: job for job in json.loads(out)["include"]}
-    cpu = jobs["torch213-cxx11-cpu-x86_64-linux"]
-    assert (cpu["runs-on"], cpu["gpu"], cpu["test"], cpu["toolkit"]) == (
-        ["ubuntu-24.04"], False, True, None)
-    cuda = jobs["torch214-cxx11-cu130-aarch64-linux"]
-    assert cuda["runs-on"] == ["self-hosted", "Linux", "ARM64", "nvidia-gpu", "cuda-13.0"]
-    assert (cuda["os"], cuda["arch"], cuda["toolkit"], cuda["gpu"]) == (
-        "linux", "aarch64", "cuda-13.0", True)
-    metal = jobs["torch213-metal-aarch64-darwin"]
-    assert (metal["runs-on"], metal["test"]) == (["macos-15"], False)
-    triton = jobs["torch-cuda"]  # pure Python: no toolkit, but a GPU to test it
-    assert (triton["toolkit"], triton["gpu"], "nvidia-gpu" in triton["runs-on"]) == (
-        None, True, True)
+    jobs = json.loads(out)["include"]
+    assert {tuple(j["runs-on"]) for j in jobs} <= {
+        ("ubuntu-24.04",), ("ubuntu-24.04-arm",), ("macos-15",)}
+    # The ecosystem builds ROCm and XPU for x86_64 only; no torch exists for them on aarch64.
+    assert not [j["variant"] for j in jobs
+                if j["arch"] == "aarch64" and j["toolkit"] and j["toolkit"][:4] in ("rocm", "xpu-")]
+    by_variant = {(j["kernel"], j["variant"]): j for j in jobs}
+    cpu = by_variant["activation", "torch213-cxx11-cpu-x86_64-linux"]
+    assert (cpu["runs-on"], cpu["test"], cpu["toolkit"], cpu["device"], cpu["torch"]) == (
+        ["ubuntu-24.04"], True, None, None, "2.13")
+    assert cpu["torch-index"] == "https://download.pytorch.org/whl/cpu"
+    cuda = by_variant["activation", "torch214-cxx11-cu130-aarch64-linux"]
+    assert (cuda["runs-on"], cuda["toolkit"], cuda["test"], cuda["device"]) == (
+        ["ubuntu-24.04-arm"], "cuda-13.0", False, "nvidia-gpu")
+    assert cuda["torch-index"] == "https://download.pytorch.org/whl/cu130"
+    stable = by_variant["rmsnorm", "torch-stable-abi213-cu130-x86_64-linux"]
+    assert stable["torch"] == "2.14"  # a GPU stable-ABI build uses the newest torch's env
+    rocm = by_variant["activation", "torch213-cxx11-rocm70-x86_64-linux"]
+    assert (rocm["toolkit"], rocm["torch-index"]) == (
+        "rocm-7.0", "https://download.pytorch.org/whl/rocm7.0")
+    metal = by_variant["activation", "torch213-metal-aarch64-darwin"]
+    assert (metal["runs-on"], metal["test"], metal["device"], metal["torch-index"]) == (
+        ["macos-15"], False, None, None)
+    triton = by_variant["triton-activation", "torch-cuda"]  # pure Python: no toolkit
+    assert (triton["runs-on"], triton["toolkit"], triton["test"], triton["device"]) == (
+        ["ubuntu-24.04"], None, False, "nvidia-gpu")
 
 
-def test_github_output_is_one_line_the_workflow_reads_with_fromjson(
+def test_github_output_has_both_matrices_and_their_sizes(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
+    code, out, _ = run(capsys, "--project", str(REPO), "ci-matrix", "--github-output",
+                       "activation", "triton-activation", "--devices", "nvidia-gpu")
+    assert code == 0
+    outputs = {key: json.loads(value) for key, _, value in
+               (line.partition("=") for line in out.splitlines())}
+    assert set(outputs) == {"matrix", "count", "device-matrix", "device-count"}
+    assert outputs["count"] == len(outputs["matrix"]["include"]) > 0
+    tests = outputs["device-matrix"]["include"]
+    assert outputs["device-count"] == len(tests) > 0
+    assert {t["device"] for t in tests} == {"nvidia-gpu"}  # only the devices that exist
+    cuda = next(t for t in tests if t["variant"] == "torch214-cxx11-cu130-x86_64-linux")
+    assert cuda["runs-on"] == ["self-hosted", "Linux", "X64", "nvidia-gpu"]
+    assert cuda["artifact"] == "variant--activation--torch214-cxx11-cu130-x86_64-linux"
+    assert cuda["result"] == "device-test--activation--torch214-cxx11-cu130-x86_64-linux"
+
     code, out, _ = run(capsys, "--project", str(REPO), "ci-matrix", "--github-output")
+    assert code == 0 and "device-count=0" in out.splitlines()
+    code, _, err = run(capsys, "--project", str(REPO), "ci-matrix", "--devices", "tpu")
+    assert code == 1 and "unknown device label(s) ['tpu']" in err
+
+
+def test_missing_on_a_hub_plans_only_what_the_release_tag_lacks(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A later run completes a release: variants already under the tag are not rebuilt."""
+    from kernelhub_builder.ship import LocalPublisher
+    from kh_doubles import make_variant
+
+    hub = tmp_path / "hub"
+    code, out, _ = run(capsys, "--project", str(REPO), "ci-matrix", "triton-activation",
+                       "--missing-on", str(hub))
+    assert code == 0  # nothing published yet: everything is missing
+    assert [j["variant"] for j in json.loads(out)["include"]] == ["torch-cuda", "torch-xpu"]
+    staged = tmp_path / "torch-cuda"
+    make_variant(staged, name="triton_activation", backend="cuda")
+    LocalPublisher(hub).publish("kernels-community/triton-activation", "v1",
+                                {"torch-cuda": staged}, tag="v1.0.0", message="partial")
+    code, out, _ = run(capsys, "--project", str(REPO), "ci-matrix", "triton-activation",
+                       "--missing-on", str(hub), "--github-output")
     assert code == 0
-    (line,) = out.splitlines()
-    key, _, value = line.partition("=")
-    assert key == "matrix" and json.loads(value)["include"]
+    lines = dict(line.split("=", 1) for line in out.splitlines())
+    assert [j["variant"] for j in json.loads(lines["matrix"])["include"]] == ["torch-xpu"]
+    assert lines["count"] == "1"
 
 
 def test_shards_partition_the_items_in_a_fixed_order() -> None:

@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING
 from .build_layout import local_build_dirs, variant_dirs
 from .errors import KernelHubError, NoCompatibleVariantError, RepoNotFoundError, VersionSpecError
 from .load import pipeline
+from .load.fetch import fetch
 from .load.request import HubArg, kernel_request, open_hub_arg
 from .load.resolve import Resolution, default_spec, refs_of, release_files, resolve_request
+from .load.verify import verify
 from .metadata import METADATA_FILE, read_metadata
 from .selection import select_variant
 from .system import detect_system
@@ -27,10 +29,25 @@ from .versions import Refs, check_repo_id
 if TYPE_CHECKING:  # read when a lock file is used (load_locked_kernel)
     from .lock import LockEntry
 
-__all__ = ["HubArg", "Resolution", "default_spec", "describe_signature", "find_local_variant",
-           "get_kernel", "get_local_kernel", "has_kernel", "list_refs", "load_locked_entry",
-           "load_locked_kernel", "load_variant_dir", "locate_kernel", "open_hub_arg",
-           "resolve_kernel"]
+__all__ = [
+    "HubArg",
+    "Resolution",
+    "default_spec",
+    "describe_signature",
+    "download_locked",
+    "find_local_variant",
+    "get_kernel",
+    "get_local_kernel",
+    "has_kernel",
+    "list_refs",
+    "load_locked_entry",
+    "load_locked_kernel",
+    "load_variant_dir",
+    "locate_kernel",
+    "lock_project",
+    "open_hub_arg",
+    "resolve_kernel",
+]
 
 
 def list_refs(repo_id: str, *, hub: HubArg = None) -> Refs:
@@ -143,6 +160,54 @@ def has_kernel(repo_id: str, version: int | str | None = None, revision: str | N
     except (RepoNotFoundError, VersionSpecError):
         return False
     return resolution.selection.chosen is not None
+
+
+# -- project locks ---------------------------------------------------------------
+
+
+def lock_project(project_dir: Path, *, hub: HubArg = None) -> tuple[Path, list[LockEntry]]:
+    """Write ``<project_dir>/kernels.lock`` for the project's kernel dependencies.
+
+    Every variant at the locked commit is fetched into the cache once to hash it, so the
+    lock serves every platform, not only this one.
+    """
+
+    from .hub_hashes import cached_variant_hash
+    from .lock import LOCKFILE_NAME, LockEntry, project_dependencies, write_lock
+    from .release_manifest import metadata_sha256
+
+    entries = []
+    for repo_id, version in sorted(project_dependencies(project_dir).items()):
+        resolution = resolve_request(kernel_request(repo_id, version, hub=hub))
+        hashes, metas = {}, {}
+        for variant in resolution.variants:
+            path = fetch(resolution, variant).path
+            hashes[variant] = cached_variant_hash(path)
+            metas[variant] = metadata_sha256((path / "metadata.json").read_bytes())
+        entries.append(LockEntry(repo_id, resolution.commit, hashes, metas))
+    path = Path(project_dir) / LOCKFILE_NAME
+    write_lock(path, entries)
+    return path, entries
+
+
+def download_locked(project_dir: Path, *, all_variants: bool = False, hub: HubArg = None,
+                    backend: str | None = None) -> list[Path]:
+    """Fetch what ``<project_dir>/kernels.lock`` pins (this system's variant, or all of
+    them) into the cache, each checked against the lock; return the variant dirs."""
+
+    from .load.validators import LockValidator
+    from .lock import LOCKFILE_NAME, read_lock
+
+    paths = []
+    for repo_id, entry in sorted(read_lock(Path(project_dir) / LOCKFILE_NAME).items()):
+        resolution = resolve_request(kernel_request(repo_id, revision=entry.sha, hub=hub,
+                                                    backend=backend))
+        variants = resolution.variants if all_variants else [resolution.variant]
+        for variant in variants:
+            fetched = fetch(resolution, variant)
+            pipeline.checked(verify(fetched.path, variant, cached=True), [LockValidator(entry)]).discard()
+            paths.append(fetched.path)
+    return paths
 
 
 # -- local builds ------------------------------------------------------------------

@@ -124,7 +124,7 @@ class KernelCache:
 
     def commit_dir(self, hub_key: str, repo_id: str, commit: str) -> Path:
         if not is_commit_id(commit):
-            raise KernelHubError(f"commit {commit!r} is not a full 40-hex sha")
+            raise KernelHubError(f"commit {commit!r} is not a full commit id (40 or 64 hex)")
         return self.repo_dir(hub_key, repo_id) / commit
 
     def variant_dir(self, hub_key: str, repo_id: str, commit: str, variant: str) -> Path:

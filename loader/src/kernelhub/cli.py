@@ -11,14 +11,16 @@ import sys
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
-from . import api
+from . import api, cli_benchmark, cli_describe, cli_signature, cli_variants
 from .cache import KernelCache
+from .cli_args import add_target_args
 from .errors import KernelHubError
 from .metadata import read_metadata
-from .system import BACKENDS
 
 
 def _print_versions(args: argparse.Namespace) -> None:
+    print("kernelhub versions is deprecated: use `kernelhub variants` (--all-versions, "
+          "--version N or --revision R)", file=sys.stderr)
     hub = api.open_hub_arg(args.hub)
     refs = api.list_refs(args.repo, hub=hub)
     print(f"{args.repo} on {hub.key}")
@@ -75,9 +77,33 @@ def _print_info(args: argparse.Namespace) -> None:
         ("source", f"{commit}{' (dirty)' if source.get('dirty') else ''}" if commit else "-"),
         ("files", str(len(meta.digest_files))),
     ]
+    from .deps import KERNEL_DEPENDS, parse_kernel_depends
+
+    depends = parse_kernel_depends(meta.extra.get(KERNEL_DEPENDS), str(path))
+    fields.append(("kernel-depends", ", ".join(map(str, depends)) or "-"))
+    if meta.extra.get("kernels-minver"):
+        fields.append(("kernels-minver", str(meta.extra["kernels-minver"])))
     width = max(len(k) for k, _ in fields)
     for key, value in fields:
         print(f"{key + ':':<{width + 1}} {value}")
+    if args.dep_tree:
+        _print_dep_tree(args, target)
+
+
+def _print_dep_tree(args: argparse.Namespace, target: Path) -> None:
+    from .deps import resolve_tree
+    from .deps_resolve import hub_resolver, locate_hub, locate_local
+
+    if target.exists():
+        root = locate_local(target, backend=args.backend)
+    else:
+        root = locate_hub(api.resolve_kernel(args.target, args.version, args.revision,
+                                             hub=args.hub, backend=args.backend))
+    tree = resolve_tree(root, hub_resolver(args.hub, args.backend))
+    print("dependency tree:")
+    print(f"  {root.name}")
+    for line in tree.lines("  ") or ["  (no kernel dependencies)"]:
+        print(line)
 
 
 def _cache(args: argparse.Namespace) -> None:
@@ -85,20 +111,46 @@ def _cache(args: argparse.Namespace) -> None:
     if args.action == "path":
         print(cache.root)
         return
+    if args.action == "ls":
+        _cache_ls(cache, args.json)
+        return
     removed = cache.clear()
     print(f"removed {len(removed)} entr{'y' if len(removed) == 1 else 'ies'} from {cache.root}")
 
 
-def _add_spec_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--hub", help="hub path, URL or 'hf' (default: $KERNELHUB_HUB)")
-    group = parser.add_mutually_exclusive_group()
-    group.add_argument("--version", help="int major, tag, branch, specifier or commit")
-    group.add_argument("--revision", help="branch, tag or commit")
-    parser.add_argument(
-        "--backend",
-        choices=BACKENDS,
-        help="select for this backend instead of the detected one",
-    )
+def _cache_ls(cache: KernelCache, as_json: bool) -> None:
+    import json
+    import time
+
+    from .cache_listing import cached_kernels
+
+    repos = cached_kernels(cache)
+    if as_json:
+        print(json.dumps({"cache_dir": str(cache.root),
+                          "repos": [repo.to_json() for repo in repos]}, indent=2))
+        return
+    if not repos:
+        print(f"no cached kernels in {cache.root}")
+        return
+    rows = [("REPO", "HUB", "VERSION", "COMMIT", "SIZE", "LAST ACCESSED", "VARIANTS")]
+    for repo in repos:
+        for c in repo.commits:
+            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(c.last_accessed))
+            rows.append((repo.repo_id, repo.hub, c.version or ",".join(c.refs) or "-",
+                         c.commit[:12], _size(c.size_on_disk), when, c.variants[0]))
+            rows += [("", "", "", "", "", "", v) for v in c.variants[1:]]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    for row in rows:
+        print("  ".join(f"{cell:<{w}}" for cell, w in zip(row, widths, strict=False)) + "  " + row[-1])
+
+
+def _size(count: int) -> str:
+    size = float(count)
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GB"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -107,27 +159,34 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
+    cli_variants.add_parsers(sub)
     versions = sub.add_parser(
-        "versions", help="refs of a repository and which variant this system would load"
+        "versions", help="deprecated (use `variants`): refs and the variant this system loads"
     )
     versions.add_argument("repo", help="org/name")
-    _add_spec_args(versions)
+    add_target_args(versions)
     versions.set_defaults(func=_print_versions)
 
     info = sub.add_parser("info", help="metadata of the variant this system would load")
     info.add_argument("target", help="org/name on the hub, or a local path")
-    _add_spec_args(info)
+    info.add_argument("--dep-tree", action="store_true",
+                      help="resolve and show the kernel dependencies as a tree")
+    add_target_args(info)
     info.set_defaults(func=_print_info)
 
-    cache = sub.add_parser("cache", help="show or clear the kernel cache")
-    cache.add_argument("action", choices=["path", "clear"])
+    cache = sub.add_parser("cache", help="list, locate or clear the kernel cache")
+    cache.add_argument("action", choices=["ls", "path", "clear"])
+    cache.add_argument("--json", action="store_true", help="ls: one JSON document")
     cache.set_defaults(func=_cache)
+    cli_describe.add_parsers(sub)
+    cli_signature.add_parsers(sub)
+    cli_benchmark.add_parsers(sub)
 
     check = sub.add_parser(
         "check", help="check every variant of a published repository (nothing is imported)"
     )
     check.add_argument("repo", help="org/name")
-    _add_spec_args(check)
+    add_target_args(check)
     check.set_defaults(func=_check)
 
     lock = sub.add_parser(
@@ -144,14 +203,18 @@ def build_parser() -> argparse.ArgumentParser:
                           help="every variant, not only the one this system loads")
     download.set_defaults(func=_download)
 
-    verify = sub.add_parser(
-        "verify-report",
-        help="what kernelize(verify=True) decided per layer and shape, and why (from the cache)",
-    )
-    verify.add_argument("--name", help="only this layer or function name (e.g. RMSNorm)")
-    verify.add_argument("--forget", action="store_true",
-                        help="remove these decisions, so the next run measures them again")
-    verify.set_defaults(func=_print_verify_report)
+    for name, help_text in (
+        ("autotune-report", "what autotuning (kernelize(autotune=True)) chose per layer and "
+                            "shape, and why (from the cache)"),
+        ("verify-report", "the former name of autotune-report"),
+    ):
+        report = sub.add_parser(name, help=help_text)
+        report.add_argument("--model", help="only decisions this model used (its name or "
+                                            "path, as from_pretrained was given it)")
+        report.add_argument("--name", help="only this layer or function name (e.g. RMSNorm)")
+        report.add_argument("--forget", action="store_true",
+                            help="remove these decisions, so the next run measures them again")
+        report.set_defaults(func=_autotune_report)
     parser.set_defaults(commands=frozenset(sub.choices))
     return parser
 
@@ -172,43 +235,44 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def _lock(args: argparse.Namespace) -> None:
-    from .lock import lock_project
-
-    path, entries = lock_project(args.project_dir)
+    path, entries = api.lock_project(args.project_dir)
     for entry in entries:
         print(f"{entry.repo_id}: {entry.sha} ({len(entry.variant_hashes)} variants)")
     print(f"wrote {path}")
 
 
 def _download(args: argparse.Namespace) -> None:
-    from .lock import download_locked
-
-    for path in download_locked(args.project_dir, all_variants=args.all_variants):
+    for path in api.download_locked(args.project_dir, all_variants=args.all_variants):
         print(path)
 
 
-def _print_verify_report(args: argparse.Namespace) -> None:
-    from .layer.verify import forget_decisions, stored_decisions
+def _autotune_report(args: argparse.Namespace) -> None:
+    from .layer.autotune.report import forget_decisions
+    from .layer.autotune.store import stored_records
 
-    records = [r for r in stored_decisions()
-               if args.name is None or r["key"].get("name") == args.name]
+    if args.command == "verify-report":
+        print("kernelhub verify-report is deprecated: use kernelhub autotune-report",
+              file=sys.stderr)
+    records = stored_records(args.name, args.model)
     if not records:
-        print("no verification decisions cached (run a model with kernelize(..., verify=True))")
+        print("no autotuning decisions cached" + (f" for {args.model}" if args.model else "")
+              + " (run a model with kernelize(..., autotune=True))")
         return
     if args.forget:
-        removed = forget_decisions(name=args.name)
-        print(f"forgot {removed} verification decision{'s' if removed != 1 else ''}; the next "
-              "run with verify=True measures again")
+        removed = forget_decisions(args.model, args.name)
+        print(f"forgot {removed} autotuning decision{'s' if removed != 1 else ''}; the next "
+              "run with autotune=True measures again")
         return
     for record in records:
-        key, d = record["key"], record["decision"]
+        key, d = record.key, record.decision
         times = ""
-        if d.get("kernel_s") is not None and d.get("pytorch_s") is not None:
-            times = f" [kernel {d['kernel_s'] * 1e3:.3f} ms, pytorch {d['pytorch_s'] * 1e3:.3f} ms]"
-        chosen = "kernel" if d["use_kernel"] else "pytorch"
-        print(f"{key['name']} ({key['kernel']}) {key['bucket']}: {chosen} — {d['reason']}{times}")
-        print(f"    on {key['device']}, torch {key['torch']}, {key['threads']} threads; "
-              f"reference {key['pytorch']}")
+        if d.kernel_s is not None and d.pytorch_s is not None:
+            times = f" [kernel {d.kernel_s * 1e3:.3f} ms, pytorch {d.pytorch_s * 1e3:.3f} ms]"
+        print(f"{key.get('name')} ({key.get('kernel')}) {key.get('bucket')}: {d.chosen} — "
+              f"{d.reason}{times}")
+        print(f"    on {key.get('device')}, torch {key.get('torch')}, {key.get('threads')} "
+              f"threads; reference {key.get('reference')} ({key.get('reference_version')})"
+              + (f"; used by {', '.join(record.models)}" if record.models else ""))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

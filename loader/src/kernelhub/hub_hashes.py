@@ -22,11 +22,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Collection
 from pathlib import Path
 
 from .errors import IntegrityError
 from .hub.base import Hub
-from .metadata import Metadata, file_digest, stored_files
+from .metadata import Metadata, file_digest, is_digested, stored_files
 from .records import replace
 
 LFS_SUFFIX = ".hub-lfs.json"
@@ -39,8 +40,6 @@ HubHashes = dict[str, str]
 
 def _content_hash(data: bytes, kind: str) -> str:
     if kind == "git":
-        from .lock import git_blob_id  # fetch-time only: warm loads never get here
-
         return git_blob_id(data).hex()
     if kind == "sha256":
         return hashlib.sha256(data).hexdigest()
@@ -79,7 +78,7 @@ def check_against_hub(hub: Hub, repo_id: str, commit: str, variant: str, fetched
                 f"{where}: {rel} does not match the hub's {kind} hash {want[:12]}…; the "
                 "download was corrupted or altered, nothing of it was kept"
             )
-    recorded = {rel: file_digest(fetched / rel) for rel in present if rel != "metadata.json"}
+    recorded = {rel: file_digest(fetched / rel) for rel in present if is_digested(rel)}
     return replace(metadata, digest_files=recorded)
 
 
@@ -126,6 +125,31 @@ def read_lfs_record(variant_dir: Path) -> frozenset[str]:
 def cached_variant_hash(variant_dir: Path) -> str:
     """The ecosystem's ``git_lfs_concat`` of a cached variant, each file hashed the way its
     hub stores it (LFS sha256 or git blob id)."""
-    from .lock import variant_dir_hash  # locked loads and `kernelhub lock` only
-
     return variant_dir_hash(variant_dir, read_lfs_record(variant_dir))
+
+
+# -- the ecosystem's variant hash (lock files) ------------------------------------------
+
+
+def git_blob_id(data: bytes) -> bytes:
+    """The git blob id (sha1 of ``blob <size>\\0<data>``) of a file's bytes."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).digest()
+
+
+def git_lfs_concat(files: dict[str, bytes]) -> str:
+    """The ecosystem's variant hash over ``relative path → blob id (or LFS sha256)``."""
+    m = hashlib.sha256()
+    for name, digest in sorted((p.encode("utf-8"), d) for p, d in files.items()):
+        m.update(name)
+        m.update(digest)
+    return f"sha256-{m.hexdigest()}"
+
+
+def variant_dir_hash(variant_dir: Path, lfs: Collection[str] = ()) -> str:
+    """``git_lfs_concat`` of a variant directory: the files at ``lfs`` paths taken as Git
+    LFS objects (their sha256), every other file as a git blob."""
+    def digest(rel: str) -> bytes:
+        data = (variant_dir / rel).read_bytes()
+        return hashlib.sha256(data).digest() if rel in lfs else git_blob_id(data)
+
+    return git_lfs_concat({rel: digest(rel) for rel in stored_files(variant_dir)})

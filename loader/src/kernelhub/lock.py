@@ -1,10 +1,10 @@
-"""Locking a project's kernels: ``kernels.lock`` (the kernel ecosystem's lock-file format,
-plus kernelhub's own hash), writing it (``kernelhub lock``) and prefetching what it pins
-(``kernelhub download``).
+"""``kernels.lock``: the kernel ecosystem's lock-file format, plus kernelhub's own hash —
+the one lock module (writing a project's lock and prefetching what it pins are
+:func:`kernelhub.api.lock_project` and :func:`kernelhub.api.download_locked`).
 
 The file is a JSON list with one entry per repository, as the ecosystem's CLI writes it::
 
-    [{"repo_id": "org/name", "sha": "<40-hex commit>",
+    [{"repo_id": "org/name", "sha": "<commit id>",
       "variants": {"<variant>": {"hash": "sha256-<hex>", "hash_type": "git_lfs_concat"}},
       "kernelhub": {"metadata-sha256": {"<variant>": "<hex>"}}}]
 
@@ -17,31 +17,27 @@ The file is a JSON list with one entry per repository, as the ecosystem's CLI wr
   other file is checked against that metadata's digests before import, it pins the
   whole variant whatever the hub's storage (LFS or not).
 
-A lock also accepts the older ``{"org/name": "<sha>"}`` object (pins without hashes).
+A lock also accepts the older ``{"org/name": "<sha>"}`` object (pins without hashes),
+and the list kernels 0.17+ writes (``KernelLocks``: pins without hashes, one per locked
+dependency, transitive ones included)::
+
+    [{"dependency": {"repo-id": "org/name", "version": 1}, "lock": {"commit": "<sha>"}}]
+
 A pin must be a full commit id: a branch or tag moves, which defeats locking.
 
-:func:`lock_project` resolves each kernel dependency of ``pyproject.toml`` to a commit and
-records, for every variant at that commit, the hashes a later load must match;
-:func:`download_locked` puts the locked variants into the cache, each checked against
-those hashes by the load pipeline's own check (:class:`kernelhub.load.validators.LockValidator`),
-so the project then loads with no hub at all.
+A locked load checks the lock on the bytes it imports
+(:class:`kernelhub.load.validators.LockValidator`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-from collections.abc import Collection
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from .errors import LockFileError
 from .records import Record, field
 from .versions import is_commit_id, shown_name
-
-if TYPE_CHECKING:
-    from .load.request import HubArg
 
 LOCKFILE_NAME = "kernels.lock"
 GIT_LFS_CONCAT = "git_lfs_concat"
@@ -70,9 +66,20 @@ class LockEntry(Record, frozen=True):
         return out
 
 
+def _ecosystem_entry(raw: dict[str, object], bad: LockFileError) -> LockEntry:
+    """An entry of the ``KernelLocks`` list kernels 0.17+ writes: the pin, no hashes."""
+    dependency, lock = raw.get("dependency"), raw.get("lock")
+    if not (isinstance(dependency, dict) and isinstance(repo := dependency.get("repo-id"), str)
+            and isinstance(lock, dict) and isinstance(commit := lock.get("commit"), str)):
+        raise bad
+    return LockEntry(repo, commit)
+
+
 def _entry(raw: object, path: Path | str) -> LockEntry:
     bad = LockFileError(f"lock file {path}: malformed entry {raw!r:.120}; regenerate it with "
                         "`kernelhub lock`")
+    if isinstance(raw, dict) and set(raw) == {"dependency", "lock"}:
+        return _ecosystem_entry(raw, bad)
     if not isinstance(raw, dict) or not isinstance(raw.get("repo_id"), str):
         raise bad
     if not isinstance(sha := raw.get("sha"), str):
@@ -119,8 +126,15 @@ def parse_lock(raw: bytes, path: Path | str) -> dict[str, LockEntry]:
     if isinstance(data, dict):
         return {k: LockEntry(k, v) for k, v in data.items() if isinstance(k, str)}
     if isinstance(data, list):
-        entries = [_entry(e, path) for e in data]
-        return {e.repo_id: e for e in entries}
+        found: dict[str, LockEntry] = {}
+        for entry in (_entry(e, path) for e in data):
+            if (seen := found.get(entry.repo_id)) is not None and seen.sha != entry.sha:
+                raise LockFileError(
+                    f"lock file {path} pins {shown_name(entry.repo_id)} to two commits "
+                    f"({seen.sha[:12]}, {entry.sha[:12]}); a locked load takes one pin per "
+                    "repository, so lock one version of it")
+            found.setdefault(entry.repo_id, entry)
+        return found
     raise LockFileError(
         f"lock file {path} must hold a JSON list of {{\"repo_id\": …, \"sha\": …}} entries "
         f"or an object of repo id → commit, not a {type(data).__name__}"
@@ -144,8 +158,8 @@ def pick_entry(repo_id: str, entries: dict[str, LockEntry], path: Path | str) ->
     entry = entries[repo_id]
     if not is_commit_id(entry.sha):
         raise LockFileError(
-            f"lock file {path} pins {repo_id} to {entry.sha!r}, which is not a full 40-hex "
-            "commit id; a lock must name a commit (a branch or tag moves)"
+            f"lock file {path} pins {repo_id} to {entry.sha!r}, which is not a full commit "
+            "id (40 or 64 hex); a lock must name a commit (a branch or tag moves)"
         )
     return entry
 
@@ -175,33 +189,6 @@ def write_lock(path: Path, entries: list[LockEntry]) -> None:
     os.replace(tmp, path)
 
 
-# -- hashes ------------------------------------------------------------------------
-
-
-def git_blob_id(data: bytes) -> bytes:
-    """The git blob id (sha1 of ``blob <size>\\0<data>``) of a file's bytes."""
-    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).digest()
-
-
-def git_lfs_concat(files: dict[str, bytes]) -> str:
-    """The ecosystem's variant hash over ``relative path → blob id (or LFS sha256)``."""
-    m = hashlib.sha256()
-    for name, digest in sorted((p.encode("utf-8"), d) for p, d in files.items()):
-        m.update(name)
-        m.update(digest)
-    return f"sha256-{m.hexdigest()}"
-
-
-def variant_dir_hash(variant_dir: Path, lfs: Collection[str] = ()) -> str:
-    """``git_lfs_concat`` of a variant directory: the files at ``lfs`` paths taken as Git
-    LFS objects (their sha256), every other file as a git blob."""
-    from .metadata import stored_files
-
-    def digest(rel: str) -> bytes:
-        data = (variant_dir / rel).read_bytes()
-        return hashlib.sha256(data).digest() if rel in lfs else git_blob_id(data)
-
-    return git_lfs_concat({rel: digest(rel) for rel in stored_files(variant_dir)})
 
 
 # -- the project's dependencies ----------------------------------------------------
@@ -243,54 +230,3 @@ def project_dependencies(project_dir: Path) -> dict[str, int | str]:
         raise LockFileError(f"{path} declares no kernels: add [tool.kernels.dependencies] "
                             "with entries such as \"kernels-community/activation\" = 1")
     return found
-
-
-# -- locking a project and prefetching what is locked --------------------------------
-
-
-def lock_project(project_dir: Path, *, hub: HubArg = None) -> tuple[Path, list[LockEntry]]:
-    """Write ``<project_dir>/kernels.lock`` for the project's kernel dependencies.
-
-    Every variant at the locked commit is fetched into the cache once to hash it, so the
-    lock serves every platform, not only this one.
-    """
-    from .hub_hashes import cached_variant_hash
-    from .load.fetch import fetch
-    from .load.request import kernel_request
-    from .load.resolve import resolve_request
-    from .release_manifest import metadata_sha256
-
-    entries = []
-    for repo_id, version in sorted(project_dependencies(project_dir).items()):
-        resolution = resolve_request(kernel_request(repo_id, version, hub=hub))
-        hashes, metas = {}, {}
-        for variant in resolution.variants:
-            path = fetch(resolution, variant).path
-            hashes[variant] = cached_variant_hash(path)
-            metas[variant] = metadata_sha256((path / "metadata.json").read_bytes())
-        entries.append(LockEntry(repo_id, resolution.commit, hashes, metas))
-    path = Path(project_dir) / LOCKFILE_NAME
-    write_lock(path, entries)
-    return path, entries
-
-
-def download_locked(project_dir: Path, *, all_variants: bool = False, hub: HubArg = None,
-                    backend: str | None = None) -> list[Path]:
-    """Fetch what ``<project_dir>/kernels.lock`` pins (this system's variant, or all of
-    them) into the cache, each checked against the lock; return the variant dirs."""
-    from .load.fetch import fetch
-    from .load.request import kernel_request
-    from .load.resolve import resolve_request
-    from .load.validators import LockValidator
-    from .load.verify import verify
-
-    paths = []
-    for repo_id, entry in sorted(read_lock(Path(project_dir) / LOCKFILE_NAME).items()):
-        resolution = resolve_request(kernel_request(repo_id, revision=entry.sha, hub=hub,
-                                                    backend=backend))
-        variants = resolution.variants if all_variants else [resolution.variant]
-        for variant in variants:
-            fetched = fetch(resolution, variant)
-            verify(fetched.path, variant, [LockValidator(entry)], cached=True).discard()
-            paths.append(fetched.path)
-    return paths

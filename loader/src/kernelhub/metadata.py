@@ -23,6 +23,9 @@ JsonObject = dict[str, object]
 """A JSON object as read: values are checked where they are used."""
 
 METADATA_FILE = "metadata.json"
+SIGNATURE_SIDECARS: tuple[str, ...] = ("metadata.json.sigstore",)
+"""Signatures of metadata.json stored next to it (the ecosystem's sigstore bundle): made
+after the digest, so not in it, and never imported."""
 DIGEST_ALGORITHM = "sha256"
 _SKIPPED_DIRS = {"__pycache__"}
 _SKIPPED_SUFFIXES = (".pyc", ".pyo")
@@ -217,9 +220,15 @@ def stored_files(variant_dir: Path) -> list[str]:
     return sorted(found)
 
 
+def is_digested(rel: str) -> bool:
+    """Whether the digest covers the stored file ``rel``: all but metadata.json and the
+    signatures of it."""
+    return rel != METADATA_FILE and rel not in SIGNATURE_SIDECARS
+
+
 def variant_files(variant_dir: Path) -> list[str]:
-    """Every file the digest covers: the stored files but metadata.json itself."""
-    return [rel for rel in stored_files(variant_dir) if rel != METADATA_FILE]
+    """Every file the digest covers: the stored files but metadata.json and its signatures."""
+    return [rel for rel in stored_files(variant_dir) if is_digested(rel)]
 
 
 def file_digest(path: Path) -> str:

@@ -17,16 +17,15 @@ what to install.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 
 from .errors import KernelHubError
+from .records import Record
 
 GROUP = "kernelhub.commands"
 
 
-@dataclass(frozen=True)
-class Known:
+class Known(Record, frozen=True):
     """A command of a kernelhub distribution, listed in the help even when not installed."""
 
     distribution: str
@@ -36,6 +35,7 @@ class Known:
 KNOWN: dict[str, Known] = {
     "init": Known("kernelhub-builder", "create a new kernel repository that builds and tests as it is"),
     "serve": Known("kernelhub-serve", "serve a team kernel hub over the Hub HTTP API, with pages"),
+    "publish-benchmark": Known("kernelhub-builder", "commit benchmark results to the hub"),
 }
 """The optional commands of kernelhub's own distributions, by name."""
 

@@ -3,13 +3,28 @@
 Preference, best first (DESIGN.md "Build variants"):
 
 1. a compiled build for exactly this torch major.minor, arch and OS; for CUDA the same
-   major with a minor no newer than the runtime's (the newest such minor wins); ROCm and
-   XPU need the exact toolkit version, because neither promises ABI compatibility
+   major with a minor no newer than the runtime's (the newest such minor wins); ROCm,
+   XPU and CANN need the exact toolkit version, because none promises ABI compatibility
    across minor releases;
 2. a torch stable-ABI build whose ABI is no newer than this torch (newest ABI first),
    with the same compute, arch and OS rules;
-3. ``torch-<backend>`` (pure Python for this backend);
-4. ``torch-universal``.
+3. a tvm-ffi build for the installed apache-tvm-ffi major.minor;
+4. a compiled SDK for this backend, then one for any backend;
+5. ``torch-<backend>`` (pure Python for this backend), then ``mlx-metal`` where MLX is
+   installed;
+6. ``torch-universal``;
+7. a pure SDK for this backend, then ``sdk``.
+
+Compiled variants also need this CPython: a free-threaded build loads only ``abi3t``
+parts, a GIL build both, and a name's ``cpython-<M>.<m>`` is the oldest Python it loads on.
+
+Within a tier the order is one rule, the same for every repository: native CUDA code for
+the device first (below), the newest stable ABI, the newest toolkit, then ``abi3`` before
+``abi3t`` and the newest Python minimum first (as pip ranks wheel tags), then the current
+naming generation before the legacy one and an untagged C++ ABI before ``-cxx11``. So
+when a repository holds one build under both generations' names
+(``torch-2.13-cpu-cpython-3.10-abi3-x86_64-linux`` and ``torch213-cxx11-cpu-x86_64-linux``),
+the current name wins wherever it loads; the legacy one is there for kernels <= 0.18.
 
 Within a tier, when the caller knows the candidates' compiled CUDA archs (metadata
 ``backend.archs``) and the device's capability, builds with native code for the device
@@ -30,7 +45,7 @@ from collections.abc import Mapping, Sequence
 from .errors import NoCompatibleVariantError, VariantNameError
 from .records import Record, field
 from .system import SystemInfo
-from .variants import Variant, VariantKind, parse_variant
+from .variants import ABI3T_MIN_PYTHON, Naming, PythonTag, Variant, VariantKind, parse_variant
 
 METAL_MIN_MACOS: tuple[int, int] = (14, 0)
 """The oldest macOS whose Metal runtime loads our Metal builds (Metal language 3.1)."""
@@ -41,9 +56,19 @@ _NATIVE, _FAMILY, _JIT, _UNKNOWN = 0, 1, 2, 3
 _TIER = {
     VariantKind.COMPILED: 0,
     VariantKind.STABLE_ABI: 1,
-    VariantKind.NOARCH: 2,
-    VariantKind.UNIVERSAL: 3,
+    VariantKind.TVM_FFI: 2,
+    VariantKind.NOARCH: 5,
+    VariantKind.MLX: 6,
+    VariantKind.UNIVERSAL: 7,
 }
+
+
+def _tier(variant: Variant) -> int:
+    if variant.kind is not VariantKind.SDK:
+        return _TIER[variant.kind]
+    if variant.compiled:  # compiled SDKs after the frameworks' builds, backend-specific first
+        return 3 if variant.compute is not None else 4
+    return 8 if variant.compute is not None else 9
 
 
 class Selection(Record, frozen=True):
@@ -69,7 +94,7 @@ def _mm(version: tuple[int, ...]) -> str:
     return ".".join(str(p) for p in version)
 
 
-_LABEL = {"cuda": "CUDA", "rocm": "ROCm", "xpu": "XPU"}
+_LABEL = {"cuda": "CUDA", "rocm": "ROCm", "xpu": "XPU", "cann": "CANN"}
 
 
 def _compute_reason(variant: Variant, system: SystemInfo) -> str | None:
@@ -108,15 +133,51 @@ def _backend_reason(variant: Variant, system: SystemInfo) -> str | None:
     return reason
 
 
+def _python_reason(python: PythonTag, system: SystemInfo) -> str | None:
+    """Why this CPython cannot import compiled parts built for ``python``, or None."""
+    if python.abi == "abi3" and system.free_threaded:
+        return "abi3 build; free-threaded Python loads only abi3t builds"
+    if python.abi == "abi3t" and system.python < ABI3T_MIN_PYTHON:
+        return (f"abi3t build needs Python {_mm(ABI3T_MIN_PYTHON)} or newer, this is Python "
+                f"{_mm(system.python)}")
+    if system.python < python.version:
+        return (f"built for Python >= {_mm(python.version)}, this is Python "
+                f"{_mm(system.python)}")
+    return None
+
+
+def _sdk_reason(variant: Variant, system: SystemInfo) -> str | None:
+    if variant.compute is not None and (reason := _backend_reason(variant, system)):
+        return reason
+    if variant.python is not None:
+        return _python_reason(variant.python, system) or _system_reason(variant, system) or (
+            _compute_reason(variant, system) if variant.compute is not None else None)
+    return None
+
+
+def _system_reason(variant: Variant, system: SystemInfo) -> str | None:
+    if variant.os != system.os:
+        return f"{variant.os} build, this machine runs {system.os}"
+    if variant.arch != system.arch:
+        return f"{variant.arch} build, this machine is {system.arch}"
+    return None
+
+
 def _reject_reason(variant: Variant, system: SystemInfo) -> str | None:
     """Why ``variant`` cannot load on ``system``; None when it can."""
     if variant.kind is VariantKind.UNIVERSAL:
         return None
+    if variant.kind is VariantKind.SDK:
+        return _sdk_reason(variant, system)
     if reason := _backend_reason(variant, system):
         return reason
+    if variant.kind is VariantKind.MLX:
+        return None if system.mlx else "MLX build; MLX is not installed (pip install mlx)"
     if variant.kind is VariantKind.NOARCH:
         return None
-    assert variant.torch is not None
+    assert variant.torch is not None and variant.python is not None
+    if reason := _python_reason(variant.python, system):
+        return reason
     if variant.os != system.os:
         return f"{variant.os} build, this machine runs {system.os}"
     if variant.arch != system.arch:
@@ -131,8 +192,17 @@ def _reject_reason(variant: Variant, system: SystemInfo) -> str | None:
     if variant.kind is VariantKind.COMPILED:
         if variant.torch != system.torch:
             return f"built for torch {_mm(variant.torch)}, this is torch {_mm(system.torch)}"
-        if variant.os == "linux" and not system.cxx11_abi:
+        if variant.cxx_abi == "cxx11" and not system.cxx11_abi:
             return "built for the C++11 ABI, this torch uses the pre-C++11 ABI"
+        if variant.cxx_abi == "cxx98" and system.cxx11_abi:
+            return "built for the pre-C++11 ABI, this torch uses the C++11 ABI"
+    elif variant.kind is VariantKind.TVM_FFI:
+        if system.tvm_ffi is None:
+            return (f"tvm-ffi {_mm(variant.torch)} build; apache-tvm-ffi is not installed "
+                    f"(pip install 'apache-tvm-ffi=={_mm(variant.torch)}.*')")
+        if variant.torch != system.tvm_ffi:
+            return (f"built for tvm-ffi {_mm(variant.torch)}, this is tvm-ffi "
+                    f"{_mm(system.tvm_ffi)}")
     elif variant.torch > system.torch:
         return (
             f"stable-ABI build needs torch >= {_mm(variant.torch)}, "
@@ -204,12 +274,18 @@ def check_archs(name: str, archs: Sequence[str], system: SystemInfo) -> None:
 
 def _rank_key(
     variant: Variant, arch: int
-) -> tuple[int, int, tuple[int, ...], tuple[int, ...], str]:
-    # Newer stable ABI first; for a fixed torch, the newest compatible toolkit first.
+) -> tuple[int, int, tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, int], str]:
+    """The one ranking rule (module docstring): tier, CUDA arch coverage, newest stable ABI,
+    newest toolkit, Python ABI and minimum, naming generation, then the name."""
     stable = variant.kind is VariantKind.STABLE_ABI and variant.torch is not None
     torch_key = tuple(-p for p in variant.torch) if stable and variant.torch else ()
     compute_key = tuple(-p for p in variant.compute.version) if variant.compute else ()
-    return _TIER[variant.kind], arch, torch_key, compute_key, variant.name
+    python = variant.python
+    python_key = (int(python.abi != "abi3"), -python.version[0], -python.version[1]) \
+        if python is not None else ()
+    naming_key = (int(variant.naming is Naming.LEGACY), int(variant.cxx_abi is not None))
+    return (_tier(variant), arch, torch_key, compute_key, python_key, naming_key,
+            variant.name)
 
 
 def select_variant(

@@ -35,23 +35,47 @@ if TYPE_CHECKING:
     import torch as torch_module
 
 BACKENDS: tuple[str, ...] = ("cpu", "cuda", "rocm", "xpu", "metal")
-"""Build backends, as variant names write them."""
-TOOLKIT_BACKENDS: tuple[str, ...] = ("cuda", "rocm", "xpu")
-"""Backends whose builds are tied to a toolkit version (CUDA 13.0, ROCm 7.0, XPU 2025.2)."""
-UNBUILDABLE_BACKENDS: tuple[str, ...] = ("neuron", "cann")
-"""Backends of the ecosystem's build.toml schema that have no variant names here."""
+"""Backends kernelhub builds, as variant names write them (and KernelConfig keys)."""
+FOREIGN_BACKENDS: tuple[str, ...] = ("cann", "neuron", "tpu")
+"""Backends the ecosystem names that kernelhub does not build: their variant names parse,
+their builds are selected and loaded where the running torch has that device, and the
+builder lists them with :data:`FOREIGN_BACKEND_REASONS`."""
+ALL_BACKENDS: tuple[str, ...] = (*BACKENDS, *FOREIGN_BACKENDS)
+"""Every backend a variant name or metadata.json may carry."""
+UNBUILDABLE_BACKENDS: tuple[str, ...] = FOREIGN_BACKENDS
+"""Backends of the ecosystem's build.toml schema that kernelhub's builder skips."""
+TOOLKIT_BACKENDS: tuple[str, ...] = ("cuda", "rocm", "xpu", "cann")
+"""Backends whose builds are tied to a toolkit version (CUDA 13.0, ROCm 7.0, XPU 2025.2,
+CANN 8.1)."""
+FOREIGN_BACKEND_REASONS: dict[str, str] = {
+    "cann": "CANN (Huawei Ascend NPU) builds need the CANN toolkit and torch_npu, which "
+            "kernelhub's builder has no toolchain for; build them with the ecosystem's "
+            "kernel-builder on an Ascend host (kernelhub loads them)",
+    "neuron": "AWS Neuron kernels are compiled by the Neuron SDK (NKI) on Trainium/Inferentia "
+              "hosts, which kernelhub's builder has no toolchain for (kernelhub loads them)",
+    "tpu": "TPU kernels are built against torch_tpu (Pallas/XLA), which kernelhub's builder "
+           "has no toolchain for (kernelhub loads them)",
+}
+"""Why the builder cannot build each foreign backend, for ``builder list-variants``."""
+MLX_REASON = ("MLX kernels (mlx-metal) are written for Apple's MLX framework, not torch; "
+              "kernelhub builds torch kernels (it lists and loads mlx-metal variants where "
+              "mlx is installed on macOS)")
+"""Why the builder cannot build the ecosystem's ``mlx-noarch`` kernels."""
 ARCHES: tuple[str, ...] = ("x86_64", "aarch64")
 OSES: tuple[str, ...] = ("linux", "darwin")
+"""Operating systems kernelhub builds for and loads on."""
+VARIANT_OSES: tuple[str, ...] = (*OSES, "windows")
+"""Operating systems a variant name may end in (the ecosystem also builds for Windows)."""
 ARCH_ALIASES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
 """What ``platform.machine()`` reports → the arch variant names use."""
 
-DEVICE_TYPES: tuple[str, ...] = ("cuda", "rocm", "mps", "xpu", "npu", "cpu")
+DEVICE_TYPES: tuple[str, ...] = ("cuda", "rocm", "mps", "xpu", "npu", "neuron", "tpu", "cpu")
 """Device types a kernel mapping can name."""
 
 _DIGITS = "0123456789"
 
-_DEVICE_OF_BACKEND = {"metal": "mps"}
-_BACKEND_OF_DEVICE = {"mps": "metal"}
+_DEVICE_OF_BACKEND = {"metal": "mps", "cann": "npu"}
+_BACKEND_OF_DEVICE = {"mps": "metal", "npu": "cann"}
 
 
 def device_type(name: object, where: str = "device") -> str:
@@ -66,13 +90,14 @@ def device_type(name: object, where: str = "device") -> str:
     if kind not in DEVICE_TYPES:
         raise MappingError(
             f"{where}: unknown device type {name!r}; valid types: {', '.join(DEVICE_TYPES)} "
-            "('metal' is accepted for 'mps')"
+            "('metal' is accepted for 'mps', 'cann' for 'npu')"
         )
     return kind
 
 
 def backend_of(name: str) -> str:
-    """A device type or backend word → the backend name: ``"mps"`` → ``"metal"``.
+    """A device type or backend word → the backend name: ``"mps"`` → ``"metal"``,
+    ``"npu"`` → ``"cann"``.
 
     Words that are no backend come back unchanged, for the caller to refuse with its own
     list of what is valid.
@@ -84,10 +109,14 @@ def platform_problem(backend: str, os_name: str | None, arch: str | None = None)
     """Why ``backend`` builds cannot exist for this OS (and arch, if given), else None."""
     if os_name == "darwin" and backend not in ("cpu", "metal"):
         return f"{backend} builds do not exist on macOS"
+    if backend in FOREIGN_BACKENDS and os_name is not None and os_name != "linux":
+        return f"{backend} builds exist only on Linux"
     if os_name is not None and os_name != "darwin" and backend == "metal":
         return "Metal builds exist only on macOS"
     if backend == "metal" and arch is not None and arch != "aarch64":
         return "Metal builds exist only on Apple silicon (aarch64)"
+    if backend in ("rocm", "xpu") and arch is not None and arch != "x86_64":
+        return f"{backend} builds exist only on x86_64 (PyTorch publishes no {backend} torch for {arch})"
     return None
 
 
@@ -100,7 +129,13 @@ def torch_is_rocm(torch: ModuleType) -> bool:
 
 
 def auto_backend(torch: ModuleType) -> str:
-    """The backend of the best accelerator this torch can use, else ``cpu``."""
+    """The backend of the best accelerator this torch can use, else ``cpu``.
+
+    GPUs first (a Neuron or TPU plug-in can be installed next to a CUDA torch), then the
+    ecosystem's other accelerators as their torch plug-ins announce them: ``torch_tpu``
+    as torch's current accelerator, ``torch_neuronx`` as ``torch.neuron``, ``torch_npu``
+    (CANN) as the ``npu`` private-use backend.
+    """
     if torch.cuda.is_available():
         return "rocm" if torch_is_rocm(torch) else "cuda"
     xpu = getattr(torch, "xpu", None)
@@ -109,7 +144,22 @@ def auto_backend(torch: ModuleType) -> str:
     mps = getattr(torch.backends, "mps", None)
     if mps is not None and mps.is_available():
         return "metal"
+    accelerator = getattr(torch, "accelerator", None)
+    current = accelerator.current_accelerator() if accelerator is not None else None
+    if current is not None and current.type == "tpu":
+        return "tpu"
+    if hasattr(torch, "neuron"):
+        return "neuron"
+    if _privateuse1_name(torch) == "npu":
+        return "cann"
     return "cpu"
+
+
+def _privateuse1_name(torch: ModuleType) -> str | None:
+    """The out-of-tree backend a plug-in registered (``npu`` for torch_npu), if any."""
+    get_name = getattr(torch._C, "_get_privateuse1_backend_name", None)
+    name = get_name() if get_name is not None else None
+    return name if isinstance(name, str) and name != "privateuseone" else None
 
 
 def gpu_capability(torch: ModuleType, index: int | None = None) -> tuple[int, int] | None:
@@ -213,17 +263,27 @@ class SystemInfo(Record, frozen=True):
     capability: tuple[int, int] | None = None
     """Compute capability of CUDA device 0, when one exists."""
     cxx11_abi: bool = True
+    cann: tuple[int, int] | None = None
+    python: tuple[int, int] = (sys.version_info[0], sys.version_info[1])
+    """The running CPython's major.minor (compiled variants name the oldest they need)."""
+    free_threaded: bool = False
+    """A free-threaded CPython build: loads ``abi3t`` extensions, never ``abi3``."""
+    tvm_ffi: tuple[int, int] | None = None
+    """apache-tvm-ffi's major.minor where it is installed (tvm-ffi variants need it)."""
+    mlx: bool = False
+    """Whether MLX is installed (``mlx-metal`` variants need it)."""
 
-    def __post_init__(self) -> None:
-        if self.backend not in BACKENDS:
+    def __post_init__(self, *_args: object, **_kwargs: object) -> None:
+        if self.backend not in ALL_BACKENDS:
             raise KernelHubError(
-                f"unknown backend {self.backend!r}; expected one of {', '.join(BACKENDS)}"
+                f"unknown backend {self.backend!r}; expected one of {', '.join(ALL_BACKENDS)}"
             )
 
     @property
     def compute_version(self) -> tuple[int, int] | None:
-        """The toolkit version of the active backend (CUDA, ROCm or XPU), if any."""
-        return {"cuda": self.cuda, "rocm": self.rocm, "xpu": self.xpu}.get(self.backend)
+        """The toolkit version of the active backend (CUDA, ROCm, XPU or CANN), if any."""
+        return {"cuda": self.cuda, "rocm": self.rocm, "xpu": self.xpu,
+                "cann": self.cann}.get(self.backend)
 
     def describe(self) -> str:
         """One line for error messages: ``torch 2.13, cuda 13.0 (sm 9.0), x86_64-linux``."""
@@ -283,16 +343,21 @@ def detect_system(backend: str | None = None) -> SystemInfo:
     """
     import torch
 
-    chosen = backend or auto_backend(torch)
+    chosen = backend_of(backend) if backend else auto_backend(torch)
     if chosen == "cuda" and torch_is_rocm(torch):
         chosen = "rocm"
-    if chosen not in BACKENDS:
-        raise KernelHubError(f"unknown backend {chosen!r}; expected one of {', '.join(BACKENDS)}")
+    if chosen not in ALL_BACKENDS:
+        raise KernelHubError(
+            f"unknown backend {chosen!r}; expected one of {', '.join(ALL_BACKENDS)}"
+        )
 
-    cuda = rocm = xpu = None
+    cuda = rocm = xpu = cann = None
     if chosen in ("cuda", "rocm"):
         label = "CUDA" if chosen == "cuda" else "ROCm"
-        found = _version_pair(torch.version.cuda if chosen == "cuda" else torch.version.hip)
+        # torch.version.rocm (torch >= 2.10) is the ROCm release; the HIP version can
+        # differ from it (ROCm 10.0 ships HIP 7.15), so it is only the fallback.
+        found = _version_pair(torch.version.cuda if chosen == "cuda" else
+                              getattr(torch.version, "rocm", None) or torch.version.hip)
         if found is None:
             raise KernelHubError(
                 f"backend={chosen!r} was requested but torch {torch.__version__} was built "
@@ -305,6 +370,20 @@ def detect_system(backend: str | None = None) -> SystemInfo:
             raise KernelHubError(
                 f"backend='xpu' was requested but torch {torch.__version__} reports no "
                 "XPU toolkit version; install an XPU build of torch or pass backend='cpu'"
+            )
+    elif chosen in ("tpu", "neuron") and auto_backend(torch) != chosen:
+        plugin = {"tpu": "torch_tpu", "neuron": "torch_neuronx"}[chosen]
+        raise KernelHubError(
+            f"backend={chosen!r} was requested but torch has no {chosen} device here "
+            f"({plugin} is not loaded); install {plugin} on a {chosen.upper()} host or "
+            "pass backend='cpu'"
+        )
+    elif chosen == "cann":
+        cann = _cann_version() if _privateuse1_name(torch) == "npu" else None
+        if cann is None:
+            raise KernelHubError(
+                "backend='cann' was requested but torch_npu reports no CANN version; "
+                "install torch_npu with the CANN toolkit or pass backend='cpu'"
             )
 
     capability = None
@@ -329,7 +408,46 @@ def detect_system(backend: str | None = None) -> SystemInfo:
         macos=macos,
         capability=capability,
         cxx11_abi=bool(torch.compiled_with_cxx11_abi()),
+        cann=cann,
+        free_threaded="t" in getattr(sys, "abiflags", ""),
+        tvm_ffi=_tvm_ffi_version(),
+        mlx=_os_name() == "darwin" and _installed("mlx"),
     )
+
+
+def _installed(module: str) -> bool:
+    """Whether ``module`` can be imported, without importing it (~0.1 ms)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+@functools.cache
+def _tvm_ffi_version() -> tuple[int, int] | None:
+    """apache-tvm-ffi's major.minor from its distribution metadata, without importing it."""
+    if not _installed("tvm_ffi"):
+        return None
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return _version_pair(version("apache-tvm-ffi"))
+    except PackageNotFoundError:
+        return None
+
+
+def _cann_version() -> tuple[int, int] | None:
+    """The CANN toolkit's major.minor as torch_npu reports it (``"8.1.RC1"`` → (8, 1))."""
+    try:
+        from torch_npu.utils.collect_env import get_cann_version  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    try:
+        return _version_pair(str(get_cann_version()))
+    except Exception:  # a plug-in's probe must not break detection
+        return None
 
 
 @functools.cache

@@ -44,8 +44,16 @@ from pathlib import Path
 from types import CodeType, ModuleType
 
 from .errors import IntegrityError, KernelLoadError, MetadataError
-from .metadata import METADATA_FILE, Metadata, check_digests, complete_digest, parse_metadata
+from .metadata import (
+    METADATA_FILE,
+    SIGNATURE_SIDECARS,
+    Metadata,
+    check_digests,
+    complete_digest,
+    parse_metadata,
+)
 from .records import Record
+from .zip_layout import BUILD_LAYOUT, archive_name, build_layout, extract_verified
 
 # -- the verified private copy ------------------------------------------------------
 
@@ -103,6 +111,7 @@ def snapshot_variant(variant_dir: Path) -> VerifiedVariant:
         metadata = complete_digest(parsed, source)
         check_digests(source, metadata, digests)
         files = frozenset(digests)
+        sources, files = _unpack_zip_layout(source, copy, metadata, sources, files)
         if any(rel.endswith(NATIVE_SUFFIXES) for rel in files):
             _check_exec_allowed(copy)
     except BaseException:
@@ -110,6 +119,24 @@ def snapshot_variant(variant_dir: Path) -> VerifiedVariant:
         raise
     return VerifiedVariant(source, copy, metadata, metadata_bytes, sources, files,
                            bool(parsed.digest_files))
+
+
+def _unpack_zip_layout(source: Path, copy: Path, metadata: Metadata, kept: dict[str, bytes],
+                       files: frozenset[str]) -> tuple[dict[str, bytes], frozenset[str]]:
+    """The Python sources and files of the package: for the ZIP build layout
+    (:mod:`kernelhub.zip_layout`) the archive's members, unpacked into the private copy from
+    the verified bytes of ``<id>.zip``, next to the variant's other files."""
+    sources = {rel: data for rel, data in kept.items() if rel.endswith(".py")}
+    where = str(source / METADATA_FILE)
+    if build_layout(metadata.extra.get(BUILD_LAYOUT), where) != "zip":
+        return sources, files
+    name = archive_name(metadata.id)
+    if name not in kept:
+        raise IntegrityError(f"{source}: metadata.json says build-layout zip, but there is no "
+                             f"{name}; the variant is incomplete")
+    members = extract_verified(kept[name], copy, files | {METADATA_FILE}, str(source / name))
+    sources.update({rel: data for rel, data in members.items() if rel.endswith(".py")})
+    return sources, files | frozenset(members)
 
 
 def _copy_verified(source: Path, copy: Path) -> tuple[bytes, dict[str, str], dict[str, bytes]]:
@@ -129,7 +156,10 @@ def _copy_verified(source: Path, copy: Path) -> tuple[bytes, dict[str, str], dic
                 if name.endswith(_BYTECODE_SUFFIXES):
                     continue
                 rel = (rel_dir / name).as_posix()
-                keep = rel == METADATA_FILE or name.endswith(".py")
+                if rel in SIGNATURE_SIDECARS:  # a signature of metadata.json: never imported
+                    continue
+                keep = rel == METADATA_FILE or name.endswith(".py") or (
+                    name.endswith(".zip") and rel_dir == Path("."))  # a ZIP layout's archive
                 digest, data = _copy_file(source / rel, name, dirfd, copy / rel, keep)
                 if rel == METADATA_FILE:
                     metadata_bytes = data

@@ -4,7 +4,7 @@ strings, lock files and the CLI all parse through here.
 * ``1`` (int)            → head of branch ``v1``
 * ``"v1.2.0"``, ``"main"`` → that tag or branch
 * ``">=1.0,<2.0"``       → the highest ``v<semver>`` tag satisfying it
-* a 40-hex sha           → that commit
+* a commit id            → that commit (40 hex: SHA-1; 64 hex: a SHA-256 repository)
 """
 
 from __future__ import annotations
@@ -180,9 +180,14 @@ def resolve(spec: VersionSpec, refs: Refs, repo_id: str) -> tuple[str, str]:
     return tag, refs.tags[tag]
 
 
+COMMIT_ID_LENGTHS = (40, 64)
+"""Full commit ids: SHA-1 (40 hex) and, in repositories using git's SHA-256 object
+format, 64 hex. Abbreviations are never ids: they stop being unique."""
+
+
 def is_commit_id(value: object) -> bool:
-    """Whether ``value`` is a full 40-hex (lowercase) commit id."""
-    return isinstance(value, str) and len(value) == 40 and not value.strip(_HEX)
+    """Whether ``value`` is a full (lowercase) commit id, SHA-1 or SHA-256."""
+    return isinstance(value, str) and len(value) in COMMIT_ID_LENGTHS and not value.strip(_HEX)
 
 
 def check_repo_id(repo_id: object) -> str:

@@ -36,7 +36,7 @@ def test_loose_values_become_device_and_mode_dicts() -> None:
 
 
 @pytest.mark.parametrize("mapping,error,message", [
-    ({"X": {"tpu": A}}, ValueError, r"mapping\['X'\]\['tpu'\]: unknown device type 'tpu'"),
+    ({"X": {"ipu": A}}, ValueError, r"mapping\['X'\]\['ipu'\]: unknown device type 'ipu'"),
     ({"X": {"cuda": "org/repo:Layer"}}, TypeError, r"expected a repository .* got str"),
     ({"X": {"cuda": {Mode.FALLBACK | Mode.TRAINING: A}}}, ValueError, "not a mapping mode"),
     ({"X": ["cuda"]}, TypeError, r"mapping\['X'\] must be a dict of device"),

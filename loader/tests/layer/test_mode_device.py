@@ -45,8 +45,8 @@ def test_mapping_mode_must_be_a_mode() -> None:
 def test_device_types_are_validated_and_metal_means_mps() -> None:
     assert Device("metal").type == "mps"
     assert Device("CUDA") == Device("cuda")
-    with pytest.raises(ValueError, match=r"unknown device type 'tpu'.*cuda, rocm"):
-        Device("tpu")
+    with pytest.raises(ValueError, match=r"unknown device type 'ipu'.*cuda, rocm"):
+        Device("ipu")
 
 
 def test_properties_must_fit_the_device_type() -> None:

@@ -157,7 +157,10 @@ def _parser() -> argparse.ArgumentParser:
     adopt.add_argument("--python", type=Path, required=True)
     host = commands.add_parser("host-setup")
     host.add_argument("--project-file", type=Path, required=True)
-    host.add_argument("--env-file", type=Path, required=True)
+    host.add_argument("--env-file", type=Path, default=None,
+                      help="default: where this user's Nix builds look (nix_host.host_env_file)")
+    host.add_argument("--torch", action="append", default=[], metavar="MINOR",
+                      help="make only this torch minor's env (repeatable; default: all)")
     key = commands.add_parser("python-key")
     key.add_argument("--builder-pyproject", type=Path, required=True)
     key.add_argument("--loader-pyproject", type=Path, required=True)
@@ -180,7 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             env = adopt_python(args.minor, pins.get(args.minor), args.python)
             print(f"torch {args.minor} environment: {env.python} (torch {env.torch_version})")
         elif args.command == "host-setup":
-            print("\n".join(set_up_host(args.project_file, args.env_file)))
+            print("\n".join(set_up_host(args.project_file, args.env_file, args.torch)))
         elif args.command == "python-key":
             print(python_key(args.builder_pyproject, args.loader_pyproject))
         elif args.command == "stamp":

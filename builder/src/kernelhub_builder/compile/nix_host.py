@@ -15,7 +15,11 @@ checkout was deleted. So nothing here names a checkout:
   from the store (``PYTHONPATH``), never from this venv.
 - the torch environments of every torch minor of the matrix: Nix builds only use them
   read-only, so they must exist before ``nix build .#kernels``.
-- ``nix-host.env``: machine facts only (where the envs are, ``CUDA_HOME``).
+- ``nix-host.env``: machine facts only (where the envs are, ``CUDA_HOME``), written
+  where a build can find it (:func:`host_env_file`): a Nix build sees no ``HOME``, so
+  it looks in the home directory the user database gives the user it runs as, then in
+  ``/etc/kernelhub``. Set-up writes there whatever ``HOME`` says (CI systems, containers
+  and test harnesses set ``HOME`` elsewhere; a file under that ``HOME`` was never found).
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pwd
+from collections.abc import Sequence
 from pathlib import Path
 
 from filelock import FileLock
@@ -34,6 +40,9 @@ from ..plan.torch_env import builder_home, create_venv, ensure_torch_env, pip_in
 from ..toml_tables import read_toml
 
 PYTHON_DIR = "nix-python"
+ENV_FILE_IN_HOME = Path(".config") / "kernelhub" / "nix-host.env"
+SYSTEM_ENV_FILE = Path("/etc/kernelhub/nix-host.env")
+"""The two places nix/host-build.sh reads, in its order (a test compares the two)."""
 MARKER_FILE = "kernelhub-nix-python.json"
 LOCAL_DISTRIBUTIONS = frozenset({"kernelhub", "kernelhub-builder"})
 """This repository's own packages: the store has their code; never installed here."""
@@ -92,6 +101,30 @@ def host_env_text() -> str:
     return "".join(line + "\n" for line in lines)
 
 
+def database_home(uid: int | None = None) -> Path | None:
+    """The home directory the user database gives ``uid``: what a Nix build, which sees
+    no ``HOME``, can find (``getent passwd`` in host-build.sh). None without an entry."""
+    try:
+        home = pwd.getpwuid(os.getuid() if uid is None else uid).pw_dir
+    except KeyError:
+        return None
+    return Path(home) if home else None
+
+
+def host_env_file() -> Path:
+    """Where set-up writes ``nix-host.env`` so that this user's Nix builds find it."""
+    home = database_home()
+    if home is not None:
+        return home / ENV_FILE_IN_HOME
+    if os.getuid() == 0:
+        return SYSTEM_ENV_FILE
+    raise NixBuildError(
+        f"uid {os.getuid()} has no entry in the user database, so a Nix build (which sees "
+        f"no HOME) cannot find a host toolchain file of its own; as root, run "
+        f"`python -m kernelhub_builder.compile.nix_build host-setup --env-file {SYSTEM_ENV_FILE} "
+        "--project-file kernels.toml` in a checkout (every user's builds read that file)")
+
+
 def write_host_env(path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -99,16 +132,30 @@ def write_host_env(path: Path) -> None:
     tmp.replace(path)
 
 
-def set_up_host(project_file: Path, env_file: Path) -> list[str]:
-    """Everything the host derivations need on this machine; what was found or made."""
+def set_up_host(project_file: Path, env_file: Path | None = None,
+                torch: Sequence[str] = ()) -> list[str]:
+    """Everything the host derivations need on this machine; what was found or made.
+
+    ``env_file`` defaults to :func:`host_env_file`, the one the builds read. ``torch``
+    limits the torch envs made to those minors (a CI job building one variant needs
+    one, not every torch of the matrix); by default, all of them."""
+    env_file = env_file or host_env_file()
     root = project_file.resolve().parent
     python = ensure_host_python(root / "builder" / "pyproject.toml",
                                 root / "loader" / "pyproject.toml")
     lines = [f"builder Python for Nix builds: {python}"]
     project = load_project(project_file, only=[])
-    for minor in project.matrix.torch:
+    unknown = set(torch) - set(project.matrix.torch)
+    if unknown:
+        raise NixBuildError(f"torch {', '.join(sorted(unknown))} is not in the matrix of "
+                            f"{project_file} ({', '.join(project.matrix.torch)})")
+    for minor in [m for m in project.matrix.torch if not torch or m in torch]:
         env = ensure_torch_env(minor, project.torch_pins.get(minor))
         lines.append(f"torch {minor} environment: {env.root} (torch {env.torch_version})")
     write_host_env(env_file)
     lines.append(f"host toolchain recorded in {env_file}")
+    home = os.environ.get("HOME")
+    if home and env_file == host_env_file() and not env_file.is_relative_to(home):
+        lines.append(f"(not under HOME={home}: Nix builds see no HOME and read the user "
+                     "database's home directory)")
     return lines

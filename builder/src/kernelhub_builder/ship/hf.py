@@ -3,9 +3,11 @@
 One publish, in this order, every step read from the server first so that ``dry_run``
 reports exactly the operations a real run makes:
 
-1. the repository: the Hub's ``kernel`` type where the server has it (what the
-   ecosystem's loader asks for), else ``model`` (mirrors such as olah have only models),
-   said in the result's notes; created when missing;
+1. the repository: the Hub's ``kernel`` type, created when missing. The ecosystem's
+   loaders (``kernels`` 0.17-0.19, and Transformers through them) ask for that type
+   only, so a ``model`` repository (all a server without kernel repositories, such as
+   olah, can hold, or an existing model repository) is refused unless the publisher
+   allows it (``allow_model_repo``), and then the notes say who will not find it;
 2. branch ``v<major>``, created from ``main`` when missing;
 3. one ``create_commit`` on that branch with ``parent_commit`` as compare-and-swap,
    deleting and re-adding exactly the published variant dirs (and deleting the
@@ -46,7 +48,7 @@ from huggingface_hub.utils import get_session
 from kernelhub.errors import HubError, KernelHubError, PublishConflictError
 from kernelhub.hub.base import BUILD_DIR
 from kernelhub.hub.hf import HfHub, absent
-from kernelhub.lock import git_blob_id as git_blob_digest
+from kernelhub.hub_hashes import git_blob_id as git_blob_digest
 from kernelhub.metadata import METADATA_FILE, parse_metadata
 from kernelhub.release_manifest import Signer
 from kernelhub.variants import check_variant_dir
@@ -92,6 +94,16 @@ class HubRefusedError(HubError):
     """The server refused the operation: not found, not allowed, or a conflict."""
 
 
+class ModelRepoRefusedError(HubRefusedError):
+    """The publish would land in a model repository, which the ecosystem's loaders never
+    read; nothing was written."""
+
+
+ALLOW_MODEL_REPO = "--allow-model-repo (allow_model_repo=True)"
+ECOSYSTEM_BLIND = ("the ecosystem's `kernels` loader (0.17-0.19) and Transformers through it "
+                   "ask for kernel repositories only and will not find it; kernelhub loads it")
+
+
 @dataclass(frozen=True)
 class _Target:
     """Which repository type a publish uses, and what the user should be told about it."""
@@ -105,8 +117,9 @@ class HfPublisher(HfHub):
     """An HfHub that can also be published to (reading stays :class:`HfHub`'s)."""
 
     def __init__(self, endpoint: str | None = None, token: str | bool | None = None,
-                 timeout: float | None = None) -> None:
+                 timeout: float | None = None, allow_model_repo: bool = False) -> None:
         super().__init__(endpoint, token)
+        self.allow_model_repo = allow_model_repo
         self.timeout = timeout if timeout is not None else float(
             os.environ.get(TIMEOUT_ENV) or DEFAULT_TIMEOUT)
 
@@ -137,9 +150,14 @@ class HfPublisher(HfHub):
         target = self._target(repo_id)
         created = not target.exists
         ops: list[str] = []
+        if target.repo_type != "kernel":
+            self._refuse_model_repo(repo_id, f"{repo_id} is a {target.repo_type} repository "
+                                             f"on {self.endpoint}")
         if not target.exists:
-            ops.append(f"create {target.repo_type} repository {repo_id} (a model repository "
-                       "where the server has no kernel type)")
+            fallback = ("a model repository where the server has no kernel type"
+                        if self.allow_model_repo else
+                        f"refused where the server has no kernel type, unless {ALLOW_MODEL_REPO}")
+            ops.append(f"create {target.repo_type} repository {repo_id} ({fallback})")
             if dry_run:
                 step = self._release_step(repo_id, None, list(staged), staged, {}, signing,
                                           target.repo_type)
@@ -238,13 +256,21 @@ class HfPublisher(HfHub):
         if repo_type == "kernel":
             return _Target("kernel", exists=True)
         return _Target(repo_type, exists=True, note=(
-            f"{repo_id} is a {repo_type} repository on {self.endpoint} (not the kernel type); "
-            "publishing there"))
+            f"{repo_id} is a {repo_type} repository on {self.endpoint} (not the kernel type), "
+            f"published there as allowed: {ECOSYSTEM_BLIND}"))
+
+    def _refuse_model_repo(self, repo_id: str, why: str) -> None:
+        if not self.allow_model_repo:
+            raise ModelRepoRefusedError(
+                f"{why}, and {ECOSYSTEM_BLIND.replace('; kernelhub loads it', '')}. Publish "
+                "to a server with kernel repositories (the Hugging Face Hub, `kernelhub "
+                f"serve`), or pass {ALLOW_MODEL_REPO} to publish a repository only kernelhub "
+                "loads. Nothing was published")
 
     def _create_repo(self, repo_id: str) -> _Target:
-        """Create the repo as a kernel repo, or as a model repo where the server has no
-        kernel type (it refuses the type with 400, 404 or 422; 405 is a read-only server
-        and stays an error)."""
+        """Create the repo as a kernel repo, or, if allowed, as a model repo where the
+        server has no kernel type (it refuses the type with 400, 404 or 422; 405 is a
+        read-only server and stays an error)."""
         try:
             self.api.create_repo(repo_id, repo_type="kernel", exist_ok=True)
             return _Target("kernel", exists=True)
@@ -252,10 +278,12 @@ class HfPublisher(HfHub):
             if _status(exc) not in (400, 404, 422):
                 raise
             refusal = _status(exc)
+        self._refuse_model_repo(repo_id, f"{self.endpoint} has no kernel repository type (it "
+                                         f"answered {refusal} to creating {repo_id} as one)")
         self.api.create_repo(repo_id, repo_type="model", exist_ok=True)
         return _Target("model", exists=True, note=(
             f"{self.endpoint} has no kernel repository type (it answered {refusal}); created "
-            f"{repo_id} as a model repository"))
+            f"{repo_id} as a model repository, as allowed: {ECOSYSTEM_BLIND}"))
 
     def _move_tag(self, repo_id: str, tag: str, head: str, tagged: str | None,
                   repo_type: str) -> None:

@@ -19,7 +19,7 @@ from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 from huggingface_hub.hf_api import RepoFile
 from kernelhub.errors import HubError
 from kernelhub.hub.base import BUILD_DIR
-from kernelhub.lock import git_blob_id
+from kernelhub.hub_hashes import git_blob_id
 from kernelhub.metadata import METADATA_FILE
 from kernelhub.release_manifest import RELEASE_FILE, SIGNATURE_FILE, Signer
 

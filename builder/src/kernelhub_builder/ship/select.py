@@ -14,8 +14,12 @@ from .base import HubPublisher
 from .local import LocalPublisher
 
 
-def open_publisher(target: HubPublisher | str | os.PathLike[str] | None = None) -> HubPublisher:
-    """The publisher for ``target`` (see :func:`kernelhub.hub.open_hub` for the words)."""
+def open_publisher(target: HubPublisher | str | os.PathLike[str] | None = None, *,
+                   allow_model_repo: bool = False) -> HubPublisher:
+    """The publisher for ``target`` (see :func:`kernelhub.hub.open_hub` for the words).
+
+    ``allow_model_repo``: a Hub-API server without kernel repositories may get a model
+    repository (see :class:`kernelhub_builder.ship.hf.HfPublisher`); a LocalHub has no types."""
     if isinstance(target, HubPublisher):
         return target
     address = hub_address(target)
@@ -23,4 +27,4 @@ def open_publisher(target: HubPublisher | str | os.PathLike[str] | None = None) 
         return LocalPublisher(address.root)
     from .hf import HfPublisher  # huggingface_hub only when a Hub-API hub is used
 
-    return HfPublisher(endpoint=address.endpoint)
+    return HfPublisher(endpoint=address.endpoint, allow_model_repo=allow_model_repo)

@@ -10,18 +10,25 @@ policy applies to it as to any load from the hub).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
 from .. import settings
 from ..errors import SignatureError
-from ..importer import import_verified
 from ..trust import policy_for
 from ..versions import is_commit_id
+from .dependencies import load_with_dependencies
 from .fetch import fetch
 from .request import KernelRequest
 from .resolve import resolve_request
-from .validators import SignatureValidator, Validator, validators_for
+from .validators import (
+    SignatureValidator,
+    SigstoreValidator,
+    Validator,
+    format_checks,
+    validators_for,
+)
 from .verify import Snapshot, verify
 
 _memo: dict[tuple[object, ...], ModuleType] = {}
@@ -38,9 +45,19 @@ def load(request: KernelRequest) -> ModuleType:
            *(check.key() for check in checks))
     if (module := _memo.get(key)) is not None:
         return module
-    module = import_verified(_snapshot(request, checks).verified)
+    module = load_with_dependencies(request.repo_id, _snapshot(request, checks), request,
+                                    checked_snapshot)
     _memo[key] = module
     return module
+
+
+def checked_snapshot(request: KernelRequest) -> Snapshot:
+    """The verified snapshot a load of ``request`` would import, with every check run
+    (a kernel's dependencies are read this way before anything of the tree is imported)."""
+    checks = validators_for(request)
+    for check in checks:
+        check.on_request(request)
+    return _snapshot(request, checks)
 
 
 def locate(request: KernelRequest) -> Path:
@@ -60,7 +77,19 @@ def _snapshot(request: KernelRequest, checks: list[Validator]) -> Snapshot:
     for check in checks:
         check.on_resolution(resolution)
     fetched = fetch(resolution)
-    return verify(fetched.path, fetched.variant, checks, cached=True)
+    return checked(verify(fetched.path, fetched.variant, cached=True), checks)
+
+
+def checked(snapshot: Snapshot, checks: Sequence[Validator]) -> Snapshot:
+    """``snapshot`` once every check has given its verdict on it; a refused snapshot is
+    removed before the error leaves."""
+    try:
+        for check in checks:
+            check.on_snapshot(snapshot)
+    except BaseException:
+        snapshot.discard()
+        raise
+    return snapshot
 
 
 def load_local(path: Path) -> ModuleType:
@@ -69,8 +98,9 @@ def load_local(path: Path) -> ModuleType:
     path = Path(path).resolve()
     cached = _cached_variant(path)
     checks = _cached_checks(*cached) if cached is not None else []
-    snapshot = verify(path, path.name, checks, cached=cached is not None)
-    return import_verified(snapshot.verified)
+    snapshot = checked(verify(path, path.name, cached=cached is not None),
+                       [*checks, *format_checks()])
+    return load_with_dependencies(str(path), snapshot, None, checked_snapshot)
 
 
 def _cached_variant(path: Path) -> tuple[str, str, str, str] | None:
@@ -86,13 +116,17 @@ def _cached_variant(path: Path) -> tuple[str, str, str, str] | None:
 
 
 def _cached_checks(hub_key: str, repo_id: str, commit: str, variant: str) -> list[Validator]:
-    """The signing policy's check of a cached variant, from the release files the cache
-    holds for its commit (a load never asks a hub for a path it was handed)."""
+    """The signing policies' checks of a cached variant: the org's sigstore policy on its
+    bundle, and its release-signing policy from the release files the cache holds for its
+    commit (a load never asks a hub for a path it was handed)."""
     from ..cache import KernelCache
+    from ..sigstore_signatures import sigstore_policy_for
 
+    sigstore = sigstore_policy_for(repo_id.partition("/")[0])
+    checks: list[Validator] = [SigstoreValidator(repo_id, sigstore)] if sigstore else []
     policy = policy_for(repo_id.partition("/")[0])
     if not policy.active:
-        return []
+        return checks
     files = KernelCache().read_release(hub_key, repo_id, commit)
     if files is None:
         raise SignatureError(
@@ -102,4 +136,4 @@ def _cached_checks(hub_key: str, repo_id: str, commit: str, variant: str) -> lis
         )
     check = SignatureValidator(policy)
     check.check_release(files, repo_id, commit, commit, variant)
-    return [check]
+    return [*checks, check]

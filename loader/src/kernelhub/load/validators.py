@@ -15,7 +15,15 @@ fetched.
   signed by an allowed key, and the snapshot's ``metadata.json`` is the one it signed;
 * :class:`LockValidator` — for a locked load: the snapshot matches the lock's hash;
 * :class:`ArchValidator` — a build without code for this GPU fails here, not at its
-  first kernel launch.
+  first kernel launch;
+* :class:`SigstoreValidator` — where the org has a sigstore policy: the variant's bundle
+  (the ecosystem's ``metadata.json.sigstore``) verifies over the snapshot's
+  ``metadata.json`` bytes and names an allowed signer;
+* :class:`MinverValidator` — ``kernels-minver`` no newer than the formats this kernelhub
+  reads;
+* :class:`DirtyBuildValidator` — one warning for a build from a dirty git tree.
+
+:func:`format_checks` are the last two, which local builds get too.
 
 A new check is one more class here and one more line in :func:`validators_for`.
 """
@@ -27,12 +35,15 @@ import json
 from typing import TYPE_CHECKING
 
 from ..errors import IntegrityError, LockFileError, SignatureError
+from ..minver import KERNELS_MINVER, check_kernels_minver
+from ..provenance import warn_if_dirty
 from ..selection import check_archs
 from ..trust import OrgPolicy, check_trusted, policy_for
 
 if TYPE_CHECKING:
     from ..lock import LockEntry
     from ..release_manifest import ReleaseFiles
+    from ..sigstore_signatures import SigstorePolicy
     from ..system import SystemInfo
     from .request import KernelRequest
     from .resolve import Resolution
@@ -159,8 +170,7 @@ class LockValidator(Validator):
         if kind == "metadata sha256":
             actual = hashlib.sha256(snapshot.verified.metadata_bytes).hexdigest()
         else:  # each file hashed the way its hub stores it (LFS use recorded at fetch)
-            from ..hub_hashes import read_lfs_record
-            from ..lock import variant_dir_hash
+            from ..hub_hashes import read_lfs_record, variant_dir_hash  # lazy: locked loads
 
             lfs = read_lfs_record(snapshot.cached) if snapshot.cached else frozenset()
             actual = variant_dir_hash(snapshot.verified.copy, lfs)
@@ -191,6 +201,50 @@ class ArchValidator(Validator):
                         self.system)
 
 
+class SigstoreValidator(Validator):
+    """The org's sigstore policy (:mod:`kernelhub.sigstore_signatures`) on the variant's
+    bundle, verified over the snapshot's ``metadata.json`` bytes — the ones whose digests
+    the imported files matched. The bundle is read beside the snapshot: it is signature
+    material, never imported."""
+
+    def __init__(self, repo_id: str, policy: SigstorePolicy) -> None:
+        self.repo_id, self.policy = repo_id, policy
+
+    def on_snapshot(self, snapshot: Snapshot) -> None:
+        from ..sigstore_signatures import BUNDLE_FILE, check_sigstore
+
+        try:
+            bundle: bytes | None = (snapshot.verified.source / BUNDLE_FILE).read_bytes()
+        except FileNotFoundError:
+            bundle = None
+        check_sigstore(self.repo_id, snapshot.variant_name, snapshot.verified.metadata_bytes, bundle,
+                       self.policy)
+
+    def key(self) -> object:
+        return self.policy.token
+
+
+class MinverValidator(Validator):
+    """Refuse a variant that needs a newer ecosystem format than this kernelhub reads."""
+
+    def on_snapshot(self, snapshot: Snapshot) -> None:
+        check_kernels_minver(snapshot.verified.metadata.extra.get(KERNELS_MINVER),
+                             snapshot.variant_name)
+
+
+class DirtyBuildValidator(Validator):
+    """Warn once about a variant built from uncommitted sources (it still loads)."""
+
+    def on_snapshot(self, snapshot: Snapshot) -> None:
+        metadata = snapshot.verified.metadata
+        warn_if_dirty(metadata.provenance, metadata.name, snapshot.variant_name)
+
+
+def format_checks() -> list[Validator]:
+    """The checks every load gets, from a hub or a local path."""
+    return [MinverValidator(), DirtyBuildValidator()]
+
+
 def validators_for(request: KernelRequest) -> list[Validator]:
     """Every check a hub load of ``request`` gets, in the order they run."""
     checks: list[Validator] = [TrustValidator(request.trust_remote_code)]
@@ -198,6 +252,10 @@ def validators_for(request: KernelRequest) -> list[Validator]:
         checks.append(SignatureValidator(policy))
     if request.lock is not None:
         checks.append(LockValidator(request.lock))
+    from ..sigstore_signatures import sigstore_policy_for  # reads the config only
+
+    if (sigstore := sigstore_policy_for(request.org)) is not None:
+        checks.append(SigstoreValidator(request.repo_id, sigstore))
     if request.check_arch:
         checks.append(ArchValidator())
-    return checks
+    return [*checks, *format_checks()]

@@ -1,19 +1,17 @@
-"""Step 3, verify: the variant read once into a :class:`Snapshot`, and every check run on it.
+"""Step 3, verify: the variant read once into a :class:`Snapshot`.
 
 The snapshot (:func:`kernelhub.verified_import.snapshot_variant`) is a private copy of
 the variant's files, hashed as they were read and checked against the digest read in the
-same pass; the validators give their verdict on it, and the next step imports from it.
-A refused snapshot is removed before the error leaves this step.
+same pass; the validators give their verdict on it (:func:`kernelhub.load.pipeline.checked`),
+and the next step imports from it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
 from ..records import Record
 from ..verified_import import VerifiedVariant, snapshot_variant
-from .validators import Validator
 
 
 class Snapshot(Record, frozen=True):
@@ -32,14 +30,7 @@ class Snapshot(Record, frozen=True):
         self.verified.discard()
 
 
-def verify(path: Path, variant_name: str, checks: Sequence[Validator], *,
-           cached: bool) -> Snapshot:
-    """Read the variant at ``path`` once, verified, and run every check on it."""
-    snapshot = Snapshot(snapshot_variant(path), variant_name, path if cached else None)
-    try:
-        for check in checks:
-            check.on_snapshot(snapshot)
-    except BaseException:
-        snapshot.discard()
-        raise
-    return snapshot
+def verify(path: Path, variant_name: str, *, cached: bool) -> Snapshot:
+    """Read the variant at ``path`` once into a private copy, every file checked against
+    the digest read in the same pass."""
+    return Snapshot(snapshot_variant(path), variant_name, path if cached else None)

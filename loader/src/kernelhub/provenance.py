@@ -1,0 +1,39 @@
+"""A variant built from a dirty git tree: loaded, with one warning.
+
+``metadata.json``'s ``provenance`` records the git state of the kernel's sources
+(``kernel: {commit, dirty}``) and, from the ecosystem's 0.19 builder on, of the builder
+itself (``kernel-builder: {version, commit, dirty}``). A build from uncommitted changes is
+not identified by its commit — it may not be reproducible — so the loader says so once
+per variant (as the ecosystem's loader does), and loads it.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+_warned: set[str] = set()
+
+
+def dirty_sources(provenance: Mapping[str, Any]) -> list[str]:
+    """Which sources had uncommitted changes: ``kernel source``, ``kernel-builder``."""
+    found = []
+    for key, label in (("kernel", "kernel source"), ("kernel-builder", "kernel-builder")):
+        part = provenance.get(key)
+        if isinstance(part, Mapping) and part.get("dirty") is True:
+            found.append(label)
+    return found
+
+
+def warn_if_dirty(provenance: Mapping[str, Any], name: str, variant: str) -> bool:
+    """Warn once per variant built from a dirty tree; whether it was."""
+    dirty = dirty_sources(provenance)
+    if dirty and f"{name}/{variant}" not in _warned:
+        _warned.add(f"{name}/{variant}")
+        warnings.warn(
+            f"kernel {name!r} variant {variant!r} was built from a dirty git tree "
+            f"({' and '.join(dirty)} had uncommitted changes): its recorded commit does not "
+            "identify the sources it was built from, so the build may not be reproducible",
+            stacklevel=3)
+    return bool(dirty)

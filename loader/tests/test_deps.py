@@ -1,0 +1,139 @@
+"""Kernel dependencies (``kernel-depends``): the format as the ecosystem writes it, the tree
+over a real LocalHub, cycles and unsatisfiable pins as one-line errors, ``kernelhub info
+--dep-tree``, and ``get_kernel_dep`` while a kernel loads."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from kernelhub.api import resolve_kernel
+from kernelhub.cli import main
+from kernelhub.deps import (
+    DependencyError,
+    KernelDependency,
+    get_kernel_dep,
+    parse_kernel_depends,
+    providing,
+    resolve_tree,
+)
+from kernelhub.deps_resolve import hub_resolver, locate_hub
+from kernelhub.system import detect_system
+from kernelhub_builder.ship import LocalPublisher
+from kh_doubles import make_variant
+
+HOST = "torch{}{}-cxx11-cpu-x86_64-linux".format(*detect_system("cpu").torch)
+
+
+def test_the_format_is_read_as_strictly_as_the_ecosystem_reads_it() -> None:
+    deps = parse_kernel_depends([{"repo-id": "kernels-community/activation", "version": 1},
+                                 {"repo-id": "acme/helpers", "revision": "v2.1.0"}], "m")
+    assert deps == (KernelDependency("kernels-community/activation", 1),
+                    KernelDependency("acme/helpers", revision="v2.1.0"))
+    assert [str(d) for d in deps] == ["kernels-community/activation@v1", "acme/helpers@v2.1.0"]
+    assert [d.to_json() for d in deps] == [
+        {"repo-id": "kernels-community/activation", "version": 1},
+        {"repo-id": "acme/helpers", "revision": "v2.1.0"}]
+    assert parse_kernel_depends(None, "m") == ()
+
+
+@pytest.mark.parametrize(("value", "why"), [
+    ({"repo-id": "a/b", "version": 1}, "must be a list"),
+    ([{"repo-id": "a/b"}], "exactly one of version and revision"),
+    ([{"repo-id": "a/b", "version": 1, "revision": "main"}], "exactly one of version and revision"),
+    ([{"repo-id": "a/b", "version": 1, "extra": 1}], "no other keys"),
+    ([{"repo-id": "not a repo", "version": 1}], "is not 'org/name'"),
+    ([{"repo-id": "a/b", "version": "1"}], "version must be a non-negative integer"),
+    ([{"repo-id": "a/b", "version": True}], "version must be a non-negative integer"),
+    ([{"repo-id": "a/b", "revision": ""}], "revision must be a branch, tag or commit"),
+])
+def test_malformed_dependencies(value: object, why: str) -> None:
+    with pytest.raises(DependencyError, match=why):
+        parse_kernel_depends(value, "metadata.json")
+
+
+def _publish(hub: LocalPublisher, tmp: Path, repo: str, depends: list[dict[str, object]],
+             major: int = 1) -> None:
+    staging = tmp / "staging" / repo.replace("/", "--") / str(major)
+    make_variant(staging / HOST, name=repo.split("/")[1])
+    meta_path = staging / HOST / "metadata.json"
+    meta = json.loads(meta_path.read_text())
+    meta["kernel-depends"] = depends
+    meta_path.write_text(json.dumps(meta))  # metadata.json is not in its own digest
+    hub.publish(repo, f"v{major}", {HOST: staging / HOST}, tag=f"v{major}.0.0", message="r")
+
+
+@pytest.fixture
+def hub(tmp_path: Path) -> LocalPublisher:
+    hub = LocalPublisher(tmp_path / "hub")
+    _publish(hub, tmp_path, "kernels-community/top", [
+        {"repo-id": "kernels-community/mid", "version": 1},
+        {"repo-id": "kernels-community/leaf", "revision": "v1.0.0"}])
+    _publish(hub, tmp_path, "kernels-community/mid", [
+        {"repo-id": "kernels-community/leaf", "version": 1}])
+    _publish(hub, tmp_path, "kernels-community/leaf", [])
+    return hub
+
+
+def test_the_tree_resolves_every_dependency_to_a_commit_and_variant(hub: LocalPublisher) -> None:
+    root = locate_hub(resolve_kernel("kernels-community/top", 1, hub=hub))
+    tree = resolve_tree(root, hub_resolver(hub))
+    assert tree.to_json() == {"kernels-community/mid": {"kernels-community/leaf": {}},
+                              "kernels-community/leaf": {}}
+    assert [n.location.name for n in tree.walk()] == [
+        "kernels-community/leaf", "kernels-community/mid", "kernels-community/leaf",
+        "kernels-community/top"]  # dependencies first: the load order
+    assert all(len(n.location.commit or "") == 40 and n.location.variant == HOST
+               for n in tree.walk())
+
+
+def test_info_dep_tree(hub: LocalPublisher, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["info", "kernels-community/top", "--hub", str(hub.root), "--dep-tree"]) == 0
+    out = capsys.readouterr().out
+    assert ("kernel-depends: kernels-community/mid@v1, kernels-community/leaf@v1.0.0"
+            in " ".join(out.split()))
+    tree = out.split("dependency tree:\n", 1)[1].splitlines()
+    assert tree[0] == "  kernels-community/top"
+    assert tree[1].startswith("  |-- kernels-community/mid (") and tree[1].endswith(f" {HOST})")
+    assert tree[2].startswith("  |   `-- kernels-community/leaf (")
+    assert tree[3].startswith("  `-- kernels-community/leaf (")
+
+
+def test_a_cycle_is_one_line(hub: LocalPublisher, tmp_path: Path,
+                             capsys: pytest.CaptureFixture[str]) -> None:
+    _publish(hub, tmp_path, "kernels-community/leaf",
+             [{"repo-id": "kernels-community/top", "version": 1}], major=2)
+    _publish(hub, tmp_path, "kernels-community/top",
+             [{"repo-id": "kernels-community/leaf", "version": 2}], major=2)
+    assert main(["info", "kernels-community/top", "--hub", str(hub.root), "--dep-tree"]) == 1
+    err = capsys.readouterr().err
+    assert err == ("kernelhub: error: kernel dependency cycle: kernels-community/top -> "
+                   "kernels-community/leaf@v2 -> kernels-community/top@v1\n")
+
+
+def test_an_unsatisfiable_pin_names_the_chain(hub: LocalPublisher, tmp_path: Path) -> None:
+    _publish(hub, tmp_path, "kernels-community/mid",
+             [{"repo-id": "kernels-community/leaf", "version": 7}], major=2)
+    root = locate_hub(resolve_kernel("kernels-community/mid", 2, hub=hub))
+    with pytest.raises(DependencyError) as error:
+        resolve_tree(root, hub_resolver(hub))
+    message = str(error.value)
+    assert "\n" not in message
+    assert message.startswith("cannot satisfy kernels-community/mid -> "
+                              "kernels-community/leaf@v7: ")
+    assert "no version 7" in message or "v7" in message
+
+
+def test_get_kernel_dep_serves_the_loading_kernel_s_dependencies() -> None:
+    helper = ModuleType("helper")
+    with pytest.raises(DependencyError, match="only works while a kernel is being loaded"):
+        get_kernel_dep("acme/helper")
+    with providing({"acme/helper": helper}):
+        assert get_kernel_dep("acme/helper") is helper
+        with pytest.raises(DependencyError, match=r"acme/other is not a dependency .* "
+                                                  r"\(it has: acme/helper\)"):
+            get_kernel_dep("acme/other")
+    with pytest.raises(DependencyError):
+        get_kernel_dep("acme/helper")
