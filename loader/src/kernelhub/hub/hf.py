@@ -1,7 +1,7 @@
 """HfHub: kernels on the Hugging Face Hub, or on any server that speaks its API.
 
 Reads go through huggingface_hub: refs from ``list_repo_refs``; the variants at a commit
-and every file of each, with its size and content hash, from one recursive
+and every file of each, with its content hash, from one recursive
 ``list_repo_tree("build")``; a fetch then GETs the chosen variant's files at that commit,
 all at once (:mod:`kernelhub.hub.hf_files`). A cold load is refs + 1 listing + one GET per
 file; the loader caches refs for ``KERNELHUB_REFS_TTL`` seconds (``remote``), so a warm
@@ -252,8 +252,8 @@ class HfHub:
         from huggingface_hub.utils import build_hf_headers
 
         repo_type = self.type_of(repo_id)
-        urls = {path: (hf_hub_url(repo_id, f.path, repo_type=repo_type, revision=commit,
-                                  endpoint=self.endpoint), f.size)
+        urls = {path: hf_hub_url(repo_id, f.path, repo_type=repo_type, revision=commit,
+                                 endpoint=self.endpoint)
                 for path, f in files.items()}
         try:
             download(urls, build_hf_headers(token=self.token))

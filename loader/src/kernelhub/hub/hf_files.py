@@ -4,10 +4,10 @@ several of them at once.
 Why not ``snapshot_download``: for ``build/<variant>/*`` it lists the whole repository,
 then sends a HEAD and a GET per file — 2 n + 2 requests, and olah, the mirror teams run,
 answers each of them in turn (it reads git synchronously). A tree listing already names
-every file with its size and content hash (:class:`ListedFile`), so the loader lists once
+every file with its content hash (:class:`ListedFile`), so the loader lists once
 and sends one GET per file, all at once: n + 1 requests, as parallel as the server allows.
-What comes back is checked against the listing's sizes here, and against the hashes and
-``metadata.json`` by the cache before anything of it is kept.
+What comes back is checked against the listing's content hashes and ``metadata.json``
+by the cache before anything of it is kept.
 """
 
 from __future__ import annotations
@@ -35,8 +35,6 @@ class ListedFile(Record, frozen=True):
     content_hash: str
     """``sha256:<hex>`` for a file stored with Git LFS, else ``git:<blob id>`` (see
     :mod:`kernelhub.hub_hashes`)."""
-    size: int
-    """Its size in bytes (for an LFS file, the stored file's, not the pointer's)."""
 
 
 VariantFiles = dict[str, ListedFile]
@@ -46,8 +44,8 @@ VariantFiles = dict[str, ListedFile]
 def listed_file(entry: RepoFile) -> ListedFile:
     lfs = entry.lfs
     if lfs is not None:
-        return ListedFile(entry.path, f"sha256:{lfs.sha256}", lfs.size)
-    return ListedFile(entry.path, f"git:{entry.blob_id}", entry.size)
+        return ListedFile(entry.path, f"sha256:{lfs.sha256}")
+    return ListedFile(entry.path, f"git:{entry.blob_id}")
 
 
 def by_variant(entries: Iterable[RepoFile | RepoFolder]) -> dict[str, VariantFiles]:
@@ -68,26 +66,25 @@ def by_variant(entries: Iterable[RepoFile | RepoFolder]) -> dict[str, VariantFil
     return variants
 
 
-def download(files: dict[Path, tuple[str, int]], headers: dict[str, str]) -> None:
-    """GET each ``url`` into its ``path`` (``{path: (url, size)}``), up to
+def download(files: dict[Path, str], headers: dict[str, str]) -> None:
+    """GET each ``url`` into its ``path`` (``{path: url}``), up to
     :data:`MAX_PARALLEL_DOWNLOADS` at once; the first failure is raised once the others
     have stopped. huggingface_hub's ``http_get`` does each: its session, proxies and
-    retries (resuming a cut transfer), redirects (LFS and Xet storage), and a size check."""
+    retries (resuming a cut transfer), redirects (LFS and Xet storage)."""
     from huggingface_hub.file_download import http_get
 
-    def get(path: Path, url: str, size: int) -> None:
+    def get(path: Path, url: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("wb") as out:
-            http_get(url, out, headers=headers, expected_size=size,
-                     displayed_filename=path.name)
+            http_get(url, out, headers=headers, displayed_filename=path.name)
 
     if len(files) <= 1:  # no thread for a lone file
-        for path, (url, size) in files.items():
-            get(path, url, size)
+        for path, url in files.items():
+            get(path, url)
         return
     with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_DOWNLOADS, len(files)),
                             thread_name_prefix="kernelhub-download") as pool:
-        futures = [pool.submit(get, path, url, size) for path, (url, size) in files.items()]
+        futures = [pool.submit(get, path, url) for path, url in files.items()]
         for future in wait(futures, return_when=FIRST_EXCEPTION).not_done:
             future.cancel()  # those not started; the running ones finish before the pool closes
     for future in futures:
