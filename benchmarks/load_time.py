@@ -62,6 +62,7 @@ sys.path[:0] = [str(REPO / "tests"), str(REPO / "tests/serve")]
 
 from kernelhub.lock import LockEntry, write_lock  # noqa: E402
 from reference_loader import (  # noqa: E402 - the shared helper lives with the tests
+    ECOSYSTEM_VERSIONS,
     KernelRepoProxy,
     install_reference_loader,
     olah_server,
@@ -427,6 +428,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hub", type=Path, help="a LocalHub root holding "
                         f"{REPO_ID} v1 with a torch213 CPU variant (default: build one)")
     parser.add_argument("--runs", type=int, default=3, help="fresh processes per scenario")
+    parser.add_argument("--reference-version", default=ECOSYSTEM_VERSIONS[-1],
+                        help="the kernels release to compare with (default: %(default)s, the "
+                        "one users install today)")
     parser.add_argument("--reference-dir", type=Path,
                         help="where to pip install the reference loader (reused if there)")
     parser.add_argument("--only", help="comma-separated scenario keys to run (default: all); "
@@ -439,10 +443,13 @@ def main(argv: list[str] | None = None) -> int:
         hub = args.hub.resolve() if args.hub else prepare_hub(work)
         reference_dir = None
         if only is None or only & REFERENCE_ROWS:
-            reference_dir = install_reference_loader(args.reference_dir or work / "reference")
+            reference_dir = install_reference_loader(args.reference_dir or work / "reference",
+                                                     args.reference_version)
         rows = run_benchmark(hub, work, args.runs, reference_dir, only)
     print()
     print(header())
+    if reference_dir is not None:
+        print(f"reference loader: kernels {args.reference_version}")
     print(report(rows, args.runs))
     print(f"\n(total {time.monotonic() - started:.0f} s)")
     return 0
