@@ -53,6 +53,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -149,6 +150,11 @@ class Row:
         return [i + lo for i, lo in zip(self.imports, self.loads, strict=True)]
 
 
+Plan = tuple[str, str, str, dict, Callable[[int], dict[str, str]], dict[str, str] | None]
+"""A row to run: key, label, loader, load spec, the env of run i, the warm-up's env (None:
+that of run i)."""
+
+
 def load_once(spec: dict, env: dict[str, str], proxies: tuple[KernelRepoProxy, ...], row: Row,
               record: bool = True) -> None:
     """One fresh process, one load; add its timing and the requests that reached any of
@@ -223,12 +229,27 @@ def run_benchmark(hub: Path, work: Path, runs: int, reference_dir: Path | None,
             return reference_env(dict(os.environ), reference_dir, at.url, work / cache,
                                  **extra)
 
-        local, via_olah, via_serve = str(hub), olah.url, served.url
+        local = str(hub)
         v1 = {"version": 1}
         pinned = {"revision": sha}
-        expired = {"KERNELHUB_REFS_TTL": "0"}
-        # (key, label, loader, spec, env for run i, warm-up env or None)
-        plan = [
+
+        def hub_api_rows(prefix: str, name: str, at: KernelRepoProxy) -> list[Plan]:
+            """Rows e, f, h, i and i0 through the server behind ``at``, keys prefixed."""
+            slug = name.split()[-1]
+            return [
+                (f"{prefix}e", f"kernels via {name} cold", "kernels", v1,
+                 lambda i: ref(f"hf-{slug}-cold-{i}", at), None),
+                (f"{prefix}f", f"kernels via {name} warm version=1", "kernels", v1,
+                 lambda i: ref(f"hf-{slug}-warm", at), ref(f"hf-{slug}-warm", at)),
+                (f"{prefix}h", f"kernelhub via {name} cold", "kernelhub", v1,
+                 lambda i: kh(f"kh-{slug}-cold-{i}", at.url), None),
+                (f"{prefix}i", f"kernelhub via {name} warm version=1", "kernelhub", v1,
+                 lambda i: kh(f"kh-{slug}-warm", at.url), kh(f"kh-{slug}-warm", at.url)),
+                (f"{prefix}i0", f"kernelhub via {name} warm version=1 TTL=0", "kernelhub", v1,
+                 lambda i: kh(f"kh-{slug}-warm", at.url, KERNELHUB_REFS_TTL="0"), None),
+            ]
+
+        plan: list[Plan] = [
             ("a", "kernelhub LocalHub cold", "kernelhub", v1,
              lambda i: kh(f"kh-cold-{i}", local), None),
             ("b", "kernelhub LocalHub warm version=1", "kernelhub", v1,
@@ -237,38 +258,20 @@ def run_benchmark(hub: Path, work: Path, runs: int, reference_dir: Path | None,
              lambda i: kh("kh-warm", local), None),
             ("d", "kernelhub warm KERNELHUB_OFFLINE=1", "kernelhub", v1,
              lambda i: kh("kh-warm", local, KERNELHUB_OFFLINE="1"), None),
-            ("e", "kernels via olah cold", "kernels", v1,
-             lambda i: ref(f"hf-cold-{i}"), None),
-            ("f", "kernels via olah warm version=1", "kernels", v1,
-             lambda i: ref("hf-warm"), ref("hf-warm")),
+            *hub_api_rows("", "olah", olah),
+            *hub_api_rows("s", "kernelhub serve", served),
             ("g", "kernels warm HF_HUB_OFFLINE=1 pinned", "kernels", pinned,
              lambda i: ref("hf-offline", HF_HUB_OFFLINE="1"), None),
             ("g1", "kernels warm HF_HUB_OFFLINE=1 version=1", "kernels", v1,
              lambda i: ref("hf-offline", HF_HUB_OFFLINE="1"), None),
-            ("h", "kernelhub via olah cold", "kernelhub", v1,
-             lambda i: kh(f"kh-olah-cold-{i}", via_olah), None),
-            ("i", "kernelhub via olah warm version=1", "kernelhub", v1,
-             lambda i: kh("kh-olah-warm", via_olah), kh("kh-olah-warm", via_olah)),
-            ("i0", "kernelhub via olah warm version=1 TTL=0", "kernelhub", v1,
-             lambda i: kh("kh-olah-warm", via_olah, **expired), None),
             ("i1", "kernelhub via olah warm OFFLINE", "kernelhub", v1,
-             lambda i: kh("kh-olah-warm", via_olah, KERNELHUB_OFFLINE="1"), None),
+             lambda i: kh("kh-olah-warm", olah.url, KERNELHUB_OFFLINE="1"), None),
             ("i2", "kernelhub via olah warm pinned sha", "kernelhub", pinned,
-             lambda i: kh("kh-olah-warm", via_olah), None),
+             lambda i: kh("kh-olah-warm", olah.url), None),
             ("i3", "kernelhub via olah warm locked", "kernelhub", locked,
-             lambda i: kh("kh-olah-warm", via_olah), None),
+             lambda i: kh("kh-olah-warm", olah.url), None),
             ("c1", "kernelhub LocalHub warm locked", "kernelhub", locked,
              lambda i: kh("kh-warm", local), None),
-            ("se", "kernels via kernelhub serve cold", "kernels", v1,
-             lambda i: ref(f"hf-serve-cold-{i}", served), None),
-            ("sf", "kernels via kernelhub serve warm version=1", "kernels", v1,
-             lambda i: ref("hf-serve-warm", served), ref("hf-serve-warm", served)),
-            ("sh", "kernelhub via kernelhub serve cold", "kernelhub", v1,
-             lambda i: kh(f"kh-serve-cold-{i}", via_serve), None),
-            ("si", "kernelhub via kernelhub serve warm version=1", "kernelhub", v1,
-             lambda i: kh("kh-serve-warm", via_serve), kh("kh-serve-warm", via_serve)),
-            ("si0", "kernelhub via serve warm version=1 TTL=0", "kernelhub", v1,
-             lambda i: kh("kh-serve-warm", via_serve, **expired), None),
         ]
         if only is not None:  # a warm row reads the cache its warm-up row fills
             needs = {"c": "b", "c1": "b", "d": "b", "i0": "i", "i1": "i", "i2": "i", "i3": "i",
@@ -291,7 +294,7 @@ def run_benchmark(hub: Path, work: Path, runs: int, reference_dir: Path | None,
                 if row.error:
                     break
             rows.append(row)
-            print(f"  {key:3} {label:44} {row.failure() or f'{row.median_ms():8.1f} ms'}",
+            print(f"  {key:3} {label:52} {row.failure() or f'{row.median_ms():8.1f} ms'}",
                   flush=True)
         return rows
 
@@ -300,16 +303,16 @@ def report(rows: list[Row], runs: int) -> str:
     by = {r.key: r for r in rows}
     lines = [f"median of {runs} fresh processes; load = the get_kernel call only "
              "(after import torch and the loader)", "",
-             f"{'':4}{'scenario':44} {'load ms':>9} {'min ms':>8} {'import ms':>10} "
+             f"{'':4}{'scenario':52} {'load ms':>9} {'min ms':>8} {'import ms':>10} "
              f"{'import+load':>12} {'best i+l':>9} {'cpu i+l':>8} {'HTTP req/load':>14} "
              f"{'hf':>4}"]
     for r in rows:
         if r.error:
-            lines.append(f"{r.key:4}{r.label:44} {r.failure()}")
+            lines.append(f"{r.key:4}{r.label:52} {r.failure()}")
             continue
         reqs = sorted(set(r.requests))
         lines.append(
-            f"{r.key:4}{r.label:44} {r.median_ms():9.1f} {min(r.loads) * 1000:8.1f} "
+            f"{r.key:4}{r.label:52} {r.median_ms():9.1f} {min(r.loads) * 1000:8.1f} "
             f"{statistics.median(r.imports) * 1000:10.1f} {r.median_total_ms():12.1f} "
             f"{min(r.totals()) * 1000:9.1f} {min(r.cpus) * 1000:8.1f} "
             f"{'/'.join(map(str, reqs)):>14} "
