@@ -12,6 +12,12 @@ counting proxy.
     .venv/bin/python benchmarks/load_time.py --hub PATH # a LocalHub that already has it
     .venv/bin/python benchmarks/load_time.py --only e,f,h,i,i0,se,sf,sh,si,si0  # Hub-API rows
 
+The reference is ``kernels`` 0.19.1 (what users install today; ``--reference-version``
+picks another). Its "load ms" excludes importing huggingface_hub (``import kernels`` does
+that), ours includes it when the load is the first to talk to a server: compare
+"import+load" for the whole cost a process pays. Rows i and si are inside the refs TTL
+(60 s by default) only while their six processes take under a minute together.
+
 Scenarios:
   a  kernelhub, LocalHub, cold cache      resolve + fetch (git) + verify + import
   b  kernelhub, LocalHub, warm, version=1 one `git for-each-ref`, no fetch
