@@ -194,11 +194,14 @@ def map_kernel_repo_type(path: str) -> str:
 class KernelRepoProxy:
     """A threaded reverse proxy to ``upstream`` that maps the kernel repo type and counts.
 
-    ``requests`` lists ``"METHOD path"`` for every request received, in order.
+    ``requests`` lists ``"METHOD path"`` for every request received, in order. With
+    ``map_types=False`` it only counts (a server such as ``kernelhub serve`` has the kernel
+    type itself).
     """
 
     upstream: str
     requests: list[str] = field(default_factory=list)
+    map_types: bool = True
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -216,7 +219,9 @@ class KernelRepoProxy:
                 headers = {k: v for k, v in self.headers.items()
                            if k.lower() not in _HOP_HEADERS and k.lower() != "accept-encoding"}
                 upstream = proxy._client.request(
-                    self.command, map_kernel_repo_type(self.path), headers=headers,
+                    self.command,
+                    map_kernel_repo_type(self.path) if proxy.map_types else self.path,
+                    headers=headers,
                     content=body, follow_redirects=False,
                 )
                 data = upstream.content

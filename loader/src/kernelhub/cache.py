@@ -3,7 +3,8 @@
 Layout under the cache root::
 
     <hub.key>/<org>/<name>/.lock                       one lock per repository
-    <hub.key>/<org>/<name>/refs.json                   last refs seen (offline mode)
+    <hub.key>/<org>/<name>/refs.json                   last refs seen, and when (offline
+                                                       mode, KERNELHUB_REFS_TTL)
     <hub.key>/<org>/<name>/<commit>/variants.json      variant list at that commit
     <hub.key>/<org>/<name>/<commit>/release-files.json the signed-release files at that commit
     <hub.key>/<org>/<name>/<commit>/<variant>/…        the verified variant files
@@ -24,6 +25,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -42,6 +44,8 @@ _TMP_SUFFIX = ".partial"
 VARIANTS_FILE = "variants.json"
 RELEASE_FILES = "release-files.json"
 REFS_FILE = "refs.json"
+REFS_SEEN_KEY = "seen-at"
+"""When the refs in refs.json were read from the hub: seconds since the epoch."""
 
 
 def _segment(value: str, what: str) -> str:
@@ -180,7 +184,10 @@ class KernelCache:
             "signature": None if files.signature is None else base64.b64encode(files.signature).decode(),
         })
 
-    def read_refs(self, hub_key: str, repo_id: str) -> Refs | None:
+    def read_refs(self, hub_key: str, repo_id: str, max_age: float | None = None) -> Refs | None:
+        """The refs last seen; with ``max_age``, only if they were seen at most that many
+        seconds ago (refs of an older cache, which kept no time, or of a clock that went
+        back, are never that recent)."""
         path = self.repo_dir(hub_key, repo_id) / REFS_FILE
         data = _read_json(path)
         if data is None:
@@ -190,10 +197,15 @@ class KernelCache:
         branches, tags = _str_map(data.get("branches", {})), _str_map(data.get("tags", {}))
         if branches is None or tags is None:
             raise _corrupt(path)
+        if max_age is not None:
+            seen = data.get(REFS_SEEN_KEY)
+            if not isinstance(seen, (int, float)) or not 0 <= time.time() - seen <= max_age:
+                return None
         return Refs(branches=branches, tags=tags)
 
     def write_refs(self, hub_key: str, repo_id: str, refs: Refs) -> None:
-        """Remember refs for offline mode, if the cache can be written.
+        """Remember refs, and when they were seen (offline mode and the refs TTL), if the
+        cache can be written.
 
         A read-only cache (a shared cluster cache) or a full disk must not fail an online
         load that needs nothing new from the cache: the write is skipped, atomically (a
@@ -201,7 +213,8 @@ class KernelCache:
         """
         path = self.repo_dir(hub_key, repo_id) / REFS_FILE
         cache_root.claim(self.root)
-        _write_json_best_effort(path, {"branches": refs.branches, "tags": refs.tags})
+        _write_json_best_effort(path, {"branches": refs.branches, "tags": refs.tags,
+                                       REFS_SEEN_KEY: time.time()})
 
     # -- installs ----------------------------------------------------------------
 

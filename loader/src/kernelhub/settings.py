@@ -55,6 +55,32 @@ def offline() -> bool:
     return _offline_here.get() or _env_flag("KERNELHUB_OFFLINE") or _env_flag("HF_HUB_OFFLINE")
 
 
+REFS_TTL_ENV = "KERNELHUB_REFS_TTL"
+DEFAULT_REFS_TTL = 60.0
+"""Seconds. Long enough that the processes a job starts together (torchrun ranks, a worker
+pool, a test run, a script run again while editing) share one answer of the server; short
+enough that a release published a minute ago is loaded (see docs/decisions.md, issue 22)."""
+
+
+def refs_ttl() -> float:
+    """How many seconds the refs a Hub-API server sent answer later loads in their place:
+    ``$KERNELHUB_REFS_TTL`` (0: ask the server on every load), default
+    :data:`DEFAULT_REFS_TTL`."""
+    raw = os.environ.get(REFS_TTL_ENV, "").strip()
+    if not raw:
+        return DEFAULT_REFS_TTL
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        raise KernelHubError(
+            f"{REFS_TTL_ENV}={raw!r} is not a number of seconds; set it to 0 (ask the hub "
+            f"on every load) or more (default {DEFAULT_REFS_TTL:g})"
+        )
+    return seconds
+
+
 @contextmanager
 def offline_here() -> Iterator[None]:
     """Offline mode inside the block, for this thread (or asyncio task) only.

@@ -8,21 +8,28 @@ the load path carries the code that writes to a hub.
 
 from __future__ import annotations
 
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ..build_layout import BUILD_DIR  # variants live under build/<variant>/ in every repository
+from ..errors import HubError
 
 if TYPE_CHECKING:  # the protocol names them; loading through it needs neither module
     from ..release_manifest import ReleaseFiles
     from ..versions import Refs
 
-__all__ = ["BUILD_DIR", "Hub"]
+__all__ = ["BUILD_DIR", "Hub", "check_relative"]
 
 
 @runtime_checkable
 class Hub(Protocol):
-    """A place kernels are loaded from."""
+    """A place kernels are loaded from.
+
+    Optional, read with ``getattr``: ``file_hashes(repo_id, commit, variant)`` (the hub's
+    content hash of each file, see :mod:`kernelhub.hub_hashes`) and ``remote`` (True for a
+    hub across a network, whose refs the loader may answer from the cache for
+    ``KERNELHUB_REFS_TTL`` seconds; absent: False).
+    """
 
     @property
     def key(self) -> str:
@@ -50,3 +57,9 @@ class Hub(Protocol):
         """Organisations the hub's operator declares trusted, beyond the user's own list."""
         ...
 
+
+def check_relative(rel: str) -> None:
+    """Refuse a path a hub lists inside a variant that would land outside its directory."""
+    parts = PurePosixPath(rel).parts
+    if not parts or rel.startswith("/") or any(p in ("..", ".") for p in parts):
+        raise HubError(f"refusing to write {rel!r}: it would land outside the variant directory")

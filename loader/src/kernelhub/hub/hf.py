@@ -1,9 +1,12 @@
 """HfHub: kernels on the Hugging Face Hub, or on any server that speaks its API.
 
-Reads go through huggingface_hub: refs from ``list_repo_refs``, variants from
-``list_repo_tree("build")``, and a fetch downloads only ``build/<variant>/*`` with
-``snapshot_download``. The same code reads a LocalHub served by olah (see
-:mod:`kernelhub.hub.local`), which the tests exercise.
+Reads go through huggingface_hub: refs from ``list_repo_refs``; the variants at a commit
+and every file of each, with its content hash, from one recursive
+``list_repo_tree("build")``; a fetch then GETs the chosen variant's files at that commit,
+all at once (:mod:`kernelhub.hub.hf_files`). A cold load is refs + 1 listing + one GET per
+file; the loader caches refs for ``KERNELHUB_REFS_TTL`` seconds (``remote``), so a warm
+``version=N`` load inside it asks nothing. The same code reads a LocalHub served by olah
+(see :mod:`kernelhub.hub.local`), which the tests exercise.
 
 Which repository type: the Hub's ``kernel`` type where the server has it (what the
 ecosystem's loader asks for, ``/api/kernels/…``), else ``model`` (mirrors such as olah
@@ -18,7 +21,6 @@ Publishing to such a server lives in :mod:`kernelhub_builder.ship.hf`.
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -27,19 +29,20 @@ from typing import TYPE_CHECKING, TypeVar
 from ..errors import HubError, RepoNotFoundError, VersionSpecError
 from ..redact import redact, redact_logs
 from ..variants import check_variant_dir
-from ..versions import Refs
-from .base import BUILD_DIR
+from ..versions import Refs, is_commit_id
+from .base import BUILD_DIR, check_relative
 from .endpoints import check_endpoint, endpoint_key
+from .hf_files import ListedFile, VariantFiles, by_variant, download, listed_file
 
 if TYPE_CHECKING:  # bound at run time by _import_huggingface_hub
-    from huggingface_hub import HfApi, snapshot_download
+    from huggingface_hub import HfApi
     from huggingface_hub.errors import (
         EntryNotFoundError,
         HfHubHTTPError,
         RepositoryNotFoundError,
         RevisionNotFoundError,
     )
-    from huggingface_hub.hf_api import RepoFile
+    from huggingface_hub.hf_api import RepoFile, RepoFolder
 
     from ..release_manifest import ReleaseFiles  # imported where a release is fetched
 
@@ -61,8 +64,7 @@ def _import_huggingface_hub() -> None:
     the server. A warm load (pinned, locked or offline) needs only the hub's cache key,
     and importing huggingface_hub costs it more than everything else together."""
     global EntryNotFoundError, HfHubHTTPError, RepositoryNotFoundError
-    global RevisionNotFoundError, RepoFile, snapshot_download
-    from huggingface_hub import snapshot_download
+    global RevisionNotFoundError, RepoFile
     from huggingface_hub.errors import (
         EntryNotFoundError,
         HfHubHTTPError,
@@ -77,6 +79,10 @@ def _import_huggingface_hub() -> None:
 class HfHub:
     """A hub reached through huggingface_hub at ``endpoint`` (default: ``HF_ENDPOINT``)."""
 
+    remote = True
+    """Across a network: the loader answers its refs from the cache for a while
+    (:func:`kernelhub.load.resolve.resolve_ref`)."""
+
     def __init__(self, endpoint: str | None = None, token: str | bool | None = None,
                  repo_type: str | None = None) -> None:
         # HF_ENDPOINT is read here, not through huggingface_hub.constants, which froze it at
@@ -89,6 +95,8 @@ class HfHub:
         """``kernel`` or ``model`` to read only that type; None (the default): each
         repository's type is found by :meth:`typed`."""
         self._api: HfApi | None = None
+        self._listings: dict[tuple[str, str], dict[str, VariantFiles]] = {}
+        """(repo id, commit id) → what :meth:`_build_listing` found there."""
 
     @property
     def api(self) -> HfApi:
@@ -168,22 +176,44 @@ class HfHub:
         )
 
     def list_variants(self, repo_id: str, commit: str) -> list[str]:
+        return sorted(self._build_listing(repo_id, commit))
+
+    def _build_listing(self, repo_id: str, commit: str) -> dict[str, VariantFiles]:
+        """Every variant at ``commit`` with its files, from one recursive listing of
+        ``build/``; kept for this HfHub's life when ``commit`` is a commit id (its
+        content never changes), so the fetch that follows asks nothing more of it."""
+        if (known := self._listings.get((repo_id, commit))) is not None:
+            return known
+        listing = by_variant(self._tree(repo_id, commit, BUILD_DIR))
+        if is_commit_id(commit):
+            self._listings[(repo_id, commit)] = listing
+        return listing
+
+    def _variant_files(self, repo_id: str, commit: str, variant: str) -> VariantFiles:
+        """The files of one variant: from the listing of ``build/`` if this HfHub made
+        it, else from a listing of ``build/<variant>`` alone (the variant list came from
+        the cache). Empty: no such variant."""
+        check_variant_dir(variant)
+        if (known := self._listings.get((repo_id, commit))) is not None:
+            return known.get(variant, {})
+        return by_variant(self._tree(repo_id, commit, f"{BUILD_DIR}/{variant}")).get(variant, {})
+
+    def _tree(self, repo_id: str, commit: str, path: str) -> list[RepoFile | RepoFolder]:
+        """Everything under ``path`` at ``commit``, recursively; [] when there is no such
+        path."""
         repo_type = self.type_of(repo_id)
         try:
-            entries = list(
-                self.api.list_repo_tree(
-                    repo_id, path_in_repo=BUILD_DIR, revision=commit, repo_type=repo_type
-                )
-            )
+            return list(self.api.list_repo_tree(repo_id, path_in_repo=path, revision=commit,
+                                                repo_type=repo_type, recursive=True))
         except (RepositoryNotFoundError, RevisionNotFoundError, EntryNotFoundError):
             # Servers differ in which of these they send for a missing repo, revision or
-            # build/ dir (olah answers "repository not found" for a missing path); ask
-            # again more precisely to tell them apart.
+            # path (olah answers "repository not found" for a missing path); ask again
+            # more precisely to tell them apart.
             self._check_revision(repo_id, commit)
             return []
         except HfHubHTTPError as exc:
-            raise HubError(f"{self.endpoint} could not list {repo_id}@{commit}: {exc}") from exc
-        return sorted(e.path.rsplit("/", 1)[-1] for e in entries if not isinstance(e, RepoFile))
+            raise HubError(f"{self.endpoint} could not list {path} of {repo_id}@{commit}: "
+                           f"{exc}") from exc
 
     def _check_revision(self, repo_id: str, commit: str) -> None:
         """Raise RepoNotFoundError / VersionSpecError unless ``commit`` exists in the repo."""
@@ -198,63 +228,39 @@ class HfHub:
             ) from None
 
     def fetch_variant(self, repo_id: str, commit: str, variant: str, dest: Path) -> None:
-        check_variant_dir(variant)
         dest.mkdir(parents=True, exist_ok=True)
         if any(dest.iterdir()):
             raise HubError(f"cannot fetch {variant} into {dest}: the directory is not empty")
-        # Download next to dest so the final moves are renames on one filesystem, and
-        # keep huggingface_hub's .cache/ bookkeeping out of dest.
-        with tempfile.TemporaryDirectory(prefix=".kernelhub-download-", dir=dest.parent) as tmp:
-            self._download(repo_id, commit, [f"{BUILD_DIR}/{variant}/*"], tmp, f"variant {variant}")
-            source = Path(tmp) / BUILD_DIR / variant
-            if not source.is_dir() or not any(source.iterdir()):
-                available = ", ".join(self.list_variants(repo_id, commit)) or "none"
-                raise HubError(
-                    f"{repo_id} at {commit[:12]} has no variant {variant}; variants: {available}"
-                )
-            for item in source.iterdir():
-                shutil.move(str(item), dest / item.name)
+        files = self._variant_files(repo_id, commit, variant)
+        if not files:
+            available = ", ".join(self.list_variants(repo_id, commit)) or "none"
+            raise HubError(
+                f"{repo_id} at {commit[:12]} has no variant {variant}; variants: {available}"
+            )
+        for rel in files:
+            check_relative(rel)
+        self._download(repo_id, commit, {dest / rel: f for rel, f in files.items()},
+                       f"variant {variant}")
 
     def file_hashes(self, repo_id: str, commit: str, variant: str) -> dict[str, str]:
         """The Hub's own content hash of every file of a variant, from its tree listing:
         ``sha256:<hex>`` for files stored with Git LFS, ``git:<blob id>`` for the others."""
-        check_variant_dir(variant)
-        prefix = f"{BUILD_DIR}/{variant}/"
-        repo_type = self.type_of(repo_id)
-        try:
-            entries = list(self.api.list_repo_tree(repo_id, path_in_repo=prefix.rstrip("/"),
-                                                   revision=commit, repo_type=repo_type,
-                                                   recursive=True))
-        except HfHubHTTPError as exc:
-            raise HubError(f"{self.endpoint} failed to list {variant} of {repo_id}@{commit}: "
-                           f"{exc}") from exc
-        hashes = {}
-        for entry in entries:
-            if not isinstance(entry, RepoFile):
-                continue
-            lfs = getattr(entry, "lfs", None)
-            sha256 = getattr(lfs, "sha256", None) or (lfs.get("sha256") if isinstance(lfs, dict)
-                                                      else None)
-            hashes[entry.path[len(prefix):]] = (f"sha256:{sha256}" if sha256
-                                                else f"git:{entry.blob_id}")
-        return hashes
+        return {rel: f.content_hash
+                for rel, f in self._variant_files(repo_id, commit, variant).items()}
 
-    def _download(
-        self, repo_id: str, commit: str, patterns: list[str], local_dir: str, what: str
-    ) -> None:
-        """snapshot_download the files matching ``patterns`` at ``commit`` into ``local_dir``."""
+    def _download(self, repo_id: str, commit: str, files: dict[Path, ListedFile],
+                  what: str) -> None:
+        """GET each listed file at ``commit`` into its path, all at once."""
         _import_huggingface_hub()
+        from huggingface_hub import hf_hub_url
+        from huggingface_hub.utils import build_hf_headers
+
         repo_type = self.type_of(repo_id)
+        urls = {path: hf_hub_url(repo_id, f.path, repo_type=repo_type, revision=commit,
+                                 endpoint=self.endpoint)
+                for path, f in files.items()}
         try:
-            snapshot_download(
-                repo_id,
-                repo_type=repo_type,
-                revision=commit,
-                allow_patterns=patterns,
-                local_dir=local_dir,
-                endpoint=self.endpoint,
-                token=self.token,
-            )
+            download(urls, build_hf_headers(token=self.token))
         except (RepositoryNotFoundError, RevisionNotFoundError, EntryNotFoundError) as exc:
             self._check_revision(repo_id, commit)
             raise HubError(
@@ -266,12 +272,27 @@ class HfHub:
             ) from exc
 
     def fetch_release(self, repo_id: str, commit: str) -> ReleaseFiles:
+        """The release files at ``commit``: which exist, from one ``paths-info`` request
+        (a GET of a missing file is an error page on some mirrors, not a 404), then
+        those."""
         from ..release_manifest import RELEASE_FILE, SIGNATURE_FILE, ReleaseFiles
 
         names = (RELEASE_FILE, SIGNATURE_FILE)
+        repo_type = self.type_of(repo_id)
+        try:
+            present = [listed_file(e) for e in self.api.get_paths_info(
+                repo_id, list(names), revision=commit, repo_type=repo_type)
+                if isinstance(e, RepoFile) and e.path in names]
+        except HfHubHTTPError as exc:
+            if isinstance(exc, (RepositoryNotFoundError, RevisionNotFoundError,
+                                EntryNotFoundError)):
+                self._check_revision(repo_id, commit)
+            raise HubError(f"{self.endpoint} could not tell which release files {repo_id}@"
+                           f"{commit} has: {exc}") from exc
         with tempfile.TemporaryDirectory(prefix="kernelhub-release-") as tmp:
-            self._download(repo_id, commit, list(names), tmp, "the release files")
-            found = {n: (Path(tmp) / n).read_bytes() for n in names if (Path(tmp) / n).is_file()}
+            self._download(repo_id, commit, {Path(tmp) / f.path: f for f in present},
+                           "the release files")
+            found = {f.path: (Path(tmp) / f.path).read_bytes() for f in present}
         return ReleaseFiles(found.get(RELEASE_FILE), found.get(SIGNATURE_FILE))
 
     def trusted_orgs(self) -> frozenset[str]:

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 from ..errors import HubError, RepoNotFoundError, VersionSpecError
 from ..variants import check_variant_dir
 from ..versions import Refs, is_plain_name
-from .base import BUILD_DIR
+from .base import BUILD_DIR, check_relative
 
 if TYPE_CHECKING:
     from ..release_manifest import ReleaseFiles
@@ -165,7 +165,7 @@ class LocalHub:
                     f"{repo_id} at {resolved[:12]}: {entry.path} is a {entry.kind} with mode "
                     f"{entry.mode}; variants may hold only regular files"
                 )
-            _check_relative(entry.path[len(prefix) :])
+            check_relative(entry.path[len(prefix) :])
         dest.mkdir(parents=True, exist_ok=True)
         if any(dest.iterdir()):
             raise HubError(f"cannot fetch {variant} into {dest}: the directory is not empty")
@@ -237,10 +237,3 @@ def split_repo_id(repo_id: str) -> tuple[str, str]:
             "digits, '.', '_' and '-'"
         )
     return parts[0], parts[1]
-
-
-def _check_relative(rel: str) -> None:
-    """Refuse tree paths that would escape the destination directory."""
-    parts = PurePosixPath(rel).parts
-    if not parts or rel.startswith("/") or any(p in ("..", ".") for p in parts):
-        raise HubError(f"refusing to write {rel!r}: it would land outside the variant directory")

@@ -2,12 +2,14 @@
 spec names, the variants at that commit, and the one this system loads.
 
 The hub is asked only what the cache cannot answer: a pinned commit's variant list is
-cached (a commit never changes), so a warm pinned load asks nothing; refs are asked each
-time a branch or tag is named, unless offline mode answers from the last refs seen.
+cached (a commit never changes), so a warm pinned load asks nothing; refs are asked when a
+branch or tag is named, unless offline mode answers from the last refs seen, or a remote
+hub's refs were seen within ``KERNELHUB_REFS_TTL`` seconds (:func:`resolve_ref`).
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
@@ -83,6 +85,30 @@ def refs_of(repo_id: str, hub: Hub, cache: KernelCache) -> Refs:
     return refs
 
 
+def recent_refs(repo_id: str, hub: Hub, cache: KernelCache) -> Refs | None:
+    """The refs a remote hub sent at most ``KERNELHUB_REFS_TTL`` seconds ago, if cached.
+
+    Only a hub across a network (``remote``) is answered from the cache: a LocalHub's refs
+    cost one local git call, and a publish to it is seen by the next load."""
+    if not getattr(hub, "remote", False) or settings.offline():
+        return None
+    ttl = settings.refs_ttl()
+    return cache.read_refs(hub.key, repo_id, max_age=ttl) if ttl > 0 else None
+
+
+def resolve_ref(repo_id: str, spec: VersionSpec | None, hub: Hub,
+                cache: KernelCache) -> tuple[str, str]:
+    """The ref and commit ``spec`` names (None: the default). Refs seen within the TTL
+    answer if they can; a spec they cannot answer (a branch or release newer than them)
+    is asked of the hub, so the cache only ever makes a load see an older state of a
+    branch or tag, never fail."""
+    if (recent := recent_refs(repo_id, hub, cache)) is not None:
+        with contextlib.suppress(VersionSpecError):
+            return resolve(spec or default_spec(recent, repo_id), recent, repo_id)
+    refs = refs_of(repo_id, hub, cache)
+    return resolve(spec or default_spec(refs, repo_id), refs, repo_id)
+
+
 def per_commit(
     hub: Hub, repo_id: str, commit: str, *,
     read: Callable[[str, str, str], T | None],
@@ -109,8 +135,7 @@ def resolve_request(request: KernelRequest) -> Resolution:
     if spec is not None and spec.commit is not None:
         ref, commit = spec.commit, spec.commit
     else:
-        refs = refs_of(repo_id, hub, cache)
-        ref, commit = resolve(spec or default_spec(refs, repo_id), refs, repo_id)
+        ref, commit = resolve_ref(repo_id, spec, hub, cache)
     variants = per_commit(hub, repo_id, commit, read=cache.read_variants,
                           ask=hub.list_variants, write=cache.write_variants,
                           what=f"{repo_id} at {commit[:12]}")
