@@ -9,7 +9,7 @@ these configurations, all in one process and one run, so the ratios are comparab
 * ``pytorch``     — Transformers as is (sdpa attention);
 * ``use_kernels`` — ``set_use_kernels(True)``: the hub kernels of kernelhub's table
   (RMSNorm, SiLU, rotary, flash-attn2 attention);
-* ``verify``      — the same with ``KernelConfig(verify=True)``: each kernel is kept only
+* ``autotune``    — the same with ``KernelConfig(autotune=True)``: each kernel is kept only
   where it is right and not slower (decisions made during warm-up, cached on disk);
 * ``compile``     — ``torch.compile`` of the PyTorch model;
 * ``both``        — ``use_kernels`` and ``torch.compile``.
@@ -64,8 +64,8 @@ def prepare(base: Any, config: str) -> Any:
 
     shared = {id(t): t for t in (*base.parameters(), *base.buffers())}
     model = copy.deepcopy(base, shared)
-    if config in ("use_kernels", "verify", "both"):
-        kernel_config = KernelConfig(verify=True) if config == "verify" else None
+    if config in ("use_kernels", "autotune", "both"):
+        kernel_config = KernelConfig(autotune=True) if config == "autotune" else None
         model.set_use_kernels(True, kernel_config)
     if config in ("compile", "both"):
         model.forward = torch.compile(model.forward, dynamic=None)
@@ -100,7 +100,7 @@ def pytorch_rotary_everywhere(model: Any) -> bool:
 def measure(models: dict[str, Any], ids: Any, decode_steps: int, repeats: int, warmup: int
             ) -> dict[str, tuple[float, float]]:
     """Per configuration: (median prefill seconds, median seconds for all decode steps) over
-    ``repeats`` rounds, after ``warmup`` untimed rounds (compilation, verification
+    ``repeats`` rounds, after ``warmup`` untimed rounds (compilation, autotuning
     decisions, first-touch allocations).
 
     The configurations take turns, one round each, in an order reversed every round, so a
@@ -128,11 +128,11 @@ def measure(models: dict[str, Any], ids: Any, decode_steps: int, repeats: int, w
             for config, times in rounds.items()}
 
 
-def verification_lines(model: Any) -> list[str]:
-    from kernelhub import verification_report
+def autotune_lines(model: Any) -> list[str]:
+    from kernelhub import autotune_report
 
     lines = []
-    for where, seen in verification_report(model):
+    for where, seen in autotune_report(model):
         if where.endswith((".0.input_layernorm", ".0.mlp.act_fn")) or "." not in where:
             lines.append(f"    {where} {seen.bucket}: {seen.decision.chosen} — {seen.decision.reason}")
     return lines
@@ -162,10 +162,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=1,
-                        help="untimed rounds before timing (compile, verify decisions)")
+                        help="untimed rounds before timing (compile, autotune decisions)")
     parser.add_argument("--no-compile", action="store_true")
     parser.add_argument("--configs", nargs="+",
-                        default=["pytorch", "use_kernels", "verify", "compile", "both"])
+                        default=["pytorch", "use_kernels", "autotune", "compile", "both"])
     args = parser.parse_args(argv)
     os.environ["KERNELHUB_HUB"] = args.hub
     if not Path(args.hub).is_dir():
@@ -204,16 +204,34 @@ def main(argv: list[str] | None = None) -> int:
                           file=sys.stderr)
                     return 1
             times = measure(models, ids, args.decode, args.repeats, args.warmup)
-            if "verify" in models:
-                notes += [f"  {family} {dtype_name} verify decisions (layer 0):",
-                          *verification_lines(models["verify"])]
+            if "autotune" in models:
+                notes += [f"  {family} {dtype_name} autotune decisions (layer 0):",
+                          *autotune_lines(models["autotune"])]
             print_rows(family, dtype_name, times, configs, args.decode)
             del base, models
             gc.collect()
     print("(decode: ms per token; ratio: pytorch time / this time, higher is faster)")
     if notes:
         print("\n".join(notes))
+    print_attention_choices(configs)
     return 0
+
+
+def print_attention_choices(configs: list[str]) -> None:
+    """Where the kernelized models ran torch's sdpa instead of the attention kernel's loops
+    (flash-attn2 times both on each shape bucket's first call and keeps the faster)."""
+    if not any(c in ("use_kernels", "autotune", "both") for c in configs):
+        return
+    from kernelhub import get_kernel
+
+    try:
+        attention = get_kernel("kernels-community/flash-attn2", version=1)
+        lines = attention.attention_dispatch_decisions()
+    except Exception as e:  # an older build without the per-shape choice
+        print(f"attention kernel: no per-shape choices to show ({type(e).__name__}: {e})")
+        return
+    print("attention kernel, per shape bucket (loops or torch's sdpa):")
+    print("\n".join(f"  {line}" for line in lines) or "  (none)")
 
 
 if __name__ == "__main__":

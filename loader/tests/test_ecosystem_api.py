@@ -14,6 +14,7 @@ from typing import Any
 import kernelhub.ecosystem as ours
 import pytest
 import torch
+from kernelhub import records
 from kh_toy_layers import TRUSTED_REPO, ToyHub, publish_toy_kernel
 from packaging.version import Version
 
@@ -129,7 +130,7 @@ def test_flags_have_the_ecosystems_members(name):
 def test_records_have_the_ecosystems_fields(name):
     kernels = _ecosystem()
     fields = [f.name for f in dataclasses.fields(getattr(kernels, name))]
-    assert [f.name for f in dataclasses.fields(getattr(ours, name))] == fields
+    assert list(records.fields(getattr(ours, name))) == fields  # ours are Records
 
 
 def test_metadata_has_the_ecosystems_properties():

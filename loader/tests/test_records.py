@@ -3,7 +3,10 @@ comparisons as ``@dataclass`` for every declaration form the loader uses."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import inspect
+import pickle
 from typing import ClassVar
 
 import pytest
@@ -100,3 +103,47 @@ def test_replace_mutable_and_ordered_records() -> None:
     item.x = 2
     assert item == Mutable(2) and Mutable.__hash__ is None
     assert sorted([Ordered(3), Ordered(1)]) == [Ordered(1), Ordered(3)]
+
+
+class Checked(Record, frozen=True):
+    name: str
+    size: int = 1
+
+    def __post_init__(self, *_args: object, **_kwargs: object) -> None:
+        if self.size < 0:
+            raise ValueError(f"size {self.size} is negative")
+        object.__setattr__(self, "name", self.name.lower())
+
+
+def test_post_init_checks_and_normalises_every_construction() -> None:
+    assert Checked("A") == Checked(name="a", size=1)
+    with pytest.raises(ValueError, match="negative"):
+        Checked("a", -1)
+    with pytest.raises(ValueError, match="negative"):
+        replace(Checked("a"), size=-2)
+    with pytest.raises(TypeError, match="missing required argument 'name'"):
+        Checked()  # type: ignore[call-arg]
+
+
+def test_copies_and_pickles_keep_the_fields() -> None:
+    for original in (Checked("B", 2), Both(1, [2], c=4, d="x", t="q")):
+        for made in (copy.copy(original), copy.deepcopy(original),
+                     pickle.loads(pickle.dumps(original))):
+            assert made == original and type(made) is type(original)
+            assert asdict(made) == asdict(original)
+
+
+def test_signature_reads_as_the_dataclass_one() -> None:
+    def shown(cls: type) -> list[tuple[str, object, object]]:
+        return [(p.name, p.kind, p.default) for p in inspect.signature(cls).parameters.values()]
+
+    assert shown(Both) == shown(DBoth)  # a factory default shows as <factory>
+
+
+def test_a_post_init_that_cannot_take_the_arguments_is_refused_at_definition() -> None:
+    with pytest.raises(TypeError, match=r"Bad.__post_init__ runs as __init__: declare it"):
+        class Bad(Record, frozen=True):
+            x: int
+
+            def __post_init__(self) -> None:
+                pass

@@ -88,3 +88,15 @@ def test_unusable_keys_are_typed_errors_that_say_what_to_use(tmp_path: Path) -> 
 def test_malformed_signatures_are_signature_errors(text: str) -> None:
     with pytest.raises(SignatureError):
         parse_signature(text)
+
+
+@needs_ssh_keygen
+def test_an_unreadable_key_is_told_apart_by_its_file_not_the_error_text(tmp_path: Path) -> None:
+    protected = keygen(tmp_path / "protected", passphrase="secret")
+    plain = keygen(tmp_path / "plain")
+    with pytest.raises(SigningKeyError, match=r"set KERNELHUB_SIGNING_KEY_PASSPHRASE$"):
+        load_signing_key(protected)
+    with pytest.raises(SigningKeyError, match="has no passphrase: unset"):
+        load_signing_key(plain, passphrase="secret")
+    with pytest.raises(SigningKeyError, match=r"ssh-keygen -t ed25519 \(not the \.pub\)$"):
+        load_signing_key(tmp_path / "plain.pub")

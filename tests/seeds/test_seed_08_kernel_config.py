@@ -78,47 +78,75 @@ def test_version_after_at_sign_is_the_one_grammar(hub_env, model_dirs):
         KernelConfig({"SiLU": "kernels-community/activation@>=1.0,<<2:Silu"})
 
 
-def test_verify_judges_every_swapped_call_site_with_the_real_kernels(hub_env, model_dirs,
-                                                                     monkeypatch, tmp_path):
-    """KernelConfig(verify=True): norms, activation, rotary and attention are each run
+def test_autotune_judges_every_swapped_call_site_with_the_real_kernels(hub_env, model_dirs,
+                                                                       monkeypatch, tmp_path):
+    """KernelConfig(autotune=True): norms, activation, rotary and attention are each run
     against the PyTorch code they replace on the model's own shapes; whatever is chosen,
     the model's output matches PyTorch and every decision says why."""
     import torch
-    from kernelhub import verification_report
+    from kernelhub import autotune_report
     from seeds.seedkit import ids
 
     monkeypatch.setenv("KERNELHUB_CACHE", str(tmp_path / "cache"))
     reference = pytorch(model_dirs["llama"])
-    model = load(model_dirs["llama"], use_kernels=True, kernel_config=KernelConfig(verify=True))
+    model = load(model_dirs["llama"], use_kernels=True, kernel_config=KernelConfig(autotune=True))
     with torch.no_grad():
         expected, got = reference(ids()).logits, model(ids()).logits
     torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
-    names = {seen.name for _, seen in verification_report(model)}
+    names = {seen.name for _, seen in autotune_report(model)}
     assert {"RMSNorm", "SiLU", "rotary_pos_emb", "attention"} <= names, names
-    for where, seen in verification_report(model):
+    for where, seen in autotune_report(model):
         assert seen.decision.reason.startswith("correct"), (where, seen.decision)
-    assert any((tmp_path / "cache" / "verify").rglob("*.json")), "decisions were not stored"
+    assert any((tmp_path / "cache" / "autotune").rglob("*.json")), "decisions were not stored"
 
 
-def test_verification_report_lists_only_this_models_decisions(hub_env, model_dirs,
-                                                              monkeypatch, tmp_path):
-    """Function and attention verifiers serve every model of the process; a model's
+def test_autotune_report_lists_only_this_models_decisions(hub_env, model_dirs,
+                                                          monkeypatch, tmp_path):
+    """Function and attention call sites serve every model of the process; a model's
     report still lists only the decisions its own calls used."""
     import torch
-    from kernelhub import verification_report
+    from kernelhub import autotune_report
     from seeds.seedkit import ids
 
     monkeypatch.setenv("KERNELHUB_CACHE", str(tmp_path / "cache"))
     short, long = (load(model_dirs["llama"], use_kernels=True,
-                        kernel_config=KernelConfig(verify=True)) for _ in range(2))
+                        kernel_config=KernelConfig(autotune=True)) for _ in range(2))
     with torch.no_grad():
         short(ids(1, 4))
         long(ids(1, 40))
 
     def buckets(model, name):
-        return {seen.bucket for _, seen in verification_report(model) if seen.name == name}
+        return {seen.bucket for _, seen in autotune_report(model) if seen.name == name}
 
     for name in ("rotary_pos_emb", "attention", "RMSNorm"):
         assert buckets(short, name), name
         assert buckets(short, name).isdisjoint(buckets(long, name)), (name, buckets(long, name))
-    assert verification_report(pytorch(model_dirs["llama"])) == []
+    assert autotune_report(pytorch(model_dirs["llama"])) == []
+
+
+def test_autotuned_functions_reach_only_their_model(hub_env, model_dirs, monkeypatch, tmp_path):
+    """Issue 22: Transformers' attention registry and the family's rotary global are the
+    process's. A model loaded with autotuning runs its attention and rotary through the
+    autotuner; models of the same family loaded with plain use_kernels=True, before or
+    after it, run the kernels as they are — and loading them takes nothing from it."""
+    import torch
+    from kernelhub import autotune_report
+    from kernelhub.layer.autotune.call_site import site_of
+    from seeds.seedkit import ids
+    from transformers import AttentionInterface
+
+    monkeypatch.setenv("KERNELHUB_CACHE", str(tmp_path / "cache"))
+    before = load(model_dirs["llama"], use_kernels=True)
+    tuned = load(model_dirs["llama"], use_kernels=True, kernel_config=KernelConfig(autotune=True))
+    with torch.no_grad():
+        before(ids())
+        after = load(model_dirs["llama"], use_kernels=True)
+        tuned(ids())
+        after(ids())
+    assert {"rotary_pos_emb", "attention"} <= {s.name for _, s in autotune_report(tuned)}
+    assert autotune_report(before) == [], "a model loaded earlier ran the autotuned functions"
+    assert autotune_report(after) == [], "a model loaded later ran the autotuned functions"
+    implementation = tuned.config._attn_implementation
+    assert before.config._attn_implementation == implementation
+    assert site_of(AttentionInterface._global_mapping[implementation]) is None, (
+        "the process-wide attention registry holds the autotuned function")

@@ -107,7 +107,9 @@ def model_shapes(kernel: ModuleType, dtypes: list[str], min_run_time: float) -> 
     """Causal prefill at seq 128..4096 and decode (one query against a 4096-key cache), with
     Llama-shaped heads (32 query heads, 8 KV heads, dim 128): the allocating call that
     Transformers' attention interface makes ("layer"), out=, sdpa (the target), and eager /
-    torch.compile of explicit-mask attention where its scores fit."""
+    torch.compile of explicit-mask attention where its scores fit. The op chooses per shape
+    between its loops and torch's sdpa (``set_attention_dispatch``); the choices it made
+    are printed after the table."""
     print(f"\nattention at model shapes (32 query / 8 KV heads, head dim 128; loops "
           f"{kernel.cpu_capability()}); ratios: sdpa time / ours (higher is faster)")
     print(f"  {'case':<24}{'out= ms':>10}{'layer ms':>10}{'sdpa ms':>10}{'eager ms':>10}"
@@ -116,6 +118,10 @@ def model_shapes(kernel: ModuleType, dtypes: list[str], min_run_time: float) -> 
     for name in dtypes:
         for seq in (*MODEL_SEQS, "decode"):
             _model_case(kernel, name, seq, compiled, min_run_time)
+    decisions = kernel.attention_dispatch_decisions()
+    print("  per-shape choice (set_attention_dispatch('auto'): loops or torch's sdpa, timed on "
+          "each bucket's first call):")
+    print("\n".join(f"    {line}" for line in decisions) or "    (none)")
 
 
 def main(argv: list[str] | None = None) -> None:

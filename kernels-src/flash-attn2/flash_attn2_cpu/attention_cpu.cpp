@@ -3,15 +3,18 @@
 // pointers to the loops compiled for this CPU.
 #include "../torch-ext/attention_common.h"
 #include "../torch-ext/torch_binding.h"
+#include "dispatch.h"
 #include "kernels.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
 #include <ATen/Version.h>
 #include <ATen/native/CPUBlas.h>
 #include <c10/util/Exception.h>
 
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -112,81 +115,113 @@ std::atomic<const KernelTable*>& active_table() {
   return table;
 }
 
-// k as float32 [B, Hkv, D, Sk rounded up to kKeyPadding], zeros past Sk: the
-// score loop then reads whole vectors of consecutive keys for one feature.
-at::Tensor transposed_keys(const at::Tensor& k) {
-  const int64_t seq_k = k.size(2);
-  const int64_t padded = (seq_k + kKeyPadding - 1) / kKeyPadding * kKeyPadding;
-  at::Tensor kt = at::empty({k.size(0), k.size(1), k.size(3), padded}, k.options().dtype(at::kFloat));
-  kt.narrow(3, 0, seq_k).copy_(k.transpose(2, 3));
-  if (padded > seq_k) {
-    kt.narrow(3, seq_k, padded - seq_k).zero_();
-  }
-  return kt;
-}
+// The blocked loops' K and V operands. Written by plain loops, both in one
+// parallel region (one (batch, KV head) per task): a strided tensor copy with an
+// innermost dimension of 2 would cost more than the attention for short
+// sequences, and every parallel region costs a wake-up of the thread pool.
+struct PackedKV {
+  at::Tensor kt;        // float: k as float32 [B, Hkv, D, padded to kKeyPadding], zeros past Sk
+  at::Tensor v;         // float: v with float32 rows (v itself when it is float32)
+  at::Tensor k_pairs;   // bf16: [B, Hkv, padded / kKeyBlock, D / 2, kKeyBlock, 2]
+  at::Tensor v_pairs;   // bf16: [B, Hkv, padded / 2, Dv, 2]
+  int64_t padded = 0;   // keys per head in kt / the pairs
+};
 
-// The packed bf16 operands (layouts in kernels.h), written by plain loops: a
-// strided tensor copy with an innermost dimension of 2 would cost more than the
-// attention for short sequences. One (batch, KV head) per task.
-template <class Fill>
-void for_each_head(const at::Tensor& t, Fill fill) {
-  const int64_t heads = t.size(1);
-  at::parallel_for(0, t.size(0) * heads, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t task = begin; task < end; ++task) {
-      fill(task / heads, task % heads, task);
+template <typename T>
+void transpose_head(const T* head, int64_t stride, int64_t seq_k, int64_t d, int64_t padded,
+                    float* out) {
+  // 16 keys at a time, so each row of the output is written 64 bytes at a time.
+  constexpr int64_t kStep = 16;
+  for (int64_t j0 = 0; j0 < padded; j0 += kStep) {
+    const int64_t keys = std::max<int64_t>(0, std::min(kStep, seq_k - j0));
+    for (int64_t f = 0; f < d; ++f) {
+      float* column = out + f * padded + j0;
+      for (int64_t j = 0; j < keys; ++j) {
+        column[j] = static_cast<float>(head[(j0 + j) * stride + f]);
+      }
+      std::fill(column + keys, column + std::min(kStep, padded - j0), 0.0f);
     }
-  });
+  }
 }
 
-// k [B, Hkv, Sk, D] (last stride 1) -> [B, Hkv, padded / kKeyBlock, D / 2, kKeyBlock, 2]:
-// word (block, p, j) = features (2p, 2p + 1) of key block * kKeyBlock + j.
-at::Tensor key_pairs(const at::Tensor& k, int64_t padded) {
+// word (block, p, j) of k's pairs = features (2p, 2p + 1) of key block * kKeyBlock + j.
+void key_pairs_head(const at::BFloat16* head, int64_t stride, int64_t seq_k, int64_t pairs,
+                    int64_t padded, uint32_t* out) {
+  for (int64_t j = 0; j < padded; ++j) {
+    uint32_t* column = out + j / kKeyBlock * pairs * kKeyBlock + j % kKeyBlock;
+    const at::BFloat16* key = j < seq_k ? head + j * stride : nullptr;
+    for (int64_t p = 0; p < pairs; ++p) {
+      uint32_t word = 0;
+      if (key != nullptr) {
+        std::memcpy(&word, key + 2 * p, sizeof(word));
+      }
+      column[p * kKeyBlock] = word;
+    }
+  }
+}
+
+// word (i, n) of v's pairs = feature n of keys 2i and 2i + 1.
+void value_pairs_head(const at::BFloat16* head, int64_t stride, int64_t seq_k, int64_t dv,
+                      int64_t padded, at::BFloat16* out) {
+  const at::BFloat16 zero(0.0f);
+  for (int64_t i = 0; i < padded / 2; ++i) {
+    const int64_t j = 2 * i;
+    const at::BFloat16* even = j < seq_k ? head + j * stride : nullptr;
+    const at::BFloat16* odd = j + 1 < seq_k ? head + (j + 1) * stride : nullptr;
+    at::BFloat16* row = out + i * 2 * dv;
+    for (int64_t n = 0; n < dv; ++n) {
+      row[2 * n] = even != nullptr ? even[n] : zero;
+      row[2 * n + 1] = odd != nullptr ? odd[n] : zero;
+    }
+  }
+}
+
+// k and v ([B, Hkv, Sk, D(v)], last stride 1) in the layout the blocked loops read.
+PackedKV pack_kv(const at::Tensor& k, const at::Tensor& v, bool bf16_products) {
+  PackedKV packed;
   const int64_t seq_k = k.size(2);
-  const int64_t pairs = k.size(3) / 2;
-  at::Tensor packed = at::empty({k.size(0), k.size(1), padded * pairs * 2}, k.options());
-  const auto* src = k.const_data_ptr<at::BFloat16>();
-  auto* dst = packed.data_ptr<at::BFloat16>();
-  for_each_head(k, [&](int64_t b, int64_t h, int64_t task) {
-    const at::BFloat16* head = src + b * k.stride(0) + h * k.stride(1);
-    uint32_t* out = reinterpret_cast<uint32_t*>(dst + task * padded * pairs * 2);
-    for (int64_t j = 0; j < padded; ++j) {
-      uint32_t* column = out + j / kKeyBlock * pairs * kKeyBlock + j % kKeyBlock;
-      if (j >= seq_k) {
-        for (int64_t p = 0; p < pairs; ++p) {
-          column[p * kKeyBlock] = 0;
-        }
+  const int64_t d = k.size(3);
+  const int64_t dv = v.size(3);
+  if (bf16_products) {
+    packed.padded = (seq_k + kKeyBlock - 1) / kKeyBlock * kKeyBlock;
+    packed.k_pairs = at::empty({k.size(0), k.size(1), packed.padded * d}, k.options());
+    packed.v_pairs = at::empty({v.size(0), v.size(1), packed.padded * dv}, v.options());
+  } else {
+    packed.padded = (seq_k + kKeyPadding - 1) / kKeyPadding * kKeyPadding;
+    packed.kt = at::empty({k.size(0), k.size(1), d, packed.padded}, k.options().dtype(at::kFloat));
+    packed.v = v.scalar_type() == at::kFloat ? v : at::empty(v.sizes(), v.options().dtype(at::kFloat));
+  }
+  const int64_t heads = k.size(1);
+  at::parallel_for(0, k.size(0) * heads, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t b = task / heads;
+      const int64_t h = task % heads;
+      const int64_t k_at = b * k.stride(0) + h * k.stride(1);
+      const int64_t v_at = b * v.stride(0) + h * v.stride(1);
+      if (bf16_products) {
+        key_pairs_head(k.const_data_ptr<at::BFloat16>() + k_at, k.stride(2), seq_k, d / 2,
+                       packed.padded,
+                       reinterpret_cast<uint32_t*>(packed.k_pairs.data_ptr<at::BFloat16>() +
+                                                   task * packed.padded * d));
+        value_pairs_head(v.const_data_ptr<at::BFloat16>() + v_at, v.stride(2), seq_k, dv,
+                         packed.padded,
+                         packed.v_pairs.data_ptr<at::BFloat16>() + task * packed.padded * dv);
         continue;
       }
-      const at::BFloat16* key = head + j * k.stride(2);
-      for (int64_t p = 0; p < pairs; ++p) {
-        std::memcpy(column + p * kKeyBlock, key + 2 * p, sizeof(uint32_t));
-      }
-    }
-  });
-  return packed;
-}
-
-// v [B, Hkv, Sk, Dv] (last stride 1) -> [B, Hkv, padded / 2, Dv, 2]: word (i, n) =
-// feature n of keys 2i and 2i + 1.
-at::Tensor value_pairs(const at::Tensor& v, int64_t padded) {
-  const int64_t seq_k = v.size(2);
-  const int64_t dv = v.size(3);
-  at::Tensor packed = at::empty({v.size(0), v.size(1), padded * dv}, v.options());
-  const auto* src = v.const_data_ptr<at::BFloat16>();
-  auto* dst = packed.data_ptr<at::BFloat16>();
-  const at::BFloat16 zero(0.0f);
-  for_each_head(v, [&](int64_t b, int64_t h, int64_t task) {
-    const at::BFloat16* head = src + b * v.stride(0) + h * v.stride(1);
-    at::BFloat16* out = dst + task * padded * dv;
-    for (int64_t i = 0; i < padded / 2; ++i) {
-      const int64_t j = 2 * i;
-      const at::BFloat16* even = j < seq_k ? head + j * v.stride(2) : nullptr;
-      const at::BFloat16* odd = j + 1 < seq_k ? head + (j + 1) * v.stride(2) : nullptr;
-      at::BFloat16* row = out + i * 2 * dv;
-      for (int64_t n = 0; n < dv; ++n) {
-        row[2 * n] = even != nullptr ? even[n] : zero;
-        row[2 * n + 1] = odd != nullptr ? odd[n] : zero;
-      }
+      float* kt = packed.kt.data_ptr<float>() + task * d * packed.padded;
+      AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, k.scalar_type(), "pack_kv", [&] {
+        transpose_head(k.const_data_ptr<scalar_t>() + k_at, k.stride(2), seq_k, d,
+                       packed.padded, kt);
+        if (!packed.v.is_same(v)) {
+          const scalar_t* src = v.const_data_ptr<scalar_t>() + v_at;
+          float* dst = packed.v.data_ptr<float>() + b * packed.v.stride(0) + h * packed.v.stride(1);
+          for (int64_t j = 0; j < seq_k; ++j) {
+            for (int64_t n = 0; n < dv; ++n) {
+              dst[j * packed.v.stride(2) + n] = static_cast<float>(src[j * v.stride(2) + n]);
+            }
+          }
+        }
+      });
     }
   });
   return packed;
@@ -196,42 +231,36 @@ at::Tensor as_float_rows(const at::Tensor& t) {
   return flash_attn2::rows_contiguous(t.to(at::kFloat));
 }
 
-void run(at::Tensor& out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-         const std::optional<at::Tensor>& attn_mask, double scale, bool causal,
-         int64_t window_left, int64_t window_right, double softcap) {
-  constexpr const char* op = "flash_attn2.attention";
-  const flash_attn2::Problem p = flash_attn2::prepare(
-      op, q, k, v, attn_mask, scale, causal, window_left, window_right, softcap, &out);
-  TORCH_CHECK(q.device().is_cpu(), op, ": the CPU op got tensors on ", q.device());
-  if (out.numel() == 0) {
-    return;
-  }
+// The attention by this kernel's loops (`table`), into `out`.
+void run_loops(at::Tensor& out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+               const flash_attn2::Problem& p, double scale, double softcap,
+               const KernelTable* table) {
   // Short queries read k and v as they are (see kDecodeMaxQuery); longer ones
   // get float copies, k transposed, which the blocked loops amortise, or, for
-  // bf16 on loops with bf16 products, bf16 copies packed in pairs.
-  const KernelTable* table = active_table().load();
+  // bf16 on loops with bf16 products, bf16 copies packed in pairs (pack_kv).
   const bool short_query = p.seq_q <= kDecodeMaxQuery;
   const bool bf16_products = !short_query && table->attention_bf16 != nullptr &&
                              q.scalar_type() == at::kBFloat16 && p.head_dim % 2 == 0;
   const bool float_blocks = !short_query && !bf16_products;
-  const at::Tensor qf = bf16_products ? flash_attn2::rows_contiguous(q) : as_float_rows(q);
-  const at::Tensor vf = float_blocks ? as_float_rows(v) : flash_attn2::rows_contiguous(v);
-  const at::Tensor kr = short_query ? flash_attn2::rows_contiguous(k) : at::Tensor();
-  const at::Tensor kr16 = bf16_products ? flash_attn2::rows_contiguous(k) : at::Tensor();
-  const at::Tensor kt = float_blocks ? transposed_keys(k) : at::Tensor();
-  // Whole packed blocks of keys for the bf16 products.
-  const int64_t padded = (p.seq_k + kKeyBlock - 1) / kKeyBlock * kKeyBlock;
-  const at::Tensor kp = bf16_products ? key_pairs(kr16, padded) : at::Tensor();
-  const at::Tensor vp = bf16_products ? value_pairs(vf, padded) : at::Tensor();
+  // The blocked loops read q in its own dtype (each task packs its rows); the
+  // decode path reads float rows.
+  const at::Tensor qf = short_query ? as_float_rows(q) : flash_attn2::rows_contiguous(q);
+  const at::Tensor kr = flash_attn2::rows_contiguous(k);
+  const at::Tensor vr = flash_attn2::rows_contiguous(v);
+  const PackedKV packed = short_query ? PackedKV{} : pack_kv(kr, vr, bf16_products);
+  const at::Tensor& vf = float_blocks ? packed.v : vr;
   flash_attn2::write_into(out, [&](at::Tensor& dst) {
     AttentionArgs args{};
-    if (bf16_products) {
-      args.q16 = qf.const_data_ptr<at::BFloat16>();
-      args.k_pairs = kp.const_data_ptr<at::BFloat16>();
-      args.v_pairs = vp.const_data_ptr<at::BFloat16>();
-      args.sk_padded = padded;
-    } else {
+    if (short_query) {
       args.q = qf.const_data_ptr<float>();
+    } else {
+      args.q_raw = qf.const_data_ptr();
+      args.q_dtype = qf.scalar_type();
+    }
+    if (bf16_products) {
+      args.k_pairs = packed.k_pairs.const_data_ptr<at::BFloat16>();
+      args.v_pairs = packed.v_pairs.const_data_ptr<at::BFloat16>();
+      args.sk_padded = packed.padded;
     }
     args.q_sb = qf.stride(0);
     args.q_sh = qf.stride(1);
@@ -244,8 +273,8 @@ void run(at::Tensor& out, const at::Tensor& q, const at::Tensor& k, const at::Te
       args.v_raw = vf.const_data_ptr();
       args.kv_dtype = kr.scalar_type();
     } else if (float_blocks) {
-      args.kt = kt.const_data_ptr<float>();
-      args.sk_padded = kt.size(3);
+      args.kt = packed.kt.const_data_ptr<float>();
+      args.sk_padded = packed.padded;
       args.v = vf.const_data_ptr<float>();
     }
     args.v_sb = vf.stride(0);
@@ -277,6 +306,22 @@ void run(at::Tensor& out, const at::Tensor& q, const at::Tensor& k, const at::Te
   });
 }
 
+void run(at::Tensor& out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+         const std::optional<at::Tensor>& attn_mask, double scale, bool causal,
+         int64_t window_left, int64_t window_right, double softcap) {
+  constexpr const char* op = "flash_attn2.attention";
+  const flash_attn2::Problem p = flash_attn2::prepare(
+      op, q, k, v, attn_mask, scale, causal, window_left, window_right, softcap, &out);
+  TORCH_CHECK(q.device().is_cpu(), op, ": the CPU op got tensors on ", q.device());
+  if (out.numel() == 0) {
+    return;
+  }
+  const KernelTable* table = active_table().load();
+  const Request request{scale, softcap, causal, p.mask.defined()};
+  run_faster(out, q, k, v, p, request, table->capability,
+             [&] { run_loops(out, q, k, v, p, scale, softcap, table); });
+}
+
 }  // namespace
 }  // namespace flash_attn2_cpu
 
@@ -299,6 +344,14 @@ at::Tensor attention_cpu(const at::Tensor& q, const at::Tensor& k, const at::Ten
 
 std::string cpu_capability() {
   return flash_attn2_cpu::active_table().load()->capability;
+}
+
+std::string set_attention_dispatch(const std::string& mode) {
+  return flash_attn2_cpu::set_dispatch(mode);
+}
+
+std::vector<std::string> attention_dispatch_decisions() {
+  return flash_attn2_cpu::dispatch_decisions();
 }
 
 std::string set_cpu_capability(const std::string& capability) {

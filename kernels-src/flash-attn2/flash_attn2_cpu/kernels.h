@@ -18,8 +18,12 @@ namespace flash_attn2_cpu {
 // group = heads_q / heads_kv. Rows with no visible key (or only -inf scores)
 // are written as zeros, as FlashAttention does.
 struct AttentionArgs {
-  // q: float32, [B, Hq, Sq, D] with the given strides (last stride 1).
+  // q: [B, Hq, Sq, D] with the given strides (last stride 1): in float32 for
+  // the decode path (`q`), in its own dtype for the blocked paths (`q_raw`,
+  // q_dtype), which gather each task's rows into a packed buffer.
   const float* q;
+  const void* q_raw;
+  c10::ScalarType q_dtype;
   int64_t q_sb, q_sh, q_ss;
   // k transposed and packed: float32, contiguous [B, Hkv, D, sk_padded]; the
   // columns past Sk are zeros, so the score loops need no column tails.
@@ -47,14 +51,13 @@ struct AttentionArgs {
   c10::ScalarType kv_dtype;
 
   // The bfloat16-product loops only (KernelTable::attention_bf16; head_dim
-  // even): q in bfloat16 with the q strides above; k packed in feature pairs
+  // even, q_dtype bfloat16): k packed in feature pairs
   // and blocks of kKeyBlock keys, contiguous [B, Hkv, sk_padded / kKeyBlock,
   // D / 2, kKeyBlock, 2]; v packed in key pairs, contiguous [B, Hkv,
   // sk_padded / 2, Dv, 2]; both zeros past Sk, sk_padded a multiple of
   // kKeyBlock. One 32-bit word then holds the two bf16 factors that one float
   // lane accumulates (VDPBF16PS, AMX TDPBF16PS: the "VNNI" layout oneDNN's
-  // brgemm reads). q, kt and v above are unused.
-  const c10::BFloat16* q16;
+  // brgemm reads). kt and v above are unused.
   const c10::BFloat16* k_pairs;
   const c10::BFloat16* v_pairs;
 

@@ -3,11 +3,12 @@
 // selects the instruction set and defines FLASH_ATTN2_KERNEL_TABLE. Everything
 // else stays in an anonymous namespace, so the copies never share a symbol.
 //
-// Per task (batch, query head, block of kQueryBlock query rows), for each block
-// of at most kKeyBlock visible keys:
-//   S = Q_blk @ K_blk^T                  (register-tiled loop, K pre-transposed)
-//   S = softcap(scale * S) + mask        (keys outside the row's window: -inf)
-//   m' = max(m, rowmax S); P = exp(S - m'); l = l * exp(m - m') + rowsum P
+// Per task (batch, KV head, block of query positions: the rows of all the query
+// heads that share the KV head, see kTaskRows), for each block of at most
+// kKeyBlock visible keys:
+//   S = Q_rows @ K_blk^T                 (register-tiled loop, K pre-transposed)
+//   m' = max(m, rowmax(scale * S))       (softcap / mask applied first where set)
+//   P = exp(scale * S - m'); l = l * exp(m - m') + rowsum P   (one fused pass)
 //   O = O * exp(m - m') + P @ V_blk      (same register-tiled loop)
 // and finally out = O / l. Nothing of size Sq x Sk is ever materialised, and
 // key blocks entirely outside a causal / sliding window are skipped. The two
@@ -57,12 +58,6 @@ constexpr int kRows = 4;
 constexpr int kCols = kVec >= 16 ? 4 : 2;
 constexpr int64_t kColStep = kCols * kVec;
 static_assert(kKeyPadding % kColStep == 0, "key padding must cover the widest column step");
-
-// Query rows per task (keys per softmax step: kKeyBlock, kernels.h). A 64-row
-// block keeps the score tile (64 x 256 floats) and the output accumulator in
-// L2 and gives two threads enough tasks to balance causal work; measured on a
-// 2-core EPYC.
-constexpr int64_t kQueryBlock = 64;
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
@@ -257,46 +252,97 @@ struct Window {
   }
 };
 
+// ---- the blocked path: one task per (batch, KV head, block of query positions) --
+//
+// A task's rows are the query rows of all G = Hq / Hkv query heads that share
+// one KV head, for the same block of positions (row r: head g = r / positions,
+// position q0 + r % positions), gathered into a packed buffer. Every block of
+// K and V is then loaded once for all G heads (grouped-query attention reuses
+// it from L1/L2 instead of reloading it per head), and both products get G times
+// more rows: the M of the register tiles, or of oneDNN's brgemm (AMX tiles are
+// 16 rows; 128 rows reuse each loaded tile of K or V eight times).
+
+// Rows per task, the M of both products. 128 rows x 256 keys of float scores
+// (128 KB), their bf16 probabilities (64 KB), the 128 x Dv float accumulator
+// (64 KB at Dv = 128) and one block of K and V (64 KB each, bf16, D = 128) fit a
+// core's L2 together (1 MB on Zen 4, 2 MB on Sapphire Rapids); more rows would
+// push the score tile out, fewer would reload K/V tiles more often per flop.
+constexpr int64_t kTaskRows = 128;
+
+// The query positions of one task: kTaskRows / G, fewer when that leaves a
+// thread without two tasks to balance causal work, but not below 16 (one AMX
+// tile of rows per head; below that the per-task overhead shows).
+inline int64_t task_positions(const AttentionArgs& args) {
+  const int64_t group = args.heads_q / args.heads_kv;
+  int64_t positions = std::max<int64_t>(1, kTaskRows / group);
+  const int64_t threads = std::max<int64_t>(1, at::get_num_threads());
+  while (positions > 16 &&
+         args.batch * args.heads_kv * ((args.seq_q + positions - 1) / positions) < 2 * threads) {
+    positions /= 2;
+  }
+  return std::min(positions, std::max<int64_t>(1, args.seq_q));
+}
+
 struct Scratch {
-  std::vector<float> scores, acc, row_max, row_sum, staging;
-  std::vector<c10::BFloat16> probs;  // P in bfloat16, for the bf16 dot-product loops
-  explicit Scratch(const AttentionArgs& args)
-      : scores(kQueryBlock * kKeyBlock),
-        acc(kQueryBlock * args.head_dim_v),
-        row_max(kQueryBlock),
-        row_sum(kQueryBlock),
+  std::vector<float> scores, acc, row_max, row_sum, staging, q32;
+  std::vector<c10::BFloat16> probs, q16;  // bf16 products: P and the packed Q rows
+  std::vector<int64_t> lo, hi;            // visible keys per position of the task
+  Scratch(const AttentionArgs& args, int64_t rows, int64_t positions)
+      : scores(rows * kKeyBlock),
+        acc(rows * args.head_dim_v),
+        row_max(rows),
+        row_sum(rows),
         staging(args.head_dim_v),
-        probs(kQueryBlock * kKeyBlock) {}
+        lo(positions),
+        hi(positions) {}
 };
+
+// Row r of the task's packed Q: q[b, h, i, :] converted to T (float or bf16).
+template <typename T>
+inline void pack_q_row(const AttentionArgs& args, int64_t b, int64_t h, int64_t i, T* dst) {
+  const int64_t offset = b * args.q_sb + h * args.q_sh + i * args.q_ss;
+  const int64_t n = args.head_dim;
+  switch (args.q_dtype) {
+    case c10::ScalarType::BFloat16:
+      at::vec::convert(static_cast<const c10::BFloat16*>(args.q_raw) + offset, dst, n);
+      return;
+    case c10::ScalarType::Half:
+      at::vec::convert(static_cast<const c10::Half*>(args.q_raw) + offset, dst, n);
+      return;
+    default:
+      at::vec::convert(static_cast<const float*>(args.q_raw) + offset, dst, n);
+  }
+}
 
 // The two products of a block in float32: S = Q K^T from k transposed, and
 // O += P V. Any CPU (at::vec's vectors of this capability).
 struct FloatProducts {
+  using QType = float;
+  using Prob = float;                             // P is written over the scores
   static constexpr int64_t kKeyAlign = kColStep;  // first key of a task's first block
 
-  const float* q;
-  int64_t ldq;
   const float* kt;
   int64_t ldk;
   const float* v;
   int64_t ldv;
 
-  FloatProducts(const AttentionArgs& args, int64_t b, int64_t h, int64_t hk, int64_t q0,
-                Scratch&)
-      : q(args.q + b * args.q_sb + h * args.q_sh + q0 * args.q_ss),
-        ldq(args.q_ss),
-        kt(args.kt + (b * args.heads_kv + hk) * args.head_dim * args.sk_padded),
+  FloatProducts(const AttentionArgs& args, int64_t b, int64_t hk)
+      : kt(args.kt + (b * args.heads_kv + hk) * args.head_dim * args.sk_padded),
         ldk(args.sk_padded),
         v(args.v + b * args.v_sb + hk * args.v_sh),
         ldv(args.v_ss) {}
 
-  // scores[rows x width] = Q K^T for keys [k0, k0 + width).
-  void scores(int64_t rows, int64_t k0, int64_t width, int64_t d, float* s) const {
-    matmul(rows, width, d, q, ldq, kt + k0, ldk, s, kKeyBlock, false);
+  static std::vector<float>& q_buffer(Scratch& scratch) { return scratch.q32; }
+  static float* prob_rows(Scratch& scratch) { return scratch.scores.data(); }
+
+  // scores[rows x width] = Q K^T for keys [k0, k0 + width), Q packed [rows x d].
+  void scores(int64_t rows, int64_t k0, int64_t width, int64_t d, const float* q,
+              float* s) const {
+    matmul(rows, width, d, q, d, kt + k0, ldk, s, kKeyBlock, false);
   }
-  // acc[rows x dv] += P V over keys [k0, k1), P = the first k1 - k0 scores of each row.
-  void accumulate(int64_t rows, int64_t k0, int64_t k1, int64_t dv, const float* p,
-                  float* acc) const {
+  // acc[rows x dv] += P V over keys [k0, k1); P rows hold zeros up to `width`.
+  void accumulate(int64_t rows, int64_t k0, int64_t k1, int64_t /*width*/, int64_t dv,
+                  const float* p, float* acc) const {
     matmul(rows, dv, k1 - k0, p, kKeyBlock, v + k0 * ldv, ldv, acc, dv, true);
   }
 };
@@ -395,44 +441,40 @@ void matmul_dp(int64_t m, int64_t n, int64_t pairs, const c10::BFloat16* a, int6
   }
 }
 
-// The two products of a block with bf16 factors (AttentionArgs::q16, k_pairs,
-// v_pairs). Key blocks start on a packed block of k_pairs.
+#endif  // FLASH_ATTN2_BF16_DOT
+
+#ifdef FLASH_ATTN2_BF16_DOT
+// The two products of a block with bf16 factors (VDPBF16PS): Q packed in bf16,
+// k_pairs and v_pairs (AttentionArgs). Key blocks start on a packed block of
+// k_pairs. P is rounded to bf16 for O += P V, as sdpa's bf16 path does.
 struct Bf16Products {
+  using QType = c10::BFloat16;
+  using Prob = c10::BFloat16;
   static constexpr int64_t kKeyAlign = kKeyBlock;
 
-  const c10::BFloat16* q;
-  int64_t ldq;
   const c10::BFloat16* k;  // blocks of D/2 rows of kKeyBlock pairs
   int64_t block_size;      // elements per block: D * kKeyBlock
   const c10::BFloat16* v;  // sk_padded/2 rows of Dv pairs
-  c10::BFloat16* probs;
 
-  Bf16Products(const AttentionArgs& args, int64_t b, int64_t h, int64_t hk, int64_t q0,
-               Scratch& scratch)
-      : q(args.q16 + b * args.q_sb + h * args.q_sh + q0 * args.q_ss),
-        ldq(args.q_ss),
-        k(args.k_pairs + (b * args.heads_kv + hk) * args.head_dim * args.sk_padded),
+  Bf16Products(const AttentionArgs& args, int64_t b, int64_t hk)
+      : k(args.k_pairs + (b * args.heads_kv + hk) * args.head_dim * args.sk_padded),
         block_size(args.head_dim * kKeyBlock),
-        v(args.v_pairs + (b * args.heads_kv + hk) * args.sk_padded * args.head_dim_v),
-        probs(scratch.probs.data()) {}
+        v(args.v_pairs + (b * args.heads_kv + hk) * args.sk_padded * args.head_dim_v) {}
 
-  void scores(int64_t rows, int64_t k0, int64_t width, int64_t d, float* s) const {
-    matmul_dp(rows, width, d / 2, q, ldq, k + k0 / kKeyBlock * block_size, 2 * kKeyBlock, s,
+  static std::vector<c10::BFloat16>& q_buffer(Scratch& scratch) { return scratch.q16; }
+  static c10::BFloat16* prob_rows(Scratch& scratch) { return scratch.probs.data(); }
+
+  void scores(int64_t rows, int64_t k0, int64_t width, int64_t d, const c10::BFloat16* q,
+              float* s) const {
+    matmul_dp(rows, width, d / 2, q, d, k + k0 / kKeyBlock * block_size, 2 * kKeyBlock, s,
               kKeyBlock, false);
   }
   // k0 is even (blocks start on a packed block), so key pair (k0 + 2i, k0 + 2i + 1)
-  // is row k0 / 2 + i of v; an odd block length gets a zero partner.
-  void accumulate(int64_t rows, int64_t k0, int64_t k1, int64_t dv, const float* p,
-                  float* acc) const {
-    const int64_t len = k1 - k0;
-    const int64_t even = (len + 1) / 2 * 2;
-    for (int64_t r = 0; r < rows; ++r) {
-      at::vec::convert(p + r * kKeyBlock, probs + r * kKeyBlock, len);
-      if (even > len) {
-        probs[r * kKeyBlock + len] = c10::BFloat16(0.0f);
-      }
-    }
-    matmul_dp(rows, dv, even / 2, probs, kKeyBlock, v + k0 * dv, 2 * dv, acc, dv, true);
+  // is row k0 / 2 + i of v; an odd block length meets the zero after it in P.
+  void accumulate(int64_t rows, int64_t k0, int64_t k1, int64_t /*width*/, int64_t dv,
+                  const c10::BFloat16* p, float* acc) const {
+    const int64_t pairs = (k1 - k0 + 1) / 2;
+    matmul_dp(rows, dv, pairs, p, kKeyBlock, v + k0 * dv, 2 * dv, acc, dv, true);
   }
 };
 #endif  // FLASH_ATTN2_BF16_DOT
@@ -440,30 +482,24 @@ struct Bf16Products {
 #if defined(FLASH_ATTN2_BRGEMM_TABLE) && defined(FLASH_ATTN2_BF16_DOT)
 // The same two products by ATen's batch-reduce GEMM (oneDNN brgemm ukernels,
 // which run on AMX tiles where the CPU has them and on VDPBF16PS otherwise),
-// reading the same packed layouts: q rows as A, a block of k_pairs as B for S,
-// P (bf16) as A and v_pairs as B for O. Every call has N and K from a handful
-// of sizes (whole column steps, blocks of kKeyBlock) and fixed leading
-// dimensions but lda, so oneDNN generates few kernels and caches them.
+// reading the same packed layouts: the task's packed Q as A and a block of
+// k_pairs as B for S (M = the task's rows, N = whole column steps of the block,
+// K = D), P (bf16, zero past the block's keys up to the column step) as A and
+// v_pairs as B for O (N = Dv, K = the block rounded up to a column step). N and
+// K take only a handful of values and the leading dimensions are fixed, so
+// oneDNN generates few kernels and caches them.
 struct BrgemmProducts : Bf16Products {
   using Bf16Products::Bf16Products;
 
-  void scores(int64_t rows, int64_t k0, int64_t width, int64_t d, float* s) const {
-    at::native::cpublas::brgemm(rows, width, d, ldq, kKeyBlock, kKeyBlock, false, q,
+  void scores(int64_t rows, int64_t k0, int64_t width, int64_t d, const c10::BFloat16* q,
+              float* s) const {
+    at::native::cpublas::brgemm(rows, width, d, d, kKeyBlock, kKeyBlock, false, q,
                                 k + k0 / kKeyBlock * block_size, s, true);
   }
-  // P is zero-filled to whole column steps, so K takes only a few values; the
-  // extra keys' values are real or padding rows of v, multiplied by zero.
-  void accumulate(int64_t rows, int64_t k0, int64_t k1, int64_t dv, const float* p,
-                  float* acc) const {
-    const int64_t len = k1 - k0;
-    const int64_t width = (len + kColStep - 1) / kColStep * kColStep;
-    for (int64_t r = 0; r < rows; ++r) {
-      c10::BFloat16* row = probs + r * kKeyBlock;
-      at::vec::convert(p + r * kKeyBlock, row, len);
-      std::fill(row + len, row + width, c10::BFloat16(0.0f));
-    }
-    at::native::cpublas::brgemm(rows, dv, width, kKeyBlock, dv, dv, true, probs, v + k0 * dv,
-                                acc, true);
+  void accumulate(int64_t rows, int64_t k0, int64_t /*k1*/, int64_t width, int64_t dv,
+                  const c10::BFloat16* p, float* acc) const {
+    at::native::cpublas::brgemm(rows, dv, width, kKeyBlock, dv, dv, true, p, v + k0 * dv, acc,
+                                true);
   }
 
   // AMX keeps a tile configuration per thread: hand it back when a thread is done.
@@ -471,69 +507,145 @@ struct BrgemmProducts : Bf16Products {
 };
 #endif  // FLASH_ATTN2_BRGEMM_TABLE
 
+// The row maximum of scale * s over [lo, hi) without writing s: the fused
+// softmax folds the scale into its exponent (scale > 0, so the maximum of
+// scale * s is scale * max s).
+inline float scaled_max(const float* s, int64_t lo, int64_t hi, float scale) {
+  V vmax(kNegInf);
+  int64_t j = lo;
+  for (; j + kVec <= hi; j += kVec) {
+    vmax = at::vec::maximum(vmax, V::loadu(s + j));
+  }
+  float row_max = reduce_max(vmax);
+  for (; j < hi; ++j) {
+    row_max = std::max(row_max, s[j]);
+  }
+  return row_max * scale;
+}
+
+// p[j] = exp(a * s[j] - m) for j in [lo, hi) in Prob (float: in place over s),
+// zeros over [0, lo) and [hi, width); returns the sum of the float values. One
+// pass: the exponent, the row sum and the rounding to bf16 happen together.
+template <typename Prob>
+inline float exp_row(const float* s, int64_t lo, int64_t hi, int64_t width, float a, float m,
+                     Prob* p) {
+  std::fill(p, p + lo, Prob(0.0f));
+  std::fill(p + hi, p + width, Prob(0.0f));
+  const V va(a);
+  const V vm(m);
+  V vsum(0.0f);
+  int64_t j = lo;
+  if constexpr (std::is_same_v<Prob, float>) {
+    for (; j + kVec <= hi; j += kVec) {
+      const V e = at::vec::fmsub(V::loadu(s + j), va, vm).exp_u20();
+      e.store(p + j);
+      vsum = vsum + e;
+    }
+  } else {
+    for (; j + 2 * kVec <= hi; j += 2 * kVec) {
+      const V e0 = at::vec::fmsub(V::loadu(s + j), va, vm).exp_u20();
+      const V e1 = at::vec::fmsub(V::loadu(s + j + kVec), va, vm).exp_u20();
+      at::vec::convert_from_float<Prob>(e0, e1).store(p + j);
+      vsum = vsum + e0 + e1;
+    }
+  }
+  float sum = reduce_sum(vsum);
+  for (; j < hi; ++j) {
+    const float e = std::exp(a * s[j] - m);
+    p[j] = Prob(e);
+    sum += e;
+  }
+  return sum;
+}
+
 template <class Products>
-void attention_block(const AttentionArgs& args, const Window& window, int64_t b, int64_t h,
-                     int64_t q0, Scratch& scratch) {
-  const int64_t rows = std::min(kQueryBlock, args.seq_q - q0);
+void attention_task(const AttentionArgs& args, const Window& window, int64_t b, int64_t hk,
+                    int64_t q0, int64_t positions, Scratch& scratch) {
+  using QType = typename Products::QType;
+  using Prob = typename Products::Prob;
+  const int64_t group = args.heads_q / args.heads_kv;
+  const int64_t count = std::min(positions, args.seq_q - q0);  // positions of this task
+  const int64_t rows = group * count;
   const int64_t d = args.head_dim;
   const int64_t dv = args.head_dim_v;
-  const int64_t hk = h / (args.heads_q / args.heads_kv);
-  const Products products(args, b, h, hk, q0, scratch);
-  const float* mask =
-      args.mask == nullptr ? nullptr : args.mask + b * args.m_sb + h * args.m_sh + q0 * args.m_ss;
+  const Products products(args, b, hk);
+  auto head_of = [&](int64_t r) { return hk * group + r / count; };
+  auto position_of = [&](int64_t r) { return q0 + r % count; };
+
+  std::vector<QType>& q = Products::q_buffer(scratch);
+  q.resize(rows * d);
+  for (int64_t r = 0; r < rows; ++r) {
+    pack_q_row(args, b, head_of(r), position_of(r), q.data() + r * d);
+  }
   float* scores = scratch.scores.data();
+  Prob* probs = Products::prob_rows(scratch);
   float* acc = scratch.acc.data();
   float* row_max = scratch.row_max.data();
   float* row_sum = scratch.row_sum.data();
   std::fill_n(acc, rows * dv, 0.0f);
   std::fill_n(row_max, rows, kNegInf);
   std::fill_n(row_sum, rows, 0.0f);
+  for (int64_t i = 0; i < count; ++i) {
+    scratch.lo[i] = window.lo(q0 + i);
+    scratch.hi[i] = window.hi(q0 + i);
+  }
+  // Without mask or softcap the scores need no pass of their own: the scale
+  // goes into the exponent.
+  const bool transform = args.mask != nullptr || args.softcap > 0.0f;
 
-  // lo and hi are non-decreasing in i, so the block's keys are [lo(first),
-  // hi(last)). Starting on a column step (or a packed block) keeps every score
-  // tile inside the packed keys.
-  const int64_t keys_begin = window.lo(q0) / Products::kKeyAlign * Products::kKeyAlign;
-  const int64_t keys_end = window.hi(q0 + rows - 1);
+  // lo and hi are non-decreasing in the position, so the task's keys are
+  // [lo(first), hi(last)). Starting on a column step (or a packed block) keeps
+  // every score tile inside the packed keys.
+  const int64_t keys_begin = scratch.lo[0] / Products::kKeyAlign * Products::kKeyAlign;
+  const int64_t keys_end = scratch.hi[count - 1];
   for (int64_t k0 = keys_begin; k0 < keys_end; k0 += kKeyBlock) {
     const int64_t k1 = std::min(k0 + kKeyBlock, keys_end);
-    // Scores are computed for whole column steps; kt is zero-padded past Sk.
+    // Whole column steps: kt and the packed keys are zero past Sk.
     const int64_t width = (k1 - k0 + kColStep - 1) / kColStep * kColStep;
-    products.scores(rows, k0, width, d, scores);
+    products.scores(rows, k0, width, d, q.data(), scores);
     for (int64_t r = 0; r < rows; ++r) {
       float* s = scores + r * kKeyBlock;
-      const int64_t lo = std::clamp(window.lo(q0 + r), k0, k1) - k0;
-      const int64_t hi = std::clamp(window.hi(q0 + r), k0, k1) - k0;
+      Prob* p = probs + r * kKeyBlock;
+      const int64_t i = r % count;
+      const int64_t lo = std::clamp(scratch.lo[i], k0, k1) - k0;
+      const int64_t hi = std::clamp(scratch.hi[i], k0, k1) - k0;
       if (lo >= hi) {
-        std::fill(s, s + (k1 - k0), 0.0f);
+        std::fill(p, p + width, Prob(0.0f));
         continue;
       }
-      std::fill(s, s + lo, 0.0f);
-      std::fill(s + hi, s + (k1 - k0), 0.0f);
-      const float* mask_row = mask == nullptr ? nullptr : mask + r * args.m_ss + k0;
-      const float block_max =
-          prepare_scores(s, lo, hi, mask_row, args.scale, args.softcap);
+      float block_max;
+      float exponent_scale = args.scale;
+      if (transform) {
+        const float* mask_row =
+            args.mask == nullptr ? nullptr
+                                 : args.mask + b * args.m_sb + head_of(r) * args.m_sh +
+                                       position_of(r) * args.m_ss + k0;
+        block_max = prepare_scores(s, lo, hi, mask_row, args.scale, args.softcap);
+        exponent_scale = 1.0f;
+      } else {
+        block_max = scaled_max(s, lo, hi, args.scale);
+      }
       const float new_max = std::max(row_max[r], block_max);
       if (new_max == kNegInf) {  // every score so far is -inf: nothing to add
-        std::fill(s + lo, s + hi, 0.0f);
+        std::fill(p, p + width, Prob(0.0f));
         continue;
       }
       const float correction = std::exp(row_max[r] - new_max);  // 0 on the first block
-      const float block_sum = exponentiate(s, lo, hi, new_max);
+      const float block_sum = exp_row(s, lo, hi, width, exponent_scale, new_max, p);
       if (correction != 1.0f) {
         scale_row(acc + r * dv, dv, correction);
       }
       row_sum[r] = row_sum[r] * correction + block_sum;
       row_max[r] = new_max;
     }
-    products.accumulate(rows, k0, k1, dv, scores, acc);
+    products.accumulate(rows, k0, k1, width, dv, probs, acc);
   }
 
   const int64_t element = c10::elementSize(args.out_dtype);
-  char* out = static_cast<char*>(args.out) +
-              (b * args.o_sb + h * args.o_sh + q0 * args.o_ss) * element;
   for (int64_t r = 0; r < rows; ++r) {
-    store_row(args, out + r * args.o_ss * element, acc + r * dv, row_sum[r],
-              scratch.staging.data());
+    char* out = static_cast<char*>(args.out) +
+                (b * args.o_sb + head_of(r) * args.o_sh + position_of(r) * args.o_ss) * element;
+    store_row(args, out, acc + r * dv, row_sum[r], scratch.staging.data());
   }
 }
 
@@ -541,20 +653,25 @@ template <class Products>
 void attention_with(const AttentionArgs& args) {
   const Window window{args.seq_k - args.seq_q, args.window_left, args.window_right,
                       args.seq_k};
-  const int64_t q_blocks = (args.seq_q + kQueryBlock - 1) / kQueryBlock;
-  const int64_t tasks = args.batch * args.heads_q * q_blocks;
+  const int64_t positions = task_positions(args);
+  const int64_t rows = args.heads_q / args.heads_kv * positions;
+  const int64_t q_blocks = (args.seq_q + positions - 1) / positions;
+  const int64_t tasks = args.batch * args.heads_kv * q_blocks;
   // Causal blocks near the end of the sequence cost more than those near the
   // start; dealing tasks round-robin gives every thread a similar mix (a
   // contiguous split would give one thread all the long rows of a head).
   const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), tasks));
   at::parallel_for(0, workers, 1, [&](int64_t begin, int64_t end) {
-    Scratch scratch(args);
+    Scratch scratch(args, rows, positions);
+    if constexpr (!std::is_same_v<typename Products::Prob, float>) {
+      scratch.probs.resize(rows * kKeyBlock);
+    }
     for (int64_t worker = begin; worker < end; ++worker) {
       for (int64_t task = worker; task < tasks; task += workers) {
         const int64_t qb = task % q_blocks;
         const int64_t bh = task / q_blocks;
-        attention_block<Products>(args, window, bh / args.heads_q, bh % args.heads_q,
-                                  qb * kQueryBlock, scratch);
+        attention_task<Products>(args, window, bh / args.heads_kv, bh % args.heads_kv,
+                                 qb * positions, positions, scratch);
       }
     }
     if constexpr (requires { Products::release(); }) {

@@ -78,8 +78,12 @@ CAPABILITIES = _capabilities()
 
 @pytest.fixture(params=CAPABILITIES)
 def capability(request):
+    """The loop copy under test, with the per-shape choice of torch's sdpa switched off:
+    every call runs these loops."""
     previous = flash_attn2.set_cpu_capability(request.param)
+    previous_dispatch = flash_attn2.set_attention_dispatch("kernel")
     yield request.param
+    flash_attn2.set_attention_dispatch(previous_dispatch)
     flash_attn2.set_cpu_capability(previous)
 
 
@@ -435,6 +439,83 @@ def test_flash_attn_func_under_torch_compile():
     compiled = torch.compile(flash_attn2.flash_attn_func, fullgraph=True)
     out = compiled(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=True)
     check(out.transpose(1, 2), reference(q, k, v, causal=True), torch.float32)
+
+
+# ---- the per-shape choice between these loops and torch's sdpa ----------------------
+#
+# Whatever is chosen, the result is the attention asked for: torch runs only where it
+# computes exactly the same problem, and every other problem keeps the loops.
+
+
+@pytest.fixture
+def dispatch():
+    """Sets a dispatch mode for one test and puts the previous one back."""
+    previous = flash_attn2.set_attention_dispatch("auto")
+    yield flash_attn2.set_attention_dispatch
+    flash_attn2.set_attention_dispatch(previous)
+
+
+# (batch, heads_q, heads_kv, seq_q, seq_k, head_dim), causal: problems torch's sdpa computes
+# exactly as we do (GQA included: it runs with enable_gqa=True).
+EQUIVALENT = [
+    ((1, 8, 2, 70, 70, 64), True),  # causal prefill, Sq == Sk
+    ((2, 4, 4, 33, 90, 64), False),  # full attention, Sq != Sk
+    ((1, 8, 2, 1, 300, 128), True),  # a decode step: sees every key
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("case", EQUIVALENT, ids=str)
+@pytest.mark.parametrize("mode", ["torch", "auto"])
+def test_equivalent_problems_are_right_either_way(dispatch, mode, case, dtype):
+    dispatch(mode)
+    shape, causal = case
+    q, k, v = qkv(*shape, dtype, seed=5)
+    expected = reference(q, k, v, causal=causal)
+    for _ in range(2):  # auto: the first call decides, the second runs the choice
+        check(flash_attn2.attention(q, k, v, causal=causal), expected, dtype)
+        out = torch.full_like(q, float("nan")).transpose(1, 2).contiguous().transpose(1, 2)
+        check(flash_attn2.attention(q, k, v, causal=causal, out=out), expected, dtype)
+
+
+@pytest.mark.parametrize("problem", ["mask", "softcap", "window", "chunked causal"])
+def test_other_problems_keep_the_loops_in_torch_mode(dispatch, problem):
+    """Torch's sdpa would compute something else here (fully masked rows, no softcap, no
+    window, top-left causal alignment): the loops run even when torch is asked for."""
+    dispatch("torch")
+    seq_q, seq_k = (37, 290) if problem == "chunked causal" else (50, 50)
+    q, k, v = qkv(1, 4, 2, seq_q, seq_k, 64, torch.float32, seed=6)
+    mask = torch.rand(1, 1, seq_q, seq_k, generator=torch.Generator().manual_seed(1)) > 0.3
+    mask[..., 7, :] = False  # a fully masked row: zeros here, NaN in sdpa's math path
+    kwargs: dict = {"causal": problem == "chunked causal"}
+    if problem == "softcap":
+        kwargs["softcap"] = 5.0
+    if problem == "window":
+        kwargs["window_size"] = (8, 0)
+    got = flash_attn2.attention(q, k, v, mask if problem == "mask" else None, **kwargs)
+    expected = reference(q, k, v, mask if problem == "mask" else None,
+                         causal=kwargs["causal"], softcap=kwargs.get("softcap", 0.0),
+                         window=kwargs.get("window_size", (-1, -1)))
+    check(got, expected, torch.float32)
+
+
+def test_auto_records_one_decision_per_bucket(dispatch):
+    dispatch("auto")
+    q, k, v = qkv(1, 4, 1, 40, 40, 64, torch.float32, seed=7)
+    flash_attn2.attention(q, k, v, causal=True)
+    q2, k2, v2 = qkv(1, 4, 1, 50, 50, 64, torch.float32, seed=8)  # same bucket (<= 64)
+    flash_attn2.attention(q2, k2, v2, causal=True)
+    lines = [line for line in flash_attn2.attention_dispatch_decisions()
+             if "[1, 4/1 heads, seq_q<=64, seq_k<=64, d 64] causal" in line]
+    assert len(lines) == 1, flash_attn2.attention_dispatch_decisions()
+    assert lines[0].startswith("Float") and ("kernel (" in lines[0] or "torch sdpa (" in lines[0])
+    assert f"loops {flash_attn2.cpu_capability()}" in lines[0]
+
+
+def test_unknown_mode_is_rejected(dispatch):
+    with pytest.raises(RuntimeError, match=r"'fastest' is not a dispatch mode; choose auto"):
+        flash_attn2.set_attention_dispatch("fastest")
+    assert flash_attn2.set_attention_dispatch("kernel") == "auto"
 
 
 # ---- CUDA -----------------------------------------------------------------------------

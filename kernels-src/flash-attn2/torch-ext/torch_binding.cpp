@@ -18,6 +18,8 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   // Tensor-free, so they take no dispatch key.
   ops.def("cpu_capability() -> str", &cpu_capability);
   ops.def("set_cpu_capability(str capability) -> str", &set_cpu_capability);
+  ops.def("set_attention_dispatch(str mode) -> str", &set_attention_dispatch);
+  ops.def("attention_dispatch_decisions() -> str[]", &attention_dispatch_decisions);
 #endif
 #if defined(CUDA_KERNEL)
   ops.impl("attention", c10::kCUDA, &attention_cuda);

@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 // out = attention(q, k, v): see flash_attn2_cpu/kernels.h for the exact definition.
 void attention_out_cpu(at::Tensor& out, const at::Tensor& q, const at::Tensor& k,
@@ -29,3 +30,9 @@ at::Tensor attention_cuda(const at::Tensor& q, const at::Tensor& k, const at::Te
 // for tests and benchmarks (returns the previous choice).
 std::string cpu_capability();
 std::string set_cpu_capability(const std::string& capability);
+
+// How the CPU op chooses between its loops and torch's own sdpa per shape
+// (flash_attn2_cpu/dispatch.h): "auto", "kernel" or "torch"; returns the
+// previous mode. And the choices made so far, one line each.
+std::string set_attention_dispatch(const std::string& mode);
+std::vector<std::string> attention_dispatch_decisions();

@@ -51,9 +51,28 @@ struct SiluMulArgs {
   DType dtype;
 };
 
+// A SwiGLU MLP for a few rows (a decode step): out = down(silu(gate) * up)
+// (+ residual), gate = x w_gate^T, up = x w_up^T, every weight read once per
+// call for all rows. Products are rounded to the dtype where PyTorch's
+// matmuls would round them (gate, up, the down projection, the residual sum),
+// silu(gate) * up as silu_mul rounds it (once).
+struct MlpArgs {
+  const void* x;         // [rows, hidden]
+  const void* w_gate;    // [inter, hidden]
+  const void* w_up;      // [inter, hidden]
+  const void* w_down;    // [hidden, inter]
+  const void* residual;  // [rows, hidden] or nullptr
+  void* act;             // [rows, inter] in the dtype: silu(gate) * up
+  void* out;             // [rows, hidden]
+  int64_t rows;
+  int64_t hidden;
+  int64_t inter;
+  DType dtype;
+};
+
 // One set of loops, compiled for one CPU capability. Each entry handles a
-// range [begin, end) of rows (forward/backward), columns (reduce) or
-// elements (silu_mul), so the op layer owns the threads.
+// range [begin, end) of rows (forward/backward), columns (reduce),
+// elements (silu_mul) or weight rows (mlp_*), so the op layer owns the threads.
 struct KernelTable {
   const char* capability;
   void (*forward)(const ForwardArgs&, int64_t begin, int64_t end);
@@ -62,6 +81,10 @@ struct KernelTable {
   void (*reduce)(const void* partial, int64_t blocks, int64_t hidden, void* grad_w, DType dtype,
                  int64_t begin, int64_t end);
   void (*silu_mul)(const SiluMulArgs&, int64_t begin, int64_t end);
+  // act[:, begin:end] from rows [begin, end) of w_gate and w_up.
+  void (*mlp_gate_up)(const MlpArgs&, int64_t begin, int64_t end);
+  // out[:, begin:end] from rows [begin, end) of w_down and all of act.
+  void (*mlp_down)(const MlpArgs&, int64_t begin, int64_t end);
 };
 
 // Defined by kernels_<capability>.cpp. A capability the compiler or target

@@ -13,6 +13,8 @@
 #define RMSNORM_KERNEL_TABLE kernel_table_AVX512_BF16
 #define RMSNORM_BF16_ROWS
 #define RMSNORM_HW_BF16
+// swiglu_mlp's bf16 products by VDPBF16PS (bf16_rows.h: pair_dots).
+#define RMSNORM_BF16_DOT
 #include "kernels_impl.h"
 #else
 #include "kernels.h"

@@ -14,7 +14,10 @@
 #endif
 
 #include <cmath>
+#include <algorithm>
 #include <cstdint>
+#include <type_traits>
+#include <vector>
 
 #ifndef RMSNORM_KERNEL_TABLE
 #error "define RMSNORM_KERNEL_TABLE before including kernels_impl.h"
@@ -160,6 +163,118 @@ void silu_mul_range(const SiluMulArgs& args, int64_t begin, int64_t end) {
   }
 }
 
+// ---- SwiGLU MLP for a few rows (MlpArgs) -----------------------------------
+//
+// Matrix-vector products that stream each weight row once for all rows of x:
+// a decode step reads ~70 MB of MLP weights per layer for 2 flops per weight
+// and row, so the memory stream is the cost. Each weight row is loaded (and
+// widened) once and multiplied by every row of x while it is in registers.
+
+// Rows of x per pass over a weight row (the register budget of the AVX-512 dots).
+constexpr int64_t kDotRows = 4;
+
+// out[m] = w . x_m for m < rows, x_m = x + m * ldx (widened to the compute type);
+// each sum with lane_sum's partial sums (products rounded, then added: no FMA),
+// so every copy of the loops gives the same bits.
+template <typename T>
+inline void dots(const T* __restrict w, const acc_t<T>* __restrict x, int64_t ldx, int64_t rows,
+                 int64_t n, acc_t<T>* out) {
+#ifdef RMSNORM_BF16_ROWS
+  if constexpr (std::is_same_v<T, bf16_t>) {
+    return bf16_rows::dots(w, x, ldx, rows, n, out);
+  }
+#endif
+  for (int64_t m = 0; m < rows; ++m) {
+    const acc_t<T>* xm = x + m * ldx;
+    out[m] = lane_sum<acc_t<T>>(n, [&](int64_t i) { return widen(w[i]) * xm[i]; });
+  }
+}
+
+// Whether this copy multiplies bf16 by bf16 in hardware (VDPBF16PS): x is then
+// read as bf16, not widened first.
+#ifdef RMSNORM_BF16_DOT
+template <typename T>
+constexpr bool kPairDots = std::is_same_v<T, bf16_t>;
+#else
+template <typename T>
+constexpr bool kPairDots = false;
+#endif
+
+// out[m] = w . x_m for every row of x (`rows` of `n` values each): `raw` in the
+// dtype, `wide` the same values widened (empty where kPairDots reads `raw`).
+template <typename T>
+inline void dot_all(const T* w, const T* raw, const std::vector<acc_t<T>>& wide, int64_t rows,
+                    int64_t n, acc_t<T>* out) {
+  for (int64_t m0 = 0; m0 < rows; m0 += kDotRows) {
+    const int64_t count = std::min(kDotRows, rows - m0);
+#ifdef RMSNORM_BF16_DOT
+    if constexpr (kPairDots<T>) {
+      bf16_rows::pair_dots(w, raw + m0 * n, n, count, n, out + m0);
+      continue;
+    }
+#endif
+    dots(w, wide.data() + m0 * n, n, count, n, out + m0);
+  }
+}
+
+// `count` values of x widened to the compute type, unless kPairDots reads them as they are.
+template <typename T>
+inline std::vector<acc_t<T>> widened(const T* x, int64_t count) {
+  std::vector<acc_t<T>> wide;
+  if (!kPairDots<T>) {
+    wide.resize(static_cast<size_t>(count));
+    for (int64_t i = 0; i < count; ++i) {
+      wide[i] = widen(x[i]);
+    }
+  }
+  return wide;
+}
+
+// act[m, j] = round(silu(round(x_m . w_gate[j])) * round(x_m . w_up[j])) for j in [begin, end).
+template <typename T>
+void mlp_gate_up_rows(const MlpArgs& args, int64_t begin, int64_t end) {
+  using A = acc_t<T>;
+  const int64_t n = args.hidden;
+  const int64_t rows = args.rows;
+  const T* x = static_cast<const T*>(args.x);
+  const std::vector<A> xs = widened(x, rows * n);  // once per task, not per weight row
+  const T* w_gate = static_cast<const T*>(args.w_gate);
+  const T* w_up = static_cast<const T*>(args.w_up);
+  T* act = static_cast<T*>(args.act);
+  std::vector<A> gate(static_cast<size_t>(rows));
+  std::vector<A> up(static_cast<size_t>(rows));
+  for (int64_t j = begin; j < end; ++j) {
+    dot_all(w_gate + j * n, x, xs, rows, n, gate.data());
+    dot_all(w_up + j * n, x, xs, rows, n, up.data());
+    for (int64_t m = 0; m < rows; ++m) {
+      act[m * args.inter + j] =
+          narrow<T>(silu(widen(narrow<T>(gate[m]))) * widen(narrow<T>(up[m])));
+    }
+  }
+}
+
+// out[m, j] = round(act_m . w_down[j]) (+ residual[m, j], rounded) for j in [begin, end).
+template <typename T>
+void mlp_down_rows(const MlpArgs& args, int64_t begin, int64_t end) {
+  using A = acc_t<T>;
+  const int64_t n = args.inter;
+  const int64_t rows = args.rows;
+  const T* act = static_cast<const T*>(args.act);
+  const std::vector<A> acts = widened(act, rows * n);
+  const T* w_down = static_cast<const T*>(args.w_down);
+  const T* residual = static_cast<const T*>(args.residual);
+  T* out = static_cast<T*>(args.out);
+  std::vector<A> down(static_cast<size_t>(rows));
+  for (int64_t j = begin; j < end; ++j) {
+    dot_all(w_down + j * n, act, acts, rows, n, down.data());
+    for (int64_t m = 0; m < rows; ++m) {
+      const int64_t at = m * args.hidden + j;
+      const T value = narrow<T>(down[m]);
+      out[at] = residual == nullptr ? value : narrow<T>(widen(residual[at]) + widen(value));
+    }
+  }
+}
+
 // Calls fn(T{}) with the storage type of `dtype`.
 template <typename Fn>
 void with_dtype(DType dtype, const Fn& fn) {
@@ -200,11 +315,24 @@ void silu_mul(const SiluMulArgs& args, int64_t begin, int64_t end) {
   with_dtype(args.dtype, [&](auto tag) { silu_mul_range<decltype(tag)>(args, begin, end); });
 }
 
+void mlp_gate_up(const MlpArgs& args, int64_t begin, int64_t end) {
+  with_dtype(args.dtype, [&](auto tag) { mlp_gate_up_rows<decltype(tag)>(args, begin, end); });
+}
+
+void mlp_down(const MlpArgs& args, int64_t begin, int64_t end) {
+  with_dtype(args.dtype, [&](auto tag) { mlp_down_rows<decltype(tag)>(args, begin, end); });
+}
+
 #define RMSNORM_STRINGIFY_(x) #x
 #define RMSNORM_STRINGIFY(x) RMSNORM_STRINGIFY_(x)
 
-constexpr KernelTable kTable{RMSNORM_STRINGIFY(RMSNORM_CAPABILITY), &forward, &backward, &reduce,
-                             &silu_mul};
+constexpr KernelTable kTable{RMSNORM_STRINGIFY(RMSNORM_CAPABILITY),
+                             &forward,
+                             &backward,
+                             &reduce,
+                             &silu_mul,
+                             &mlp_gate_up,
+                             &mlp_down};
 
 }  // namespace
 

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -236,6 +237,20 @@ std::tuple<Tensor, Tensor> add_rms_norm(Tensor x, Tensor residual, Tensor weight
   return {out, sum};
 }
 
+void add_rms_norm_out(Tensor out, Tensor sum, Tensor x, Tensor residual, Tensor weight,
+                      double eps) {
+  const DType dtype = check_norm_args("add_rms_norm", x, weight);
+  check_like("add_rms_norm", "residual", residual, x);
+  check_like("add_rms_norm", "out", out, x);
+  check_like("add_rms_norm", "sum", sum, x);
+  const Tensor xc = torch::stable::contiguous(x);
+  const Tensor rc = torch::stable::contiguous(residual);
+  const Tensor wc = torch::stable::contiguous(weight);
+  into(sum, xc, [&](Tensor& sum_dst) {
+    into(out, xc, [&](Tensor& dst) { run_forward(xc, rc, wc, dst, &sum_dst, eps, false, dtype); });
+  });
+}
+
 // (grad_x, grad_weight). grad_weight sums over rows: each block of rows adds
 // into its own accumulators (one block per thread), which are then summed in
 // block order, so the result does not depend on thread timing.
@@ -294,6 +309,64 @@ Tensor silu_mul(Tensor gate, Tensor up) {
   return out;
 }
 
+// A weight [rows, cols] of x's dtype, contiguous (nn.Linear's layout).
+void check_weight(const char* what, const Tensor& w, const Tensor& x, int64_t rows, int64_t cols) {
+  STD_TORCH_CHECK(w.is_cpu(), "swiglu_mlp: ", what, " must be a CPU tensor");
+  STD_TORCH_CHECK(w.dim() == 2 && w.size(0) == rows && w.size(1) == cols, "swiglu_mlp: ", what,
+                  " must have shape [", rows, ", ", cols, "], got ", shape_of(w));
+  STD_TORCH_CHECK(w.scalar_type() == x.scalar_type(), "swiglu_mlp: ", what, " dtype (",
+                  torch::headeronly::toString(w.scalar_type()), ") must match x (",
+                  torch::headeronly::toString(x.scalar_type()), ")");
+}
+
+// down(silu(x w_gate^T) * (x w_up^T)) (+ residual), every weight streamed once for
+// all rows of x: the decode step of a SwiGLU MLP in one op (see MlpArgs).
+Tensor swiglu_mlp(Tensor x, Tensor w_gate, Tensor w_up, Tensor w_down,
+                  std::optional<Tensor> residual) {
+  STD_TORCH_CHECK(x.is_cpu(), "swiglu_mlp: expected CPU tensors");
+  const DType dtype = dtype_of("swiglu_mlp", x);
+  STD_TORCH_CHECK(x.dim() >= 1, "swiglu_mlp: x must have at least one dimension");
+  const int64_t hidden = x.size(-1);
+  const int64_t inter = w_gate.dim() == 2 ? w_gate.size(0) : -1;
+  check_weight("w_gate", w_gate, x, inter, hidden);
+  check_weight("w_up", w_up, x, inter, hidden);
+  check_weight("w_down", w_down, x, hidden, inter);
+  const Tensor xc = torch::stable::contiguous(x);
+  Tensor out = torch::stable::empty_like(xc);
+  Tensor rc;
+  if (residual.has_value()) {
+    check_like("swiglu_mlp", "residual", *residual, x);
+    rc = torch::stable::contiguous(*residual);
+  }
+  const int64_t rows = hidden == 0 ? 0 : xc.numel() / hidden;
+  if (rows == 0 || inter == 0) {
+    if (rows > 0) {  // no intermediate features: the projection is zero
+      torch::stable::zero_(out);
+      if (rc.defined()) {
+        torch::stable::copy_(out, rc);
+      }
+    }
+    return out;
+  }
+  const Tensor wg = torch::stable::contiguous(w_gate);
+  const Tensor wu = torch::stable::contiguous(w_up);
+  const Tensor wd = torch::stable::contiguous(w_down);
+  const size_t acc_size = dtype == DType::Double ? sizeof(double) : sizeof(float);
+  std::vector<unsigned char> act(static_cast<size_t>(rows * inter) * acc_size);
+  MlpArgs args{xc.const_data_ptr(), wg.const_data_ptr(), wu.const_data_ptr(),
+               wd.const_data_ptr(), rc.defined() ? rc.const_data_ptr() : nullptr,
+               act.data(),          out.mutable_data_ptr(), rows, hidden, inter, dtype};
+  const KernelTable* table = active_table().load();
+  // Each task streams at least kGrainElements weights per row of x.
+  torch::stable::parallel_for(0, inter, row_grain(hidden * rows), [&](int64_t begin, int64_t end) {
+    table->mlp_gate_up(args, begin, end);
+  });
+  torch::stable::parallel_for(0, hidden, row_grain(inter * rows), [&](int64_t begin, int64_t end) {
+    table->mlp_down(args, begin, end);
+  });
+  return out;
+}
+
 std::string cpu_capability() {
   return active_table().load()->capability;
 }
@@ -317,8 +390,10 @@ TORCH_LIBRARY_IMPL_EXPAND(TORCH_EXTENSION_NAME, CPU, ops) {
   ops.impl("fused_add_rms_norm", TORCH_BOX(&fused_add_rms_norm));
   ops.impl("fused_add_rms_norm_out", TORCH_BOX(&fused_add_rms_norm_out));
   ops.impl("add_rms_norm", TORCH_BOX(&add_rms_norm));
+  ops.impl("add_rms_norm_out", TORCH_BOX(&add_rms_norm_out));
   ops.impl("silu_mul", TORCH_BOX(&silu_mul));
   ops.impl("silu_mul_out", TORCH_BOX(&silu_mul_out));
+  ops.impl("swiglu_mlp", TORCH_BOX(&swiglu_mlp));
 }
 
 // Tensor-free ops have no device to dispatch on.

@@ -21,9 +21,18 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
       "float eps) -> ()");
   // The functional form (for autograd): (rms_norm(x + residual) * weight, x + residual).
   ops.def("add_rms_norm(Tensor x, Tensor residual, Tensor weight, float eps) -> (Tensor, Tensor)");
+  // The same into given tensors: out <- rms_norm(x + residual), sum <- x + residual.
+  ops.def(
+      "add_rms_norm_out(Tensor(a!) out, Tensor(b!) sum, Tensor x, Tensor residual, Tensor weight, "
+      "float eps) -> ()");
   // silu(gate) * up, the SwiGLU activation of the fused RMSNormMLP.
   ops.def("silu_mul(Tensor gate, Tensor up) -> Tensor");
   ops.def("silu_mul_out(Tensor(a!) out, Tensor gate, Tensor up) -> ()");
+  // down(silu(x w_gate^T) * (x w_up^T)) (+ residual): a SwiGLU MLP for a few rows
+  // (decode), each weight streamed once. CPU only.
+  ops.def(
+      "swiglu_mlp(Tensor x, Tensor w_gate, Tensor w_up, Tensor w_down, "
+      "Tensor? residual=None) -> Tensor");
   ops.def("cpu_capability() -> str");
   ops.def("set_cpu_capability(str capability) -> str");
 }

@@ -31,6 +31,7 @@ from .layer import LockedFuncRepository as LockedFuncRepository
 from .layer import LockedLayerRepository as LockedLayerRepository
 from .layer import Mode as Mode
 from .layer import ROCMProperties as ROCMProperties
+from .layer import autotune_report as autotune_report
 from .layer import forget_decisions as forget_decisions
 from .layer import kernelize as kernelize
 from .layer import register_kernel_mapping as register_kernel_mapping

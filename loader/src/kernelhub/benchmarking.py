@@ -1,5 +1,5 @@
 """Timing for the kernels' benchmark scripts (``kernels-src/*/benchmarks/benchmark.py``)
-and for ``kernelize(verify=True)``'s decisions (:mod:`kernelhub.layer.verify_timing`).
+and for autotuning's decisions (``kernelize(autotune=True)``, :mod:`kernelhub.layer.autotune.timing`).
 
 Every kernel's benchmark compares candidates (our op, eager, torch.compile, a copy) in one
 run, often on a machine other processes share. Two rules keep those same-run ratios fair,

@@ -203,14 +203,18 @@ def build_parser() -> argparse.ArgumentParser:
                           help="every variant, not only the one this system loads")
     download.set_defaults(func=_download)
 
-    verify = sub.add_parser(
-        "verify-report",
-        help="what kernelize(verify=True) decided per layer and shape, and why (from the cache)",
-    )
-    verify.add_argument("--name", help="only this layer or function name (e.g. RMSNorm)")
-    verify.add_argument("--forget", action="store_true",
-                        help="remove these decisions, so the next run measures them again")
-    verify.set_defaults(func=_print_verify_report)
+    for name, help_text in (
+        ("autotune-report", "what autotuning (kernelize(autotune=True)) chose per layer and "
+                            "shape, and why (from the cache)"),
+        ("verify-report", "the former name of autotune-report"),
+    ):
+        report = sub.add_parser(name, help=help_text)
+        report.add_argument("--model", help="only decisions this model used (its name or "
+                                            "path, as from_pretrained was given it)")
+        report.add_argument("--name", help="only this layer or function name (e.g. RMSNorm)")
+        report.add_argument("--forget", action="store_true",
+                            help="remove these decisions, so the next run measures them again")
+        report.set_defaults(func=_autotune_report)
     parser.set_defaults(commands=frozenset(sub.choices))
     return parser
 
@@ -242,28 +246,33 @@ def _download(args: argparse.Namespace) -> None:
         print(path)
 
 
-def _print_verify_report(args: argparse.Namespace) -> None:
-    from .layer.verify import forget_decisions, stored_decisions
+def _autotune_report(args: argparse.Namespace) -> None:
+    from .layer.autotune.report import forget_decisions
+    from .layer.autotune.store import stored_records
 
-    records = [r for r in stored_decisions()
-               if args.name is None or r["key"].get("name") == args.name]
+    if args.command == "verify-report":
+        print("kernelhub verify-report is deprecated: use kernelhub autotune-report",
+              file=sys.stderr)
+    records = stored_records(args.name, args.model)
     if not records:
-        print("no verification decisions cached (run a model with kernelize(..., verify=True))")
+        print("no autotuning decisions cached" + (f" for {args.model}" if args.model else "")
+              + " (run a model with kernelize(..., autotune=True))")
         return
     if args.forget:
-        removed = forget_decisions(name=args.name)
-        print(f"forgot {removed} verification decision{'s' if removed != 1 else ''}; the next "
-              "run with verify=True measures again")
+        removed = forget_decisions(args.model, args.name)
+        print(f"forgot {removed} autotuning decision{'s' if removed != 1 else ''}; the next "
+              "run with autotune=True measures again")
         return
     for record in records:
-        key, d = record["key"], record["decision"]
+        key, d = record.key, record.decision
         times = ""
-        if d.get("kernel_s") is not None and d.get("pytorch_s") is not None:
-            times = f" [kernel {d['kernel_s'] * 1e3:.3f} ms, pytorch {d['pytorch_s'] * 1e3:.3f} ms]"
-        chosen = "kernel" if d["use_kernel"] else "pytorch"
-        print(f"{key['name']} ({key['kernel']}) {key['bucket']}: {chosen} — {d['reason']}{times}")
-        print(f"    on {key['device']}, torch {key['torch']}, {key['threads']} threads; "
-              f"reference {key['pytorch']}")
+        if d.kernel_s is not None and d.pytorch_s is not None:
+            times = f" [kernel {d.kernel_s * 1e3:.3f} ms, pytorch {d.pytorch_s * 1e3:.3f} ms]"
+        print(f"{key.get('name')} ({key.get('kernel')}) {key.get('bucket')}: {d.chosen} — "
+              f"{d.reason}{times}")
+        print(f"    on {key.get('device')}, torch {key.get('torch')}, {key.get('threads')} "
+              f"threads; reference {key.get('reference')} ({key.get('reference_version')})"
+              + (f"; used by {', '.join(record.models)}" if record.models else ""))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

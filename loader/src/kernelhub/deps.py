@@ -43,7 +43,7 @@ class KernelDependency(Record, frozen=True):
     version: int | None = None
     revision: str | None = None
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, *_args: object, **_kwargs: object) -> None:
         if (self.version is None) == (self.revision is None):
             raise DependencyError(f"dependency {self.repo_id}: give exactly one of version "
                                   "and revision")

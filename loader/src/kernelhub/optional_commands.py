@@ -17,16 +17,15 @@ what to install.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 
 from .errors import KernelHubError
+from .records import Record
 
 GROUP = "kernelhub.commands"
 
 
-@dataclass(frozen=True)
-class Known:
+class Known(Record, frozen=True):
     """A command of a kernelhub distribution, listed in the help even when not installed."""
 
     distribution: str

@@ -14,9 +14,17 @@ twenty value types, against a budget of 20 ms for ``import kernelhub`` plus a wa
   ``__init__``, after the positional ones), ``compare=False`` fields (left out of
   equality, hashing and ordering, as a dataclass field with ``compare=False``) and
   ``repr=False`` fields (left out of ``__repr__``);
-* ``__init__`` takes the positional fields positionally or by keyword, then calls
-  ``__post_init__`` if the class has one; ``__eq__`` compares the compared fields of two
-  instances of the same class; ``__repr__`` is ``Name(field=value, ...)``;
+* the constructor takes the positional fields positionally or by keyword; ``__eq__``
+  compares the compared fields of two instances of the same class; ``__repr__`` is
+  ``Name(field=value, ...)``;
+* a class that checks or normalises its values defines ``__post_init__``, as a
+  dataclass does. It runs after ``Record.__new__`` has set the fields: Python calls it as
+  the instance's ``__init__``, so it is handed the constructor's arguments too and
+  ignores them (``def __post_init__(self, *_args: object, **_kwargs: object)``). So
+  constructing a checked value goes from the caller into the class's own module and
+  back, never through this module into the class again (``benchmarks/module_path.py``
+  counts such returns). Copies and pickles are rebuilt through ``__new__`` from the
+  field values, without running the check again;
 * ``frozen=True`` refuses assignment (``dataclasses.FrozenInstanceError``, an
   AttributeError) and hashes by the compared fields; ``order=True`` compares them as
   tuples;
@@ -29,6 +37,7 @@ calls and frozen fields are checked as before.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Callable
 from dataclasses import FrozenInstanceError
@@ -67,6 +76,10 @@ def field(*, default: Any = _MISSING, default_factory: Callable[[], Any] | None 
     return _Field(default, default_factory, kw_only, compare, repr)
 
 
+_FACTORY: object = getattr(dataclasses, "_HAS_DEFAULT_FACTORY", "<factory>")
+"""What a dataclass's signature shows as the default of a field with a factory."""
+
+
 class _Signature:
     """``inspect.signature`` of a Record class: its fields as ``__init__`` takes them, as a
     dataclass shows them (``help()``, IDEs and the ecosystem-API comparison read it).
@@ -77,7 +90,7 @@ class _Signature:
         params = [
             P(name, P.POSITIONAL_OR_KEYWORD if name in owner._positional else P.KEYWORD_ONLY,
               default=(P.empty if (d := owner._defaults.get(name, _MISSING)) is _MISSING
-                       else d.factory() if isinstance(d, _Field) and d.factory else d))
+                       else _FACTORY if isinstance(d, _Field) else d))
             for name in owner._fields
         ]
         positional = [p for p in params if p.kind is P.POSITIONAL_OR_KEYWORD]
@@ -142,11 +155,14 @@ class Record:
             methods["__hash__"] = None  # mutable and compared by value: unhashable
         if order:
             methods.update({name: _ordered(compare) for name, compare in _ORDER.items()})
+        if (check := cls.__dict__.get("__post_init__")) is not None:
+            methods["__init__"] = _runs_as_init(cls, check)
         for name, value in methods.items():
             setattr(cls, name, value)
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        positional, name = self._positional, type(self).__name__
+    def __new__(cls: type[R], *args: object, **kwargs: object) -> R:
+        self = object.__new__(cls)
+        positional, name = cls._positional, cls.__name__
         if len(args) > len(positional):
             raise TypeError(
                 f"{name}() takes {len(positional)} positional arguments but {len(args)} "
@@ -168,8 +184,11 @@ class Record:
             else:
                 value = default
             object.__setattr__(self, key, value)
-        if (post_init := getattr(self, "__post_init__", None)) is not None:
-            post_init()
+        return self
+
+    def __getnewargs_ex__(self) -> tuple[tuple[()], dict[str, object]]:
+        """What copies and pickles pass to ``__new__``: the fields, by name."""
+        return (), {key: getattr(self, key) for key in self._fields}
 
     def _values(self) -> tuple[Any, ...]:
         return tuple(getattr(self, key) for key in self._compared)
@@ -207,6 +226,19 @@ def asdict(record: Record) -> dict[str, object]:
 _ORDER: dict[str, Callable[[tuple[Any, ...], tuple[Any, ...]], bool]] = {
     "__lt__": tuple.__lt__, "__le__": tuple.__le__, "__gt__": tuple.__gt__, "__ge__": tuple.__ge__,
 }
+
+
+def _runs_as_init(cls: type, check: Callable[..., None]) -> Callable[..., None]:
+    """``check``, which Python will call as ``__init__`` with the constructor's arguments;
+    refused at class definition when it cannot take them."""
+    code = getattr(check, "__code__", None)
+    if code is None or code.co_flags & _TAKES_ANY != _TAKES_ANY:
+        raise TypeError(f"{cls.__qualname__}.__post_init__ runs as __init__: declare it "
+                        "(self, *_args: object, **_kwargs: object) (see kernelhub.records)")
+    return check
+
+
+_TAKES_ANY = inspect.CO_VARARGS | inspect.CO_VARKEYWORDS
 
 
 def _refuse_assignment(self: Record, name: str, *value: object) -> None:

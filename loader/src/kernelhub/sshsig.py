@@ -176,11 +176,13 @@ def load_signing_key(path: Path | str, passphrase: str | None = None) -> Signing
             "package; pip install bcrypt, or sign with an unprotected key kept as a CI secret"
         ) from None
     except (ValueError, TypeError) as e:
-        hint = (
-            "set KERNELHUB_SIGNING_KEY_PASSPHRASE"
-            if "password" in str(e).lower()
-            else "give the private key file made by ssh-keygen -t ed25519 (not the .pub)"
-        )
+        protected = _passphrase_protected(data)
+        if protected and passphrase is None:
+            hint = "set KERNELHUB_SIGNING_KEY_PASSPHRASE"
+        elif protected is False and passphrase is not None:
+            hint = "the key has no passphrase: unset KERNELHUB_SIGNING_KEY_PASSPHRASE"
+        else:
+            hint = "give the private key file made by ssh-keygen -t ed25519 (not the .pub)"
         raise SigningKeyError(f"{path}: not a usable OpenSSH private key ({e}); {hint}") from None
     if not isinstance(key, Ed25519PrivateKey):
         raise SigningKeyError(
@@ -188,6 +190,33 @@ def load_signing_key(path: Path | str, passphrase: str | None = None) -> Signing
             "supported; release signing uses Ed25519 keys (ssh-keygen -t ed25519)"
         )
     return SigningKey(path, key)
+
+
+_PRIVATE_BEGIN = "-----BEGIN OPENSSH PRIVATE KEY-----"
+_PRIVATE_END = "-----END OPENSSH PRIVATE KEY-----"
+_PRIVATE_MAGIC = b"openssh-key-v1\x00"
+
+
+def _passphrase_protected(data: bytes) -> bool | None:
+    """Whether an OpenSSH private key file is passphrase-protected (its cipher is not
+    ``none``, PROTOCOL.key); None when ``data`` is no such file. What a failed read is
+    told from, rather than the wording of cryptography's error."""
+    text = data.decode("ascii", "replace")
+    _, begin, rest = text.partition(_PRIVATE_BEGIN)
+    body, end, _ = rest.partition(_PRIVATE_END)
+    if not (begin and end):
+        return None
+    try:
+        blob = base64.b64decode("".join(body.split()), validate=True)
+    except binascii.Error:
+        return None
+    if not blob.startswith(_PRIVATE_MAGIC):
+        return None
+    try:
+        cipher = _Reader(blob[len(_PRIVATE_MAGIC):]).string()
+    except SignatureError:
+        return None
+    return cipher != b"none"
 
 
 def _signed_data(message: bytes, namespace: str, hash_alg: str) -> bytes:

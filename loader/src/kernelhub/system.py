@@ -273,7 +273,7 @@ class SystemInfo(Record, frozen=True):
     mlx: bool = False
     """Whether MLX is installed (``mlx-metal`` variants need it)."""
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, *_args: object, **_kwargs: object) -> None:
         if self.backend not in ALL_BACKENDS:
             raise KernelHubError(
                 f"unknown backend {self.backend!r}; expected one of {', '.join(ALL_BACKENDS)}"

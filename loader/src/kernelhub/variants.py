@@ -83,7 +83,7 @@ class PythonTag(Record, frozen=True, order=True):
     version: tuple[int, int] = (3, 9)
     abi: str = "abi3"
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, *_args: object, **_kwargs: object) -> None:
         if self.abi not in PYTHON_ABIS:
             raise VariantNameError(
                 f"unknown Python ABI {self.abi!r}; expected one of {', '.join(PYTHON_ABIS)}"
@@ -113,7 +113,7 @@ class Compute(Record, frozen=True, order=True):
     backend: str
     version: tuple[int, ...] = ()
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, *_args: object, **_kwargs: object) -> None:
         if self.backend not in ALL_BACKENDS:
             raise VariantNameError(
                 f"unknown backend {self.backend!r}; expected one of {', '.join(ALL_BACKENDS)}"
@@ -232,7 +232,7 @@ class Variant(Record, frozen=True):
     """COMPILED only: ``"cxx11"`` or ``"cxx98"`` as the name tags it, None when untagged.
     The default is the naming's own: ``cxx11`` on legacy Linux names, untagged otherwise."""
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, *_args: object, **_kwargs: object) -> None:
         kind, naming = self.kind, self.naming
         if kind in _PURE_PYTHON:
             if self.torch is not None or self.arch or self.os or self.python is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from kernelhub.layer import clear_layer_cache
@@ -30,3 +31,24 @@ def fresh_mapping() -> Iterator[None]:
     yield
     _MAPPING.reset(token)
     clear_layer_cache()
+
+
+@pytest.fixture(scope="session")
+def autotune_hub(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The autotune tests' kernel (kh_autotune_toy), published once to a LocalHub."""
+    from kh_autotune_toy import publish_autotune_toy
+
+    return publish_autotune_toy(tmp_path_factory.mktemp("autotune-hub"))
+
+
+@pytest.fixture
+def autotune_env(autotune_hub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                 ) -> Iterator[Path]:
+    """That hub, an empty cache (yielded), and no decision held by this process."""
+    from kernelhub.layer.autotune import clear_decisions
+
+    monkeypatch.setenv("KERNELHUB_HUB", str(autotune_hub))
+    monkeypatch.setenv("KERNELHUB_CACHE", str(tmp_path / "cache"))
+    clear_decisions()
+    yield tmp_path / "cache"
+    clear_decisions()

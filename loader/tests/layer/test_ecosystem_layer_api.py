@@ -29,8 +29,8 @@ from kernelhub.layer import (
     use_kernelized_func,
 )
 from kernelhub.layer.mapping import as_mode
+from kh_autotune_toy import SiluAndMul
 from kh_toy_layers import TRUSTED_REPO, ToyHub
-from kh_verify_toy import SiluAndMul
 from torch import nn
 
 

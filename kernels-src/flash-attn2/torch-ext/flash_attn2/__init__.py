@@ -23,10 +23,12 @@ from .transformers_interface import attention_forward
 
 __all__ = [
     "attention",
+    "attention_dispatch_decisions",
     "attention_forward",
     "cpu_capability",
     "flash_attn_func",
     "flash_attn_varlen_func",
+    "set_attention_dispatch",
     "set_cpu_capability",
 ]
 
@@ -47,3 +49,19 @@ def set_cpu_capability(capability: str) -> str:
     For tests and benchmarks that compare the loops; returns the previous choice.
     """
     return ops.set_cpu_capability(capability)
+
+
+def set_attention_dispatch(mode: str) -> str:
+    """How the CPU op chooses, per shape, between these loops and torch's own sdpa where
+    both compute the same attention (no mask, softcap or window; causal with Sq == Sk or
+    one query): ``"auto"`` (the default; the first call of a shape bucket times both and
+    the faster runs from then on), ``"kernel"`` (always these loops: bitwise repeatable
+    run to run) or ``"torch"``. The environment variable ``FLASH_ATTN2_DISPATCH`` sets the
+    initial mode. Returns the previous mode."""
+    return ops.set_attention_dispatch(mode)
+
+
+def attention_dispatch_decisions() -> list[str]:
+    """The choices ``"auto"`` made in this process, one line per shape bucket: the shape,
+    what runs, and both best times."""
+    return list(ops.attention_dispatch_decisions())

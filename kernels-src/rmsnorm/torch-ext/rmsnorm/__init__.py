@@ -1,4 +1,5 @@
-"""RMSNorm kernels for PyTorch: rms_norm, fused add + rms_norm, and SwiGLU's silu_mul.
+"""RMSNorm kernels for PyTorch: rms_norm, fused add + rms_norm, SwiGLU's silu_mul and the
+decoder-layer fusions around them (``swiglu_mlp``, ``layers.MLP``, ``layers.DecoderLayer``).
 
 Reduced-precision inputs (bf16/fp16) are computed in float32 and rounded the
 way Transformers' ``LlamaRMSNorm`` rounds (``weight * normed.to(dtype)``), so a
@@ -11,15 +12,18 @@ from __future__ import annotations
 
 from . import _autograd, _fake, layers
 from ._functional import (
+    add_rms_norm,
     cpu_capability,
     fused_add_rms_norm,
     gemma_rms_norm,
     rms_norm,
     set_cpu_capability,
     silu_mul,
+    swiglu_mlp,
 )
 
 __all__ = [
+    "add_rms_norm",
     "cpu_capability",
     "fused_add_rms_norm",
     "gemma_rms_norm",
@@ -27,6 +31,7 @@ __all__ = [
     "rms_norm",
     "set_cpu_capability",
     "silu_mul",
+    "swiglu_mlp",
 ]
 
 # Imported for their side effects: fake implementations and autograd formulas.

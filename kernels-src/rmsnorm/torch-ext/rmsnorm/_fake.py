@@ -55,3 +55,13 @@ def _silu_mul(gate, up):
 @torch.library.register_fake(add_op_namespace_prefix("silu_mul_out"))
 def _silu_mul_out(out, gate, up) -> None:
     return None
+
+
+@torch.library.register_fake(add_op_namespace_prefix("add_rms_norm_out"))
+def _add_rms_norm_out(out, summed, x, residual, weight, eps: float) -> None:
+    return None
+
+
+@torch.library.register_fake(add_op_namespace_prefix("swiglu_mlp"))
+def _swiglu_mlp(x, w_gate, w_up, w_down, residual=None):
+    return _fresh(x)

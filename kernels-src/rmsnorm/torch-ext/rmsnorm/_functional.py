@@ -7,6 +7,7 @@ calls go to the ``*_out`` ops (no autograd, as in PyTorch).
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 from . import _buffers
 from ._ops import ops
@@ -100,6 +101,88 @@ def silu_mul(gate: torch.Tensor, up: torch.Tensor, out: torch.Tensor | None = No
     _no_grad_for_out("silu_mul", gate, up)
     ops.silu_mul_out(out, gate, up)
     return out
+
+
+GEMV_MAX_ROWS = 4
+"""Rows of x up to which :func:`swiglu_mlp` streams the weights in its own op, once for all
+rows. Such a product does 2 flops per weight per row, so a few rows are bound by memory
+bandwidth, where one pass over the weights is all that matters; with more rows the
+arithmetic grows and a blocked matrix product (oneDNN / MKL through ``F.linear``) wins."""
+
+
+def _rows(x: torch.Tensor) -> int:
+    return x.numel() // x.shape[-1] if x.shape[-1] else 0
+
+
+def swiglu_mlp(
+    x: torch.Tensor,
+    w_gate: torch.Tensor,
+    w_up: torch.Tensor,
+    w_down: torch.Tensor,
+    residual: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """``down(silu(x w_gate^T) * (x w_up^T))`` (``+ residual``): a Llama-style MLP.
+
+    Weights in ``nn.Linear``'s layout (``[out, in]``). On CPU without gradients, up to
+    :data:`GEMV_MAX_ROWS` rows (a decode step) run as one op that streams each weight once
+    for all rows and never materialises gate and up; more rows run the matrix products of
+    ``F.linear`` with ``silu_mul`` in place between them and the residual added by the
+    down projection itself (``addmm``). Products are rounded to the dtype where PyTorch's
+    matmuls round them, ``silu(gate) * up`` once (as :func:`silu_mul`).
+    """
+    return fused_swiglu(x, (w_gate, w_up, w_down), (None, None, None), residual)
+
+
+Biases = tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]
+
+
+def fused_swiglu(
+    x: torch.Tensor,
+    weights: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+    biases: Biases,
+    residual: torch.Tensor | None = None,
+    residual_is_scratch: bool = False,
+) -> torch.Tensor:
+    """:func:`swiglu_mlp` with optional biases (gate, up, down), for the layers.
+
+    ``residual_is_scratch``: the caller owns ``residual`` (a fresh sum that nothing else
+    reads), so without gradients the down projection may accumulate into it in place."""
+    w_gate, w_up, w_down = weights
+    grad = _needs_grad(x, *weights, *(b for b in biases if b is not None),
+                       *(() if residual is None else (residual,)))
+    if (x.device.type == "cpu" and not grad and _rows(x) <= GEMV_MAX_ROWS
+            and all(b is None for b in biases)):
+        return ops.swiglu_mlp(x, w_gate, w_up, w_down, residual)
+    gate = F.linear(x, w_gate, biases[0])
+    up = F.linear(x, w_up, biases[1])
+    act = silu_mul(gate, up) if grad else silu_mul(gate, up, out=gate)
+    if residual is None:
+        return F.linear(act, w_down, biases[2])
+    flat_act = act.reshape(-1, act.shape[-1])
+    if residual_is_scratch and not grad and biases[2] is None and residual.is_contiguous():
+        residual.view(-1, residual.shape[-1]).addmm_(flat_act, w_down.t())
+        return residual
+    base = residual.reshape(-1, residual.shape[-1])
+    if biases[2] is not None:
+        base = base + biases[2]
+    return torch.addmm(base, flat_act, w_down.t()).view(residual.shape)
+
+
+def add_rms_norm(
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(rms_norm(x + residual, weight, eps), x + residual)``, both new tensors, one pass.
+
+    The residual add and the norm of every pre-norm decoder layer, without touching
+    ``residual`` (unlike :func:`fused_add_rms_norm`, which updates it in place). On CPU
+    without gradients both come from the output pool (``_buffers``)."""
+    out = _pooled_out(x, residual, weight) if x.device.type == "cpu" else None
+    if out is None:
+        normed, summed = ops.add_rms_norm(x, residual, weight, eps)
+        return normed, summed
+    summed = _buffers.empty(tuple(x.shape), x)
+    ops.add_rms_norm_out(out, summed, x, residual, weight, eps)
+    return out, summed
 
 
 def cpu_capability() -> str:

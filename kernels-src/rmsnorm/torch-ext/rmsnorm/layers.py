@@ -10,15 +10,19 @@ computes beyond float32 summation order.
 
 ``RMSNormMLP`` is a fused kernel for module fusion: it runs on a module laid
 out like :class:`RMSNormMLPLayout` (a post-attention norm and a SwiGLU MLP).
+``MLP`` and ``DecoderLayer`` are the forwards of a model's own MLP and decoder-layer
+classes, with the SwiGLU activation, the residual adds and the post-attention norm
+fused around the matmuls.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from ._functional import gemma_rms_norm, rms_norm, silu_mul
+from ._functional import add_rms_norm, fused_swiglu, gemma_rms_norm, rms_norm
 
 
 def _llama_reference(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -95,28 +99,45 @@ class RMSNormMLPLayout(nn.Module):
         return self.mlp(self.post_attention_layernorm(hidden_states))
 
 
-def _activation_times_up(mlp: nn.Module, gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
-    """act_fn(gate) * up, fused when act_fn is SiLU (every Llama-style MLP)."""
-    act_fn = getattr(mlp, "act_fn", None)
-    if (
-        act_fn is None
-        or isinstance(act_fn, nn.SiLU)
-        or type(act_fn).__name__
-        in (
-            "SiLU",
-            "SiLUActivation",
-        )
-    ):
-        return silu_mul(gate, up)
-    return act_fn(gate) * up
+def _is_silu(act_fn: object) -> bool:
+    """Whether an MLP's ``act_fn`` is SiLU (every Llama-style MLP's, as ACT2FN builds it)."""
+    return act_fn is None or isinstance(act_fn, nn.SiLU) or type(act_fn).__name__ in (
+        "SiLU", "SiLUActivation")
+
+
+_PROJECTIONS = ("gate_proj", "up_proj", "down_proj")
+
+
+def _swiglu_projections(mlp: nn.Module, x: torch.Tensor) -> list[nn.Linear] | None:
+    """``[gate_proj, up_proj, down_proj]`` when ``mlp`` computes
+    ``down_proj(silu(gate_proj(x)) * up_proj(x))`` with plain ``nn.Linear`` projections of
+    ``x``'s dtype; None for anything else (another activation, a quantised or adapter-wrapped
+    projection), which then runs its own forward."""
+    projections = [getattr(mlp, name, None) for name in _PROJECTIONS]
+    if not _is_silu(getattr(mlp, "act_fn", None)):
+        return None
+    if not all(type(p) is nn.Linear and p.weight.dtype == x.dtype for p in projections):
+        return None
+    return projections  # type: ignore[return-value]
+
+
+def _mlp(mlp: nn.Module, x: torch.Tensor, residual: torch.Tensor | None = None,
+         residual_is_scratch: bool = False) -> torch.Tensor:
+    """``mlp(x)`` (``+ residual``), fused where ``mlp`` is a plain SwiGLU MLP."""
+    projections = _swiglu_projections(mlp, x)
+    if projections is None:
+        out = mlp(x)
+        return out if residual is None else residual + out
+    gate, up, down = projections
+    return fused_swiglu(x, (gate.weight, up.weight, down.weight),
+                        (gate.bias, up.bias, down.bias), residual, residual_is_scratch)
 
 
 class RMSNormMLP(nn.Module):
-    """mlp(post_attention_layernorm(x)) with the rms_norm and silu_mul kernels.
+    """mlp(post_attention_layernorm(x)) with the rms_norm kernel and the fused MLP.
 
-    Runs on a module laid out like :class:`RMSNormMLPLayout`. The three
-    projections stay PyTorch matmuls; the norm and the SwiGLU activation run
-    as one pass each instead of four and three eager ops.
+    Runs on a module laid out like :class:`RMSNormMLPLayout`. The norm runs as one
+    pass instead of four eager ops; the MLP as :class:`MLP` runs it.
     """
 
     has_backward: bool = True
@@ -125,7 +146,55 @@ class RMSNormMLP(nn.Module):
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         norm = self.post_attention_layernorm
         mlp = self.mlp
-        normed = _llama_rms_norm(hidden_states, norm.weight, norm.variance_epsilon)
-        gate = F.linear(normed, mlp.gate_proj.weight, mlp.gate_proj.bias)
-        up = F.linear(normed, mlp.up_proj.weight, mlp.up_proj.bias)
-        return mlp.down_proj(_activation_times_up(mlp, gate, up))
+        return _mlp(mlp, _llama_rms_norm(hidden_states, norm.weight, norm.variance_epsilon))
+
+
+class MLP(nn.Module):
+    """``down_proj(act_fn(gate_proj(x)) * up_proj(x))`` with SiLU: the MLP of Llama, Qwen2,
+    Qwen3 and Mistral, fused.
+
+    A decode step (up to ``GEMV_MAX_ROWS`` rows, CPU, no gradients) runs as one op that
+    streams each weight once and never materialises gate and up; longer inputs keep the
+    matrix products and run ``silu(gate) * up`` in one pass, in place. Any other MLP (another
+    activation, quantised or adapter-wrapped projections) runs its own forward.
+    """
+
+    has_backward: bool = True
+    can_torch_compile: bool = True
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if _swiglu_projections(self, x) is None:
+            return type(self).forward(self, x)
+        return _mlp(self, x)
+
+
+def _llama_norm(norm: nn.Module, x: torch.Tensor) -> bool:
+    """Whether ``norm`` is a Llama-style RMSNorm (``weight``, ``variance_epsilon``) of ``x``'s dtype."""
+    weight = getattr(norm, "weight", None)
+    return (isinstance(weight, torch.Tensor) and weight.dtype == x.dtype
+            and isinstance(getattr(norm, "variance_epsilon", None), float))
+
+
+class DecoderLayer(nn.Module):
+    """A pre-norm decoder layer (Llama, Qwen2, Qwen3, Mistral) with the work around its
+    matmuls fused:
+
+    * ``residual + attention`` and ``post_attention_layernorm`` of the sum in one pass
+      (:func:`add_rms_norm`, both results new tensors: the layer's input is left alone);
+    * the MLP as :class:`MLP` runs it, with the second residual added by the down
+      projection itself (``addmm`` into the fresh sum, no separate add).
+
+    Attention, its cache and the input norm run as the layer's own modules (kernelized or
+    not). A layer of another structure runs its own forward.
+    """
+
+    has_backward: bool = True
+    can_torch_compile: bool = True
+
+    def forward(self, hidden_states: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        norm = self.post_attention_layernorm
+        if args or not _llama_norm(norm, hidden_states):
+            return type(self).forward(self, hidden_states, *args, **kwargs)
+        attention, _ = self.self_attn(hidden_states=self.input_layernorm(hidden_states), **kwargs)
+        normed, summed = add_rms_norm(attention, hidden_states, norm.weight, norm.variance_epsilon)
+        return _mlp(self.mlp, normed, summed, residual_is_scratch=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..layer.autotune.renamed import autotune_flag
 from ..layer.kernelize import KernelizeFallback
 from ..layer.kernelize import kernelize as _kernelize
 
@@ -17,8 +18,8 @@ if TYPE_CHECKING:
 
 
 def kernelize(model: nn.Module, *, mode: Any = None, device: Any = None,
-              use_fallback: bool | KernelizeFallback = True, verify: bool = False
-              ) -> nn.Module:
+              use_fallback: bool | KernelizeFallback = True, autotune: bool = False,
+              verify: bool | None = None) -> nn.Module:
     """Replace the forward of every marked layer of ``model`` with its mapped kernel.
 
     ``use_fallback``: ``True`` is ``KernelizeFallback.DEFAULT`` (PyTorch where the mapping
@@ -31,4 +32,5 @@ def kernelize(model: nn.Module, *, mode: Any = None, device: Any = None,
         cases = KernelizeFallback.DEFAULT
     elif use_fallback is False:
         cases = KernelizeFallback.NONE
-    return _kernelize(model, mode=mode, device=device, use_fallback=cases, verify=verify)
+    autotune = autotune_flag(autotune, verify, "kernelize")
+    return _kernelize(model, mode=mode, device=device, use_fallback=cases, autotune=autotune)

@@ -10,17 +10,16 @@ that inspects them runs unchanged.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from .. import metadata as _metadata
+from ..records import Record
 from ..variants import Variant, parse_variant
 
 
-@dataclass(frozen=True)
-class RepoInfo:
+class RepoInfo(Record, frozen=True):
     """Where a loaded kernel came from: the hub repository and the commit."""
 
     repo_id: str
@@ -42,16 +41,14 @@ class KernelName(str):
         return self.replace("-", "_")
 
 
-@dataclass(frozen=True)
-class BackendInfo:
+class BackendInfo(Record, frozen=True):
     """The backend a build is for, and the GPU architectures it declares."""
 
     backend_type: str
     archs: list[str] | None
 
 
-@dataclass(frozen=True)
-class Digest:
+class Digest(Record, frozen=True):
     """A build's file digests: ``files`` maps a relative path to its base64 sha256."""
 
     algorithm: str
@@ -142,8 +139,7 @@ class Metadata:
         return f"Metadata(id={self.id!r}, name={self._m.name!r}, version={self.version!r})"
 
 
-@dataclass(frozen=True)
-class LoadedKernel:
+class LoadedKernel(Record, frozen=True):
     """A kernel imported into this process: its metadata, module, and (for a hub
     kernel) the repository and commit it came from."""
 
@@ -178,8 +174,7 @@ def get_loaded_kernels() -> list[LoadedKernel]:
     return found
 
 
-@dataclass(frozen=True)
-class KernelVariant:
+class KernelVariant(Record, frozen=True):
     """One build variant: ``variant_str`` is its name; the parsed fields (``backend``,
     ``torch``, ``arch``, ``os``) are kernelhub's :class:`~kernelhub.variants.Variant`."""
 
@@ -192,15 +187,13 @@ class KernelVariant:
         return getattr(self.parsed, name)
 
 
-@dataclass(frozen=True)
-class VariantAccepted:
+class VariantAccepted(Record, frozen=True):
     """A variant this system can load."""
 
     variant: KernelVariant
 
 
-@dataclass(frozen=True)
-class VariantRejected:
+class VariantRejected(Record, frozen=True):
     """A variant this system cannot load, and why."""
 
     variant: KernelVariant

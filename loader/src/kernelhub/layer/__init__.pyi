@@ -2,17 +2,21 @@
 # of them. Type checkers read this stub; at run time __init__.py serves the same names,
 # each imported on first use (kernelhub.lazy_names). One line per name.
 from ..system import runtime_device as runtime_device
+from .autotune import autotune_report as autotune_report
+from .autotune import forget_decisions as forget_decisions
+from .autotune import format_report as format_report
+from .autotune import verification_report as verification_report
 from .decorators import replace_kernel_forward_from_hub as replace_kernel_forward_from_hub
 from .decorators import use_kernel_forward_from_hub as use_kernel_forward_from_hub
 from .decorators import use_kernel_func_from_hub as use_kernel_func_from_hub
 from .decorators import use_kernelized_func as use_kernelized_func
+from .forwards import install_forward as install_forward
+from .forwards import kernel_of as kernel_of
+from .forwards import restore_forward as restore_forward
 from .kernelize import KernelizeError as KernelizeError
 from .kernelize import KernelizeFallback as KernelizeFallback
 from .kernelize import clear_layer_cache as clear_layer_cache
-from .kernelize import install_forward as install_forward
-from .kernelize import kernel_of as kernel_of
 from .kernelize import kernelize as kernelize
-from .kernelize import restore_forward as restore_forward
 from .kernelized import KernelizedFunc as KernelizedFunc
 from .kernelized import KernelizedLayer as KernelizedLayer
 from .kernelized import KernelizedLayers as KernelizedLayers
@@ -35,6 +39,3 @@ from .repos import LockedFuncRepository as LockedFuncRepository
 from .repos import LockedLayerRepository as LockedLayerRepository
 from .validate import LayerValidationError as LayerValidationError
 from .validate import validate_layer as validate_layer
-from .verify import forget_decisions as forget_decisions
-from .verify import format_report as format_report
-from .verify import verification_report as verification_report

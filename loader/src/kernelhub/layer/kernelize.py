@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import enum
 import logging
-import types
 import warnings
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -35,7 +34,9 @@ from .. import settings
 from ..errors import KernelHubError, TrustError
 from ..records import Record
 from ..system import RuntimeDevice, runtime_device
+from .autotune import adopt, autotune_flag, autotuned_forward
 from .decorators import KERNEL_FUNCS_ATTR
+from .forwards import install_function, restore_forward
 from .mapping import (
     MODE_FALLBACK_ORDER,
     DeviceRepos,
@@ -50,18 +51,11 @@ from .mapping import (
 )
 from .validate import LayerValidationError as LayerValidationError
 from .validate import forward_of, validate_layer
-from .verify import verified_forward
 
 if TYPE_CHECKING:
     from torch import nn
 
 logger = logging.getLogger(__name__)
-
-_installed: set[Any] = set()
-"""Forward functions kernelize installed: how restore tells its own forwards apart."""
-
-_REPO_ATTR = "_kernelhub_repository"
-"""Instance attribute naming the repository whose kernel runs the instance's forward."""
 
 _layer_cache: dict[tuple[Any, type], type] = {}
 """(repository cache key, model class) → validated layer; loading and checking run once."""
@@ -159,62 +153,13 @@ def _load_layer(repo: Repository, cls: type, failures: dict[Any, Exception]) -> 
     return layer
 
 
-def install_forward(module: nn.Module, layer: type, repo: Repository) -> None:
-    """Run ``layer.forward`` as ``module``'s forward (per instance, undone by restore_forward).
-
-    For callers that place kernels themselves (module fusion) yet want
-    :func:`kernel_of` and :func:`restore_forward` to treat them like kernelize's own.
-    """
-    _install(module, layer, repo)
-
-
-def _slot(module: nn.Module) -> str:
-    """Where ``module``'s own forward lives: ``forward``, or ``_old_forward`` under an
-    accelerate hook (``device_map`` offloading wraps ``forward`` to move inputs to the
-    module's device, then calls ``_old_forward``). Kernels go behind the hook, so an
-    offloaded model keeps its hooks (as Transformers 5.25's kernelize keeps them)."""
-    if "_hf_hook" in module.__dict__ and "_old_forward" in module.__dict__:
-        return "_old_forward"
-    return "forward"
-
-
-def _install(module: nn.Module, layer: type, repo: Repository, verify_as: str | None = None
+def _install(module: nn.Module, layer: type, repo: Repository, autotune_as: str | None = None
              ) -> None:
-    # A plain bound method, as torch.compile expects of a forward; it survives deepcopy
-    # (rebound to the copy), and the function identifies it as ours for restore.
     forward = forward_of(layer)
-    if verify_as is not None:
+    if autotune_as is not None:
         owner: type = type(module)
-        forward = verified_forward(layer, forward, forward_of(owner), verify_as)
-    _installed.add(forward)
-    module.__dict__[_slot(module)] = types.MethodType(forward, module)
-    module.__dict__[_REPO_ATTR] = repo
-
-
-def _our_forward(module: nn.Module) -> Any:
-    current = module.__dict__.get(_slot(module))
-    if (isinstance(current, types.MethodType) and current.__self__ is module
-            and current.__func__ in _installed):
-        return current.__func__
-    return None
-
-
-def restore_forward(module: nn.Module) -> None:
-    """Give ``module`` its class's forward back, if kernelize replaced it."""
-    if _our_forward(module) is not None:
-        slot = _slot(module)
-        if slot == "forward":
-            del module.__dict__["forward"]
-        else:  # what the hook wrapped when it was added: the class's forward
-            module.__dict__[slot] = types.MethodType(forward_of(type(module)), module)
-        module.__dict__.pop(_REPO_ATTR, None)
-
-
-def kernel_of(module: nn.Module) -> Repository | None:
-    """The repository whose kernel runs ``module``'s forward, or None (PyTorch)."""
-    if _our_forward(module) is None:
-        return None
-    return module.__dict__.get(_REPO_ATTR)
+        forward = autotuned_forward(layer, forward, forward_of(owner), autotune_as)
+    install_function(module, forward, repo)
 
 
 def kernelize(
@@ -223,7 +168,8 @@ def kernelize(
     mode: Mode | None = None,
     device: Any = None,
     use_fallback: bool | KernelizeFallback = True,
-    verify: bool = False,
+    autotune: bool = False,
+    verify: bool | None = None,
 ) -> nn.Module:
     """Replace the forward of every marked layer in ``model`` with its mapped kernel.
 
@@ -235,12 +181,14 @@ def kernelize(
     ``use_fallback``: where no kernel applies, keep PyTorch's forward (``True``, the
     default), raise :class:`KernelizeError` for layers the mapping names (``False``), or
     keep it exactly in the cases a :class:`KernelizeFallback` lists.
-    ``verify=True`` keeps PyTorch wherever the kernel is wrong or slower on the shapes
+    ``autotune=True`` keeps PyTorch wherever the kernel is wrong or slower on the shapes
     the model actually runs: each layer's first call per shape bucket runs both and
     decides, and the decision is cached on disk for later processes (see
-    :mod:`kernelhub.layer.verify`; ``verification_report(model)`` says what was chosen).
+    :mod:`kernelhub.layer.autotune`; ``autotune_report(model)`` says what was chosen).
+    ``verify`` is its former name (warns once).
     Returns ``model``. With ``USE_HUB_KERNELS=0`` nothing is changed.
     """
+    autotune = autotune_flag(autotune, verify, "kernelize")
     if not settings.hub_kernels_enabled():
         return model
     cases = fallback_cases(use_fallback)
@@ -251,6 +199,8 @@ def kernelize(
     mapping = get_kernel_mapping()
     failures: dict[Any, Exception] = {}
     warned: set[tuple[Any, ...]] = set()
+    if autotune:
+        adopt(model)  # the stored decisions of its layers name it
     for target in _targets(model):
         restore_forward(target.module)
         condition = getattr(type(target.module), "kernel_condition", None)
@@ -259,7 +209,7 @@ def kernelize(
         devices = mapping.get(target.layer_name, {})
         chosen, case, reasons = _choose(target, devices, where, mode, failures)
         if chosen is not None:
-            _install(target.module, *chosen, verify_as=target.layer_name if verify else None)
+            _install(target.module, *chosen, autotune_as=target.layer_name if autotune else None)
             logger.debug("%s: %s runs %s", target.path, target.layer_name, chosen[1])
             continue
         if case not in cases:

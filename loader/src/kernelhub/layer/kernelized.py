@@ -9,28 +9,25 @@ pickled model reports what it runs.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..records import Record, field
 from .decorators import KERNEL_FUNCS_ATTR
-from .kernelize import kernel_of
+from .forwards import kernel_of
 from .mapping import Repository
 
 if TYPE_CHECKING:
     from torch import nn
 
 
-@dataclass(frozen=True)
-class KernelizedLayer:
+class KernelizedLayer(Record, frozen=True):
     """A layer whose forward runs a kernel, and the repository the kernel came from."""
 
     module: nn.Module
     repo: Repository
 
 
-@dataclass(frozen=True)
-class KernelizedFunc:
+class KernelizedFunc(Record, frozen=True):
     """A function module (attached with ``use_kernelized_func``) that runs a kernel, and
     the repository the kernel came from."""
 
@@ -38,25 +35,12 @@ class KernelizedFunc:
     repo: Repository
 
 
-@dataclass(frozen=True)
-class KernelizedLayers:
+class KernelizedLayers(Record, frozen=True):
     """What :func:`get_kernelized_layers` found: ``layers`` by module name, ``funcs`` by
     (name of the module the function is attached to, function name)."""
 
     layers: dict[str, KernelizedLayer] = field(default_factory=dict)
     funcs: dict[tuple[str, str], KernelizedFunc] = field(default_factory=dict)
-
-
-def kernel_sites(model: nn.Module) -> Iterator[tuple[str, nn.Module]]:
-    """(name, module) of every module kernelize may give a kernel: ``model``'s modules,
-    and the function modules they attach (``_kernel_funcs``, not submodules), named
-    ``<owner>.<function>``."""
-    for name, module in model.named_modules():
-        yield name, module
-        funcs = getattr(module, KERNEL_FUNCS_ATTR, None)
-        if isinstance(funcs, dict):
-            for func_name, func_module in funcs.items():
-                yield f"{name}.{func_name}" if name else func_name, func_module
 
 
 def get_kernelized_layers(model: nn.Module) -> KernelizedLayers:

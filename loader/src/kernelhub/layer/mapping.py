@@ -77,7 +77,7 @@ class _CapabilityRange(Record, frozen=True):
     min_capability: int
     max_capability: int
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, *_args: object, **_kwargs: object) -> None:
         for field in ("min_capability", "max_capability"):
             value = getattr(self, field)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -122,7 +122,7 @@ class Device(Record, frozen=True):
     type: str
     properties: CUDAProperties | ROCMProperties | None = None
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, *_args: object, **_kwargs: object) -> None:
         kind = device_type(self.type, "Device")
         object.__setattr__(self, "type", kind)
         if self.properties is None:

@@ -187,7 +187,7 @@ class _HubRepository(_Takes, frozen=True):
     """False: load a build whose declared GPU architectures leave this GPU out (one
     with a Triton fallback, say)."""
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, *_args: object, **_kwargs: object) -> None:
         check_repo_id(self.repo_id)
         select_spec(self.version, self.revision)  # one of them at most, well-formed
         _check_flags(self)
@@ -245,7 +245,7 @@ class _LocalRepository(_Takes, frozen=True):
     check_arch: bool = field(default=True, kw_only=True)
     """Accepted for the ecosystem's signature; a local build is loaded as it is."""
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, *_args: object, **_kwargs: object) -> None:
         object.__setattr__(self, "repo_path", Path(self.repo_path).expanduser())
         require_bool(self.check_arch, f"{type(self).__name__}.check_arch")
         self._require_target()
@@ -311,7 +311,7 @@ class _LockedRepository(_Takes, frozen=True):
     pinned: LockEntry | None = field(default=None, kw_only=True, repr=False)
     """The caller's distribution's lock entry (see above); found, not given."""
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, *_args: object, **_kwargs: object) -> None:
         _check_flags(self)
         self._require_target()
         if self.lockfile is None and self.pinned is None:

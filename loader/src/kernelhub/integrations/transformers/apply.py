@@ -35,8 +35,8 @@ from ...layer import (
     unsupported_reason,
     use_kernel_mapping,
 )
+from ...layer.autotune import autotune_from_env, autotuned_function
 from ...layer.mapping import MODE_FALLBACK_ORDER
-from ...layer.verify import verified_function, verify_from_env
 from . import attention
 from .failures import load_failure
 from .fusion import apply_fusions
@@ -46,11 +46,12 @@ from .kernel_config import (
     KernelSpec,
     from_transformers,
 )
-from .rebind import bind_globals, unbind_globals
+from .rebind import bind_attention, bind_globals, unbind_attention, unbind_globals
 from .table import (
     ATTENTION_KEY,
     DEFAULT_MAPPING,
     FUNCTION_NAMES,
+    UNVERIFIABLE_LAYERS,
     KernelRef,
     coverage_message,
     function_targets,
@@ -148,11 +149,22 @@ def _supports(obj: Any, mode: Mode) -> bool:
 # -- the four parts ----------------------------------------------------------------
 
 
+_told_unverifiable: set[str] = set()
+
+
 def _apply_layers(model: Any, entries: dict[str, list[Entry]], explicit: set[str],
-                  device: str, mode: Mode, verify: bool) -> None:
+                  device: str, mode: Mode, autotune: bool) -> None:
     mapping: dict[str, Any] = {}
     for name, candidates in entries.items():
         if name == ATTENTION_KEY:
+            continue
+        if autotune and name in UNVERIFIABLE_LAYERS:
+            if name not in _told_unverifiable:
+                _told_unverifiable.add(name)
+                logger.warning("%s: keeping PyTorch's forward with autotune=True (its kernel "
+                               "updates the KV cache, so it cannot be timed against PyTorch on "
+                               "one call); its norm, MLP and attention are verified one by one",
+                               name)
             continue
         function = name in FUNCTION_NAMES
         if function and not has_function_modules(model, name):
@@ -169,11 +181,11 @@ def _apply_layers(model: Any, entries: dict[str, list[Entry]], explicit: set[str
             per_device.setdefault(key, {}).update(dict.fromkeys(entry.modes, repo))
         mapping[name] = per_device
     with use_kernel_mapping(mapping, inherit_mapping=False):
-        kernelize(model, mode=mode, use_fallback=True, verify=verify)
+        kernelize(model, mode=mode, use_fallback=True, autotune=autotune)
 
 
 def _apply_functions(model: Any, entries: dict[str, list[Entry]], explicit: set[str],
-                     device: str, mode: Mode, verify: bool) -> None:
+                     device: str, mode: Mode, autotune: bool) -> None:
     for name, (module, attr) in function_targets(model).items():
         if has_function_modules(model, name):
             continue  # the model's own function modules: kernelized with the layers
@@ -187,8 +199,8 @@ def _apply_functions(model: Any, entries: dict[str, list[Entry]], explicit: set[
                     raise load_failure(spec, name, device, e) from None
                 logger.warning("%s: keeping PyTorch (%s)", name, e)
         if replacement is not None and _supports(replacement, mode):
-            if verify:
-                replacement = verified_function(name, replacement, getattr(module, attr),
+            if autotune:
+                replacement = autotuned_function(name, replacement, getattr(module, attr),
                                                 owner=model)
             bind_globals(model, module, {attr: replacement})
         else:
@@ -206,10 +218,11 @@ def _restore_attention(model: Any) -> None:
 
 
 def _apply_attention(model: Any, entries: dict[str, list[Entry]], explicit: set[str],
-                     device: str, mode: Mode, verify: bool) -> None:
+                     device: str, mode: Mode, autotune: bool) -> None:
     spec = first_serving(entries.get(ATTENTION_KEY, []), mode)
     current = model.config._attn_implementation
     previous = getattr(model, _ATTN_PREVIOUS, None)
+    unbind_attention(model)
     if spec is None or spec.local or (previous is None and current not in ("sdpa", "eager")):
         _restore_attention(model)
         return
@@ -221,8 +234,7 @@ def _apply_attention(model: Any, entries: dict[str, list[Entry]], explicit: set[
         spec.source, version=None if major is not None else spec.version, function=function,
         default_version=major)
     try:
-        name = attention.register(request, allow_all_kernels=spec.trust_remote_code,
-                                  verify=verify)
+        name = attention.register(request, allow_all_kernels=spec.trust_remote_code)
     except KernelHubError as e:
         if ATTENTION_KEY in explicit:
             raise load_failure(spec, ATTENTION_KEY, device, e) from None
@@ -232,12 +244,25 @@ def _apply_attention(model: Any, entries: dict[str, list[Entry]], explicit: set[
     if _supports(chosen, mode):
         setattr(model, _ATTN_PREVIOUS, previous or current)
         if current != name:
-            # Transformers checks the name again, which registers the plain kernel:
-            # put the (possibly verified) function chosen here back afterwards.
             model.set_attn_implementation(name)
-            attention.register_function(name, chosen)
+        if autotune:
+            _autotune_attention(model, request, spec, name, chosen)
     else:
         _restore_attention(model)
+
+
+def _autotune_attention(model: Any, request: attention.AttentionRequest, spec: KernelSpec,
+                        name: str, function: Any) -> None:
+    """This model's attention modules (only theirs: the registry under ``name`` is the
+    process's) see ``function`` autotuned against Transformers' own implementation of the
+    mask interface the kernel asks for, which takes the same inputs."""
+    wanted, reference = attention.reference_of(request, allow_all_kernels=spec.trust_remote_code)
+    if reference is None:
+        logger.warning("%s: cannot autotune (Transformers has no %r attention to compare "
+                       "with); using the kernel as it is", request.name, wanted)
+        return
+    bind_attention(model, name, autotuned_function(attention.ATTENTION_NAME, function,
+                                                   reference, owner=model))
 
 
 # -- entry points ------------------------------------------------------------------
@@ -256,11 +281,11 @@ def apply_kernels(model: Any, kernel_config: Any, mode: Mode, device: str) -> No
         model._kernelhub_coverage_told = True
         logger.warning(coverage_message(model))
     entries, explicit = effective_entries(config, device)
-    verify = (config is not None and config.verify) or verify_from_env()
-    _apply_layers(model, entries, explicit, device, mode, verify)
+    autotune = (config is not None and config.autotune) or autotune_from_env()
+    _apply_layers(model, entries, explicit, device, mode, autotune)
     apply_fusions(model, config, device, mode, repository)
-    _apply_functions(model, entries, explicit, device, mode, verify)
-    _apply_attention(model, entries, explicit, device, mode, verify)
+    _apply_functions(model, entries, explicit, device, mode, autotune)
+    _apply_attention(model, entries, explicit, device, mode, autotune)
     setattr(model, APPLIED_MODE_ATTR, mode)
 
 
@@ -273,6 +298,7 @@ def remove_kernels(model: Any) -> None:
             restore_forward(func)
     for module, attr in function_targets(model).values():
         unbind_globals(model, module, [attr])
+    unbind_attention(model)
     _restore_attention(model)
     if hasattr(model, APPLIED_MODE_ATTR):
         delattr(model, APPLIED_MODE_ATTR)

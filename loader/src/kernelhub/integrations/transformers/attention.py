@@ -30,7 +30,6 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from ...errors import KernelHubError, TrustError
-from ...layer.verify import verified_function
 from ...records import Record
 from ...system import torch_is_rocm
 from ...versions import split_repo_string
@@ -47,7 +46,7 @@ FLASH_FALLBACK = {
 }
 DEFAULT_FUNCTION = "attention_forward"
 ATTENTION_NAME = "attention"
-"""What verification reports call the attention call site."""
+"""What autotuning reports call the attention call site."""
 
 
 class AttentionKernelError(KernelHubError, ValueError):
@@ -161,26 +160,17 @@ def load(request: AttentionRequest, *, allow_all_kernels: bool = False) -> Any:
     return kernel, fn
 
 
-def register(request: AttentionRequest, *, allow_all_kernels: bool = False,
-             verify: bool = False) -> str:
+def register(request: AttentionRequest, *, allow_all_kernels: bool = False) -> str:
     """Load the kernel, register it with Transformers, return the implementation name.
 
-    ``verify``: register it verified against Transformers' own implementation of the
-    mask interface the kernel asks for (``sdpa`` by default), which takes the same
-    inputs, so PyTorch runs wherever the kernel is wrong or slower.
+    The registry is the process's: every model naming this implementation runs what is
+    registered here, the kernel as it is (autotuning binds per model, see
+    :func:`~kernelhub.integrations.transformers.rebind.bind_attention`).
     """
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface
 
     kernel, fn = load(request, allow_all_kernels=allow_all_kernels)
-    if verify:
-        wanted = getattr(kernel, "attention_mask_interface", "sdpa")
-        reference = AttentionInterface._global_mapping.get(wanted)
-        if reference is None:
-            logger.warning("%s: cannot verify (Transformers has no %r attention to compare "
-                           "with); using the kernel unverified", request.name, wanted)
-        else:
-            fn = verified_function(ATTENTION_NAME, fn, cast("Callable[..., Any]", reference))
     AttentionInterface.register(request.name, fn)
     AttentionMaskInterface.register(request.name, _mask_function(kernel))
     if request.replaces:
@@ -191,11 +181,17 @@ def register(request: AttentionRequest, *, allow_all_kernels: bool = False,
     return request.name
 
 
-def register_function(name: str, fn: Any) -> None:
-    """Register ``fn`` as the attention function of ``name`` (its mask stays as it is)."""
+def reference_of(request: AttentionRequest, *, allow_all_kernels: bool = False
+                 ) -> tuple[str, Callable[..., Any] | None]:
+    """(name, function) of Transformers' own implementation of the mask interface the
+    kernel asks for (``sdpa`` by default): it takes the same inputs, so autotuning
+    compares the kernel with it. The function is None where Transformers has none."""
     from transformers import AttentionInterface
 
-    AttentionInterface.register(name, fn)
+    kernel, _ = load(request, allow_all_kernels=allow_all_kernels)
+    wanted = str(getattr(kernel, "attention_mask_interface", "sdpa"))
+    return wanted, cast("Callable[..., Any] | None",
+                        AttentionInterface._global_mapping.get(wanted))
 
 
 def attention_function(name: str) -> Any:

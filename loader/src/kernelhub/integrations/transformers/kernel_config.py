@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import KernelHubError
+from ...layer.autotune.renamed import autotune_flag
 from ...records import Record, field, replace
 from ...system import backend_of, torch_device_type
 from ...trust import require_bool
@@ -79,13 +80,18 @@ class KernelConfig(Record):
     kernel_mapping: dict[Any, Any] = field(default_factory=dict)
     inherit_mapping: bool = True
     use_local_kernel: bool = False
-    verify: bool = False
+    autotune: bool = False
     """Keep PyTorch wherever a kernel is wrong or slower on the shapes the model runs
-    (see :mod:`kernelhub.layer.verify`)."""
+    (see :mod:`kernelhub.layer.autotune`)."""
+    verify: bool | None = None
+    """The former name of ``autotune`` (warns once)."""
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.verify, bool):
-            raise KernelConfigError(f"verify must be True or False, not {self.verify!r}")
+    def __post_init__(self, *_args: object, **_kwargs: object) -> None:
+        for name in ("autotune", "verify"):
+            value = getattr(self, name)
+            if not isinstance(value, bool) and not (name == "verify" and value is None):
+                raise KernelConfigError(f"{name} must be True or False, not {value!r}")
+        self.autotune = autotune_flag(self.autotune, self.verify, "KernelConfig")
         if not isinstance(self.kernel_mapping, dict):
             raise KernelConfigError(
                 f"kernel_mapping must be a dict of name → spec, not {type(self.kernel_mapping).__name__}"

@@ -16,16 +16,29 @@ modules of one class in one model share one rebuilt function.
 
 The copy of the globals is taken when the model is kernelized: a global the modeling
 module changes afterwards reaches this model when it is kernelized again.
+
+Attention is found the same way: an attention module's forward looks its implementation
+up in ``ALL_ATTENTION_FUNCTIONS``, a global of its modeling module (Transformers'
+process-wide registry). :func:`bind_attention` gives one model's attention modules their
+own ``AttentionInterface`` whose local entry overrides one name, which is how an
+autotuned attention function reaches that model only.
 """
 
 from __future__ import annotations
 
+import sys
 import types
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import CodeType, FunctionType, ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...layer.kernelize import forward_of
+
+if TYPE_CHECKING:
+    from torch import nn
+
+Globals = Mapping[str, object]
+"""A module's globals, or the names and values that override some of them."""
 
 _OVERRIDES_ATTR = "_kernelhub_overrides"
 """On a rebuilt forward: the globals it overrides (name → value)."""
@@ -43,7 +56,7 @@ def _names(code: CodeType) -> Iterator[str]:
             yield from _names(const)
 
 
-def _globals(namespace: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+def _globals(namespace: Globals, overrides: Globals) -> dict[str, Any]:
     """The module's globals with ``overrides``, without ``__name__``: torch.compile takes
     a globals dict with a module name for that module's ``__dict__`` and guards on the
     module's attributes (the original function, not ours); without one it guards on
@@ -53,7 +66,7 @@ def _globals(namespace: dict[str, Any], overrides: dict[str, Any]) -> dict[str, 
     return copy
 
 
-def _rebuilt(fn: FunctionType, namespace: dict[str, Any], overrides: dict[str, Any],
+def _rebuilt(fn: FunctionType, namespace: Globals, overrides: Globals,
              done: dict[FunctionType, FunctionType | None]) -> FunctionType | None:
     """``fn`` with ``overrides`` in place of ``namespace``'s globals, wherever it or a
     function in its closure reads them; None when none of them is read."""
@@ -85,17 +98,17 @@ def _rebuilt(fn: FunctionType, namespace: dict[str, Any], overrides: dict[str, A
     return new
 
 
-def overrides_of(module: Any) -> dict[str, Any]:
+def overrides_of(module: nn.Module) -> dict[str, object]:
     """The globals whose values ``module``'s forward sees replaced (empty: none)."""
     forward = getattr(module.__dict__.get("forward"), "__func__", None)
     return dict(getattr(forward, _OVERRIDES_ATTR, None) or {})
 
 
-def _ours(module: Any) -> bool:
+def _ours(module: nn.Module) -> bool:
     return bool(overrides_of(module))
 
 
-def _set(module: Any, overrides: dict[str, Any], namespace: dict[str, Any],
+def _set(module: nn.Module, overrides: Globals, namespace: Globals,
          built: _Built) -> bool:
     """Give ``module`` a forward seeing ``overrides`` (none: its class's forward back)."""
     if not overrides:
@@ -118,7 +131,7 @@ def _set(module: Any, overrides: dict[str, Any], namespace: dict[str, Any],
     return True
 
 
-def bind_globals(model: Any, module: ModuleType, overrides: dict[str, Any]) -> int:
+def bind_globals(model: nn.Module, module: ModuleType, overrides: Globals) -> int:
     """Make the modules of ``model`` whose forward reads any of ``overrides``' names as
     globals of ``module`` see the given values instead (other modules' forwards are not
     touched, nor is ``module``). Returns how many modules now see them."""
@@ -132,7 +145,7 @@ def bind_globals(model: Any, module: ModuleType, overrides: dict[str, Any]) -> i
     return count
 
 
-def unbind_globals(model: Any, module: ModuleType, names: Iterable[str]) -> None:
+def unbind_globals(model: nn.Module, module: ModuleType, names: Iterable[str]) -> None:
     """Undo :func:`bind_globals` of ``names`` (globals of ``module``) on ``model``."""
     drop = set(names)
     built: _Built = {}
@@ -140,3 +153,38 @@ def unbind_globals(model: Any, module: ModuleType, names: Iterable[str]) -> None
         current = overrides_of(sub)
         if not drop.isdisjoint(current):
             _set(sub, {k: v for k, v in current.items() if k not in drop}, vars(module), built)
+
+
+ATTENTION_GLOBAL = "ALL_ATTENTION_FUNCTIONS"
+"""The global of a modeling module in which its attention modules look up their
+implementation (Transformers' registry, shared by the process)."""
+
+
+def _attention_modules(model: nn.Module) -> list[ModuleType]:
+    """The modeling modules of ``model``'s classes that hold Transformers' registry."""
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    found = {}
+    for sub in model.modules():
+        module = sys.modules.get(type(sub).__module__)
+        if module is not None and vars(module).get(ATTENTION_GLOBAL) is ALL_ATTENTION_FUNCTIONS:
+            found[module.__name__] = module
+    return list(found.values())
+
+
+def bind_attention(model: nn.Module, name: str, function: Callable[..., object]) -> int:
+    """Make ``model``'s attention modules run ``function`` for implementation ``name``
+    (other models, and the registry itself, keep what is registered under ``name``).
+    Returns how many modules now see it."""
+    from transformers import AttentionInterface
+
+    interface = AttentionInterface()
+    interface[name] = function
+    return sum(bind_globals(model, module, {ATTENTION_GLOBAL: interface})
+               for module in _attention_modules(model))
+
+
+def unbind_attention(model: nn.Module) -> None:
+    """Undo :func:`bind_attention` on ``model``."""
+    for module in _attention_modules(model):
+        unbind_globals(model, module, [ATTENTION_GLOBAL])

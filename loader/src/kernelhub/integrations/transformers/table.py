@@ -152,6 +152,9 @@ def _kernelhub_additions(m: dict[str, dict[str, list[KernelRef]]]) -> None:
         ("RMSNorm", "RMSNorm", ("cpu",), _TI),
         ("GemmaRMSNorm", "GemmaRMSNorm", ("cpu", "cuda", "rocm"), _TI),
     ], m)
+    # The fused decoder kernels (see FUSED_LAYER_CLASSES): their ops are CPU code.
+    _entries("rmsnorm", 1, [("MLP", "MLP", ("cpu",), _TI),
+                            ("DecoderLayer", "DecoderLayer", ("cpu",), _TI)], m)
     m[ATTENTION_KEY] = {d: [KernelRef(FLASH_ATTN2, "attention_forward", FLASH_ATTN2_VERSION,
                                       modes=(_I | Mode.TORCH_COMPILE,))]
                         for d in ("cpu", "cuda")}
@@ -188,6 +191,34 @@ LAYER_CLASSES: dict[str, str] = {
     f"{_ACT}.QuickGELUActivation": "QuickGELU",
 }
 """Dotted class path → the layer name it registers as."""
+
+# ---- fused decoder kernels (helper "kernels", issue 22) -------------------------------
+# Kernels that fuse the work around a decoder layer's matmuls (kernels-community/rmsnorm):
+# ``MLP`` runs SiLU * up in one pass between the projections, and a decode step's whole
+# MLP as one op that streams each weight once; ``DecoderLayer`` adds the residual adds
+# and the post-attention norm (one pass for add + norm, the second residual added by the
+# down projection). Kept in one block so that the table's own entries can change
+# around it.
+FUSED_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral")
+"""Model families whose MLP and decoder layer have the structure the fused kernels need
+(pre-norm, Llama-style RMSNorm, SwiGLU MLP)."""
+
+_FUSED_FAMILIES = {"llama": "Llama", "qwen2": "Qwen2", "qwen3": "Qwen3", "mistral": "Mistral"}
+FUSED_LAYER_CLASSES: dict[str, str] = {
+    f"transformers.models.{m}.modeling_{m}.{prefix}{cls}": cls
+    for m, prefix in _FUSED_FAMILIES.items()
+    for cls in ("MLP", "DecoderLayer")
+}
+"""Dotted class path → layer name, for the fused kernels."""
+
+UNVERIFIABLE_LAYERS = frozenset({"DecoderLayer"})
+"""Layers whose forward updates state that is not a tensor argument (the decoder layer's
+attention appends to the KV cache object), so ``autotune=True`` cannot run it and PyTorch
+twice on one call to compare them: with verification on they keep PyTorch's forward,
+and the modules they would fuse (norm, MLP, attention) are verified one by one."""
+
+LAYER_CLASSES.update(FUSED_LAYER_CLASSES)
+# ---- end of fused decoder kernels -------------------------------------------------------
 
 FUNCTIONS: dict[str, str] = {
     f"transformers.models.{m}.modeling_{m}.apply_rotary_pos_emb": "rotary_pos_emb"

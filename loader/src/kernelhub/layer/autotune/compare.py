@@ -1,13 +1,18 @@
 """Whether a kernel's output matches the PyTorch it replaces: per-dtype tolerances.
 
-Used by :mod:`kernelhub.layer.verify` on the first call of every shape bucket; the
+Used by :mod:`kernelhub.layer.autotune` on the first call of every shape bucket; the
 inputs are copied (:func:`clone`) for each side, so neither run sees the other's
 in-place updates, nor the model the judges'.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar, cast
+
+if TYPE_CHECKING:
+    import torch
+
+T = TypeVar("T")
 
 TOLERANCES: dict[str, tuple[float, float]] = {
     "float64": (1e-7, 1e-7),
@@ -22,14 +27,16 @@ Loose enough for reordered float32 accumulation and for one extra rounding step 
 """
 
 
-def _tensors(value: Any, torch: Any) -> list[Any] | None:
+def _tensors(value: object) -> list[torch.Tensor | None] | None:
     """The output tensors in order (None entries kept), or None for an unknown structure."""
+    import torch
+
     if value is None or isinstance(value, torch.Tensor):
         return [value]
     if isinstance(value, (list, tuple)):
-        found: list[Any] = []
+        found: list[torch.Tensor | None] = []
         for item in value:
-            part = _tensors(item, torch)
+            part = _tensors(item)
             if part is None:
                 return None
             found.extend(part)
@@ -37,25 +44,29 @@ def _tensors(value: Any, torch: Any) -> list[Any] | None:
     return None
 
 
-def clone(value: Any, torch: Any) -> Any:
+def clone(value: T) -> T:
     """Fresh copies of the tensors in ``value``: kernels that update inputs in place
     (a fused residual add) must not change the model's real tensors while being judged."""
+    return cast(T, _clone(value))  # the same structure, so the same type
+
+
+def _clone(value: object) -> object:
+    import torch
+
     if isinstance(value, torch.Tensor):
         return value.detach().clone()
     if isinstance(value, tuple):
-        return tuple(clone(v, torch) for v in value)
+        return tuple(_clone(v) for v in value)
     if isinstance(value, list):
-        return [clone(v, torch) for v in value]
+        return [_clone(v) for v in value]
     if isinstance(value, dict):
-        return {k: clone(v, torch) for k, v in value.items()}
+        return {k: _clone(v) for k, v in value.items()}
     return value
 
 
-def compare(kernel_out: Any, pytorch_out: Any) -> tuple[bool, float, str]:
+def compare(kernel_out: object, pytorch_out: object) -> tuple[bool, float, str]:
     """(within tolerance, max |difference|, why not) for two outputs of one call."""
-    import torch
-
-    ours, theirs = _tensors(kernel_out, torch), _tensors(pytorch_out, torch)
+    ours, theirs = _tensors(kernel_out), _tensors(pytorch_out)
     if ours is None or theirs is None or len(ours) != len(theirs):
         return False, float("inf"), "outputs differ in structure"
     worst = 0.0

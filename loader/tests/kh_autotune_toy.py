@@ -1,4 +1,4 @@
-"""A real pure-Python kernel for the verify tests, and the models they kernelize.
+"""A real pure-Python kernel for the autotune tests, and the models they kernelize.
 
 Shared by the test module and the second process of the cross-process test, so both see
 the same model classes under the same import name (the decision key names them).
@@ -16,7 +16,7 @@ from kernelhub_builder.ship import LocalPublisher
 from kh_doubles import make_variant
 from torch import nn
 
-REPO = "kernels-community/verify-toy"
+REPO = "kernels-community/autotune-toy"
 
 LAYERS = '''
 import time
@@ -52,13 +52,13 @@ class Slow(nn.Module):
 '''
 
 
-def publish_verify_toy(root: Path) -> Path:
+def publish_autotune_toy(root: Path) -> Path:
     """Publish the kernel to a LocalHub under ``root``; returns the hub root."""
     staged = root / "staged" / "torch-universal"
-    make_variant(staged, name="verify_toy", init="from . import layers\nCALLS = layers.CALLS\n",
+    make_variant(staged, name="autotune_toy", init="from . import layers\nCALLS = layers.CALLS\n",
                  files={"layers.py": LAYERS}, backend="universal")
     LocalPublisher(root / "hub").publish(REPO, "v1", {"torch-universal": staged}, tag="v1.0.0",
-                                   message="verify toy")
+                                   message="autotune toy")
     return root / "hub"
 
 
