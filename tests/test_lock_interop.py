@@ -23,12 +23,7 @@ import pytest
 from hub_api_test_server import HubApiTestServer
 from huggingface_hub import HfApi
 from kh_doubles import make_variant
-from reference_loader import (
-    ECOSYSTEM_VERSIONS,
-    ReferenceLoaderUnavailable,
-    install_reference_loader,
-    reference_env,
-)
+from reference_loader import ecosystem_loaders, reference_env
 
 REPO_ID = "acme/locked"
 TOKEN = "hf_test_write_token"
@@ -70,13 +65,8 @@ print(json.dumps({"values": [a.VALUE, b.VALUE]}))
 
 
 @pytest.fixture(scope="module")
-def ecosystem_loaders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    try:
-        return {version: install_reference_loader(
-                    tmp_path_factory.mktemp(f"kernels-{version}"), version)
-                for version in ECOSYSTEM_VERSIONS}
-    except ReferenceLoaderUnavailable as e:
-        pytest.skip(str(e))
+def loaders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return ecosystem_loaders(tmp_path_factory)
 
 
 @pytest.fixture
@@ -131,7 +121,7 @@ def their_loads(lock: Path, commit: str, loaders: dict[str, Path], env: dict[str
 
 
 def test_the_lock_kernelhub_writes_loads_with_both_ecosystem_loaders_and_ours(
-        server: HubApiTestServer, ecosystem_loaders: dict[str, Path], tmp_path: Path) -> None:
+        server: HubApiTestServer, loaders: dict[str, Path], tmp_path: Path) -> None:
     project = tmp_path / "project"
     project.mkdir()
     (project / "pyproject.toml").write_text(
@@ -144,7 +134,7 @@ def test_the_lock_kernelhub_writes_loads_with_both_ecosystem_loaders_and_ours(
     assert f"wrote {lock} and {hashes}" in proc.stdout
     commit = commit_of(server)
 
-    their_loads(lock, commit, ecosystem_loaders, env, server.url, tmp_path / "hf-cache")
+    their_loads(lock, commit, loaders, env, server.url, tmp_path / "hf-cache")
     assert last_json(python(OURS, str(lock), REPO_ID, env=env)) == {"values": [7, 7]}
     tampered = json.loads(hashes.read_text())
     tampered[0]["kernelhub"]["metadata-sha256"][VARIANT] = "0" * 64
@@ -155,10 +145,10 @@ def test_the_lock_kernelhub_writes_loads_with_both_ecosystem_loaders_and_ours(
 
 
 def test_the_lock_the_ecosystem_writes_loads_with_kernelhub(
-        server: HubApiTestServer, ecosystem_loaders: dict[str, Path], tmp_path: Path) -> None:
+        server: HubApiTestServer, loaders: dict[str, Path], tmp_path: Path) -> None:
     env = base_env(tmp_path, server.url)
     commit = commit_of(server)
-    for version, target in ecosystem_loaders.items():
+    for version, target in loaders.items():
         written = python(THEIR_LOCK, REPO_ID, commit, env=reference_env(
             env, target, server.url, tmp_path / "unused-hf-cache"))
         assert written.returncode == 0, written.stderr
@@ -168,4 +158,4 @@ def test_the_lock_the_ecosystem_writes_loads_with_kernelhub(
         assert json.loads(written.stdout)[0]["lock"] == {"commit": commit}
         assert last_json(python(OURS, str(lock), REPO_ID, env=env)) == {"values": [7, 7]}
     # The ecosystem's loaders on their own lock, as on ours above: the same results.
-    their_loads(lock, commit, ecosystem_loaders, env, server.url, tmp_path / "hf-cache")
+    their_loads(lock, commit, loaders, env, server.url, tmp_path / "hf-cache")
