@@ -159,3 +159,33 @@ def test_the_lock_the_ecosystem_writes_loads_with_kernelhub(
         assert last_json(python(OURS, str(lock), REPO_ID, env=env)) == {"values": [7, 7]}
     # The ecosystem's loaders on their own lock, as on ours above: the same results.
     their_loads(lock, commit, loaders, env, server.url, tmp_path / "hf-cache")
+
+
+def test_a_distribution_ships_its_hashes_beside_its_lock(server: HubApiTestServer,
+                                                         tmp_path: Path) -> None:
+    """An installed library whose metadata carries ``kernels.lock`` (as the ecosystem's
+    build hook puts it there) and ``kernelhub.lock``: a kernelhub load from its code reads
+    both, so the hashes travel with the wheel."""
+    from kernelhub.lock import HASHES_NAME, LockEntry, write_lock
+
+    commit = commit_of(server)
+    site = tmp_path / "site"
+    (site / "lockuser").mkdir(parents=True)
+    (site / "lockuser" / "__init__.py").write_text(
+        "from kernelhub import ecosystem\n"
+        f"def load():\n    return ecosystem.get_locked_kernel({REPO_ID!r}, "
+        "trust_remote_code=True)\n")
+    info = site / "lockuser-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: lockuser\nVersion: 1.0\n")
+    (info / "top_level.txt").write_text("lockuser\n")
+    wrong = LockEntry(REPO_ID, commit, {}, {VARIANT: "0" * 64})
+    write_lock(info / "kernels.lock", [wrong], versions={REPO_ID: 1})
+    env = {**base_env(tmp_path, server.url), "PYTHONPATH": str(site)}
+    code = "import json, lockuser\nprint(json.dumps({'value': lockuser.load().VALUE}))"
+    refused = python(code, env=env)
+    assert refused.returncode != 0 and "lock file records" in refused.stderr, refused.stderr
+    assert "IntegrityError: refusing to load" in refused.stderr
+    assert "its metadata sha256 is" in refused.stderr and "lock file records 0000" in refused.stderr
+    (info / HASHES_NAME).unlink()  # pins alone: loads, checked by nothing but the commit
+    assert last_json(python(code, env=env)) == {"value": 7}
