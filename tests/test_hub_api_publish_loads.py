@@ -22,9 +22,7 @@ import pytest
 from e2e import BIN, REPO, Workspace, builder, last_json, run
 from hub_api_test_server import HubApiTestServer
 from reference_loader import (
-    ECOSYSTEM_VERSIONS,
-    ReferenceLoaderUnavailable,
-    install_reference_loader,
+    ecosystem_loaders,
     olah_cli,
     olah_server,
     reference_env,
@@ -66,12 +64,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
 @pytest.fixture(scope="module")
 def ecosystem(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Each ecosystem loader in a directory of its own (never in our venv)."""
-    try:
-        return {version: install_reference_loader(
-                    tmp_path_factory.mktemp(f"kernels-{version}"), version)
-                for version in ECOSYSTEM_VERSIONS}
-    except ReferenceLoaderUnavailable as e:
-        pytest.skip(str(e))
+    return ecosystem_loaders(tmp_path_factory)
 
 
 def client_env(tmp_path: Path) -> dict[str, str]:

@@ -165,8 +165,11 @@ def has_kernel(repo_id: str, version: int | str | None = None, revision: str | N
 # -- project locks ---------------------------------------------------------------
 
 
-def lock_project(project_dir: Path, *, hub: HubArg = None) -> tuple[Path, list[LockEntry]]:
-    """Write ``<project_dir>/kernels.lock`` for the project's kernel dependencies.
+def lock_project(project_dir: Path, *, hub: HubArg = None, fmt: str = "kernels"
+                 ) -> tuple[list[Path], list[LockEntry]]:
+    """Write ``<project_dir>/kernels.lock`` for the project's kernel dependencies, with
+    kernelhub's hashes in ``kernelhub.lock`` beside it (``fmt="kernelhub"``: one hashed
+    ``kernels.lock``; see :mod:`kernelhub.lock`); return the files written and the entries.
 
     Every variant at the locked commit is fetched into the cache once to hash it, so the
     lock serves every platform, not only this one.
@@ -177,7 +180,8 @@ def lock_project(project_dir: Path, *, hub: HubArg = None) -> tuple[Path, list[L
     from .release_manifest import metadata_sha256
 
     entries = []
-    for repo_id, version in sorted(project_dependencies(project_dir).items()):
+    versions = project_dependencies(project_dir)
+    for repo_id, version in sorted(versions.items()):
         resolution = resolve_request(kernel_request(repo_id, version, hub=hub))
         hashes, metas = {}, {}
         for variant in resolution.variants:
@@ -185,9 +189,8 @@ def lock_project(project_dir: Path, *, hub: HubArg = None) -> tuple[Path, list[L
             hashes[variant] = cached_variant_hash(path)
             metas[variant] = metadata_sha256((path / "metadata.json").read_bytes())
         entries.append(LockEntry(repo_id, resolution.commit, hashes, metas))
-    path = Path(project_dir) / LOCKFILE_NAME
-    write_lock(path, entries)
-    return path, entries
+    written = write_lock(Path(project_dir) / LOCKFILE_NAME, entries, versions=versions, fmt=fmt)
+    return written, entries
 
 
 def download_locked(project_dir: Path, *, all_variants: bool = False, hub: HubArg = None,

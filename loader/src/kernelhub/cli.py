@@ -200,6 +200,12 @@ def build_parser() -> argparse.ArgumentParser:
         "lock", help="write kernels.lock for the kernels pyproject.toml depends on"
     )
     lock.add_argument("project_dir", nargs="?", type=cli_path, default=Path("."))
+    lock.add_argument("--format", dest="lock_format", choices=("kernels", "kernelhub"),
+                      default="kernels",
+                      help="kernels (default): kernels.lock as kernels 0.17+ reads it, "
+                           "kernelhub's hashes in kernelhub.lock beside it; kernelhub: one "
+                           "kernels.lock with the hashes (kernels before 0.17 read it, "
+                           "0.17+ do not)")
     lock.set_defaults(func=_lock)
 
     download = sub.add_parser(
@@ -242,11 +248,11 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def _lock(args: argparse.Namespace) -> None:
-    path, entries = api.lock_project(args.project_dir)
+    paths, entries = api.lock_project(args.project_dir, fmt=args.lock_format)
     for entry in entries:
         print(f"{printable(entry.repo_id)}: {printable(entry.sha)} "
               f"({len(entry.variant_hashes)} variants)")
-    print(f"wrote {path}")
+    print(f"wrote {' and '.join(printable(str(p)) for p in paths)}")
 
 
 def _download(args: argparse.Namespace) -> None:
