@@ -26,7 +26,7 @@ import re
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .errors import KernelHubError, MappingError
 from .records import Record
@@ -214,7 +214,7 @@ def _capability_number_of(torch: ModuleType, index: int | None) -> int | None:
     return capability_number(found) if found is not None else None
 
 
-def runtime_device(model: torch_module.nn.Module, device: Any = None) -> RuntimeDevice:
+def runtime_device(model: torch_module.nn.Module, device: object = None) -> RuntimeDevice:
     """Where ``model`` runs: ``device`` if given (str or torch.device), else where its
     first parameter or buffer lives (``cpu`` for a model with neither). A ROCm torch's
     ``cuda`` device is ``rocm``, so ROCm mappings apply without the user naming it."""

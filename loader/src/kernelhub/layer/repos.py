@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType, ModuleType
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from .. import settings
 from ..api import find_local_variant, get_kernel, get_local_kernel, load_locked_entry, open_hub_arg
@@ -30,6 +30,7 @@ from ..records import Record, field
 from ..trust import policy_for, require_bool, trust_flag
 from ..versions import check_repo_id, select_spec
 from .decorators import forward_calling
+from .mapping import CacheKey
 
 if TYPE_CHECKING:
     from torch import nn
@@ -55,7 +56,7 @@ def _layer_from(module: ModuleType, layer_name: str, where: str) -> type[nn.Modu
     return layer
 
 
-def _func_from(module: ModuleType, func_name: str, where: str) -> Any:
+def _func_from(module: ModuleType, func_name: str, where: str) -> Callable[..., object]:
     func = getattr(module, func_name, None)
     if func is None or not callable(func):
         names = sorted(n for n in dir(module) if not n.startswith("_")
@@ -66,7 +67,7 @@ def _func_from(module: ModuleType, func_name: str, where: str) -> Any:
     return func
 
 
-def func_layer(func: Any, name: str) -> type[nn.Module]:
+def func_layer(func: Callable[..., object], name: str) -> type[nn.Module]:
     """A pure layer whose forward calls ``func`` (see :func:`forward_calling`).
 
     ``has_backward`` and ``can_torch_compile`` come from attributes on ``func`` when it
@@ -95,7 +96,20 @@ _TAKE: dict[str, Callable[[ModuleType, str, str], type[nn.Module]]] = {
 ``layers`` module, or a top-level function wrapped in a pure layer."""
 
 
-def _check_flags(repo: Any) -> None:
+class _Flags(Protocol):
+    """The trust flags every hub and lock-file repository has."""
+
+    @property
+    def repo_id(self) -> str: ...
+    @property
+    def trust_remote_code(self) -> object: ...
+    @property
+    def allow_all_kernels(self) -> bool: ...
+    @property
+    def check_arch(self) -> bool: ...
+
+
+def _check_flags(repo: _Flags) -> None:
     name = type(repo).__name__
     trust_flag(repo.repo_id, repo.trust_remote_code, f"{name}.trust_remote_code")
     require_bool(repo.allow_all_kernels, f"{name}.allow_all_kernels")
@@ -104,15 +118,15 @@ def _check_flags(repo: Any) -> None:
         object.__setattr__(repo, "trust_remote_code", tuple(repo.trust_remote_code))
 
 
-def _trusted(repo: Any) -> bool:
+def _trusted(repo: _Flags) -> bool:
     """Whether the caller vouched for this repository's code: ``trust_remote_code`` (True,
     or a list naming the repository, the ecosystem's allow-list form) or
     ``allow_all_kernels``."""
     return trust_flag(repo.repo_id, repo.trust_remote_code) or repo.allow_all_kernels
 
 
-def _hub_cache_key(kind: str, hub: Any, repo_id: str, version: int | str | None,
-                   revision: str | None, name: str) -> tuple[Any, ...]:
+def _hub_cache_key(kind: str, hub: Hub | str | os.PathLike[str] | None, repo_id: str,
+                   version: int | str | None, revision: str | None, name: str) -> CacheKey:
     """Which hub kernel a repository names; the org's signing policy is part of it, so a
     layer loaded under a looser policy is checked again."""
     return (kind, open_hub_arg(hub).key, repo_id, repr(version), revision, name,
@@ -135,7 +149,7 @@ class _Takes(Record, frozen=True):
     def _where(self) -> str:
         raise NotImplementedError
 
-    def _key(self, kind: str, name: str) -> tuple[Any, ...]:
+    def _key(self, kind: str, name: str) -> CacheKey:
         raise NotImplementedError
 
     @property
@@ -153,7 +167,7 @@ class _Takes(Record, frozen=True):
     def load(self) -> type[nn.Module]:
         return _TAKE[self._KIND](self._kernel(), self._name, self._where())
 
-    def cache_key(self) -> tuple[Any, ...]:
+    def cache_key(self) -> CacheKey:
         return self._key(self._KIND, self._name)
 
     def __str__(self) -> str:
@@ -213,7 +227,7 @@ class _HubRepository(_Takes, frozen=True):
                else f" version {self.version}" if self.version is not None else "")
         return f"{self.repo_id}{pin}"
 
-    def _key(self, kind: str, name: str) -> tuple[Any, ...]:
+    def _key(self, kind: str, name: str) -> CacheKey:
         return (*_hub_cache_key(kind, self.hub, self.repo_id, self.version, self.revision,
                                 name), self.check_arch)
 
@@ -258,7 +272,7 @@ class _LocalRepository(_Takes, frozen=True):
     def _where(self) -> str:
         return str(self.repo_path)
 
-    def _key(self, kind: str, name: str) -> tuple[Any, ...]:
+    def _key(self, kind: str, name: str) -> CacheKey:
         return (f"local-{kind}", str(find_local_variant(self.repo_path)), self.package_name,
                 name)
 
@@ -330,7 +344,7 @@ class _LockedRepository(_Takes, frozen=True):
     def _where(self) -> str:
         return f"{self.repo_id} (locked)"
 
-    def _key(self, kind: str, name: str) -> tuple[Any, ...]:
+    def _key(self, kind: str, name: str) -> CacheKey:
         """The key of the hub repository at the locked commit, and the lock file."""
         revision = self._entry().sha
         return (*_hub_cache_key(kind, self.hub, self.repo_id, None, revision, name),

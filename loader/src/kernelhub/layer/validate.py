@@ -11,17 +11,16 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import Any
 
 from ..errors import KernelHubError
 
 FORWARD = "forward"
 
 
-def forward_of(cls: type) -> Callable[..., Any]:
+def forward_of(cls: type) -> Callable[..., object]:
     """``cls.forward``: layers are plain classes, so their forward is read by name (here
     for kernelize and the Transformers fusion; verification is handed the functions)."""
-    forward: Callable[..., Any] = getattr(cls, FORWARD)
+    forward: Callable[..., object] = getattr(cls, FORWARD)
     return forward
 
 
@@ -73,7 +72,7 @@ def check_pure_layer(layer: type, where: str) -> None:
         raise LayerValidationError(f"{where}: {layer.__qualname__} has no forward of its own")
 
 
-def _params(func: Any) -> list[inspect.Parameter] | None:
+def _params(func: Callable[..., object]) -> list[inspect.Parameter] | None:
     try:
         params = list(inspect.signature(func).parameters.values())
     except (TypeError, ValueError):  # no signature to compare: accept, as Python would
@@ -81,7 +80,8 @@ def _params(func: Any) -> list[inspect.Parameter] | None:
     return params[1:]  # drop self
 
 
-def forward_incompatibility(original: Any, replacement: Any) -> str | None:
+def forward_incompatibility(original: Callable[..., object],
+                            replacement: Callable[..., object]) -> str | None:
     """Why ``replacement`` cannot take every call ``original`` takes, or None if it can.
 
     Positional parameters are compared by position and kind (names may differ, as they
@@ -135,7 +135,7 @@ def check_forward_compatible(original_cls: type, layer: type, where: str) -> Non
         )
 
 
-def _sig(func: Any) -> str:
+def _sig(func: Callable[..., object]) -> str:
     try:
         return str(inspect.signature(func))
     except (TypeError, ValueError):
