@@ -27,7 +27,8 @@ import importlib.util
 import logging
 import re
 from collections.abc import Callable
-from typing import Any, cast
+from types import ModuleType
+from typing import cast
 
 from ...errors import KernelHubError, TrustError
 from ...records import Record
@@ -91,7 +92,7 @@ def pinned_major(repo_id: str) -> int | None:
     return found if isinstance(found, int) and found > 0 else None
 
 
-def parse(attn_implementation: Any) -> AttentionRequest | None:
+def parse(attn_implementation: object) -> AttentionRequest | None:
     """The request kernelhub serves, or None when Transformers handles the string itself."""
     if not isinstance(attn_implementation, str):
         return None
@@ -116,7 +117,7 @@ def parse(attn_implementation: Any) -> AttentionRequest | None:
                             default_version=None if version else pinned_major(repo_id))
 
 
-def _mask_function(kernel: Any) -> Any:
+def _mask_function(kernel: ModuleType) -> Callable[..., object]:
     """The mask builder the kernel wants: it says so in ``attention_mask_interface``."""
     from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
 
@@ -130,7 +131,8 @@ def _mask_function(kernel: Any) -> Any:
         ) from None
 
 
-def load(request: AttentionRequest, *, allow_all_kernels: bool = False) -> Any:
+def load(request: AttentionRequest, *, allow_all_kernels: bool = False
+         ) -> tuple[ModuleType, Callable[..., object]]:
     """The kernel's attention function; trust and version errors say what to do."""
     try:
         from ...api import get_kernel
@@ -182,7 +184,7 @@ def register(request: AttentionRequest, *, allow_all_kernels: bool = False) -> s
 
 
 def reference_of(request: AttentionRequest, *, allow_all_kernels: bool = False
-                 ) -> tuple[str, Callable[..., Any] | None]:
+                 ) -> tuple[str, Callable[..., object] | None]:
     """(name, function) of Transformers' own implementation of the mask interface the
     kernel asks for (``sdpa`` by default): it takes the same inputs, so autotuning
     compares the kernel with it. The function is None where Transformers has none."""
@@ -190,12 +192,13 @@ def reference_of(request: AttentionRequest, *, allow_all_kernels: bool = False
 
     kernel, _ = load(request, allow_all_kernels=allow_all_kernels)
     wanted = str(getattr(kernel, "attention_mask_interface", "sdpa"))
-    return wanted, cast("Callable[..., Any] | None",
+    return wanted, cast("Callable[..., object] | None",
                         AttentionInterface._global_mapping.get(wanted))
 
 
-def attention_function(name: str) -> Any:
-    """The function registered under ``name`` (for mode checks such as ``has_backward``)."""
+def attention_function(name: str) -> Callable[..., object]:
+    """The function :func:`register` registered under ``name`` (for mode checks such as
+    ``has_backward``)."""
     from transformers import AttentionInterface
 
-    return AttentionInterface._global_mapping.get(name)
+    return cast("Callable[..., object]", AttentionInterface._global_mapping[name])

@@ -25,7 +25,7 @@ from __future__ import annotations
 import copy
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...errors import KernelHubError
 from ...layer.autotune.renamed import autotune_flag
@@ -39,6 +39,9 @@ from .table import (
     function_targets,
     registered_names,
 )
+
+if TYPE_CHECKING:
+    from torch import nn
 
 _HUB_SPEC_RE = re.compile(r"([A-Za-z0-9][\w.-]*/[\w.-]+)(?:@([^:]+))?:([A-Za-z_]\w*)")
 """``org/repo:Name`` or ``org/repo@<version>:Name`` (the one version grammar after ``@``)."""
@@ -91,7 +94,7 @@ class KernelConfig(Record):
             value = getattr(self, name)
             if not isinstance(value, bool) and not (name == "verify" and value is None):
                 raise KernelConfigError(f"{name} must be True or False, not {value!r}")
-        self.autotune = autotune_flag(self.autotune, self.verify, "KernelConfig", depth=2)
+        self.autotune = autotune_flag(self.autotune, self.verify, "KernelConfig", depth=1)  # __post_init__ runs as __init__
         if not isinstance(self.kernel_mapping, dict):
             raise KernelConfigError(
                 f"kernel_mapping must be a dict of name → spec, not {type(self.kernel_mapping).__name__}"
@@ -115,7 +118,7 @@ class KernelConfig(Record):
 
     # -- parsing -------------------------------------------------------------------
 
-    def _parse_value(self, key: Any, value: Any) -> dict[str, KernelSpec | None]:
+    def _parse_value(self, key: object, value: object) -> dict[str, KernelSpec | None]:
         if isinstance(value, dict):
             if not value:
                 raise KernelConfigError(f"kernel_mapping[{key!r}]: the per-device dict is empty")
@@ -132,7 +135,7 @@ class KernelConfig(Record):
         spec = self._parse_spec(key, value)
         return dict.fromkeys(DEVICE_TYPES, spec)
 
-    def _parse_spec(self, key: Any, value: Any) -> KernelSpec | None:
+    def _parse_spec(self, key: object, value: object) -> KernelSpec | None:
         if value is None:
             return None
         metadata: dict[str, Any] = {}
@@ -217,12 +220,12 @@ class KernelConfig(Record):
     def fusions_for_device(self, device: str) -> dict[FusionKey, KernelSpec]:
         return {k: spec for k, v in self.fusions.items() if (spec := v.get(device)) is not None}
 
-    def valid_keys(self, model: Any) -> list[str]:
+    def valid_keys(self, model: nn.Module) -> list[str]:
         """The names a mapping key may use for ``model``."""
         names = set(registered_names(model).values()) | set(function_targets(model))
         return sorted(names | {ATTENTION_KEY})
 
-    def check_keys(self, model: Any) -> None:
+    def check_keys(self, model: nn.Module) -> None:
         """Reject keys the model does not register, and fusion patterns that match nothing."""
         valid = self.valid_keys(model)
         for name in self.entries:
@@ -259,14 +262,14 @@ def _pattern_re(pattern: str) -> re.Pattern[str]:
     return re.compile(r"\.".join(r"[^.]+" if s == "*" else re.escape(s) for s in pattern.split(".")))
 
 
-def fusion_parents(model: Any, key: FusionKey) -> list[tuple[str, Any]]:
+def fusion_parents(model: nn.Module, key: FusionKey) -> list[tuple[str, nn.Module]]:
     """(name, module) of every parent the fusion applies to; errors when nothing fits.
 
     Each child must exist and its class name must end with the pair's class name
     (``"RMSNorm"`` matches ``Qwen3RMSNorm``, ``"MLP"`` matches ``LlamaMLP``).
     """
     parent_re = _pattern_re(key[0][1].rpartition(".")[0])
-    found: list[tuple[str, Any]] = []
+    found: list[tuple[str, nn.Module]] = []
     for name, module in model.named_modules():
         if not parent_re.fullmatch(name):
             continue
@@ -293,7 +296,7 @@ def fusion_parents(model: Any, key: FusionKey) -> list[tuple[str, Any]]:
     return found
 
 
-def device_type_of(model: Any, device_map: Any = None) -> str:
+def device_type_of(model: nn.Module, device_map: object = None) -> str:
     """The device type a model's kernels are chosen for; ROCm reports itself as cuda.
 
     A parameter offloaded by ``device_map`` sits on ``meta``; the layers then run where
@@ -312,7 +315,7 @@ def device_type_of(model: Any, device_map: Any = None) -> str:
     return backend_of(torch_device_type(device, torch))
 
 
-def from_transformers(config: Any) -> KernelConfig:
+def from_transformers(config: object) -> KernelConfig:
     """Accept Transformers' own ``KernelConfig`` too (same fields, same meaning)."""
     if isinstance(config, KernelConfig):
         return config
