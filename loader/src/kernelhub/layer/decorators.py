@@ -17,8 +17,12 @@ import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar, cast
 
+from ..lazy_names import deferred
+
 if TYPE_CHECKING:
     from torch import nn
+else:
+    nn = deferred("torch.nn")
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., object])
@@ -73,8 +77,6 @@ def forward_calling(func: Callable[..., object]) -> Callable[..., object]:
 def _function_layer(func: Callable[..., object], layer_name: str,
                     condition: Condition | None = None) -> nn.Module:
     """An instance of a new module class whose forward calls ``func``."""
-    from torch import nn
-
     name = getattr(func, "__name__", layer_name)
     cls = type(name, (nn.Module,), {
         "forward": forward_calling(func),

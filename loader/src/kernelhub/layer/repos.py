@@ -24,6 +24,7 @@ from .. import settings
 from ..api import find_local_variant, get_kernel, get_local_kernel, load_locked_entry, open_hub_arg
 from ..errors import KernelHubError, KernelLoadError, MappingError
 from ..hub.base import Hub
+from ..lazy_names import deferred
 from ..lock import LockEntry, distribution_lock, lock_entry, pick_entry
 from ..metadata import read_metadata
 from ..records import Record, field
@@ -34,6 +35,8 @@ from .mapping import CacheKey
 
 if TYPE_CHECKING:
     from torch import nn
+else:
+    nn = deferred("torch.nn")
 
 
 def _layer_from(module: ModuleType, layer_name: str, where: str) -> type[nn.Module]:
@@ -73,8 +76,6 @@ def func_layer(func: Callable[..., object], name: str) -> type[nn.Module]:
     ``has_backward`` and ``can_torch_compile`` come from attributes on ``func`` when it
     has them, with the same defaults as a layer class (True, False).
     """
-    from torch import nn
-
     attrs = {
         "forward": forward_calling(func),
         "__doc__": f"Pure layer calling {name}.",

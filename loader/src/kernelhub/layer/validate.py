@@ -11,8 +11,15 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ..errors import KernelHubError
+from ..lazy_names import deferred
+
+if TYPE_CHECKING:
+    from torch import nn
+else:
+    nn = deferred("torch.nn")
 
 FORWARD = "forward"
 
@@ -40,16 +47,12 @@ _BOOKKEEPING = frozenset({
 
 def _own_classes(layer: type) -> list[type]:
     """The layer and its bases that are not torch's own (nn.Module, object)."""
-    from torch import nn
-
     return [c for c in layer.__mro__ if c not in (nn.Module, object)
             and not c.__module__.startswith("torch.")]
 
 
 def check_pure_layer(layer: type, where: str) -> None:
     """Raise :class:`LayerValidationError` unless ``layer`` only defines a ``forward``."""
-    from torch import nn
-
     if not isinstance(layer, type) or not issubclass(layer, nn.Module):
         raise LayerValidationError(f"{where}: a layer must be an nn.Module subclass, got {layer!r}")
     for cls in _own_classes(layer):

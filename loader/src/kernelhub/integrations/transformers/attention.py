@@ -28,13 +28,19 @@ import logging
 import re
 from collections.abc import Callable
 from types import ModuleType
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from ...errors import KernelHubError, TrustError
+from ...lazy_names import deferred
 from ...records import Record
 from ...system import torch_is_rocm
 from ...versions import split_repo_string
 from .table import FLASH_ATTN2, FLASH_ATTN2_VERSION
+
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = deferred("torch")
 
 logger = logging.getLogger("kernelhub.transformers")
 
@@ -77,8 +83,6 @@ def _flash_attn_usable() -> bool:
     """Whether Transformers can run flash_attention_N itself (package + CUDA device)."""
     if importlib.util.find_spec("flash_attn") is None:
         return False
-    import torch
-
     return torch.cuda.is_available() and not torch_is_rocm(torch)
 
 

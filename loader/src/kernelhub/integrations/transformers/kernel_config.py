@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import KernelHubError
 from ...layer.autotune.renamed import autotune_flag
+from ...lazy_names import deferred
 from ...records import Record, field, replace
 from ...system import backend_of, torch_device_type
 from ...trust import require_bool
@@ -41,7 +42,11 @@ from .table import (
 )
 
 if TYPE_CHECKING:
+    import torch
     from torch import nn
+else:
+    torch = deferred("torch")
+    nn = deferred("torch.nn")
 
 _HUB_SPEC_RE = re.compile(r"([A-Za-z0-9][\w.-]*/[\w.-]+)(?:@([^:]+))?:([A-Za-z_]\w*)")
 """``org/repo:Name`` or ``org/repo@<version>:Name`` (the one version grammar after ``@``)."""
@@ -301,8 +306,6 @@ def device_type_of(model: nn.Module, device_map: object = None) -> str:
 
     A parameter offloaded by ``device_map`` sits on ``meta``; the layers then run where
     the map sends them (an int is a CUDA index, as in Transformers' device maps)."""
-    import torch
-
     try:
         device = next(model.parameters()).device
     except StopIteration:

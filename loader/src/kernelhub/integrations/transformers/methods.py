@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar, cast
 
 from ... import settings
 from ...layer.mapping import Mode, as_mode
+from ...lazy_names import deferred
 from . import attention
 from .apply import APPLIED_MODE_ATTR, apply_kernels, remove_kernels
 from .kernel_config import ALLOW_ALL_ATTR, device_type_of, from_transformers
@@ -31,7 +32,11 @@ from .seams import has_kernels_mode
 if TYPE_CHECKING:
     from types import ModuleType
 
+    import torch
     from torch import nn
+else:
+    torch = deferred("torch")
+    nn = deferred("torch.nn")
 
 ModelT = TypeVar("ModelT", bound="nn.Module")
 
@@ -249,8 +254,6 @@ def validate_before_loading(cls: Callable[[object], nn.Module], config: object,
     """``register_kernel_replacements_and_fusions``: check the KernelConfig against the
     model's structure (built on the meta device, no weights) before any kernel is
     fetched; fusion itself happens after loading, on the real modules."""
-    import torch
-
     checked = from_transformers(kernel_config)
     with torch.device("meta"):
         skeleton = cls(config)
