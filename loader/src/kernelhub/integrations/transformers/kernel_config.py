@@ -99,7 +99,7 @@ class KernelConfig(Record):
             value = getattr(self, name)
             if not isinstance(value, bool) and not (name == "verify" and value is None):
                 raise KernelConfigError(f"{name} must be True or False, not {value!r}")
-        self.autotune = autotune_flag(self.autotune, self.verify, "KernelConfig", depth=1)  # __post_init__ runs as __init__
+        self.autotune = autotune_flag(self.autotune, self.verify, "KernelConfig")
         if not isinstance(self.kernel_mapping, dict):
             raise KernelConfigError(
                 f"kernel_mapping must be a dict of name → spec, not {type(self.kernel_mapping).__name__}"
