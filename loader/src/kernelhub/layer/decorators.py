@@ -87,7 +87,8 @@ def _function_layer(func: Callable[..., object], layer_name: str,
         "__wrapped__": staticmethod(func),
     })
     _set_marks(cls, layer_name, condition)
-    return cls()
+    layer: nn.Module = cls()
+    return layer
 
 
 def use_kernel_forward_from_hub(layer_name: str, condition: Condition | None = None

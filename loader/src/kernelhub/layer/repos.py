@@ -60,7 +60,7 @@ def _layer_from(module: ModuleType, layer_name: str, where: str) -> type[nn.Modu
 
 
 def _func_from(module: ModuleType, func_name: str, where: str) -> Callable[..., object]:
-    func = getattr(module, func_name, None)
+    func: object = getattr(module, func_name, None)
     if func is None or not callable(func):
         names = sorted(n for n in dir(module) if not n.startswith("_")
                        and callable(getattr(module, n)) and not isinstance(getattr(module, n), type))
@@ -197,7 +197,7 @@ class _HubRepository(_Takes, frozen=True):
     revision: str | None = field(default=None, kw_only=True)
     trust_remote_code: bool | tuple[str, ...] = field(default=False, kw_only=True)
     allow_all_kernels: bool = field(default=False, kw_only=True)
-    hub: Hub | str | os.PathLike | None = field(default=None, kw_only=True, compare=False)
+    hub: Hub | str | os.PathLike[str] | None = field(default=None, kw_only=True, compare=False)
     check_arch: bool = field(default=True, kw_only=True)
     """False: load a build whose declared GPU architectures leave this GPU out (one
     with a Triton fallback, say)."""
@@ -238,7 +238,7 @@ class LayerRepository(_TakesLayer, _HubRepository, frozen=True):
     layer_name="SiluAndMul", version=1)``. ``user_agent`` is accepted for code written
     for the ecosystem's loader (kernelhub sends its own)."""
 
-    user_agent: str | dict | None = field(default=None, kw_only=True, compare=False,
+    user_agent: str | dict[str, str] | None = field(default=None, kw_only=True, compare=False,
                                           repr=False)
 
 
@@ -321,7 +321,7 @@ class _LockedRepository(_Takes, frozen=True):
     lockfile: Path | None = field(default=None, kw_only=True)
     trust_remote_code: bool | tuple[str, ...] = field(default=False, kw_only=True)
     allow_all_kernels: bool = field(default=False, kw_only=True)
-    hub: Hub | str | os.PathLike | None = field(default=None, kw_only=True, compare=False)
+    hub: Hub | str | os.PathLike[str] | None = field(default=None, kw_only=True, compare=False)
     check_arch: bool = field(default=True, kw_only=True)
     pinned: LockEntry | None = field(default=None, kw_only=True, repr=False)
     """The caller's distribution's lock entry (see above); found, not given."""

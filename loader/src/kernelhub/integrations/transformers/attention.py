@@ -127,7 +127,7 @@ def _mask_function(kernel: ModuleType) -> Callable[..., object]:
 
     wanted = getattr(kernel, "attention_mask_interface", "sdpa")
     try:
-        return ALL_MASK_ATTENTION_FUNCTIONS[wanted]
+        return cast("Callable[..., object]", ALL_MASK_ATTENTION_FUNCTIONS[wanted])
     except KeyError:
         raise AttentionKernelError(
             f"{kernel.__name__} asks for mask interface {wanted!r}, which this Transformers "

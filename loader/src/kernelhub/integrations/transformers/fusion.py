@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from ...errors import KernelHubError
 from ...layer import install_forward, restore_forward, unsupported_reason, validate_layer
-from ...layer.kernelize import forward_of
+from ...layer.validate import forward_of
 from .failures import load_failure
 from .kernel_config import FusionKey, KernelConfig, KernelConfigError, KernelSpec, fusion_parents
 

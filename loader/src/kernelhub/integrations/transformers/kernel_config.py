@@ -25,7 +25,7 @@ from __future__ import annotations
 import copy
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ...errors import KernelHubError
 from ...layer.autotune.renamed import autotune_flag
@@ -243,16 +243,16 @@ class KernelConfig(Record):
             fusion_parents(model, key)
 
 
-def _check_fusion_key(key: tuple) -> FusionKey:
-    pairs = tuple(key)
-    if len(pairs) < 2 or not all(
+def _check_fusion_key(key: tuple[object, ...]) -> FusionKey:
+    if len(key) < 2 or not all(
         isinstance(p, tuple) and len(p) == 2 and all(isinstance(s, str) and s for s in p)
-        for p in pairs
+        for p in key
     ):
         raise KernelConfigError(
             f"fusion key {key!r}: expected two or more (class_name, path_pattern) pairs, e.g. "
             "(('RMSNorm', 'model.layers.*.post_attention_layernorm'), ('MLP', 'model.layers.*.mlp'))"
         )
+    pairs = cast("FusionKey", key)  # checked above
     parents = {pattern.rpartition(".")[0] for _, pattern in pairs}
     if len(parents) != 1 or "" in parents:
         raise KernelConfigError(
