@@ -107,9 +107,10 @@ class DeferredModule(ModuleType):
             torch = deferred("torch")
 
     Every access looks the module up again (one dict lookup once it is imported), so
-    nothing is copied from it and it may be imported by anyone first. Packages that only
-    one feature needs (transformers, sigstore, cryptography, huggingface_hub, matplotlib)
-    are still imported in the function of that feature."""
+    nothing is copied from it and it may be imported by anyone first. Used for torch,
+    packaging and cryptography; optional packages that only one feature needs
+    (transformers, sigstore, huggingface_hub, matplotlib) are still imported in the
+    function of that feature, where their absence is handled."""
 
     def __getattr__(self, attr: str) -> object:
         module = sys.modules.get(self.__name__) or importlib.import_module(self.__name__)
