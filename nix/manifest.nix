@@ -1,6 +1,6 @@
 # kernels.toml and every kernels-src/<k>/build.toml, read with builtins.fromTOML and
-# checked the way the builder checks them (builder/src/kernelhub_builder/manifest.py,
-# build_toml.py, toml_tables.py), so a bad manifest stops evaluation with the builder's
+# checked the way the builder checks them (builder/src/kernelhub_builder/manifest/:
+# build_toml.py, project.py, tables.py), so a bad manifest stops evaluation with the builder's
 # words: "<file>: <dotted key>: <problem>", never a Nix stack trace.
 #
 # Only what the flake needs is read: the matrix, each kernel's identity, backends, torch
@@ -130,9 +130,15 @@ let
   kernelDir = entry: if match ".*/.*" entry != null then entry else "kernels-src/${entry}";
 
   # ------------------------------------------------------------------ build.toml
+  # Edition 6 (the builder's manifest/model.py declares each key; these are its union over
+  # editions, the finer per-edition checks run in the builder).
   GENERAL_KEYS = [ "name" "version" "edition" "license" "release" "backends" "hub" "cuda" "xpu"
-    "neuron" "python-depends" "upstream" "source" "universal" "cuda-minver" "cuda-maxver" ];
+    "neuron" "tpu" "python-depends" "upstream" "source" "universal" "cuda-minver" "cuda-maxver"
+    "build-layout" "kernel-depends" ];
   LEGACY_LANGUAGES = { cuda = "cuda"; "cuda-hipify" = "cuda"; metal = "metal"; };
+  # Edition 6 names a part's kind with `language`: cpp-<backend> (rust-* kinds build tvm-ffi).
+  PART_KINDS = { "cpp-cpu" = "cpu"; "cpp-cuda" = "cuda"; "cpp-metal" = "metal";
+    "cpp-rocm" = "rocm"; "cpp-xpu" = "xpu"; };
 
   loadKernel = entry:
     let
@@ -158,7 +164,9 @@ let
           p = kernelTable.sub partName;
           language = p.str "language" false;
           backend = let b = p.str "backend" false; in
-            if b != null then b else LEGACY_LANGUAGES.${if language == null then "cuda" else language} or "cuda";
+            if b != null then b
+            else if language != null && PART_KINDS ? ${language} then PART_KINDS.${language}
+            else LEGACY_LANGUAGES.${if language == null then "cuda" else language} or "cuda";
           part = {
             inherit backend;
             name = partName;
@@ -166,8 +174,8 @@ let
             include = p.strs "include" false;
           };
         in
-        if language != null && !(LEGACY_LANGUAGES ? ${language})
-        then p.fail "language" "unknown language ${repr language}; allowed: ${join ", " (attrNames LEGACY_LANGUAGES)}"
+        if language != null && !(LEGACY_LANGUAGES ? ${language}) && !(PART_KINDS ? ${language})
+        then p.fail "language" "unknown part kind ${repr language}; allowed: ${join ", " (attrNames PART_KINDS)}"
         else if !(elem backend BACKENDS)
         then p.fail "backend" "unknown backend ${repr backend}; allowed: ${join ", " BACKENDS}"
         else [ part ] ++ (if language == "cuda-hipify" then [ (part // { backend = "rocm"; name = "${partName}_rocm"; }) ] else [ ])
@@ -243,9 +251,12 @@ let
 
       checked =
         assert (if t.has "tvm-ffi" then t.fail "tvm-ffi" "kernelhub builds torch extensions only; use [torch] (compiled) or [torch-noarch] (pure Python)" else true);
+        assert (if t.has "mlx-noarch" then t.fail "mlx-noarch" "cannot build: MLX kernels (mlx-metal) are written for Apple's MLX framework, not torch; kernelhub builds torch kernels" else true);
+        assert (let e = general.int "edition"; in e == null || e == 5 || e == 6
+                || general.fail "edition" "unsupported edition ${toString e}; kernelhub reads editions 5 and 6 (and the unversioned schema before them)");
         assert t.checkKeys [ "general" "torch" "torch-noarch" "kernel" ];
         assert general.checkKeys GENERAL_KEYS;
-        assert cudaTable.checkKeys [ "minver" "maxver" "python-depends" ];
+        assert cudaTable.checkKeys [ "minver" "maxver" "python-depends" "kernel-depends" ];
         assert (cudaMinver == null || cudaMaxver == null || versionKey cudaMinver <= versionKey cudaMaxver
                 || cudaTable.fail "maxver" "CUDA ${cudaMaxver} is below minver ${cudaMinver}");
         # A listed backend without a part builds from the [torch] binding alone (as in the builder).

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from e2e import PUBLISHED, Workspace, builder
+from reference_loader import KernelRepoProxy, olah_cli, served_hub
 
 collect_ignore_glob = ["fixtures/*"]
 """Kernel trees used as test data; their own tests run under `builder test`, not here."""
@@ -32,6 +34,16 @@ def published(built: Workspace) -> Workspace:
     if not os.environ.get(PUBLISHED):
         builder(built, "publish", "--hub", str(built.hub))
     return built
+
+
+@pytest.fixture
+def published_served(published: Workspace, tmp_path: Path) -> Iterator[KernelRepoProxy]:
+    """The published hub behind olah, behind the counting kernel-repo-type proxy (what the
+    ecosystem's loaders read our kernels through)."""
+    if olah_cli() is None:
+        pytest.skip("olah is not installed (pip install olah)")
+    with served_hub(published.hub, tmp_path / "olah") as proxy:
+        yield proxy
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -67,6 +68,17 @@ def builder(ws: Workspace, *args: str, project: Path = REPO, check: bool = True,
 
 
 FIXTURE_KERNEL = REPO / "builder/tests/fixtures/project/kernels-src/scale_stable"
+
+
+def kernel_project(root: Path, kernel: str) -> Path:
+    """A project at ``root`` holding only ``kernels-src/<kernel>`` of this repository, with
+    the repository's kernels.toml (matrix, releases) narrowed to it."""
+    shutil.copytree(REPO / "kernels-src" / kernel, root / "kernels-src" / kernel,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    text = (REPO / "kernels.toml").read_text()
+    (root / "kernels.toml").write_text(
+        re.sub(r"(?m)^kernels = \[.*\]$", f'kernels = ["{kernel}"]', text))
+    return root
 
 
 def make_project(root: Path, org: str) -> Path:

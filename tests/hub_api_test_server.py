@@ -2,21 +2,31 @@
 
 No installable server accepts the Hub's commit API (olah, the mirror the read tests use,
 is read-only), so this one exists for the publishing tests. It is a TEST SERVER, not a
-hub: one process, no users but one write token, no LFS/Xet, no pull requests, no YAML
-validation. It implements the documented endpoints that ``HfApi`` calls when it
-publishes, with the request and response shapes huggingface_hub expects:
+hub: one process, no users but one write token, no LFS/Xet, no discussions but the pull
+requests a commit opens, no YAML validation. It implements the documented endpoints that
+``HfApi`` calls when it publishes, with the request and response shapes huggingface_hub
+expects:
 
-  GET    /api/{models|kernels}/{repo}[/revision/{rev}]      repo info (sha, siblings)
-  GET    /api/{type}/{repo}/refs                            branches and tags
+  GET    /api/{models|kernels}/{repo}[/revision/{rev}]      repo info (sha, siblings,
+                                                            private)
+  GET    /api/{type}/{repo}/refs[?include_prs=1]            branches and tags (and the
+                                                            pull requests' refs/pr/<n>)
   GET    /api/{type}/{repo}/tree/{rev}[/{path}]             listing (recursive=1)
   POST   /api/{type}/{repo}/paths-info/{rev}                entries for given paths
   GET    /api/{type}/{repo}/commits/{rev}                   history
   POST   /api/repos/create                                  new repo (409 if it exists)
   POST   /api/{type}/{repo}/preupload/{rev}                 upload mode: always "regular"
-  POST   /api/{type}/{repo}/commit/{rev}                    ndjson commit (header,
+  POST   /api/{type}/{repo}/commit/{rev}[?create_pr=1]      ndjson commit (header,
                                                             file base64, deletedFile,
                                                             deletedFolder); parentCommit
-                                                            is compare-and-swap (412)
+                                                            is compare-and-swap (412).
+                                                            create_pr=1: the commit goes
+                                                            to a new refs/pr/<n> opened
+                                                            against branch {rev} (from
+                                                            parentCommit when given),
+                                                            the branch does not move, and
+                                                            pullRequestUrl names
+                                                            .../discussions/<n>
   POST   /api/{type}/{repo}/branch/{branch}                 new branch (409 if it exists)
   POST   /api/{type}/{repo}/tag/{rev}                       new tag (409 if it exists)
   DELETE /api/{type}/{repo}/tag/{tag}
@@ -32,6 +42,11 @@ Repositories are bare git repositories at ``<root>/<models|kernels>/<org>/<name>
 the LocalHub layout, so olah (pointed at ``root``) serves what was published here, and
 both loaders can then read it through a real Hub-API mirror. A new repository gets an
 initial commit on ``main`` holding ``.gitattributes``, as the Hub makes it.
+
+``POST /api/repos/create`` with ``"visibility": "private"`` (huggingface_hub 1.x and 2.x;
+``"private": true`` before) makes a private repository: its info
+says so, and every read of it needs the write token (without: 401 Repository Not Found,
+as the Hub answers for a private repository it will not show).
 
 Knobs for error tests: ``kernel_type`` (whether the ``kernel`` repo type exists),
 ``read_only`` (every write answers 405, as olah does), ``delay`` (seconds before each
@@ -59,7 +74,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from kernelhub.hub.git import ZERO_OID, GitRepo, IndexEntry, RefUpdate
+from kernelhub.hub.git import ZERO_OID, GitRepo, IndexEntry, RefUpdate, RefValue
 
 _TYPES = {"models": "model", "kernels": "kernel"}
 GITATTRIBUTES = b"# made by the kernelhub Hub-API test server: no LFS here\n"
@@ -174,7 +189,9 @@ class HubApiTestServer:
             if segs[0] == "kernels":
                 kind, segs = self._kind("kernels"), segs[1:]
             if len(segs) >= 5 and segs[2] == "resolve":
-                return self._resolve(kind, f"{segs[0]}/{segs[1]}", segs[3], "/".join(segs[4:]))
+                repo_id = f"{segs[0]}/{segs[1]}"
+                self._check_private(self._repo(kind, repo_id), repo_id, headers)
+                return self._resolve(kind, repo_id, segs[3], "/".join(segs[4:]))
         raise ApiError(404, f"test server: no route for {method} {parts.path}")
 
     def _kind(self, prefix: str) -> str:
@@ -195,15 +212,30 @@ class HubApiTestServer:
                                 "the token has no write access")
         return "kernelhub-test"
 
+    def _check_private(self, repo: GitRepo, repo_id: str, headers: dict[str, str]) -> None:
+        """A private repository shows itself only to the token's holder."""
+        if self.is_private(repo):
+            try:
+                self._authorize(headers, write=False)
+            except ApiError:
+                raise ApiError(401, f"Repository Not Found for url: {repo_id}",
+                               "RepoNotFound") from None
+
+    @staticmethod
+    def is_private(repo: GitRepo) -> bool:
+        return repo.run("config", "--get", "kernelhub.private", check=False
+                        ).stdout.decode().strip() == "true"
+
     def _repo_api(self, method: str, kind: str, repo_id: str, rest: list[str],
                   query: dict[str, list[str]], headers: dict[str, str], body: bytes
                   ) -> tuple[int, dict[str, str], bytes]:
         repo = self._repo(kind, repo_id)
+        self._check_private(repo, repo_id, headers)
         action = rest[0] if rest else ""
         if method == "GET" and action in ("", "revision"):
             return self._info(repo, repo_id, rest[1] if action == "revision" else "main")
         if method == "GET" and action == "refs":
-            return self._json(self._refs(repo))
+            return self._json(self._refs(repo, with_prs=query.get("include_prs") == ["1"]))
         if method == "GET" and action == "tree" and len(rest) >= 2:
             recursive = query.get("recursive", ["false"])[0].lower() in ("1", "true")
             return self._json(self._tree(repo, rest[1], "/".join(rest[2:]), recursive))
@@ -216,7 +248,8 @@ class HubApiTestServer:
         if method == "POST" and action == "preupload" and len(rest) == 2:
             return self._preupload(repo, rest[1], json.loads(body))
         if method == "POST" and action == "commit" and len(rest) == 2:
-            return self._commit(kind, repo, repo_id, rest[1], body)
+            create_pr = query.get("create_pr") == ["1"]
+            return self._commit(kind, repo, repo_id, rest[1], body, create_pr=create_pr)
         if action == "branch" and len(rest) == 2:
             return self._branch(repo, method, rest[1], json.loads(body or b"{}"))
         if action == "tag" and len(rest) == 2:
@@ -260,17 +293,27 @@ class HubApiTestServer:
         commit = self._commit_of(repo, rev)
         files = [e.path for e in repo.ls_tree(commit, recursive=True)]
         return self._json({"id": repo_id, "_id": repo_id, "modelId": repo_id, "sha": commit,
-                           "private": False, "disabled": False, "gated": False,
+                           "private": self.is_private(repo), "disabled": False, "gated": False,
                            "downloads": 0, "likes": 0, "tags": [],
                            "siblings": [{"rfilename": f} for f in files]})
 
-    def _refs(self, repo: GitRepo) -> dict[str, object]:
-        def listing(prefix: str) -> list[dict[str, str]]:
-            return [{"name": ref.removeprefix(prefix), "ref": ref, "targetCommit": value.commit}
+    def _refs(self, repo: GitRepo, with_prs: bool = False) -> dict[str, object]:
+        def listing(prefix: str, keep: str = "") -> list[dict[str, str]]:
+            return [{"name": keep + ref.removeprefix(prefix), "ref": ref,
+                     "targetCommit": value.commit}
                     for ref, value in sorted(repo.refs(prefix).items())]
 
-        return {"branches": listing("refs/heads/"), "tags": listing("refs/tags/"),
-                "converts": []}
+        refs: dict[str, object] = {"branches": listing("refs/heads/"),
+                                   "tags": listing("refs/tags/"), "converts": []}
+        if with_prs:
+            refs["pullRequests"] = listing("refs/pr/", keep="refs/pr/")
+        return refs
+
+    def pull_request_target(self, kind: str, repo_id: str, number: int) -> str | None:
+        """The branch pull request ``number`` was opened against (None: there is none)."""
+        repo = self._repo(kind, repo_id)
+        return repo.run("config", "--get", f"kernelhub.pr{number}.target", check=False
+                        ).stdout.decode().strip() or None
 
     def _tree(self, repo: GitRepo, rev: str, path: str, recursive: bool) -> list[dict]:
         commit = self._commit_of(repo, rev)
@@ -335,6 +378,8 @@ class HubApiTestServer:
                 raise ApiError(409, f"You already created this {kind} repo")
             GitRepo.init_bare(path, initial_branch="main")
             repo = GitRepo(path)
+            if payload.get("visibility") == "private" or payload.get("private") is True:
+                repo.run("config", "kernelhub.private", "true")
             blob = repo.out("hash-object", "-w", "--stdin", input=GITATTRIBUTES)
             tree = repo.write_tree(None, [], [IndexEntry("100644", blob, ".gitattributes")])
             commit = repo.commit_tree(tree, None, "initial commit")
@@ -355,20 +400,30 @@ class HubApiTestServer:
                           "oid": oid})
         return self._json({"files": files, "commitOid": commit})
 
-    def _commit(self, kind: str, repo: GitRepo, repo_id: str, rev: str, body: bytes
-                ) -> tuple[int, dict[str, str], bytes]:
+    def _commit(self, kind: str, repo: GitRepo, repo_id: str, rev: str, body: bytes,
+                create_pr: bool = False) -> tuple[int, dict[str, str], bytes]:
         lines = [json.loads(line) for line in body.splitlines() if line.strip()]
         if not lines or lines[0].get("key") != "header":
             raise ApiError(400, "commit payload must start with a header line")
         header = lines[0]["value"]
         with self._lock:
-            ref = f"refs/heads/{rev}"
-            current = repo.refs(ref).get(ref)
-            if current is None:
+            branch = f"refs/heads/{rev}"
+            head = repo.refs(branch).get(branch)
+            if head is None:
                 raise ApiError(404, f"Invalid rev id: {rev}", "RevisionNotFound")
             parent = header.get("parentCommit")
-            if parent and parent != current.commit:
-                raise ApiError(412, "A commit has happened since. Please refresh and try again.")
+            number = None
+            if create_pr:  # a new refs/pr/<n> from parentCommit (or the branch head)
+                number = 1 + len(repo.refs("refs/pr/"))
+                base = repo.resolve_commit(parent) if parent else head.commit
+                if base is None:
+                    raise ApiError(404, f"Invalid rev id: {parent}", "RevisionNotFound")
+                ref, current = f"refs/pr/{number}", RefValue(ZERO_OID, base)
+            else:
+                if parent and parent != head.commit:
+                    raise ApiError(412, "A commit has happened since. Please refresh and try "
+                                        "again.")
+                ref, current = branch, head
             remove: list[str] = []
             add: dict[str, IndexEntry] = {}
             for line in lines[1:]:
@@ -397,9 +452,13 @@ class HubApiTestServer:
             commit = repo.commit_tree(tree, current.commit, message)
             if repo.update_refs([RefUpdate(ref, commit, current.oid)]) is not None:
                 raise ApiError(412, "A commit has happened since. Please refresh and try again.")
+            if number is not None:
+                repo.run("config", f"kernelhub.pr{number}.target", rev)
         prefix = "" if kind == "model" else f"{kind}s/"
+        pull_request = (f"{self.url}/{prefix}{repo_id}/discussions/{number}"
+                        if number is not None else None)
         return self._json({"commitUrl": f"{self.url}/{prefix}{repo_id}/commit/{commit}",
-                           "commitOid": commit, "pullRequestUrl": None})
+                           "commitOid": commit, "pullRequestUrl": pull_request})
 
     def _branch(self, repo: GitRepo, method: str, branch: str, payload: dict
                 ) -> tuple[int, dict[str, str], bytes]:

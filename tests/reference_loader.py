@@ -31,6 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -73,6 +74,19 @@ def install_reference_loader(target: Path, version: str = REFERENCE_VERSION) -> 
         )
     marker.write_text(version)
     return target
+
+
+def ecosystem_loaders(factory: Any) -> dict[str, Path]:
+    """Each of :data:`ECOSYSTEM_VERSIONS` installed in a directory of its own under the
+    ``tmp_path_factory`` ``factory``, by version; the calling test is skipped when pip
+    cannot reach an index."""
+    import pytest
+
+    try:
+        return {version: install_reference_loader(factory.mktemp(f"kernels-{version}"), version)
+                for version in ECOSYSTEM_VERSIONS}
+    except ReferenceLoaderUnavailable as e:
+        pytest.skip(str(e))
 
 
 def reference_env(base: dict[str, str], target: Path, endpoint: str, hf_cache: Path,
@@ -161,6 +175,18 @@ def stop_process(proc: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+@contextmanager
+def served_hub(hub_root: Path, work: Path) -> Iterator[KernelRepoProxy]:
+    """A LocalHub root behind olah, behind the counting kernel-repo-type proxy: what the
+    reference loader reads a published hub through."""
+    with olah_server(hub_root, work) as url:
+        proxy = KernelRepoProxy(url)
+        try:
+            yield proxy
+        finally:
+            proxy.close()
 
 
 def map_kernel_repo_type(path: str) -> str:

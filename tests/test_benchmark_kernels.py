@@ -33,7 +33,8 @@ def test_activation_table_and_plots(published: Workspace, tmp_path: Path) -> Non
     assert doc_path.with_suffix(".png").read_bytes().startswith(b"\x89PNG")
 
 
-@pytest.mark.parametrize("kernel", ["rmsnorm", "layernorm", "rotary", "flash-attn2"])
+@pytest.mark.parametrize("kernel", ["rmsnorm", "layernorm", "rotary", "flash-attn2",
+                                    "liger-kernels"])
 def test_every_cpu_kernel_s_benchmarks_verify(published: Workspace, tmp_path: Path,
                                               kernel: str) -> None:
     proc = run([KERNELHUB, "benchmark", f"kernels-community/{kernel}", "--iterations", "1",

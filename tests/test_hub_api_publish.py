@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from e2e import BIN, REPO, run
+from e2e import BIN, kernel_project, run
 from hub_api_test_server import HubApiTestServer
 from kernelhub.hub.git import GitRepo
 from kernelhub.hub.local import LocalHub
@@ -33,12 +33,7 @@ TOKEN = "hf_test_write_token"
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     """A project holding only triton-activation, built for both its variants."""
-    root = tmp_path / "project"
-    shutil.copytree(REPO / "kernels-src" / KERNEL, root / "kernels-src" / KERNEL,
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    text = (REPO / "kernels.toml").read_text()
-    (root / "kernels.toml").write_text(
-        re.sub(r"(?m)^kernels = \[.*\]$", f'kernels = ["{KERNEL}"]', text))
+    root = kernel_project(tmp_path / "project", KERNEL)
     build(root)
     return root
 

@@ -22,9 +22,7 @@ import pytest
 from e2e import BIN, REPO, Workspace, builder, last_json, run
 from hub_api_test_server import HubApiTestServer
 from reference_loader import (
-    ECOSYSTEM_VERSIONS,
-    ReferenceLoaderUnavailable,
-    install_reference_loader,
+    ecosystem_loaders,
     olah_cli,
     olah_server,
     reference_env,
@@ -33,6 +31,10 @@ from reference_loader import (
 pytestmark = pytest.mark.slow
 
 VARIANT = "torch213-cxx11-cpu-x86_64-linux"
+CURRENT = "torch-2.13-cpu-cpython-3.9-abi3-x86_64-linux"
+"""The same build under its current name (builder publish writes both generations): what
+kernelhub and kernels 0.19.1 load; kernels 0.17.2 reads only the legacy name."""
+PICKS = {"0.17.2": VARIANT, "0.19.1": CURRENT}
 REPO_ID = "kernels-community/activation"
 TOKEN = "hf_test_write_token"
 
@@ -62,12 +64,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
 @pytest.fixture(scope="module")
 def ecosystem(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Each ecosystem loader in a directory of its own (never in our venv)."""
-    try:
-        return {version: install_reference_loader(
-                    tmp_path_factory.mktemp(f"kernels-{version}"), version)
-                for version in ECOSYSTEM_VERSIONS}
-    except ReferenceLoaderUnavailable as e:
-        pytest.skip(str(e))
+    return ecosystem_loaders(tmp_path_factory)
 
 
 def client_env(tmp_path: Path) -> dict[str, str]:
@@ -103,21 +100,21 @@ def test_a_kernel_repository_loads_with_our_loader_and_both_ecosystem_loaders(
     built_meta = (built.out / "activation" / VARIANT / "metadata.json").read_bytes()
     with HubApiTestServer(tmp_path / "storage").running() as server:
         proc = publish(built, server.url, env)
-        assert f"added     {VARIANT}" in proc.stdout
+        assert f"added     {VARIANT}" in proc.stdout and f"added     {CURRENT}" in proc.stdout
         assert "model repository" not in proc.stdout
         assert server.repo_path("kernel", REPO_ID).is_dir()
         assert not server.repo_path("model", REPO_ID).exists()
 
         ours = load_ours(server.url, env, tmp_path)
-        assert VARIANT in ours["file"] and ours["err"] < 1e-5
+        assert CURRENT in ours["file"] and ours["err"] < 1e-5
         for version, target in ecosystem.items():
             theirs = last_json(load_ecosystem(version, target, server.url, env, tmp_path))
-            assert f"/build/{VARIANT}/__init__.py" in theirs["file"], version
+            assert f"/build/{PICKS[version]}/__init__.py" in theirs["file"], version
             assert theirs["err"] < 1e-5, version
             assert (Path(theirs["file"]).parent / "metadata.json").read_bytes() == built_meta
             # It asked for the kernel type, directly (the server saw those requests).
             assert any(r.startswith("GET /api/kernels/") for r in server.requests), version
-    (cached,) = (tmp_path / "cache").rglob(f"{VARIANT}/metadata.json")
+    (cached,) = (tmp_path / "cache").rglob(f"{CURRENT}/metadata.json")
     assert cached.read_bytes() == built_meta
 
 
@@ -144,7 +141,7 @@ def test_without_kernel_repositories_the_publish_refuses_unless_allowed_and_says
 
     with olah_server(storage, tmp_path / "olah") as url:
         ours = load_ours(url, env, tmp_path)
-        assert VARIANT in ours["file"] and ours["err"] < 1e-5
+        assert CURRENT in ours["file"] and ours["err"] < 1e-5
         for version, target in ecosystem.items():
             theirs = load_ecosystem(version, target, url, env, tmp_path, check=False)
             assert theirs.returncode != 0, f"kernels {version} loaded a model repository"

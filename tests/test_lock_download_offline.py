@@ -1,8 +1,8 @@
 """A project locks its kernels, prefetches them, and then loads with no hub at all.
 
 The story: pyproject.toml declares kernels in the ecosystem's table and in ours;
-`kernelhub lock` writes kernels.lock in the ecosystem's format (plus our metadata
-hashes); `kernelhub download` fills a fresh cache; the hub then disappears and the
+`kernelhub lock` writes kernels.lock in the ecosystem's format (pins) and our hashes in
+kernelhub.lock beside it; `kernelhub download` fills a fresh cache; the hub then disappears and the
 locked loads still work — and refuse a variant whose hash differs from the lock, before
 importing anything. A lock written the ecosystem's way (no kernelhub key) loads too,
 checked by its git_lfs_concat hash, which this test recomputes from git itself.
@@ -73,8 +73,14 @@ def test_lock_download_then_load_offline(published: Workspace, project: Path, tm
     env = published.env(cache="lock-cache")
     run([str(BIN / "kernelhub"), "lock", str(project)], env=env)
     lock_path = project / "kernels.lock"
-    entries = {e["repo_id"]: e for e in json.loads(lock_path.read_text())}
+    entries = {e["repo_id"]: e for e in json.loads((project / "kernelhub.lock").read_text())}
     assert set(entries) == {"kernels-community/activation", "kernels-community/rmsnorm"}
+    assert json.loads(lock_path.read_text()) == [  # the pins, as kernels 0.17+ reads them
+        {"dependency": {"repo-id": "kernels-community/activation", "version": 1},
+         "lock": {"commit": entries["kernels-community/activation"]["sha"]}},
+        {"dependency": {"repo-id": "kernels-community/rmsnorm",
+                        "revision": entries["kernels-community/rmsnorm"]["sha"]},
+         "lock": {"commit": entries["kernels-community/rmsnorm"]["sha"]}}]
     for repo_id, entry in entries.items():
         assert len(entry["sha"]) == 40 and entry["variants"]
         for variant, lock in entry["variants"].items():
@@ -92,12 +98,14 @@ def test_lock_download_then_load_offline(published: Workspace, project: Path, tm
     assert loaded["act"] and loaded["norm"]
 
     # A lock whose hash does not match the cached variant: refused before import.
-    tampered = json.loads(lock_path.read_text())
+    tampered = list(entries.values())
     for entry in tampered:
         entry["kernelhub"]["metadata-sha256"] = dict.fromkeys(
             entry["kernelhub"]["metadata-sha256"], "0" * 64)
-    bad = tmp_path / "tampered.lock"
-    bad.write_text(json.dumps(tampered))
+    (tmp_path / "tampered").mkdir()
+    bad = tmp_path / "tampered" / "kernels.lock"
+    shutil.copy(lock_path, bad)
+    (tmp_path / "tampered" / "kernelhub.lock").write_text(json.dumps(tampered))
     proc = _load(bad, offline, check=False)
     assert proc.returncode != 0 and "IntegrityError" in proc.stderr
     assert "refusing to load" in proc.stderr and "lock file records" in proc.stderr
@@ -108,7 +116,8 @@ def test_lock_written_by_the_ecosystem_loads_and_is_checked(published: Workspace
                                                              project: Path, tmp_path: Path):
     """No kernelhub key: the git_lfs_concat hash is what is checked."""
     env = published.env(cache="eco-cache")
-    run([str(BIN / "kernelhub"), "lock", str(project)], env=env)
+    run([str(BIN / "kernelhub"), "lock", "--format", "kernelhub", str(project)], env=env)
+    assert not (project / "kernelhub.lock").exists()
     entries = json.loads((project / "kernels.lock").read_text())
     for entry in entries:
         del entry["kernelhub"]

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,8 +20,6 @@ from reference_loader import (
     KernelRepoProxy,
     ReferenceLoaderUnavailable,
     install_reference_loader,
-    olah_cli,
-    olah_server,
     reference_env,
 )
 
@@ -97,19 +94,6 @@ def reference_loader(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.skip(str(e))
 
 
-@pytest.fixture
-def served(published: Workspace, tmp_path: Path) -> Iterator[KernelRepoProxy]:
-    """The published hub behind olah, behind the counting kernel-repo-type proxy."""
-    if olah_cli() is None:
-        pytest.skip("olah is not installed (pip install olah)")
-    with olah_server(published.hub, tmp_path / "olah") as url:
-        proxy = KernelRepoProxy(url)
-        try:
-            yield proxy
-        finally:
-            proxy.close()
-
-
 def python(code: str, env: dict[str, str], *args: str) -> dict:
     return last_json(run([sys.executable, "-c", code, *args], env=env))
 
@@ -121,9 +105,11 @@ def assert_matches_eager(result: dict) -> None:
 
 
 def test_reference_get_kernel_loads_our_published_variant_through_olah(
-    published: Workspace, served: KernelRepoProxy, reference_loader: Path, tmp_path: Path
+    published: Workspace, published_served: KernelRepoProxy, reference_loader: Path,
+    tmp_path: Path
 ) -> None:
-    env = reference_env(dict(os.environ), reference_loader, served.url, tmp_path / "hf-cache")
+    env = reference_env(dict(os.environ), reference_loader, published_served.url,
+                        tmp_path / "hf-cache")
     ours = json.loads(
         (published.out / "activation" / VARIANT / "metadata.json").read_text())
 
@@ -134,19 +120,20 @@ def test_reference_get_kernel_loads_our_published_variant_through_olah(
     assert cold["metadata"] == {"name": "activation", "id": ours["id"], "version": ours["version"],
                                 "license": ours["license"], "backend": "cpu"}
     assert_matches_eager(cold)
-    fetched = [r for r in served.requests if "/resolve/" in r and r.startswith("GET")]
+    fetched = [r for r in published_served.requests if "/resolve/" in r and r.startswith("GET")]
     assert fetched and all(f"/build/{VARIANT}/" in r for r in fetched), \
         f"only the chosen variant is downloaded: {fetched}"
 
     # A second process finds the files in its cache and downloads nothing again (a
     # branch revision costs it HEAD requests to check the branch, no file bodies);
     # a branch name works as a revision as well as the version number does.
-    before = served.count()
+    before = published_served.count()
     warm = python(REFERENCE_GET, env, json.dumps({"revision": "v1"}))
     assert warm["file"] == cold["file"]
     assert_matches_eager(warm)
-    downloads = [r for r in served.since(before) if r.startswith("GET") and "/resolve/" in r]
-    assert downloads == [], served.since(before)
+    downloads = [r for r in published_served.since(before)
+                 if r.startswith("GET") and "/resolve/" in r]
+    assert downloads == [], published_served.since(before)
 
 
 def test_reference_get_local_kernel_reads_our_build_dir(

@@ -22,7 +22,10 @@ from kernelhub.errors import SignatureError
 from kernelhub.hub.git import GitRepo
 from kernelhub.load import pipeline
 from kernelhub.release_manifest import NAMESPACE, RELEASE_FILE, SIGNATURE_FILE
+from kernelhub.variants import parse_variant
+from kernelhub_builder.manifest import VariantNames
 from kernelhub_builder.ship import LocalPublisher
+from kernelhub_builder.ship.names import published_names
 from kh_doubles import rewrite_on_branch
 from reference_loader import olah_cli, olah_server
 
@@ -131,8 +134,9 @@ def test_ssh_keygen_verifies_the_published_release(signed: Signed, tmp_path: Pat
     assert verified.returncode == 0, verified.stderr
     body = json.loads(manifest)
     assert body["repo"] == REPO_ID and body["release"] == "2.0.0"
-    assert sorted(body["variants"]) == sorted(
-        d.name for d in (signed.ws.out / "scale_stable").iterdir() if d.is_dir())
+    assert sorted(body["variants"]) == sorted(  # each build under both names
+        name for d in (signed.ws.out / "scale_stable").iterdir() if d.is_dir()
+        for name in published_names(parse_variant(d.name), VariantNames.BOTH))
 
 
 def test_allowed_key_loads_from_the_local_hub_and_through_olah(signed: Signed, policy) -> None:

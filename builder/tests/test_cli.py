@@ -181,3 +181,13 @@ def test_init_refuses_an_existing_file_or_non_empty_dir_in_one_line(
     assert err.strip().splitlines() == [
         f"error: {target} exists and is not an empty directory; choose a new directory"]
     assert "Traceback" not in err
+
+
+def test_init_refuses_a_name_the_ecosystems_tools_refuse_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(capsys, "init", "my_kernel", str(tmp_path / "target"))
+    assert code == 1
+    (line,) = err.strip().splitlines()
+    assert "'my_kernel' is not a kernel name" in line and "refuse '_'" in line
+    assert not (tmp_path / "target").exists()

@@ -79,4 +79,4 @@ def test_cache_path_and_clear(
     capsys.readouterr()
     assert main(["cache", "clear"]) == 0
     assert capsys.readouterr().out.startswith("removed 1 entry from")
-    assert list(isolated_settings.iterdir()) == []
+    assert [p.name for p in isolated_settings.iterdir()] == ["CACHEDIR.TAG"]

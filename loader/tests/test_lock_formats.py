@@ -1,5 +1,7 @@
 """Lock files of the ecosystem's current shape (``KernelLocks``, kernels 0.17 and 0.19):
-read as pins without hashes, next to kernelhub's own entries."""
+read as pins without hashes, next to kernelhub's own entries; and written, with
+kernelhub's hashes in ``kernelhub.lock`` beside them (the real ecosystem parsers read what
+we write in tests/test_lock_interop.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from kernelhub.errors import LockFileError
-from kernelhub.lock import lock_entry, parse_lock
+from kernelhub.lock import HASHES_NAME, LockEntry, lock_entry, parse_lock, read_lock, write_lock
 
 SHA, OTHER = "c" * 40, "d" * 64
 
@@ -44,3 +46,49 @@ def test_malformed_ecosystem_entries() -> None:
                   {"dependency": {"repo-id": "a/b"}, "lock": {"sha": SHA}}):
         with pytest.raises(LockFileError, match="malformed entry"):
             parse_lock(json.dumps([entry]).encode(), "kernels.lock")
+
+
+HASHED = [LockEntry("kernels-community/activation", SHA, {"torch-universal": "sha256-" + "1" * 64},
+                    {"torch-universal": "2" * 64}),
+          LockEntry("acme/helpers", OTHER, {"torch-universal": "sha256-" + "3" * 64},
+                    {"torch-universal": "4" * 64})]
+
+
+def test_kernelhub_lock_writes_their_pins_and_our_hashes_beside_them(tmp_path: Path) -> None:
+    path = tmp_path / "kernels.lock"
+    written = write_lock(path, HASHED, versions={"kernels-community/activation": 1,
+                                                 "acme/helpers": ">=2.1,<3"})
+    assert written == [path, tmp_path / HASHES_NAME]
+    assert json.loads(path.read_text()) == [
+        {"dependency": {"repo-id": "kernels-community/activation", "version": 1},
+         "lock": {"commit": SHA}},
+        {"dependency": {"repo-id": "acme/helpers", "revision": OTHER},  # a spec they lack
+         "lock": {"commit": OTHER}}]
+    assert [e["repo_id"] for e in json.loads(written[1].read_text())] == [
+        "kernels-community/activation", "acme/helpers"]
+    assert read_lock(path) == {e.repo_id: e for e in HASHED}  # pins joined to their hashes
+    assert lock_entry("acme/helpers", path).metadata_sha256 == {"torch-universal": "4" * 64}
+
+
+def test_hashes_for_another_commit_than_the_pin_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "kernels.lock"
+    write_lock(path, HASHED)
+    moved = [{**e, "lock": {"commit": "e" * 40}} if e["dependency"]["repo-id"] == "acme/helpers"
+             else e for e in json.loads(path.read_text())]
+    path.write_text(json.dumps(moved))  # kernels.lock rewritten by another tool
+    with pytest.raises(LockFileError, match=r"kernelhub.lock records hashes for acme/helpers at "
+                                            r"dddddddddddd, but .* pins eeeeeeeeeeee"):
+        read_lock(path)
+    (tmp_path / HASHES_NAME).unlink()  # as the message says: pins alone
+    assert read_lock(path)["acme/helpers"].variant_hashes == {}
+
+
+def test_the_single_file_format_keeps_the_hashes_in_kernels_lock(tmp_path: Path) -> None:
+    path = tmp_path / "kernels.lock"
+    write_lock(path, HASHED)
+    assert write_lock(path, HASHED, fmt="kernelhub") == [path]
+    assert not (tmp_path / HASHES_NAME).exists()  # the earlier hashes would read as stale
+    assert json.loads(path.read_text()) == [e.to_json() for e in HASHED]
+    assert read_lock(path) == {e.repo_id: e for e in HASHED}
+    with pytest.raises(LockFileError, match="unknown lock format 'toml'"):
+        write_lock(path, HASHED, fmt="toml")

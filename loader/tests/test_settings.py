@@ -40,7 +40,7 @@ def test_bad_config_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(KernelHubError, match=r"\[trust\] orgs must be a list"):
         settings.trusted_orgs()
     (tmp_path / "config.toml").write_text("[trust\n")
-    with pytest.raises(KernelHubError, match="not valid TOML"):
+    with pytest.raises(KernelHubError, match="invalid TOML"):
         settings.trusted_orgs()
 
 

@@ -1,5 +1,6 @@
 """The pages in a real headless Chromium (the system's, driven by Selenium through the
-system's chromedriver): navigation, the variant matrix, a benchmark plot, no console
+system's chromedriver): navigation, the variant matrix, benchmark plots drawn from what
+``kernelhub benchmark --publish`` committed through this server's Hub API, no console
 errors, and screenshots at phone and desktop sizes saved for review
 (``$KERNELHUB_SCREENSHOTS``, else the test's tmp dir; the paths are printed)."""
 
@@ -13,7 +14,13 @@ from pathlib import Path
 import pytest
 from huggingface_hub import HfApi
 from served import WRITE_TOKEN, serving
-from showcase import REPO_ID, VARIANTS, benchmark_files, publish_showcase
+from showcase import (
+    REPO_ID,
+    VARIANTS,
+    benchmark_and_publish,
+    publish_showcase,
+    repository_files,
+)
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -57,8 +64,11 @@ def test_pages_in_a_real_browser(hub: Path, tokens_file: Path, tmp_path: Path,
     publish_showcase(hub, tmp_path)
     with serving(hub, TokenTable.load(tokens_file)) as url:
         HfApi(endpoint=url, token=WRITE_TOKEN).upload_folder(
-            folder_path=benchmark_files(tmp_path), repo_id=REPO_ID, repo_type="kernel",
-            revision="v1", commit_message="benchmark results")
+            folder_path=repository_files(tmp_path), repo_id=REPO_ID, repo_type="kernel",
+            revision="v1", commit_message="benchmark classes and an ecosystem run")
+        published = benchmark_and_publish(url, WRITE_TOKEN, tmp_path)
+        assert published["branch"] == "benchmarks"
+        variant = str(published["published"][0]).split("/")[2]  # the build this machine ran
         for size, (width, height) in SIZES.items():
             browser.set_window_size(width, height)
             browser.get(f"{url}/")
@@ -82,8 +92,13 @@ def test_pages_in_a_real_browser(hub: Path, tokens_file: Path, tmp_path: Path,
             assert "signed" in signature and "SHA256:" in signature and "7 of 7" in signature
             assert "silu_and_mul" in browser.find_element(By.ID, "variants").text
 
+            figures = browser.find_elements(By.CSS_SELECTOR, "#benchmarks figure.plot")
+            captions = [f.find_element(By.TAG_NAME, "figcaption").text for f in figures]
+            assert len(figures) == 2, captions
+            ours, theirs = captions  # the published run, then the ecosystem's payload
+            assert ours.startswith(variant) and "PNG as published" in ours, ours
+            assert theirs.startswith("AMD EPYC 9654 · cpu · torch 2.13.0"), theirs
             plots = browser.find_elements(By.CSS_SELECTOR, "#benchmarks figure.plot img")
-            assert len(plots) == 2
             for img in plots:  # lazy images: scrolled into view, then drawn by the server
                 browser.execute_script("arguments[0].scrollIntoView()", img)
                 WebDriverWait(browser, 30).until(lambda _, img=img: browser.execute_script(

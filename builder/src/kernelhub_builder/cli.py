@@ -11,12 +11,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from kernelhub.cli_text import ArgumentParser, error_line
 from kernelhub.errors import KernelHubError
 from kernelhub.hub import open_hub
+from kernelhub.system import FOREIGN_BACKEND_REASONS
+from kernelhub.user_files import cli_path
 from rich.markup import escape
 
 from . import __version__
@@ -32,9 +37,8 @@ from .cli_render import ConsoleReporter, make_console
 from .compile.build import build_kernel
 from .errors import ShardError, UsageError
 from .layout import default_out_dir, kernel_dir
-from .manifest import PROJECT_FILE, load_project
-from .manifest_model import Project
-from .plan.matrix import format_plan, plan_to_json, plan_variants
+from .manifest import PROJECT_FILE, Project, VariantNames, load_project
+from .plan.matrix import filter_variants, format_plan, plan_to_json, plan_variants
 from .plan.select import find_project, select_kernels, select_variants
 from .report import reporting_to
 from .ship import open_publisher
@@ -55,15 +59,15 @@ console = make_console()
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="builder",
         description="Build, test and publish PyTorch compute kernels for every build variant.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    parser.add_argument("--project", type=Path, metavar="PATH",
+    parser.add_argument("--project", type=cli_path, metavar="PATH",
                         help=f"the project's {PROJECT_FILE} or its directory "
                              "(default: the nearest one upward from the current directory)")
-    parser.add_argument("--out", type=Path, metavar="DIR",
+    parser.add_argument("--out", type=cli_path, metavar="DIR",
                         help="where built variants go (default: build-dir of kernels.toml, "
                              "else <project>/build)")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -90,7 +94,7 @@ def _parser() -> argparse.ArgumentParser:
     merge = commands.add_parser(
         "merge-artifacts", help="verify built variants from CI artifacts and merge them into "
                                 "the build dir (what the publish job does before publishing)")
-    merge.add_argument("artifacts", nargs="+", type=Path, metavar="DIR",
+    merge.add_argument("artifacts", nargs="+", type=cli_path, metavar="DIR",
                        help="artifact dirs, each holding <kernel>/<variant>/")
 
     build = commands.add_parser("build", help="build the variants this host can build")
@@ -113,11 +117,58 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--no-import-check", dest="import_check", action="store_false",
                        help="only the static checks (no torch environment needed)")
 
+    migrate = commands.add_parser(
+        "migrate", help="rewrite build.toml files in the newest edition (6), keeping comments")
+    migrate.add_argument("kernels", nargs="*", metavar="KERNEL", help="default: all")
+    migrate.add_argument("--check", action="store_true",
+                         help="change nothing; exit 1 if a build.toml is not in edition 6")
+
+    shell = commands.add_parser(
+        "shell", help="open a shell (or run -c COMMAND) in the environment of one built "
+                      "variant: its torch env, its include paths, LOCAL_KERNELS at the build")
+    shell.add_argument("kernel", nargs="?", help="default: the project's only kernel")
+    shell.add_argument("--variant", metavar="V",
+                       help="default: the first variant this host builds and runs")
+    shell.add_argument("-c", dest="shell_command", metavar="COMMAND",
+                       help="run COMMAND with $SHELL -c and exit with its status")
+
     test = commands.add_parser("test", help="run each kernel's tests against its built variants")
     test.add_argument("kernels", nargs="*", metavar="KERNEL", help="default: all")
 
     publish = commands.add_parser("publish", help="publish built variants to a hub")
     publish.add_argument("kernels", nargs="*", metavar="KERNEL", help="default: all")
+    _publish_arguments(publish)
+    publish.add_argument("--build-dir", dest="out", type=cli_path, metavar="DIR",
+                         default=argparse.SUPPRESS,
+                         help="publish the variants under DIR/<kernel>/<variant> (the same as "
+                              "--out; e.g. the result of nix build .#kernels)")
+
+    one_step = commands.add_parser(
+        "build-and-publish", help="build the variants this host can build, check them and "
+                                  "publish them, stopping before the hub at any failure")
+    one_step.add_argument("kernels", nargs="*", metavar="KERNEL", help="default: all")
+    one_step.add_argument("--variant", action="append", default=[], metavar="V",
+                          help="only these variants (name or glob; repeatable)")
+    _abi_argument(one_step)
+    one_step.add_argument("--no-import-check", dest="import_check", action="store_false",
+                          help="skip the import checks (build and check run the static ones)")
+    _publish_arguments(one_step)
+    return parser
+
+
+INIT_HELP = "create a new kernel repository that builds and tests as it is"
+
+
+def _init_arguments(init: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """``builder init``'s arguments, which ``kernelhub init`` shares."""
+    init.add_argument("name", help="the kernel's name, e.g. my-kernel")
+    init.add_argument("directory", nargs="?", type=cli_path, help="default: ./NAME")
+    init.add_argument("--org", default="my-org", help="hub org for general.hub.repo-id")
+    return init
+
+
+def _publish_arguments(publish: argparse.ArgumentParser) -> None:
+    """The options of a publish, shared by ``publish`` and ``build-and-publish``."""
     publish.add_argument("--hub", metavar="PATH",
                          help="hub target: a LocalHub directory, \"hf\" or an http(s):// Hub-API endpoint "
                               "(default: [hub] target of kernels.toml, else the default hub)")
@@ -131,6 +182,20 @@ def _parser() -> argparse.ArgumentParser:
                          help="sign the release with this OpenSSH Ed25519 private key "
                               f"(ssh-keygen -t ed25519; env {SIGN_KEY_ENV}; passphrase from "
                               f"{SIGN_PASSPHRASE_ENV}); loaders check it against their policy")
+    publish.add_argument("--branch", metavar="NAME",
+                         help="publish to this branch instead of v<major> (a preview: no "
+                              "release tag)")
+    publish.add_argument("--private", action="store_true",
+                         help="create the repository as private when the publish creates it "
+                              "(Hub-API hubs)")
+    publish.add_argument("--create-pr", action="store_true",
+                         help="open a pull request against the branch instead of committing "
+                              "to it (Hub-API hubs; needs no write access; no tag)")
+    publish.add_argument("--variant-names", type=VariantNames, choices=list(VariantNames),
+                         metavar="{both,current,legacy}",
+                         help="the generations of variant names to publish each build under "
+                              "(default: [hub] variant-names of kernels.toml, else both: the "
+                              "names kernels 0.19 prefers and the ones 0.17/0.18 read)")
     stale = publish.add_mutually_exclusive_group()
     stale.add_argument("--drop-stale", dest="stale", action="store_const",
                        const=StalePolicy.DROP, default=StalePolicy.REFUSE,
@@ -143,22 +208,6 @@ def _parser() -> argparse.ArgumentParser:
     publish.add_argument("--allow-model-repo", action="store_true",
                          help="where a Hub-API server has no kernel repositories, publish to a "
                               "model repository, which only kernelhub loads (default: refuse)")
-    publish.add_argument("--build-dir", dest="out", type=Path, metavar="DIR",
-                         default=argparse.SUPPRESS,
-                         help="publish the variants under DIR/<kernel>/<variant> (the same as "
-                              "--out; e.g. the result of nix build .#kernels)")
-    return parser
-
-
-INIT_HELP = "create a new kernel repository that builds and tests as it is"
-
-
-def _init_arguments(init: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """``builder init``'s arguments, which ``kernelhub init`` shares."""
-    init.add_argument("name", help="the kernel's name, e.g. my-kernel")
-    init.add_argument("directory", nargs="?", type=Path, help="default: ./NAME")
-    init.add_argument("--org", default="my-org", help="hub org for general.hub.repo-id")
-    return init
 
 
 def _shard_argument(text: str) -> tuple[int, int]:
@@ -187,7 +236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def init_main(argv: Sequence[str] | None = None) -> int:
     """``kernelhub init``: ``builder init`` registered in the entry-point group
     ``kernelhub.commands``, so the loader's command offers it without importing the builder."""
-    parser = _init_arguments(argparse.ArgumentParser(prog="kernelhub init", description=INIT_HELP))
+    parser = _init_arguments(ArgumentParser(prog="kernelhub init", description=INIT_HELP))
     args = parser.parse_args(argv)
     return _reported(lambda: _init(args))
 
@@ -204,7 +253,7 @@ def _reported(command: Callable[[], int]) -> int:
     try:
         return command()
     except KernelHubError as e:
-        console.print(f"[bold red]error:[/] {_escape(str(e))}")
+        console.print(f"[bold red]error:[/] {_escape(error_line(e))}")
         return 1
     except KeyboardInterrupt:
         console.print("interrupted")
@@ -224,6 +273,8 @@ def _list_variants(args: argparse.Namespace, project: Project, out_dir: Path) ->
     for kernel in kernels:
         print(f"{kernel.name} (v{kernel.version}, release {kernel.release})")
         print(format_plan(plan_variants(project, kernel)))
+        for backend in kernel.skipped_backends:  # in general.backends, built by no one here
+            print(f"{backend}: not built by kernelhub: {FOREIGN_BACKEND_REASONS[backend]}")
         print()
     return 0
 
@@ -312,9 +363,22 @@ def _publish(args: argparse.Namespace, project: Project, out_dir: Path) -> int:
     for kernel in select_kernels(project, args.kernels):
         result = publish_kernel(project, kernel, out_dir, hub, dry_run=args.dry_run,
                                 allow_host_abi=args.allow_host_abi, key=key,
-                                stale=args.stale)
+                                stale=args.stale, branch=args.branch, private=args.private,
+                                create_pr=args.create_pr, names=args.variant_names)
         print(describe_result(result, key))
     return 0
+
+
+def _build_and_publish(args: argparse.Namespace, project: Project, out_dir: Path) -> int:
+    """build, then check, then publish: the hub sees nothing unless all of them pass."""
+    args.shard = None
+    if status := _build(args, project, out_dir):
+        console.print("[bold red]build failed; nothing was published[/]")
+        return status
+    if status := _check(args, project, out_dir):
+        console.print("[bold red]check failed; nothing was published[/]")
+        return status
+    return _publish(args, project, out_dir)
 
 
 def _check(args: argparse.Namespace, project: Project, out_dir: Path) -> int:
@@ -347,6 +411,43 @@ def _check(args: argparse.Namespace, project: Project, out_dir: Path) -> int:
     return 0
 
 
+def _migrate(args: argparse.Namespace, project: Project, out_dir: Path) -> int:
+    from .manifest.migrate import migrate_kernel
+
+    roots = ([k.root for k in select_kernels(project, args.kernels)] if args.kernels
+             else [project.kernel_dir(entry) for entry in project.kernels])
+    behind = 0
+    for root in roots:
+        migration = migrate_kernel(root, project, write=not args.check)
+        behind += migration.changed
+        print(migration.describe() + (" (not written: --check)" if args.check
+                                      and migration.changed else ""))
+        for note in migration.notes:
+            console.print(f"  note: {_escape(note)}")
+    return 1 if args.check and behind else 0
+
+
+def _shell(args: argparse.Namespace, project: Project, out_dir: Path) -> int:
+    from .shell import choose_variant, shell_for
+
+    kernels = select_kernels(project, [args.kernel] if args.kernel else [])
+    if len(kernels) != 1:
+        raise UsageError(f"name the kernel: this project has {', '.join(k.name for k in kernels)}")
+    kernel = kernels[0]
+    planned = plan_variants(project, kernel)
+    plan = (filter_variants(planned, [args.variant])[0] if args.variant
+            else choose_variant(kernel, planned))
+    if not plan.buildable:
+        raise UsageError(f"{kernel.name} {plan.name}: cannot build here: {plan.reason}")
+    build_kernel(project, kernel, [plan], out_dir, strict=True)
+    shell = shell_for(project, kernel, plan.variant, out_dir)
+    for line in shell.said:
+        console.print(f"  {_escape(line)}")
+    program = os.environ.get("SHELL") or "/bin/sh"
+    command = [program, "-c", args.shell_command] if args.shell_command else [program]
+    return subprocess.run(command, env=shell.env, cwd=kernel.root, check=False).returncode
+
+
 def _init(args: argparse.Namespace) -> int:
     from .scaffold import scaffold
 
@@ -365,4 +466,7 @@ _COMMANDS = {
     "test": _test,
     "publish": _publish,
     "check": _check,
+    "migrate": _migrate,
+    "shell": _shell,
+    "build-and-publish": _build_and_publish,
 }

@@ -20,6 +20,10 @@ class UsageError(BuilderError):
     """The command line names something the project does not have."""
 
 
+class OutputDirError(BuilderError):
+    """Where a variant would go holds something that is not a built variant; it is kept."""
+
+
 class ManifestError(BuilderError, ValueError):
     """kernels.toml or build.toml is malformed; the message names file, key and fix."""
 

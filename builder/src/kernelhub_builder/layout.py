@@ -21,12 +21,25 @@ from pathlib import Path
 
 from kernelhub.build_layout import default_build_dir, kernel_builds_dir, variant_dirs
 from kernelhub.errors import VariantNameError
+from kernelhub.metadata import METADATA_FILE
 from kernelhub.variants import Variant, parse_variant
 
-from .manifest_model import KernelManifest, Project
+from .errors import OutputDirError
+from .manifest import KernelManifest, Project
 
 WORK_DIR = ".work"
 STAGING_PREFIX = ".staging-"
+
+
+def check_replaceable(dest: Path) -> None:
+    """Refuse to replace ``dest`` unless it is missing or a built variant (a directory
+    with a metadata.json): ``--out`` may name a directory of the user's, and nothing in it
+    that the builder did not make may be lost."""
+    if not dest.exists() and not dest.is_symlink():
+        return
+    if dest.is_symlink() or not dest.is_dir() or not (dest / METADATA_FILE).is_file():
+        raise OutputDirError(f"{dest} exists and is not a built variant; nothing was replaced. "
+                             "Move it away, or build into another --out")
 
 
 def default_out_dir(project: Project) -> Path:

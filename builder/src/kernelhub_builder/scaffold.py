@@ -1,6 +1,6 @@
 """``builder init NAME``: a new kernel repository that builds and tests on the first try.
 
-The tree has the shape of the ecosystem's kernel repositories (one edition-5 build.toml at
+The tree has the shape of the ecosystem's kernel repositories (one edition-6 build.toml at
 the root, ``torch-ext/``, a C++ part, ``tests/``) and builds in place with ``builder build``
 (no kernels.toml needed). Its one op runs on the CPU through torch's stable ABI, so one
 build loads on every torch from 2.13 on and compiles in seconds; add CUDA/ROCm/Metal/XPU
@@ -9,18 +9,18 @@ parts to build.toml as the kernel grows.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from kernelhub.errors import KernelHubError
+from kernelhub.user_files import user_path
 
-_NAME_RE = re.compile(r"[a-z]([a-z0-9_-]*[a-z0-9])?")
+from .manifest.build_toml import EDITION_NAME_RE
 
 _FILES = {
     "build.toml": '''[general]
 name = "{name}"
 version = 1
-edition = 5
+edition = 6
 license = "apache-2.0"
 backends = ["cpu"]
 
@@ -32,7 +32,7 @@ src = ["torch-ext/torch_binding.cpp"]
 stable-abi = "2.13"
 
 [kernel.{pkg}_cpu]
-backend = "cpu"
+language = "cpp-cpu"
 depends = ["torch"]
 src = ["{pkg}_cpu/{pkg}_cpu.cpp"]
 ''',
@@ -109,18 +109,23 @@ Publish with `builder publish --hub PATH|URL`; load with
 
 def scaffold(name: str, target: Path, org: str = "my-org") -> list[Path]:
     """Write a new kernel repository ``name`` into the empty or missing dir ``target``."""
-    if not _NAME_RE.fullmatch(name):
-        raise KernelHubError(f"{name!r} is not a kernel name: use lowercase letters, digits, "
-                             "'-' or '_', starting with a letter (e.g. 'my-kernel')")
-    target = Path(target)
+    if not EDITION_NAME_RE.fullmatch(name):
+        raise KernelHubError(f"{name!r} is not a kernel name: use at least two lowercase "
+                             "letters, digits or '-', starting with a letter (e.g. "
+                             "'my-kernel'; the ecosystem's tools refuse '_')")
+    target = user_path(target, "the new repository's directory")
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise KernelHubError(f"{target} exists and is not an empty directory; choose a new "
                              "directory")
     values = {"name": name, "pkg": name.replace("-", "_"), "org": org}
-    written = []
+    written: list[Path] = []
     for rel, text in _FILES.items():
         path = target / rel.format(**values)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text.format(**values))
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text.format(**values))
+        except OSError as e:
+            raise KernelHubError(f"cannot write {path}: {e.strerror or e}; "
+                                 f"{len(written)} of {len(_FILES)} files were written") from None
         written.append(path)
     return written

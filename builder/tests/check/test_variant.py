@@ -21,8 +21,7 @@ from kernelhub_builder.check.violation import (
 )
 from kernelhub_builder.cli import main
 from kernelhub_builder.compile.build import build_kernel
-from kernelhub_builder.manifest import load_kernel, load_project
-from kernelhub_builder.manifest_model import KernelManifest, Project
+from kernelhub_builder.manifest import KernelManifest, Project, load_kernel, load_project
 from kernelhub_builder.plan.matrix import filter_variants, plan_variants
 from kernelhub_builder.ship import LocalPublisher
 from kernelhub_builder.ship.publish import publish_kernel

@@ -19,8 +19,7 @@ from kernelhub_builder.compile.backends import DeviceTools, device_tools
 from kernelhub_builder.compile.build import run_ninja
 from kernelhub_builder.compile.render import render_variant
 from kernelhub_builder.errors import RenderError
-from kernelhub_builder.manifest import load_kernel, load_project
-from kernelhub_builder.manifest_model import KernelManifest
+from kernelhub_builder.manifest import KernelManifest, load_kernel, load_project
 from kernelhub_builder.plan.cuda_archs import (
     CUDA_13_CAPABILITIES,
     CudaArch,

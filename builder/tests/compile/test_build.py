@@ -25,8 +25,7 @@ from kernelhub_builder.check.kernel_tests import run_kernel_tests
 from kernelhub_builder.compile import build
 from kernelhub_builder.compile.build import BuildResult, build_kernel, build_variant
 from kernelhub_builder.errors import CompileError
-from kernelhub_builder.manifest import load_kernel, load_project
-from kernelhub_builder.manifest_model import KernelManifest, Project
+from kernelhub_builder.manifest import KernelManifest, Project, load_kernel, load_project
 from kernelhub_builder.plan.matrix import filter_variants, plan_variants
 from kernelhub_builder.plan.torch_env import (
     MARKER_FILE,
@@ -98,7 +97,7 @@ def test_build_writes_a_complete_verified_variant(built: Built) -> None:
     assert result.path == variant_dir
     so_name = f"{result.variant_id}.abi3.so"
     assert sorted(p.name for p in variant_dir.iterdir()) == sorted(
-        ["__init__.py", "_ops.py", so_name, "metadata.json"]
+        ["__init__.py", "_ops.py", so_name, "metadata.json", "symbols.json"]
     )
     metadata = verify_variant(variant_dir)
     assert metadata.name == "scale"
@@ -109,7 +108,11 @@ def test_build_writes_a_complete_verified_variant(built: Built) -> None:
     assert metadata.torch == "2.13.0"
     # The fixture copy is not in git, so provenance names only the builder.
     assert metadata.provenance == {"kernel-builder": {"version": BUILDER_VERSION}}
-    assert set(metadata.digest_files) == {"__init__.py", "_ops.py", so_name}
+    assert set(metadata.digest_files) == {"__init__.py", "_ops.py", so_name, "symbols.json"}
+    # What the import check found the kernel exports (kernelhub describe-api reads it).
+    symbols = json.loads((variant_dir / "symbols.json").read_text())
+    assert symbols["module"] == result.variant_id and symbols["schema_version"] == 1
+    assert [f["name"] for f in symbols["functions"]] == ["scale"]
     ops_py = (variant_dir / "_ops.py").read_text()
     assert f"torch.ops.{result.variant_id}" in ops_py and so_name in ops_py
     # Nothing half-done is left next to the variant.
@@ -148,7 +151,8 @@ def test_pure_python_variant_has_package_ops_and_metadata_but_no_library(built: 
     result = built.results["relu_py/torch-cpu"]
     assert not result.compiled
     files = sorted(str(p.relative_to(result.path)) for p in result.path.rglob("*") if p.is_file())
-    assert files == ["__init__.py", "_ops.py", "layers/__init__.py", "metadata.json"]
+    assert files == ["__init__.py", "_ops.py", "layers/__init__.py", "metadata.json",
+                     "symbols.json"]
     metadata = verify_variant(result.path)
     assert metadata.torch is None and metadata.backend.type == "cpu"
     ops_py = (result.path / "_ops.py").read_text()

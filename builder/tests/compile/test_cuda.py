@@ -19,8 +19,7 @@ from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 from kernelhub.metadata import read_metadata, verify_variant
 from kernelhub_builder.compile.build import BuildResult, build_kernel
-from kernelhub_builder.manifest import load_kernel, load_project
-from kernelhub_builder.manifest_model import Project
+from kernelhub_builder.manifest import Project, load_kernel, load_project
 from kernelhub_builder.plan.cuda_archs import CudaArch, read_compiled_archs
 from kernelhub_builder.plan.matrix import filter_variants, plan_variants
 from kernelhub_builder.plan.toolchains import detect_toolchains

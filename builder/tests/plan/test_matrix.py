@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 from kernelhub.variants import VariantKind, is_variant_name, parse_variant
-from kernelhub_builder.manifest import load_kernel, load_project
-from kernelhub_builder.manifest_model import KernelManifest, Matrix, Project
+from kernelhub_builder.manifest import KernelManifest, Matrix, Project, load_kernel, load_project
 from kernelhub_builder.plan.matrix import (
     PlannedVariant,
     VariantSelectionError,

@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 from kernelhub.variants import Compute, parse_variant
-from kernelhub_builder.manifest import load_kernel
-from kernelhub_builder.manifest_model import Matrix, Project
+from kernelhub_builder.manifest import Matrix, Project, load_kernel
 from kernelhub_builder.plan import toolchains as tc
 from kernelhub_builder.plan.matrix import build_env_minor, found_compute, plan_variants
 from kernelhub_builder.plan.toolchains import HostInfo, clear_toolchain_cache, detect_toolchains

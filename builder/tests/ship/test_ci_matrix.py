@@ -185,3 +185,35 @@ def test_merge_refuses_a_tampered_or_conflicting_artifact_and_merges_nothing(
                        "merge-artifacts", str(out_a))
     assert code == 1
     assert "is not valid" in err and "__init__.py" in err
+
+
+def test_missing_on_plans_a_build_until_the_tag_holds_every_name_it_is_published_under(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """builder publish writes each build under both generations of names: a tag that holds
+    only the legacy name (an older kernelhub's release) still lacks the current one."""
+    from kernelhub.variants import parse_variant
+    from kernelhub_builder.manifest import VariantNames
+    from kernelhub_builder.ship import LocalPublisher
+    from kernelhub_builder.ship.names import published_names
+    from kh_doubles import make_variant
+
+    def planned() -> list[str]:
+        code, out, _ = run(capsys, "--project", str(REPO), "ci-matrix", "activation",
+                           "--missing-on", str(hub))
+        assert code == 0
+        return [j["variant"] for j in json.loads(out)["include"]]
+
+    hub = tmp_path / "hub"
+    variant = next(v for v in planned() if v.endswith("-cpu-x86_64-linux"))
+    legacy, current = variant, published_names(parse_variant(variant), VariantNames.CURRENT)[0]
+    assert current != legacy
+    staged = tmp_path / "staged"
+    make_variant(staged, name="activation")
+    publisher = LocalPublisher(hub)
+    publisher.publish("kernels-community/activation", "v1", {legacy: staged}, tag="v1.0.0",
+                      message="legacy name only")
+    assert variant in planned()
+    publisher.publish("kernels-community/activation", "v1", {legacy: staged, current: staged},
+                      tag="v1.0.0", message="both names")
+    assert variant not in planned()

@@ -14,8 +14,7 @@ import pytest
 from kernelhub.errors import IntegrityError, KernelHubError, MetadataError, RepoNotFoundError
 from kernelhub.metadata import verify_variant
 from kernelhub_builder.compile.build import build_kernel
-from kernelhub_builder.manifest import load_kernel, load_project
-from kernelhub_builder.manifest_model import KernelManifest, Project
+from kernelhub_builder.manifest import KernelManifest, Project, load_kernel, load_project
 from kernelhub_builder.plan.matrix import plan_variants
 from kernelhub_builder.ship import LocalPublisher
 from kernelhub_builder.ship.publish import (

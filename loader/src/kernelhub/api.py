@@ -8,7 +8,6 @@ the hub is asked at all and runs every check on the bytes that are imported.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -24,6 +23,7 @@ from .metadata import METADATA_FILE, read_metadata
 from .selection import select_variant
 from .system import detect_system
 from .trust import policy_for
+from .user_files import user_path
 from .versions import Refs, check_repo_id
 
 if TYPE_CHECKING:  # read when a lock file is used (load_locked_kernel)
@@ -165,8 +165,11 @@ def has_kernel(repo_id: str, version: int | str | None = None, revision: str | N
 # -- project locks ---------------------------------------------------------------
 
 
-def lock_project(project_dir: Path, *, hub: HubArg = None) -> tuple[Path, list[LockEntry]]:
-    """Write ``<project_dir>/kernels.lock`` for the project's kernel dependencies.
+def lock_project(project_dir: Path, *, hub: HubArg = None, fmt: str = "kernels"
+                 ) -> tuple[list[Path], list[LockEntry]]:
+    """Write ``<project_dir>/kernels.lock`` for the project's kernel dependencies, with
+    kernelhub's hashes in ``kernelhub.lock`` beside it (``fmt="kernelhub"``: one hashed
+    ``kernels.lock``; see :mod:`kernelhub.lock`); return the files written and the entries.
 
     Every variant at the locked commit is fetched into the cache once to hash it, so the
     lock serves every platform, not only this one.
@@ -177,7 +180,8 @@ def lock_project(project_dir: Path, *, hub: HubArg = None) -> tuple[Path, list[L
     from .release_manifest import metadata_sha256
 
     entries = []
-    for repo_id, version in sorted(project_dependencies(project_dir).items()):
+    versions = project_dependencies(project_dir)
+    for repo_id, version in sorted(versions.items()):
         resolution = resolve_request(kernel_request(repo_id, version, hub=hub))
         hashes, metas = {}, {}
         for variant in resolution.variants:
@@ -185,9 +189,8 @@ def lock_project(project_dir: Path, *, hub: HubArg = None) -> tuple[Path, list[L
             hashes[variant] = cached_variant_hash(path)
             metas[variant] = metadata_sha256((path / "metadata.json").read_bytes())
         entries.append(LockEntry(repo_id, resolution.commit, hashes, metas))
-    path = Path(project_dir) / LOCKFILE_NAME
-    write_lock(path, entries)
-    return path, entries
+    written = write_lock(Path(project_dir) / LOCKFILE_NAME, entries, versions=versions, fmt=fmt)
+    return written, entries
 
 
 def download_locked(project_dir: Path, *, all_variants: bool = False, hub: HubArg = None,
@@ -234,11 +237,7 @@ def find_local_variant(path: Path | str, *, backend: str | None = None) -> Path:
     for a source dir directly under the project's ``kernels-src/``). Parent directories
     are never searched.
     """
-    if not isinstance(path, str | os.PathLike):
-        raise KernelHubError(
-            f"a local kernel path must be a str or a Path, not {type(path).__name__} {path!r}"
-        )
-    path = Path(path).expanduser().resolve()
+    path = user_path(path, "the local kernel path").resolve()
     if (path / METADATA_FILE).is_file():
         return path
     if not path.is_dir():
@@ -265,7 +264,7 @@ def find_local_variant(path: Path | str, *, backend: str | None = None) -> Path:
 def load_variant_dir(path: Path | str) -> ModuleType:
     """Verify and import the variant dir at ``path`` (naming it trusts it); return its
     top-level module. What runs is exactly what was read and verified, once."""
-    return pipeline.load_local(Path(path))
+    return pipeline.load_local(user_path(path, "the variant directory"))
 
 
 def get_local_kernel(path: Path | str, *, backend: str | None = None) -> ModuleType:

@@ -1,67 +1,104 @@
-"""The PNG plot of a benchmark run, drawn with matplotlib (the ``benchmark`` extra).
+"""The plot of a benchmark run, drawn with matplotlib (the ``benchmark`` extra): the PNG
+``kernelhub benchmark`` writes and publishes, and the SVG ``kernelhub serve`` draws on
+its pages from a published document — one drawing, so both show the same thing.
 
 One horizontal bar pair per workload — the kernel's mean time next to the reference's,
 with the min-max range as an error bar — and the speedup written beside it; the title
 names the kernel and variant, the footer the machine. A workload whose output did not
 match the reference is drawn in red and marked, so a fast wrong kernel cannot pass for a
-fast one. Server-side rendering (Agg): no display is needed.
+fast one. Drawn on a bare ``Figure`` with the Agg canvas (no display, no pyplot state),
+one plot at a time: matplotlib's text layout is not thread-safe (its mathtext parser, which
+lays out the log axis's tick labels, fails when two threads use it at once), and a server
+draws from a thread pool.
 """
 
 from __future__ import annotations
 
+import io
+import re
+import threading
 from pathlib import Path
 
-from .benchmark_results import BenchmarkRun
+from .benchmark_results import BenchmarkRun, WorkloadResult, machine_summary
 from .errors import KernelHubError
+
+_drawing = threading.Lock()
 
 
 def save_plot(run: BenchmarkRun, path: Path) -> Path:
+    """Write the run's PNG plot to ``path``."""
+    data = render_plot(run, "png")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return path
+
+
+def render_plot(run: BenchmarkRun, fmt: str = "png") -> bytes:
+    """The run's plot as ``png`` or ``svg`` bytes (SVG text stays text: small and sharp
+    on a phone)."""
     try:
         import matplotlib
-
-        matplotlib.use("Agg")
-        from matplotlib import pyplot as plt
     except ImportError:
         raise KernelHubError("plots need matplotlib: pip install 'kernelhub[benchmark]', or "
                              "pass --no-plots") from None
-    results = list(run.results)
-    height = 1.2 + 0.55 * len(results)
-    fig, ax = plt.subplots(figsize=(9, height), dpi=110)
-    try:
-        rows = range(len(results))
-        kernel = [r.timing.mean_ms for r in results]
-        spans = [[r.timing.mean_ms - r.timing.min_ms for r in results],
-                 [r.timing.max_ms - r.timing.mean_ms for r in results]]
-        colours = ["#c0392b" if r.verified is False else "#2e86c1" for r in results]
-        ax.barh([i + 0.2 for i in rows], kernel, height=0.38, color=colours, xerr=spans,
-                error_kw={"elinewidth": 0.8, "alpha": 0.6}, label="kernel")
-        refs = [(i, r.reference) for i, r in enumerate(results) if r.reference is not None]
-        if refs:
-            ax.barh([i - 0.2 for i, _ in refs], [t.mean_ms for _, t in refs], height=0.38,
-                    color="#aab7b8", label="reference (verify_*)")
-        for i, r in enumerate(results):
-            note = "output does not match" if r.verified is False else (
-                f"{r.speedup:.2f}x" if r.speedup is not None else "")
-            right = max(r.timing.max_ms, r.reference.mean_ms if r.reference else 0.0)
-            ax.text(right * 1.08, i, note, va="center", fontsize=8)
-        ax.set_yticks(list(rows), [r.workload for r in results], fontsize=8)
-        ax.invert_yaxis()
-        ax.set_xscale("log")  # workloads differ by orders of magnitude
-        low = min(r.timing.min_ms for r in results)
-        high = max(max(r.timing.max_ms, r.reference.mean_ms if r.reference else 0.0)
-                   for r in results)
-        ax.set_xlim(low / 2, high * 4)
-        ax.set_xlabel("mean time per call (ms, log scale, lower is better); speedup = "
-                      "reference / kernel")
-        kernel_info = run.kernel
-        where = kernel_info.get("repoId") or kernel_info.get("path", "")
-        ax.set_title(f"{where} — {kernel_info.get('variant', '')}", fontsize=10)
-        fig.text(0.01, 0.005, f"{run.machine.get('cpuFeatures', '')} | "
-                 f"{run.machine.get('system', '')}", fontsize=6, color="#555555")
-        ax.legend(fontsize=8, loc="lower right")
-        fig.tight_layout(rect=(0, 0.03, 1, 1))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, format="png")
-    finally:
-        plt.close(fig)
-    return path
+    with _drawing, matplotlib.rc_context({"svg.fonttype": "none"}):
+        return _draw(run, fmt)
+
+
+def _draw(run: BenchmarkRun, fmt: str) -> bytes:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    results = sorted(run.results, key=lambda r: _natural(r.workload))
+    fig = Figure(figsize=(9, 1.2 + 0.55 * len(results)), dpi=110)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    rows = range(len(results))
+    kernel = [r.timing.mean_ms for r in results]
+    spans = [[max(r.timing.mean_ms - r.timing.min_ms, 0.0) for r in results],
+             [max(r.timing.max_ms - r.timing.mean_ms, 0.0) for r in results]]
+    colours = ["#c0392b" if r.verified is False else "#2e86c1" for r in results]
+    ax.barh([i + 0.2 for i in rows], kernel, height=0.38, color=colours, xerr=spans,
+            error_kw={"elinewidth": 0.8, "alpha": 0.6}, label="kernel")
+    refs = [(i, r.reference) for i, r in enumerate(results) if r.reference is not None]
+    if refs:
+        ax.barh([i - 0.2 for i, _ in refs], [t.mean_ms for _, t in refs], height=0.38,
+                color="#aab7b8", label="reference (verify_*)")
+    for i, r in enumerate(results):
+        note = "output does not match" if r.verified is False else (
+            f"{r.speedup:.2f}x" if r.speedup is not None else "")
+        ax.text(_right(r) * 1.08, i, note, va="center", fontsize=8)
+    ax.set_yticks(list(rows), [r.workload for r in results], fontsize=8)
+    ax.invert_yaxis()
+    times = [t for r in results for t in (r.timing.min_ms, r.timing.mean_ms) if t > 0]
+    if times:  # workloads differ by orders of magnitude; a zero cannot go on a log axis
+        ax.set_xscale("log")
+        ax.set_xlim(min(times) / 2, max(_right(r) for r in results) * 4)
+    ax.set_xlabel("mean time per call (ms, log scale, lower is better)"
+                  + ("; speedup = reference / kernel" if refs else ""))
+    info = run.kernel
+    where = info.get("repoId") or info.get("path") or (
+        f"kernel {info['kernelCommitSha'][:12]}" if info.get("kernelCommitSha") else "")
+    ax.set_title(" — ".join(p for p in (where, info.get("variant", "")) if p), fontsize=10,
+                 loc="left")
+    machine = run.machine
+    footer = (f"{machine['cpuFeatures']} | {machine.get('system', '')}"
+              if machine.get("cpuFeatures") else machine_summary(machine))
+    fig.text(0.01, 0.005, footer, fontsize=6, color="#555555")
+    ax.legend(fontsize=8, loc="lower right", bbox_to_anchor=(1, 1), ncol=2, frameon=False,
+              borderaxespad=0.2)  # above the bars, right of the title: it hides nothing
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    out = io.BytesIO()
+    fig.savefig(out, format=fmt)
+    return out.getvalue()
+
+
+def _natural(name: str) -> list[str | int]:
+    """``tokens_32`` before ``tokens_512``: digit runs compare as numbers."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+
+
+def _right(result: WorkloadResult) -> float:
+    """Where a workload's bars end: its slowest call or its reference, whichever is later."""
+    return max(result.timing.max_ms, result.timing.mean_ms,
+               result.reference.mean_ms if result.reference else 0.0)

@@ -17,15 +17,21 @@ benchmarked build::
 ``<commit>`` is the kernel commit that was loaded, ``<machine>`` a readable slug of the
 backend and processor plus 8 hex of a hash over ``machineInfo`` (two machines never
 share a file; the same machine overwrites its own older result for that build).
+
+:func:`parse_document` reads a published document back (``kernelhub serve`` draws its
+plots from it), and also the ecosystem's bare payload (what ``kernels benchmark
+--output`` writes), since a repository may carry those.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from typing import Any
 
+from .errors import KernelHubError
 from .records import Record, field
 
 RESULTS_BRANCH = "benchmarks"
@@ -60,6 +66,32 @@ class Timing(Record, frozen=True):
 
     def to_json(self) -> dict[str, Any]:
         return {key: getattr(self, key) for key in self._fields}
+
+    @classmethod
+    def from_json(cls, raw: object, where: str) -> Timing:
+        """``timingResults`` as either side writes it; the quartiles and outlier count
+        default to 0, as in the ecosystem's ``TimingResults``."""
+        if not isinstance(raw, dict):
+            raise BenchmarkDocumentError(f"{where}: timings must be an object")
+        values: dict[str, Any] = {}
+        for key in cls._fields:
+            value = raw.get(key, 0 if key in _OPTIONAL_TIMINGS else None)
+            if key in ("outliers", "iterations"):
+                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                    raise BenchmarkDocumentError(f"{where}: {key} must be a count, not {value!r:.40}")
+            elif (isinstance(value, bool) or not isinstance(value, int | float)
+                  or not math.isfinite(value) or value < 0):
+                raise BenchmarkDocumentError(f"{where}: {key} must be a time in ms, not "
+                                             f"{value!r:.40}")
+            values[key] = value
+        return cls(**values)
+
+
+_OPTIONAL_TIMINGS = frozenset({"q1_ms", "q3_ms", "iqr_ms", "outliers"})
+
+
+class BenchmarkDocumentError(KernelHubError, ValueError):
+    """A benchmark document is not in either shape (kernelhub's or the ecosystem's)."""
 
 
 def _percentile(ordered: list[float], p: float) -> float:
@@ -122,10 +154,69 @@ class BenchmarkRun(Record, frozen=True):
         return json.dumps(self.to_json(), indent=2) + "\n"
 
 
+_KERNEL_KEYS = ("repoId", "path", "revision", "commit", "variant", "kernelCommitSha")
+
+
+def parse_document(data: bytes, where: str) -> BenchmarkRun:
+    """A published benchmark document: kernelhub's (:meth:`BenchmarkRun.to_json`) or the
+    ecosystem's payload (``BenchmarkResult.to_payload``: no reference timings, the kernel
+    named only by ``kernelCommitSha``). The bytes come from a hub: every value is checked,
+    and anything else is a :class:`BenchmarkDocumentError` naming ``where``."""
+    try:
+        doc = json.loads(data)
+    except (ValueError, RecursionError):
+        raise BenchmarkDocumentError(f"{where} is not JSON") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("results"), list):
+        raise BenchmarkDocumentError(f"{where} is not a benchmark document (no results list)")
+    if doc.get("schema", SCHEMA) != SCHEMA:
+        raise BenchmarkDocumentError(f"{where} has schema {doc['schema']!r:.40}; this "
+                                     f"kernelhub reads {SCHEMA}")
+    machine = doc.get("machineInfo")
+    if not isinstance(machine, dict) or not all(
+            isinstance(v, str | int | float | None) for v in machine.values()):
+        raise BenchmarkDocumentError(f"{where}: machineInfo must be an object of values")
+    results = []
+    for i, raw in enumerate(doc["results"]):
+        at = f"{where}: results[{i}]"
+        if not isinstance(raw, dict) or not isinstance(raw.get("workload"), str):
+            raise BenchmarkDocumentError(f"{at} must be an object with a workload name")
+        verified, mismatch = raw.get("verified"), raw.get("mismatch")
+        if verified is not None and not isinstance(verified, bool):
+            raise BenchmarkDocumentError(f"{at}: verified must be true or false")
+        reference = raw.get("refTimingResults")
+        results.append(WorkloadResult(
+            raw["workload"], Timing.from_json(raw.get("timingResults"), at),
+            None if reference is None else Timing.from_json(reference, f"{at} reference"),
+            verified, mismatch if isinstance(mismatch, str) else None))
+    if not results:
+        raise BenchmarkDocumentError(f"{where} holds no results")
+    kernel = {k: doc[k] for k in _KERNEL_KEYS if isinstance(doc.get(k), str)}
+    scripts = doc.get("benchmarkScripts")
+    return BenchmarkRun(
+        tuple(results), dict(machine), kernel, str(doc.get("benchmarkScriptSha") or ""),
+        tuple(s for s in scripts if isinstance(s, str)) if isinstance(scripts, list) else ())
+
+
+_NO_GPU = ("N/A", "None")
+"""What ``machineInfo.gpu`` says on a machine without one (both runners write "N/A")."""
+
+
+def machine_summary(machine: dict[str, Any]) -> str:
+    """``NVIDIA H100 · cuda · torch 2.13.0``, or the CPU where there is no GPU: the line a
+    plot or a page names a run's machine with."""
+    gpu = machine.get("gpu")
+    device = gpu if gpu and gpu not in _NO_GPU else machine.get("cpu") or "unknown"
+    parts = [str(device), str(machine.get("backend") or ""),
+             f"torch {machine.get('pytorchVersion') or '?'}"]
+    return " · ".join(p for p in parts if p)
+
+
 def machine_slug(machine: dict[str, Any]) -> str:
     """``cpu-intel-xeon-platinum-8481c-1a2b3c4d``: readable, and unique per machine info."""
     digest = hashlib.sha256(json.dumps(machine, sort_keys=True).encode()).hexdigest()[:8]
-    label = f"{machine.get('backend', '')}-{machine.get('gpu') or machine.get('cpu', '')}"
+    gpu = machine.get("gpu")
+    device = gpu if gpu and gpu not in _NO_GPU else machine.get("cpu", "")
+    label = f"{machine.get('backend', '')}-{device}"
     words = re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")[:48].strip("-")
     return f"{words or 'machine'}-{digest}"
 

@@ -27,11 +27,17 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .benchmark_results import Timing, WorkloadResult
 from .errors import KernelHubError
+from .lazy_names import deferred
 from .system import SystemInfo, backend_of, cpu_features, cpu_summary, device_type
+
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = deferred("torch")
 
 BENCHMARKS_DIR = "benchmarks"
 SCRIPT_GLOB = "benchmark*.py"
@@ -138,8 +144,6 @@ def _compare(torch: Any, out: Any, expected: Any) -> str | None:
 
 def run_class(cls: type, kernel: ModuleType, device: str, warmup: int,
               iterations: int) -> list[WorkloadResult]:
-    import torch
-
     results = []
     for workload in workloads(cls):
         instance = cls()
@@ -169,8 +173,6 @@ def run_class(cls: type, kernel: ModuleType, device: str, warmup: int,
 
 def machine_info(system: SystemInfo) -> dict[str, Any]:
     """What the machine is, in the ecosystem's ``machineInfo`` keys plus kernelhub's."""
-    import torch
-
     gpu = "N/A"
     if system.backend in ("cuda", "rocm") and torch.cuda.is_available():
         gpu = torch.cuda.get_device_name(0)

@@ -12,15 +12,21 @@ every candidate alike). torch is imported by the functions, not by this module.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from .lazy_names import deferred
+
+if TYPE_CHECKING:
+    import torch
+    from torch.utils import benchmark
+else:
+    torch = deferred("torch")
+    benchmark = deferred("torch.utils.benchmark")
 
 
 def best_seconds(fn: Callable[[], Any], min_run_time: float, warm: bool = True) -> float:
     """The fastest timed block of ``fn`` (seconds per call), after one untimed call
     (allocations, first touch) unless ``warm`` is False."""
-    import torch
-    from torch.utils import benchmark
-
     if warm:
         fn()
     timer = benchmark.Timer(stmt="fn()", globals={"fn": fn},
@@ -60,8 +66,6 @@ MODEL_HEADER = (f"  {'shape':<22}{'out= ms':>10}{'layer ms':>10}{'eager ms':>10}
 def cpu_header() -> str:
     """The CPU a table ran on (with AVX-512/AMX presence), torch's loops and threads:
     machines of one kind differ, so every table says where it ran."""
-    import torch
-
     from .system import cpu_summary
 
     return (f"{cpu_summary()}; torch {torch.__version__} loops "

@@ -48,12 +48,13 @@ def kernel_name(source_dir: Path) -> str:
     """
     build_toml = Path(source_dir) / KERNEL_FILE
     if build_toml.is_file():
-        from .tomlfile import tomllib
+        from .tomlfile import TomlError, parse_toml
+        from .user_files import read_bounded
 
         try:
-            general = tomllib.loads(build_toml.read_text()).get("general", {})
+            general = parse_toml(read_bounded(build_toml)).get("general", {})
             name = general.get("name") if isinstance(general, dict) else None
-        except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError, RecursionError):
+        except (OSError, TomlError):
             name = None
         if isinstance(name, str) and name:
             return name

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import settings
+from . import cache_root, settings
 from .errors import CacheError, HubError, IntegrityError, KernelHubError
 from .metadata import hub_digest_path, parse_metadata, read_metadata_bytes, verify_variant
 from .versions import Refs, is_commit_id, is_plain_name
@@ -135,6 +135,7 @@ class KernelCache:
         from filelock import FileLock
 
         repo_dir = self.repo_dir(hub_key, repo_id)
+        cache_root.claim(self.root)
         repo_dir.mkdir(parents=True, exist_ok=True)
         return FileLock(repo_dir / ".lock")
 
@@ -152,6 +153,7 @@ class KernelCache:
     def write_variants(self, hub_key: str, repo_id: str, commit: str, names: list[str]) -> None:
         """Remember a commit's variant list, if the cache can be written (see write_refs)."""
         path = self.commit_dir(hub_key, repo_id, commit) / VARIANTS_FILE
+        cache_root.claim(self.root)
         _write_json_best_effort(path, sorted(names))
 
     def read_release(self, hub_key: str, repo_id: str, commit: str) -> ReleaseFiles | None:
@@ -176,6 +178,7 @@ class KernelCache:
 
     def write_release(self, hub_key: str, repo_id: str, commit: str, files: ReleaseFiles) -> None:
         path = self.commit_dir(hub_key, repo_id, commit) / RELEASE_FILES
+        cache_root.claim(self.root)
         _write_json_best_effort(path, {
             "manifest": None if files.manifest is None else base64.b64encode(files.manifest).decode(),
             "signature": None if files.signature is None else base64.b64encode(files.signature).decode(),
@@ -209,6 +212,7 @@ class KernelCache:
         reader sees the old file or the new one, never part of one).
         """
         path = self.repo_dir(hub_key, repo_id) / REFS_FILE
+        cache_root.claim(self.root)
         _write_json_best_effort(path, {"branches": refs.branches, "tags": refs.tags,
                                        REFS_SEEN_KEY: time.time()})
 
@@ -275,13 +279,6 @@ class KernelCache:
             shutil.rmtree(leftover, ignore_errors=True)
 
     def clear(self) -> list[Path]:
-        """Delete the whole cache; return the top-level entries removed."""
-        if not self.root.exists():
-            return []
-        removed = sorted(self.root.iterdir())
-        for entry in removed:
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry)
-            else:
-                entry.unlink()
-        return removed
+        """Delete what kernelhub put in the cache; return the top-level entries removed.
+        A root that is not kernelhub's is refused whole (:mod:`kernelhub.cache_root`)."""
+        return cache_root.clear(self.root)

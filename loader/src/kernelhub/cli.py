@@ -1,7 +1,9 @@
 """``kernelhub``: inspect hub repositories, local builds and the cache.
 
 A thin shell over :mod:`kernelhub.api`; every decision is made there. Errors kernelhub
-raises on purpose are printed as one message and exit 1, without a traceback.
+raises on purpose are printed as one line and exit 1, without a traceback
+(:func:`kernelhub.cli_text.error_line`). Text a hub or a file supplied — ref and variant
+names, metadata, verdicts that quote them — is printed through :func:`printable`.
 """
 
 from __future__ import annotations
@@ -14,8 +16,11 @@ from pathlib import Path
 from . import api, cli_benchmark, cli_describe, cli_signature, cli_variants
 from .cache import KernelCache
 from .cli_args import add_target_args
+from .cli_text import ArgumentParser, error_line
 from .errors import KernelHubError
 from .metadata import read_metadata
+from .printable import printable
+from .user_files import cli_path, user_path
 
 
 def _print_versions(args: argparse.Namespace) -> None:
@@ -25,8 +30,8 @@ def _print_versions(args: argparse.Namespace) -> None:
     refs = api.list_refs(args.repo, hub=hub)
     print(f"{args.repo} on {hub.key}")
     print("refs:")
-    rows = [("branch", n, c) for n, c in sorted(refs.branches.items())]
-    rows += [("tag", n, c) for n, c in sorted(refs.tags.items())]
+    rows = [("branch", printable(n), printable(c)) for n, c in sorted(refs.branches.items())]
+    rows += [("tag", printable(n), printable(c)) for n, c in sorted(refs.tags.items())]
     width = max((len(n) for _, n, _ in rows), default=0)
     for kind, name, commit in rows:
         print(f"  {kind:<6} {name:<{width}}  {commit}")
@@ -35,21 +40,22 @@ def _print_versions(args: argparse.Namespace) -> None:
     resolution = api.resolve_kernel(
         args.repo, args.version, args.revision, hub=hub, backend=args.backend
     )
-    print(f"resolved: {resolution.ref} -> {resolution.commit}")
-    print(f"release:  {api.describe_signature(resolution)}")
+    print(f"resolved: {printable(resolution.ref)} -> {printable(resolution.commit)}")
+    print(f"release:  {printable(api.describe_signature(resolution))}")
     print(f"system:   {resolution.system.describe()}")
     print("variants:")
-    report = resolution.selection.report()
+    report = [(printable(n), printable(v)) for n, v in resolution.selection.report()]
     width = max((len(n) for n, _ in report), default=0)
+    chosen = printable(resolution.selection.chosen or "")
     for name, verdict in report:
-        mark = "*" if name == resolution.selection.chosen else " "
+        mark = "*" if name == chosen else " "
         print(f"  {mark} {name:<{width}}  {verdict}")
     if not report:
         print("    (none: nothing under build/)")
 
 
 def _print_info(args: argparse.Namespace) -> None:
-    target = Path(args.target).expanduser()
+    target = user_path(args.target, "the target")
     if target.exists():
         path = api.find_local_variant(target, backend=args.backend)
     else:
@@ -85,7 +91,7 @@ def _print_info(args: argparse.Namespace) -> None:
         fields.append(("kernels-minver", str(meta.extra["kernels-minver"])))
     width = max(len(k) for k, _ in fields)
     for key, value in fields:
-        print(f"{key + ':':<{width + 1}} {value}")
+        print(f"{key + ':':<{width + 1}} {printable(value)}")
     if args.dep_tree:
         _print_dep_tree(args, target)
 
@@ -103,7 +109,7 @@ def _print_dep_tree(args: argparse.Namespace, target: Path) -> None:
     print("dependency tree:")
     print(f"  {root.name}")
     for line in tree.lines("  ") or ["  (no kernel dependencies)"]:
-        print(line)
+        print(printable(line))
 
 
 def _cache(args: argparse.Namespace) -> None:
@@ -139,8 +145,9 @@ def _cache_ls(cache: KernelCache, as_json: bool) -> None:
             rows.append((repo.repo_id, repo.hub, c.version or ",".join(c.refs) or "-",
                          c.commit[:12], _size(c.size_on_disk), when, c.variants[0]))
             rows += [("", "", "", "", "", "", v) for v in c.variants[1:]]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
-    for row in rows:
+    shown = [tuple(printable(cell) for cell in row) for row in rows]  # names from the hub
+    widths = [max(len(row[i]) for row in shown) for i in range(len(shown[0]) - 1)]
+    for row in shown:
         print("  ".join(f"{cell:<{w}}" for cell, w in zip(row, widths, strict=False)) + "  " + row[-1])
 
 
@@ -154,7 +161,7 @@ def _size(count: int) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser: argparse.ArgumentParser = ArgumentParser(
         prog="kernelhub", description="Inspect kernel repositories, local builds and the cache."
     )
     sub = parser.add_subparsers(dest="command", required=True)
@@ -192,13 +199,19 @@ def build_parser() -> argparse.ArgumentParser:
     lock = sub.add_parser(
         "lock", help="write kernels.lock for the kernels pyproject.toml depends on"
     )
-    lock.add_argument("project_dir", nargs="?", type=Path, default=Path("."))
+    lock.add_argument("project_dir", nargs="?", type=cli_path, default=Path("."))
+    lock.add_argument("--format", dest="lock_format", choices=("kernels", "kernelhub"),
+                      default="kernels",
+                      help="kernels (default): kernels.lock as kernels 0.17+ reads it, "
+                           "kernelhub's hashes in kernelhub.lock beside it; kernelhub: one "
+                           "kernels.lock with the hashes (kernels before 0.17 read it, "
+                           "0.17+ do not)")
     lock.set_defaults(func=_lock)
 
     download = sub.add_parser(
         "download", help="fetch every kernel kernels.lock pins into the cache (then load offline)"
     )
-    download.add_argument("project_dir", nargs="?", type=Path, default=Path("."))
+    download.add_argument("project_dir", nargs="?", type=cli_path, default=Path("."))
     download.add_argument("--all-variants", action="store_true",
                           help="every variant, not only the one this system loads")
     download.set_defaults(func=_download)
@@ -223,11 +236,11 @@ def _check(args: argparse.Namespace) -> None:
     from .repo_check import check_repository
 
     resolution, reports = check_repository(args.repo, args.version, args.revision, hub=args.hub)
-    print(f"{args.repo} at {resolution.ref} ({resolution.commit[:12]})")
+    print(f"{args.repo} at {printable(resolution.ref)} ({printable(resolution.commit[:12])})")
     for report in reports:
-        print(f"  {'ok  ' if report.ok else 'FAIL'} {report.variant}")
+        print(f"  {'ok  ' if report.ok else 'FAIL'} {printable(report.variant)}")
         for problem in report.problems:
-            print(f"       {problem}")
+            print(f"       {printable(problem)}")
     failed = [r.variant for r in reports if not r.ok]
     if failed:
         raise KernelHubError(f"{len(failed)} of {len(reports)} variants failed the check")
@@ -235,15 +248,16 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def _lock(args: argparse.Namespace) -> None:
-    path, entries = api.lock_project(args.project_dir)
+    paths, entries = api.lock_project(args.project_dir, fmt=args.lock_format)
     for entry in entries:
-        print(f"{entry.repo_id}: {entry.sha} ({len(entry.variant_hashes)} variants)")
-    print(f"wrote {path}")
+        print(f"{printable(entry.repo_id)}: {printable(entry.sha)} "
+              f"({len(entry.variant_hashes)} variants)")
+    print(f"wrote {' and '.join(printable(str(p)) for p in paths)}")
 
 
 def _download(args: argparse.Namespace) -> None:
     for path in api.download_locked(args.project_dir, all_variants=args.all_variants):
-        print(path)
+        print(printable(str(path)))
 
 
 def _autotune_report(args: argparse.Namespace) -> None:
@@ -255,7 +269,8 @@ def _autotune_report(args: argparse.Namespace) -> None:
               file=sys.stderr)
     records = stored_records(args.name, args.model)
     if not records:
-        print("no autotuning decisions cached" + (f" for {args.model}" if args.model else "")
+        print("no autotuning decisions cached" + (f" for {error_line(args.model)}"
+                                                   if args.model else "")
               + " (run a model with kernelize(..., autotune=True))")
         return
     if args.forget:
@@ -268,11 +283,12 @@ def _autotune_report(args: argparse.Namespace) -> None:
         times = ""
         if d.kernel_s is not None and d.pytorch_s is not None:
             times = f" [kernel {d.kernel_s * 1e3:.3f} ms, pytorch {d.pytorch_s * 1e3:.3f} ms]"
-        print(f"{key.get('name')} ({key.get('kernel')}) {key.get('bucket')}: {d.chosen} — "
-              f"{d.reason}{times}")
-        print(f"    on {key.get('device')}, torch {key.get('torch')}, {key.get('threads')} "
-              f"threads; reference {key.get('reference')} ({key.get('reference_version')})"
-              + (f"; used by {', '.join(record.models)}" if record.models else ""))
+        print(printable(f"{key.get('name')} ({key.get('kernel')}) {key.get('bucket')}: "
+                        f"{d.chosen} — {d.reason}{times}"))  # records on disk: anyone's words
+        print(printable(f"    on {key.get('device')}, torch {key.get('torch')}, "
+                        f"{key.get('threads')} threads; reference {key.get('reference')} "
+                        f"({key.get('reference_version')})"
+                        + (f"; used by {', '.join(record.models)}" if record.models else "")))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -289,7 +305,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         args.func(args)
     except KernelHubError as e:
-        print(f"kernelhub: error: {e}", file=sys.stderr)
+        print(f"kernelhub: error: {error_line(e)}", file=sys.stderr)
         return 1
     return 0
 

@@ -31,7 +31,9 @@ from .benchmark_runner import (
 )
 from .cli_args import add_target_args
 from .errors import KernelHubError
+from .printable import printable
 from .system import detect_system
+from .user_files import cli_path, user_path
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -39,12 +41,12 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "benchmark", help="run a kernel's benchmarks/benchmark*.py classes on this machine")
     bench.add_argument("kernel", help="org/name on the hub, or a local kernel directory")
     add_target_args(bench, trust=True)
-    bench.add_argument("--benchmarks", type=Path, help="run the scripts in this directory")
+    bench.add_argument("--benchmarks", type=cli_path, help="run the scripts in this directory")
     bench.add_argument("--iterations", type=int, default=100, help="timed calls per workload")
     bench.add_argument("--warmup", type=int, default=10, help="untimed calls first")
     bench.add_argument("--json", action="store_true", help="also print the results as JSON")
-    bench.add_argument("--output", type=Path, help="write the JSON results to this file")
-    bench.add_argument("--plots", type=Path, default=Path("benchmark-results"),
+    bench.add_argument("--output", type=cli_path, help="write the JSON results to this file")
+    bench.add_argument("--plots", type=cli_path, default=Path("benchmark-results"),
                        help="directory for the JSON and PNG plot (default: benchmark-results)")
     bench.add_argument("--no-plots", action="store_true", help="do not draw the PNG plot")
     bench.add_argument("--publish", action="store_true",
@@ -62,11 +64,15 @@ def _benchmark(args: argparse.Namespace) -> None:
            f"-{run.kernel['variant']}"
     written = [] if args.no_plots else _write(run, args.plots, slug)
     if args.output:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(run.dumps())
+        try:
+            args.output.parent.mkdir(parents=True, exist_ok=True)
+            args.output.write_text(run.dumps())
+        except OSError as e:
+            raise KernelHubError(f"cannot write --output {args.output}: {e.strerror or e}"
+                                 ) from None
         written.append(args.output)
     for path in written:
-        print(f"wrote {path}", file=sys.stderr)
+        print(f"wrote {printable(str(path))}", file=sys.stderr)
     if args.json:
         print(run.dumps(), end="")
     if not run.all_verified:
@@ -80,7 +86,7 @@ def _benchmark(args: argparse.Namespace) -> None:
 
 
 def _run(args: argparse.Namespace, tmp: Path) -> tuple[BenchmarkRun, api.Resolution | None]:
-    target = Path(args.kernel).expanduser()
+    target = user_path(args.kernel, "the kernel")
     system = detect_system(args.backend)
     resolution = None
     if target.exists():
@@ -102,8 +108,8 @@ def _run(args: argparse.Namespace, tmp: Path) -> tuple[BenchmarkRun, api.Resolut
     scripts = find_scripts(scripts_dir)
     machine = machine_info(system)
     device = torch_device(system)
-    print(f"{info.get('repoId') or info['path']} {info['variant']}; benchmarks from {source}",
-          file=sys.stderr)
+    print(printable(f"{info.get('repoId') or info['path']} {info['variant']}; benchmarks "
+                    f"from {source}"), file=sys.stderr)
     print(f"  {machine['cpuFeatures']}\n  {machine['system']}; torch {machine['pytorchVersion']}, "
           f"{machine['threads']} threads; GPU {machine['gpu']}", file=sys.stderr)
     results = []
@@ -111,10 +117,10 @@ def _run(args: argparse.Namespace, tmp: Path) -> tuple[BenchmarkRun, api.Resolut
     for script in scripts:
         classes = load_classes(script, root)
         if not classes:
-            print(f"  {script.name}: no Benchmark classes, skipped", file=sys.stderr)
+            print(f"  {printable(script.name)}: no Benchmark classes, skipped", file=sys.stderr)
             continue
         for cls in classes:
-            print(f"  {script.name}: {cls.__name__} on {device}", file=sys.stderr)
+            print(printable(f"  {script.name}: {cls.__name__} on {device}"), file=sys.stderr)
             results += run_class(cls, kernel, device, args.warmup, args.iterations)
     if not results:
         raise BenchmarkError(f"no Benchmark classes in {', '.join(s.name for s in scripts)}")
@@ -147,15 +153,17 @@ def _print_table(run: BenchmarkRun) -> None:
                      f"{r.timing.std_ms:.4f}", f"{r.timing.min_ms:.4f}",
                      f"{r.reference.mean_ms:.4f}" if r.reference else "-",
                      f"{r.speedup:.2f}x" if r.speedup is not None else "-", match))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for i, row in enumerate(rows):
+    shown = [tuple(printable(cell) for cell in row) for row in rows]  # names from the kernel
+    widths = [max(len(row[i]) for row in shown) for i in range(len(shown[0]))]
+    for i, row in enumerate(shown):
         print("  ".join(cell.ljust(w) if j == 0 else cell.rjust(w)
                         for j, (cell, w) in enumerate(zip(row, widths, strict=True))))
         if i == 0:
             print("  ".join("-" * w for w in widths))
     for r in run.results:
         if r.mismatch:
-            print(f"{r.workload}: output does not match the reference: {r.mismatch}")
+            print(printable(f"{r.workload}: output does not match the reference: "
+                            f"{r.mismatch}"))
 
 
 def _write(run: BenchmarkRun, directory: Path, slug: str) -> list[Path]:

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import Any
 
 from . import api
 from .cli_args import add_target_args
 from .metadata import read_metadata
+from .printable import printable
 from .symbols import LAYER_ATTRIBUTES, read_variant_symbols
+from .user_files import user_path
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -29,7 +30,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 
 def _describe(args: argparse.Namespace) -> None:
-    target = Path(args.kernel).expanduser()
+    target = user_path(args.kernel, "the kernel")
     source: dict[str, Any]
     if target.exists():
         path = api.find_local_variant(target, backend=args.backend)
@@ -45,20 +46,20 @@ def _describe(args: argparse.Namespace) -> None:
     symbols = read_variant_symbols(path, read_metadata(path).digest_files)
     info = {**symbols.to_json(), **source, "variant": path.name}
     if args.json:
-        print(json.dumps(info, indent=2, ensure_ascii=False))
+        print(json.dumps(info, indent=2))  # ASCII: a hub's names cannot drive the terminal
         return
     where = (f"{info['repo_id']} at {info['revision']} ({info['commit'][:12]})"
              if "repo_id" in info else info["path"])
-    print(f"{where}, variant {info['variant']}")
+    print(printable(f"{where}, variant {info['variant']}"))  # names and symbols: the hub's
     print("functions:")
     for function in symbols.functions:
-        print(f"  {function.name}{_signature_text(function.signature)}")
+        print(printable(f"  {function.name}{_signature_text(function.signature)}"))
     if not symbols.functions:
         print("  (none)")
     print("layers:")
     for layer in symbols.layers:
         flags = "  ".join(f"{name}={_flag(layer.attribute(name))}" for name in LAYER_ATTRIBUTES)
-        print(f"  {layer.name}  {flags}")
+        print(printable(f"  {layer.name}  {flags}"))
     if not symbols.layers:
         print("  (none)")
 

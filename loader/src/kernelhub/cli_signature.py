@@ -15,8 +15,10 @@ import argparse
 from . import api
 from .cache import KernelCache
 from .cli_args import add_target_args
+from .cli_text import error_line
 from .errors import KernelHubError, SignatureError
 from .metadata import read_metadata_bytes
+from .printable import printable
 from .sigstore_signatures import (
     BUNDLE_FILE,
     PRESETS,
@@ -56,8 +58,9 @@ def _policy(org: str, preset: str | None) -> tuple[SigstorePolicy, str]:
 def _verify(args: argparse.Namespace) -> None:
     resolution = api.resolve_kernel(args.repo, args.version, args.revision, hub=args.hub,
                                     backend=args.backend)
-    print(f"{args.repo} at {resolution.ref} ({resolution.commit[:12]}) on {resolution.hub.key}")
-    print(f"release: {api.describe_signature(resolution)}")
+    print(printable(f"{args.repo} at {resolution.ref} ({resolution.commit[:12]}) on "
+                    f"{resolution.hub.key}"))
+    print(f"release: {printable(api.describe_signature(resolution))}")
     names = resolution.variants if args.all_variants else [resolution.variant]
     policy, which = _policy(args.repo.partition("/")[0], args.signers)
     print(f"sigstore: checked against {which}")
@@ -66,22 +69,23 @@ def _verify(args: argparse.Namespace) -> None:
         try:
             path = cache.install(resolution.hub, args.repo, resolution.commit, name)
         except KernelHubError as e:
-            print(f"  FAIL {name}: {e}")
+            print(f"  FAIL {printable(name)}: {error_line(e)}")
             failed.append(name)
             continue
         try:
             bundle = (path / BUNDLE_FILE).read_bytes()
         except FileNotFoundError:
             if not args.filter_unsigned:
-                print(f"  FAIL {name}: not sigstore-signed (no {BUNDLE_FILE})")
+                print(f"  FAIL {printable(name)}: not sigstore-signed (no {BUNDLE_FILE})")
                 failed.append(name)
             continue
         try:
             signer = verify_bundle(read_metadata_bytes(path), bundle, policy, name, cached=False)
         except SignatureError as e:
-            print(f"  FAIL {name}: {e}")
+            print(f"  FAIL {printable(name)}: {error_line(e)}")
             failed.append(name)
             continue
-        print(f"  ok   {name}: signed by {signer}; every file matches the signed digest")
+        print(f"  ok   {printable(name)}: signed by {printable(signer)}; every file matches "
+              "the signed digest")
     if failed:
         raise KernelHubError(f"{len(failed)} of {len(names)} variants failed verification")

@@ -16,6 +16,7 @@ from typing import Any
 from . import api
 from .cli_args import add_target_args
 from .errors import KernelHubError
+from .printable import printable
 from .versions import branch_major
 
 
@@ -87,15 +88,17 @@ def _variants(args: argparse.Namespace) -> None:
         print(json.dumps({"repo_id": args.repo, "revisions": reports}, indent=2))
         return
     for i, report in enumerate(reports):
+        revision = printable(report["revision"])  # ref names and the rest: the hub's words
         label = (f"version {report['version']}" if report["version"] is not None
-                 else f"revision {report['revision']}")
+                 else f"revision {revision}")
         print(f"{'' if i == 0 else chr(10)}{args.repo} {label} "
-              f"({report['revision']} -> {report['commit'][:12]}) on {report['system']}:")
-        print(f"  release: {report['release']}")
+              f"({revision} -> {printable(report['commit'][:12])}) on {report['system']}:")
+        print(f"  release: {printable(report['release'])}")
         if not report["variants"]:
             print("  (no compatible variant)" if args.only_compatible else "  (no build variants)")
-        width = max((len(r["variant"]) for r in report["variants"]), default=0)
+        width = max((len(printable(r["variant"])) for r in report["variants"]), default=0)
         for row in report["variants"]:
             verdict = ("preferred" if row["preferred"] else "compatible") if row["compatible"] \
                 else f"rejected: {row['reason']}"
-            print(f"  {'*' if row['preferred'] else ' '} {row['variant']:<{width}}  {verdict}")
+            print(f"  {'*' if row['preferred'] else ' '} {printable(row['variant']):<{width}}  "
+                  f"{printable(verdict)}")

@@ -88,3 +88,12 @@ class OfflineError(KernelHubError):
             f"offline mode: {what} is not in the cache; load it once online (or pin a "
             "commit that is cached), or unset KERNELHUB_OFFLINE/HF_HUB_OFFLINE"
         )
+
+
+class PathError(KernelHubError, ValueError):
+    """A path the user gave cannot name a file: a NUL byte, an unknown ``~user``, a name
+    longer than filesystems allow."""
+
+
+class NotAModelError(KernelHubError, TypeError):
+    """kernelize (or a model-level call) was given something that is not a torch model."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Callable, Mapping
+from types import ModuleType
 
 
 class LazyNames:
@@ -92,3 +93,30 @@ def attach_stub(package: str, init_file: str, *, submodules: bool = False
                           "reinstall kernelhub") from None
     lazy = LazyNames(package, stub_names(text, stub), submodules=submodules)
     return lazy.attribute, lazy.listing, sorted(lazy.names), lazy
+
+
+class DeferredModule(ModuleType):
+    """A heavy module (torch and its submodules) that a kernelhub module declares at its
+    top and imports on first attribute access: ``import kernelhub``, a model file that
+    only marks its layers and a warm load never pay for it. The one way kernelhub defers
+    an import; declared beside the real import, which type checkers read::
+
+        if TYPE_CHECKING:
+            import torch
+        else:
+            torch = deferred("torch")
+
+    Every access looks the module up again (one dict lookup once it is imported), so
+    nothing is copied from it and it may be imported by anyone first. Used for torch,
+    packaging and cryptography; optional packages that only one feature needs
+    (transformers, sigstore, huggingface_hub, matplotlib) are still imported in the
+    function of that feature, where their absence is handled."""
+
+    def __getattr__(self, attr: str) -> object:
+        module = sys.modules.get(self.__name__) or importlib.import_module(self.__name__)
+        return getattr(module, attr)
+
+
+def deferred(name: str) -> ModuleType:
+    """Module ``name``, imported when first used (see :class:`DeferredModule`)."""
+    return DeferredModule(name)

@@ -1,29 +1,37 @@
-"""``kernels.lock``: the kernel ecosystem's lock-file format, plus kernelhub's own hash —
-the one lock module (writing a project's lock and prefetching what it pins are
+"""``kernels.lock``: the kernel ecosystem's lock-file formats, and kernelhub's hashes beside
+them — the one lock module (writing a project's lock and prefetching what it pins are
 :func:`kernelhub.api.lock_project` and :func:`kernelhub.api.download_locked`).
 
-The file is a JSON list with one entry per repository, as the ecosystem's CLI writes it::
+``kernelhub lock`` writes two files (see docs/decisions.md, "Lock files both ways"):
+
+* ``kernels.lock``, the list kernels 0.17+ writes and reads (``KernelLocks``: a pin per
+  dependency, no hashes; their parser refuses any key it does not know, at every level)::
+
+    [{"dependency": {"repo-id": "org/name", "version": 1}, "lock": {"commit": "<sha>"}}]
+
+  A dependency the project asks for by a version spec the ecosystem cannot express
+  (kernelhub's ``">=1.2,<2"``) is written as ``"revision": "<the locked commit>"``.
+* ``kernelhub.lock`` (:data:`HASHES_NAME`) beside it: the same pins with, per variant, the
+  hashes a kernelhub load checks — the list kernels before 0.17 wrote and read::
 
     [{"repo_id": "org/name", "sha": "<commit id>",
       "variants": {"<variant>": {"hash": "sha256-<hex>", "hash_type": "git_lfs_concat"}},
       "kernelhub": {"metadata-sha256": {"<variant>": "<hex>"}}}]
 
+  ``kernelhub lock --format kernelhub`` writes this list alone to ``kernels.lock`` (one
+  file; kernels 0.17+ cannot read it).
+
 * ``variants[v].hash`` (``git_lfs_concat``): sha256 over the variant's files sorted by
   their path (relative to ``build/<v>/``, UTF-8 bytes), each path followed by the raw
-  bytes of the file's git blob id (or, for a file stored with Git LFS, its sha256). The
-  ecosystem's loader checks it; so do we, from the cached files' git blob ids.
-* ``kernelhub["metadata-sha256"][v]`` (ours, ignored by the ecosystem's loader, which
-  reads only the keys above): the sha256 of the variant's ``metadata.json``. Since every
-  other file is checked against that metadata's digests before import, it pins the
-  whole variant whatever the hub's storage (LFS or not).
+  bytes of the file's git blob id (or, for a file stored with Git LFS, its sha256).
+* ``kernelhub["metadata-sha256"][v]``: the sha256 of the variant's ``metadata.json``.
+  Since every other file is checked against that metadata's digests before import, it
+  pins the whole variant whatever the hub's storage (LFS or not).
 
-A lock also accepts the older ``{"org/name": "<sha>"}`` object (pins without hashes),
-and the list kernels 0.17+ writes (``KernelLocks``: pins without hashes, one per locked
-dependency, transitive ones included)::
-
-    [{"dependency": {"repo-id": "org/name", "version": 1}, "lock": {"commit": "<sha>"}}]
-
-A pin must be a full commit id: a branch or tag moves, which defeats locking.
+Reading takes either list (and the older ``{"org/name": "<sha>"}`` object, pins without
+hashes); the hashes in a ``kernelhub.lock`` beside the file are joined to its pins, and
+one that names another commit than the pin is refused as stale. A pin must be a full
+commit id: a branch or tag moves, which defeats locking.
 
 A locked load checks the lock on the bytes it imports
 (:class:`kernelhub.load.validators.LockValidator`).
@@ -36,10 +44,12 @@ import os
 from pathlib import Path
 
 from .errors import LockFileError
-from .records import Record, field
+from .records import Record, field, replace
 from .versions import is_commit_id, shown_name
 
 LOCKFILE_NAME = "kernels.lock"
+HASHES_NAME = "kernelhub.lock"
+"""kernelhub's hashes for the pins of the ``kernels.lock`` beside it."""
 GIT_LFS_CONCAT = "git_lfs_concat"
 OURS = "kernelhub"
 
@@ -64,6 +74,15 @@ class LockEntry(Record, frozen=True):
         if self.metadata_sha256:
             out[OURS] = {"metadata-sha256": dict(sorted(self.metadata_sha256.items()))}
         return out
+
+    def to_ecosystem_json(self, version: int | str | None) -> dict[str, object]:
+        """The entry as kernels 0.17+ writes it: a major stays a major; any other version
+        (a kernelhub spec, a branch) becomes the commit it locked, which their resolver
+        takes as a revision."""
+        wanted: dict[str, object] = (
+            {"version": version} if isinstance(version, int) and not isinstance(version, bool)
+            else {"revision": self.sha})
+        return {"dependency": {"repo-id": self.repo_id, **wanted}, "lock": {"commit": self.sha}}
 
 
 def _ecosystem_entry(raw: dict[str, object], bad: LockFileError) -> LockEntry:
@@ -103,8 +122,11 @@ def _entry(raw: object, path: Path | str) -> LockEntry:
 
 def read_lock(path: Path) -> dict[str, LockEntry]:
     """Every entry of the lock file at ``path``, by repository id."""
+    from .user_files import read_bounded, user_path
+
+    path = user_path(path, "the lock file")
     try:
-        raw = Path(path).read_bytes()
+        raw = read_bounded(path)
     except FileNotFoundError:
         raise LockFileError(
             f"lock file {path} does not exist; create it with `kernelhub lock`, or pass "
@@ -113,7 +135,37 @@ def read_lock(path: Path) -> dict[str, LockEntry]:
     except OSError as e:
         raise LockFileError(f"lock file {path} is not readable ({e.strerror}); fix or "
                             "regenerate it") from None
-    return parse_lock(raw, path)
+    entries = parse_lock(raw, path)
+    beside = Path(path).with_name(HASHES_NAME)
+    try:
+        hashes = beside.read_bytes()
+    except FileNotFoundError:
+        return entries
+    except OSError as e:
+        raise LockFileError(f"{beside} is not readable ({e.strerror}); fix it, or regenerate "
+                            "both files with `kernelhub lock`") from None
+    return with_hashes(entries, parse_lock(hashes, beside), path, beside)
+
+
+def with_hashes(pins: dict[str, LockEntry], hashed: dict[str, LockEntry], path: Path | str,
+                beside: Path | str) -> dict[str, LockEntry]:
+    """``pins`` (a ``kernels.lock``) with the hashes ``hashed`` (the ``kernelhub.lock``
+    beside it) records for the same commits. A pin that already has hashes keeps them;
+    hashes for another commit than the pin mean the two files were written apart, and
+    are refused rather than dropped (dropping them would load unhashed)."""
+    out = dict(pins)
+    for repo_id, pin in pins.items():
+        found = hashed.get(repo_id)
+        if found is None or pin.variant_hashes or pin.metadata_sha256:
+            continue
+        if found.sha != pin.sha:
+            raise LockFileError(
+                f"{beside} records hashes for {shown_name(repo_id)} at {found.sha[:12]}, but "
+                f"{path} pins {pin.sha[:12]}: the two were written apart. Run `kernelhub lock` "
+                f"to rewrite both, or delete {beside} to load without kernelhub's hashes")
+        out[repo_id] = replace(pin, variant_hashes=found.variant_hashes,
+                               metadata_sha256=found.metadata_sha256)
+    return out
 
 
 def parse_lock(raw: bytes, path: Path | str) -> dict[str, LockEntry]:
@@ -177,18 +229,46 @@ def distribution_lock(module_name: str) -> tuple[dict[str, LockEntry], str] | No
         text = dist.read_text(LOCKFILE_NAME)
         if text is not None:
             where = f"{LOCKFILE_NAME} of the installed distribution {name}"
-            return parse_lock(text.encode("utf-8"), where), where
+            entries = parse_lock(text.encode("utf-8"), where)
+            hashes = dist.read_text(HASHES_NAME)
+            if hashes is not None:
+                beside = f"{HASHES_NAME} of the installed distribution {name}"
+                entries = with_hashes(entries, parse_lock(hashes.encode("utf-8"), beside),
+                                      where, beside)
+            return entries, where
     return None
 
 
-def write_lock(path: Path, entries: list[LockEntry]) -> None:
-    """Write ``entries`` atomically (a reader sees the old file or the new one)."""
-    text = json.dumps([e.to_json() for e in entries], indent=2) + "\n"
+LOCK_FORMATS = ("kernels", "kernelhub")
+"""``kernels``: ``kernels.lock`` in the shape kernels 0.17+ reads, hashes in
+``kernelhub.lock`` beside it (the default); ``kernelhub``: one hashed ``kernels.lock``."""
+
+
+def write_lock(path: Path, entries: list[LockEntry], *,
+               versions: dict[str, int | str] | None = None, fmt: str = "kernels") -> list[Path]:
+    """Write ``entries`` to ``path`` in format ``fmt`` (:data:`LOCK_FORMATS`; ``versions``:
+    what the project asked for, by repository) and return the files written. Each file is
+    replaced atomically; the hashes go first, so a reader between the two sees hashes for
+    the new pins next to the old pins, which it refuses as stale, never a pin unhashed."""
+    path = Path(path)
+    if fmt not in LOCK_FORMATS:
+        raise LockFileError(f"unknown lock format {fmt!r}; use one of {', '.join(LOCK_FORMATS)}")
+    hashed = [e.to_json() for e in entries]
+    beside = path.with_name(HASHES_NAME)
+    if fmt == "kernelhub":
+        _replace(path, hashed)
+        beside.unlink(missing_ok=True)  # hashes of an earlier lock: they would read as stale
+        return [path]
+    _replace(beside, hashed)
+    wanted = versions or {}
+    _replace(path, [e.to_ecosystem_json(wanted.get(e.repo_id)) for e in entries])
+    return [path, beside]
+
+
+def _replace(path: Path, data: list[dict[str, object]]) -> None:
     tmp = Path(f"{path}.tmp")
-    tmp.write_text(text)
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
     os.replace(tmp, path)
-
-
 
 
 # -- the project's dependencies ----------------------------------------------------
@@ -201,20 +281,25 @@ def project_dependencies(project_dir: Path) -> dict[str, int | str]:
     kernelhub's ``[tool.kernelhub.dependencies]`` (any version in the one grammar);
     a repository in both must agree.
     """
-    from .tomlfile import tomllib  # the lock itself is JSON: loading a locked kernel reads no TOML
+    # the lock itself is JSON: loading a locked kernel reads no TOML
+    from .tomlfile import TomlError, parse_toml
+    from .user_files import read_bounded, user_path
 
-    path = Path(project_dir) / "pyproject.toml"
+    path = user_path(project_dir, "the project directory") / "pyproject.toml"
     try:
-        data = tomllib.loads(path.read_text())
+        data = parse_toml(read_bounded(path))
     except FileNotFoundError:
         raise LockFileError(f"{path} does not exist; a project declares its kernels there "
                             "under [tool.kernels.dependencies]") from None
-    except (OSError, ValueError) as e:
-        raise LockFileError(f"{path} is not readable TOML: {e}") from None
+    except OSError as e:
+        raise LockFileError(f"{path} is not readable: {e.strerror or e}") from None
+    except TomlError as e:
+        raise LockFileError(f"{path}: {e}") from None
     tool = data.get("tool", {})
     found: dict[str, int | str] = {}
     for table in ("kernels", "kernelhub"):
-        deps = tool.get(table, {}).get("dependencies", {})
+        kernels = tool.get(table, {}) if isinstance(tool, dict) else None
+        deps = kernels.get("dependencies", {}) if isinstance(kernels, dict) else None
         if not isinstance(deps, dict):
             raise LockFileError(f"{path}: [tool.{table}.dependencies] must be a table of "
                                 "\"org/name\" = version")

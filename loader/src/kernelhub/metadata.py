@@ -27,6 +27,9 @@ SIGNATURE_SIDECARS: tuple[str, ...] = ("metadata.json.sigstore",)
 """Signatures of metadata.json stored next to it (the ecosystem's sigstore bundle): made
 after the digest, so not in it, and never imported."""
 DIGEST_ALGORITHM = "sha256"
+NO_LICENSE = "NOASSERTION"
+"""The license a variant of a kernel that declares none records: SPDX's "no assertion".
+The ecosystem's 0.19 loader refuses metadata.json whose ``license`` is missing or null."""
 _SKIPPED_DIRS = {"__pycache__"}
 _SKIPPED_SUFFIXES = (".pyc", ".pyo")
 
@@ -148,7 +151,7 @@ def parse_metadata(raw: bytes, source: str) -> Metadata:
     """Parse metadata.json bytes; ``source`` names them in errors."""
     try:
         data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+    except ValueError as e:  # not UTF-8, not JSON, or a number longer than Python reads
         raise MetadataError(f"{source}: not valid JSON ({e})") from None
     except RecursionError:
         raise MetadataError(f"{source}: JSON nested too deeply to be metadata") from None

@@ -13,7 +13,24 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
+NULL_COMMIT = "0" * 40
+"""Git's null object id: the commit a dirty build records when no commit names its tree."""
+
 _warned: set[str] = set()
+
+
+def kernel_git_status(commit: str | None, dirty: bool) -> dict[str, object] | None:
+    """``provenance.kernel`` for sources at ``commit`` (``None``: not known), or ``None``
+    when there is nothing to record.
+
+    The ecosystem's 0.19 loader refuses a ``kernel`` part without a full ``commit`` id,
+    so a dirty tree without one (a Nix 2.8 flake with uncommitted changes, a flake outside
+    git) records :data:`NULL_COMMIT`: the build stays marked dirty for every loader, and the
+    commit says it names nothing. A clean tree without a commit has no part at all.
+    """
+    if commit:
+        return {"commit": commit, "dirty": dirty}
+    return {"commit": NULL_COMMIT, "dirty": True} if dirty else None
 
 
 def dirty_sources(provenance: Mapping[str, Any]) -> list[str]:

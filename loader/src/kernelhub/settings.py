@@ -14,8 +14,9 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 
-from .errors import KernelHubError
+from .errors import KernelHubError, PathError
 from .records import Record
+from .user_files import read_bounded, user_path
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -34,8 +35,16 @@ def _env_flag(name: str) -> bool:
 def cache_dir() -> Path:
     """Root of the kernel cache: ``$KERNELHUB_CACHE`` or ``~/.cache/kernelhub``."""
     if value := os.environ.get("KERNELHUB_CACHE"):
-        return Path(value).expanduser()
-    return Path.home() / ".cache" / "kernelhub"
+        return user_path(value, "KERNELHUB_CACHE")
+    return _home() / ".cache" / "kernelhub"
+
+
+def _home() -> Path:
+    try:
+        return Path.home()
+    except RuntimeError:  # no HOME and no user database entry (a bare container)
+        raise PathError("cannot find the home directory (HOME is not set); set HOME, or "
+                        "KERNELHUB_CACHE and KERNELHUB_CONFIG") from None
 
 
 def offline() -> bool:
@@ -90,15 +99,15 @@ def offline_here() -> Iterator[None]:
 def config_path() -> Path:
     """The user config file: ``$KERNELHUB_CONFIG`` or ``~/.config/kernelhub/config.toml``."""
     if value := os.environ.get("KERNELHUB_CONFIG"):
-        return Path(value).expanduser()
-    return Path.home() / ".config" / "kernelhub" / "config.toml"
+        return user_path(value, "KERNELHUB_CONFIG")
+    return _home() / ".config" / "kernelhub" / "config.toml"
 
 
 def read_config() -> dict[str, object]:
     """The parsed config file, or ``{}`` when there is none."""
     path = config_path()
     try:
-        raw = path.read_bytes()
+        raw = read_bounded(path)
     except FileNotFoundError:
         return {}
     except OSError as e:
@@ -106,12 +115,12 @@ def read_config() -> dict[str, object]:
             f"cannot read the config file {path}: {e.strerror or e}; fix it, or point "
             "KERNELHUB_CONFIG at a file"
         ) from None
-    from .tomlfile import tomllib  # only when there is a file: a warm load has none to read
+    from .tomlfile import TomlError, parse_toml  # only when there is a file to read
 
     try:
-        return tomllib.loads(raw.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise KernelHubError(f"{path}: not valid TOML ({e}); fix or remove the file") from None
+        return parse_toml(raw)
+    except TomlError as e:
+        raise KernelHubError(f"{path}: {e}; fix or remove the file") from None
 
 
 def _config_trusted_orgs() -> set[str]:
@@ -194,10 +203,10 @@ def signing() -> SigningSettings:
         raise KernelHubError(f"{config_path()}: [signing] must be a table")
     base = config_path().parent
     files = [
-        base / Path(p).expanduser()
+        base / user_path(p, f"{config_path()}: [signing] allowed-signers")
         for p in _config_strings(table, "allowed-signers", "[signing]", '"allowed_signers"')
     ]
-    files += [Path(p).expanduser() for p in
+    files += [user_path(p, "KERNELHUB_ALLOWED_SIGNERS") for p in
               os.environ.get("KERNELHUB_ALLOWED_SIGNERS", "").split(os.pathsep) if p.strip()]
     keys_table = table.get("keys", {})
     if not isinstance(keys_table, dict):

@@ -26,11 +26,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .errors import SignatureError, SigningKeyError
+from .lazy_names import deferred
 from .records import Record
+from .user_files import read_bounded, user_path
 
-if TYPE_CHECKING:  # cryptography is imported where it is used: a load with no signing
+if TYPE_CHECKING:  # cryptography is imported when first used: a load with no signing
     # policy never pays for importing it (tens of ms)
+    from cryptography import exceptions as crypto_errors
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ed25519
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+else:
+    crypto_errors = deferred("cryptography.exceptions")
+    serialization = deferred("cryptography.hazmat.primitives.serialization")
+    ed25519 = deferred("cryptography.hazmat.primitives.asymmetric.ed25519")
 
 KEY_TYPE = "ssh-ed25519"
 _MAGIC = b"SSHSIG"
@@ -158,19 +167,15 @@ class SigningKey(Record, frozen=True):
 
 def load_signing_key(path: Path | str, passphrase: str | None = None) -> SigningKey:
     """Read an OpenSSH Ed25519 private key (``ssh-keygen -t ed25519`` output)."""
-    from cryptography.exceptions import UnsupportedAlgorithm
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
-    path = Path(path).expanduser()
+    path = user_path(path, "the signing key")
     try:
-        data = path.read_bytes()
+        data = read_bounded(path)
     except OSError as e:
         raise SigningKeyError(f"cannot read signing key {path}: {e.strerror or e}") from None
     password = passphrase.encode() if passphrase is not None else None
     try:
         key = serialization.load_ssh_private_key(data, password=password)
-    except UnsupportedAlgorithm:
+    except crypto_errors.UnsupportedAlgorithm:
         raise SigningKeyError(
             f"{path}: the key is passphrase-protected and reading such keys needs the bcrypt "
             "package; pip install bcrypt, or sign with an unprotected key kept as a CI secret"
@@ -184,7 +189,7 @@ def load_signing_key(path: Path | str, passphrase: str | None = None) -> Signing
         else:
             hint = "give the private key file made by ssh-keygen -t ed25519 (not the .pub)"
         raise SigningKeyError(f"{path}: not a usable OpenSSH private key ({e}); {hint}") from None
-    if not isinstance(key, Ed25519PrivateKey):
+    if not isinstance(key, ed25519.Ed25519PrivateKey):
         raise SigningKeyError(
             f"{path}: {type(key).__name__.removesuffix('PrivateKey') or 'this'} keys are not "
             "supported; release signing uses Ed25519 keys (ssh-keygen -t ed25519)"
@@ -279,15 +284,12 @@ def signature_valid(signature: Signature, message: bytes, namespace: str) -> boo
     Says nothing about whether that key is trusted: the caller compares it to its
     allowed keys.
     """
-    from cryptography.exceptions import InvalidSignature
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
     if signature.namespace != namespace:
         return False
     try:
-        Ed25519PublicKey.from_public_bytes(signature.key.raw).verify(
+        ed25519.Ed25519PublicKey.from_public_bytes(signature.key.raw).verify(
             signature.raw, _signed_data(message, namespace, signature.hash_alg)
         )
-    except InvalidSignature:
+    except crypto_errors.InvalidSignature:
         return False
     return True

@@ -28,9 +28,9 @@ import base64
 import hashlib
 import inspect
 import json
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 from .errors import KernelHubError
 from .records import Record
@@ -47,10 +47,10 @@ class SymbolsError(KernelHubError, ValueError):
 
 class FunctionSymbol(Record, frozen=True):
     name: str
-    signature: dict[str, Any] | None = None
+    signature: dict[str, object] | None = None
     doc: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"name": self.name, "signature": self.signature, "doc": self.doc}
 
 
@@ -63,7 +63,7 @@ class LayerSymbol(Record, frozen=True):
     def attribute(self, name: str) -> bool | None:
         return dict(self.attributes).get(name)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"name": self.name, "attributes": dict(self.attributes), "doc": self.doc}
 
 
@@ -74,7 +74,7 @@ class Symbols(Record, frozen=True):
     functions: tuple[FunctionSymbol, ...] = ()
     layers: tuple[LayerSymbol, ...] = ()
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"schema_version": SCHEMA_VERSION, "module": self.module,
                 "functions": [f.to_json() for f in self.functions],
                 "layers": [layer.to_json() for layer in self.layers]}
@@ -142,7 +142,7 @@ def read_variant_symbols(variant_dir: Path, digest_files: dict[str, str]) -> Sym
     return parse_symbols(raw, str(path))
 
 
-def _object_or_none(value: object) -> dict[str, Any] | None:
+def _object_or_none(value: object) -> dict[str, object] | None:
     return value if isinstance(value, dict) else None
 
 
@@ -194,14 +194,14 @@ def _annotation(value: object) -> str | None:
     return value if isinstance(value, str) else inspect.formatannotation(value)
 
 
-def _signature(function: Any) -> dict[str, Any] | None:
+def _signature(function: Callable[..., object]) -> dict[str, object] | None:
     try:
         signature = inspect.signature(function)
     except (TypeError, ValueError):  # some builtins have none
         return None
     parameters = []
     for p in signature.parameters.values():
-        entry: dict[str, Any] = {"name": p.name, "kind": p.kind.name,
+        entry: dict[str, object] = {"name": p.name, "kind": p.kind.name,
                                  "annotation": _annotation(p.annotation)}
         if p.default is not inspect.Parameter.empty:
             entry["default"] = repr(p.default)

@@ -26,13 +26,16 @@ import re
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .errors import KernelHubError, MappingError
+from .lazy_names import deferred
 from .records import Record
 
 if TYPE_CHECKING:
-    import torch as torch_module
+    import torch
+else:
+    torch = deferred("torch")
 
 BACKENDS: tuple[str, ...] = ("cpu", "cuda", "rocm", "xpu", "metal")
 """Backends kernelhub builds, as variant names write them (and KernelConfig keys)."""
@@ -176,7 +179,7 @@ def capability_number(capability: tuple[int, int]) -> int:
     return capability[0] * 10 + capability[1]
 
 
-def torch_device_type(device: torch_module.device, torch: ModuleType) -> str:
+def torch_device_type(device: torch.device, torch: ModuleType) -> str:
     """The device type of a torch device, ``rocm`` for a ROCm torch's ``cuda``."""
     if device.type == "cuda" and torch_is_rocm(torch):
         return "rocm"
@@ -199,9 +202,7 @@ class RuntimeDevice(Record, frozen=True):
         return f"{self.type}{cap}"
 
 
-def _model_device(model: torch_module.nn.Module) -> torch_module.device:
-    import torch
-
+def _model_device(model: torch.nn.Module) -> torch.device:
     for parameter in model.parameters():
         return parameter.device
     for buffer in model.buffers():
@@ -214,12 +215,10 @@ def _capability_number_of(torch: ModuleType, index: int | None) -> int | None:
     return capability_number(found) if found is not None else None
 
 
-def runtime_device(model: torch_module.nn.Module, device: Any = None) -> RuntimeDevice:
+def runtime_device(model: torch.nn.Module, device: object = None) -> RuntimeDevice:
     """Where ``model`` runs: ``device`` if given (str or torch.device), else where its
     first parameter or buffer lives (``cpu`` for a model with neither). A ROCm torch's
     ``cuda`` device is ``rocm``, so ROCm mappings apply without the user naming it."""
-    import torch
-
     if device is None:
         dev = _model_device(model)
     elif isinstance(device, torch.device):
@@ -341,8 +340,6 @@ def detect_system(backend: str | None = None) -> SystemInfo:
     CPU builds). ROCm torch reports itself as CUDA; ``torch.version.hip`` tells them
     apart, so ``backend="cuda"`` on a ROCm torch means ROCm.
     """
-    import torch
-
     chosen = backend_of(backend) if backend else auto_backend(torch)
     if chosen == "cuda" and torch_is_rocm(torch):
         chosen = "rocm"

@@ -181,9 +181,10 @@ def allowed_signers(path: Path, org: str) -> list[PublicKey]:
     """
     from .release_manifest import NAMESPACE
     from .sshsig import KEY_TYPE, parse_public_key
+    from .user_files import read_bounded
 
     try:
-        text = path.read_bytes().decode("utf-8")
+        text = read_bounded(path).decode("utf-8")
     except UnicodeDecodeError:
         raise SigningKeyError(f"allowed signers file {path} is not UTF-8 text") from None
     except OSError as e:

@@ -13,11 +13,17 @@ import re
 from typing import TYPE_CHECKING
 
 from .errors import RepoIdError, VersionSpecError
+from .lazy_names import deferred
 from .records import Record, field
 
-if TYPE_CHECKING:  # packaging is imported where a release or specifier is parsed
+if TYPE_CHECKING:  # packaging is imported where a release or specifier is first parsed
+    from packaging import specifiers as packaging_specifiers
+    from packaging import version as packaging_version
     from packaging.specifiers import SpecifierSet
     from packaging.version import Version
+else:
+    packaging_specifiers = deferred("packaging.specifiers")
+    packaging_version = deferred("packaging.version")
 
 _SPEC_START = ("<", ">", "=", "!", "~")
 # Patterns are compiled (through re's cache) where first used, not at import: a warm
@@ -64,14 +70,12 @@ class Refs(Record, frozen=True):
 
     def releases(self) -> dict[Version, str]:
         """``v<semver>`` tags as versions → the tag name."""
-        from packaging.version import InvalidVersion, Version
-
         found: dict[Version, str] = {}
         for tag in self.tags:
             if (release := tag_release(tag)) is not None:
                 try:
-                    found[Version(release)] = tag
-                except InvalidVersion:
+                    found[packaging_version.Version(release)] = tag
+                except packaging_version.InvalidVersion:
                     continue
         return found
 
@@ -118,11 +122,9 @@ def parse_version(version: int | str) -> VersionSpec:
     if is_commit_id(text):
         return VersionSpec(commit=text)
     if text.startswith(_SPEC_START) or "," in text:
-        from packaging.specifiers import InvalidSpecifier, SpecifierSet
-
         try:
-            return VersionSpec(specifier=SpecifierSet(text))
-        except InvalidSpecifier:
+            return VersionSpec(specifier=packaging_specifiers.SpecifierSet(text))
+        except packaging_specifiers.InvalidSpecifier:
             raise VersionSpecError(
                 f"version specifier {text!r} is malformed; write e.g. '>=1.0,<2.0' or '~=1.2'"
             ) from None
@@ -224,6 +226,4 @@ def parse_release(release: str) -> Version:
     """A release number as written in build.toml (``general.release``): plain semver."""
     if not re.fullmatch(r"\d+\.\d+\.\d+(?:[-.]?(?:a|b|rc|alpha|beta|dev)\.?\d*)?", release):
         raise VersionSpecError(f"release {release!r} is not semver (expected e.g. '1.2.0')")
-    from packaging.version import Version
-
-    return Version(release)
+    return packaging_version.Version(release)

@@ -20,6 +20,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+from kernelhub.printable import printable
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -108,5 +109,6 @@ class _Logged:
             await self.app(scope, receive, send_logged)
         finally:
             caller = scope.get("state", {}).get("caller", "anonymous")
-            log.info("%s %s %d %.1fms %s", scope["method"], scope["path"], status,
-                     (time.perf_counter() - start) * 1000, caller)
+            # the path is percent-decoded: a client's "%0a" would start a forged log line
+            log.info("%s %s %d %.1fms %s", scope["method"], printable(scope["path"]), status,
+                     (time.perf_counter() - start) * 1000, printable(str(caller)))

@@ -1,73 +1,134 @@
 """Published benchmark results, as the pages read them.
 
-Where ``kernelhub benchmark --publish`` stores results is the loader's format (helper
-formats-loader defines it); until it lands this reads :data:`RESULTS_DIR` — JSON files
-in the shape the ecosystem's ``kernels benchmark`` submits (``BenchmarkResult.to_payload``:
-``results`` with ``workload`` and ``timingResults``, ``machineInfo``, ``kernelCommitSha``)
-— one file per machine and run. The path is this one constant; files that are not in
-that shape are listed as unreadable, never guessed at.
+Two places hold them, and both are read:
+
+* where ``kernelhub benchmark --publish`` commits them (the loader's format,
+  :mod:`kernelhub.benchmark_results`): the repository's ``benchmarks`` branch,
+  ``results/<kernel commit>/<variant>/<machine>.json`` with the publisher's PNG beside it;
+  a page at a kernel commit shows the runs of that commit;
+* ``benchmarks/results/*.json`` in the kernel commit itself: the ecosystem's payload
+  (``BenchmarkResult.to_payload``, what ``kernels benchmark --output`` writes) committed
+  by hand — the ecosystem's own ``kernels benchmark --upload`` posts it to the public
+  Hub's ``/api/kernels/<id>/benchmarks`` instead (a fixed huggingface.co address, never a
+  file in the repository), so this is the only way a repository carries one.
+
+Every document is parsed by the loader's one reader (:func:`parse_document`), which
+accepts both shapes; a file it refuses is listed with why, never guessed at. A run is
+named by the commit and path that hold it, so its plot URL names immutable bytes.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Iterator
+from dataclasses import dataclass
 
+from kernelhub.benchmark_results import (
+    RESULTS_BRANCH,
+    RESULTS_DIR,
+    BenchmarkDocumentError,
+    BenchmarkRun,
+    machine_summary,
+    parse_document,
+)
 from kernelhub.hub.git import GitRepo
+from kernelhub.records import replace
 
-from .repos import RepoStore
+from .errors import ApiError
+from .repos import Entry, RepoStore
 
-RESULTS_DIR = "benchmarks/results"
+ECOSYSTEM_DIR = "benchmarks/results"
+"""Where a kernel commit may carry the ecosystem's payloads."""
+MAX_DOCUMENT = 1 << 20
+"""A document larger than this (1 MiB; a real one is a few KiB) is listed, not read."""
 
 
 @dataclass(frozen=True)
-class Timing:
-    workload: str
-    mean_ms: float
-    std_ms: float
-    verified: bool | None
-    ref_mean_ms: float | None
-
-
-@dataclass
-class BenchmarkRun:
+class PublishedRun:
+    commit: str
+    """The commit holding the document: the results branch's head, or the kernel commit."""
     path: str
-    machine: str
-    """``GPU / CPU · backend · torch``: what the run measured on."""
-    timings: list[Timing] = field(default_factory=list)
+    variant: str | None
+    """The variant benchmarked (from the path or the document); None: not recorded."""
+    run: BenchmarkRun | None = None
     problem: str | None = None
+    plot: str | None = None
+    """The publisher's PNG beside the document, if there is one."""
+
+    @property
+    def machine(self) -> str:
+        return machine_summary(self.run.machine) if self.run is not None else "unknown"
+
+    @property
+    def failed(self) -> list[str]:
+        """Workloads whose output did not match the reference."""
+        return [r.workload for r in self.run.results if r.verified is False] if self.run else []
 
 
-def read_runs(store: RepoStore, repo: GitRepo, commit: str) -> list[BenchmarkRun]:
-    files = [e for e in store.entries(repo, commit, f"{RESULTS_DIR}/", recursive=True)
-             if e.kind == "file" and e.path.endswith(".json")]
-    runs = []
-    for entry, data in zip(files, repo.read_blobs([e.oid for e in files]), strict=True):
-        runs.append(parse_run(entry.path, data))
-    return runs
+@dataclass(frozen=True)
+class Benchmarks:
+    runs: list[PublishedRun]
+    others: list[str]
+    """The other kernel commits the results branch holds runs for, by commit id."""
 
 
-def parse_run(path: str, data: bytes) -> BenchmarkRun:
-    try:
-        payload = json.loads(data)
-        machine = _machine(payload["machineInfo"])
-        timings = [_timing(r) for r in payload["results"]]
-    except (ValueError, KeyError, TypeError) as exc:
-        return BenchmarkRun(path, "unknown", problem=f"not a benchmark result ({exc})")
-    return BenchmarkRun(path, machine, timings)
+def read_benchmarks(store: RepoStore, repo: GitRepo, commit: str) -> Benchmarks:
+    """The runs published for kernel commit ``commit``, in both places."""
+    found: list[tuple[str, Entry]] = []
+    others: list[str] = []
+    head = repo.resolve_commit(f"refs/heads/{RESULTS_BRANCH}")
+    pngs: set[str] = set()
+    if head is not None:
+        mine = f"{RESULTS_DIR}/{commit}/"
+        for e in store.entries(repo, head, f"{RESULTS_DIR}/", recursive=True):
+            if e.path.startswith(mine) and e.kind == "file":
+                if e.path.endswith(".json"):
+                    found.append((head, e))
+                elif e.path.endswith(".png"):
+                    pngs.add(e.path)
+            elif e.kind == "directory" and e.path.count("/") == 1 and e.path != mine[:-1]:
+                others.append(e.path.split("/")[1])
+    found += [(commit, e) for e in store.entries(repo, commit, f"{ECOSYSTEM_DIR}/", recursive=True)
+              if e.kind == "file" and e.path.endswith(".json")]
+    runs = list(_parse_all(repo, found, pngs))
+    return Benchmarks(runs, sorted(others))
 
 
-def _machine(info: dict[str, Any]) -> str:
-    device = info.get("gpu") or "no GPU"
-    cpu = info.get("cpu")
-    parts = [str(device) if device not in ("", "N/A", "None") else str(cpu),
-             str(info.get("backend", "")), f"torch {info.get('pytorchVersion', '?')}"]
-    return " · ".join(p for p in parts if p)
+def read_run(store: RepoStore, repo: GitRepo, repo_id: str, commit: str, path: str
+             ) -> BenchmarkRun:
+    """The run in the document at ``commit:path``, for its plot; 404 when there is none."""
+    where = f"{repo_id}@{commit[:12]}:{path}"
+    if not (path.startswith(f"{RESULTS_DIR}/") or path.startswith(f"{ECOSYSTEM_DIR}/")) \
+            or not path.endswith(".json"):
+        raise ApiError(404, f"{where} is not a published benchmark result")
+    entry = store.file(repo, repo_id, commit, path)
+    (published,) = _parse_all(repo, [(commit, entry)], set())
+    run = published.run
+    if run is None:
+        raise ApiError(404, f"{where}: {published.problem}")
+    if "repoId" in run.kernel or "path" in run.kernel:
+        return run
+    # The ecosystem's payload names no repository; the plot's title should.
+    return replace(run, kernel={**run.kernel, "repoId": repo_id})
 
 
-def _timing(result: dict[str, Any]) -> Timing:
-    t = result["timingResults"]
-    ref = t.get("ref_mean_ms", result.get("refMeanMs"))
-    return Timing(str(result["workload"]), float(t["mean_ms"]), float(t.get("std_ms", 0.0)),
-                  result.get("verified"), float(ref) if ref is not None else None)
+def _parse_all(repo: GitRepo, found: list[tuple[str, Entry]], pngs: set[str]
+               ) -> Iterator[PublishedRun]:
+    small = [(c, e) for c, e in found if e.size <= MAX_DOCUMENT]
+    blobs = dict(zip([e.oid for _, e in small], repo.read_blobs([e.oid for _, e in small]),
+                     strict=True))
+    for commit, entry in found:
+        parts = entry.path.split("/")
+        variant = parts[2] if parts[0] == RESULTS_DIR and len(parts) == 4 else None
+        png = entry.path[:-len(".json")] + ".png"
+        plot = png if png in pngs else None
+        if entry.oid not in blobs:
+            yield PublishedRun(commit, entry.path, variant, problem=f"larger than "
+                               f"{MAX_DOCUMENT >> 20} MiB, not read", plot=plot)
+            continue
+        try:
+            run = parse_document(blobs[entry.oid], entry.path)
+        except BenchmarkDocumentError as exc:
+            yield PublishedRun(commit, entry.path, variant, problem=str(exc), plot=plot)
+            continue
+        yield PublishedRun(commit, entry.path, variant or run.kernel.get("variant"), run,
+                           plot=plot)

@@ -20,7 +20,7 @@ from kernelhub.metadata import METADATA_FILE, Metadata, parse_metadata
 from kernelhub.release_manifest import NAMESPACE, RELEASE_FILE, SIGNATURE_FILE, ReleaseManifest
 from kernelhub.variants import VariantKind, parse_variant
 
-from .bench_results import BenchmarkRun, read_runs
+from .bench_results import Benchmarks, read_benchmarks
 from .repos import RepoStore
 
 SYMBOLS_FILE = "symbols.json"
@@ -78,7 +78,7 @@ class KernelView:
     selected: RefView | None
     variants: list[VariantView]
     signature: Signature
-    benchmarks: list[BenchmarkRun]
+    benchmarks: Benchmarks
     description: str | None = None
 
     @property
@@ -133,7 +133,7 @@ def kernel_view(store: RepoStore, repo: GitRepo, repo_id: str, rev: str | None) 
         commit = store.commit_of(repo, repo_id, rev)
         selected = RefView(rev, "commit", commit, _dates(repo, [commit]).get(commit, ""))
     if selected is None:
-        return KernelView(repo_id, refs, None, [], Signature(False), [])
+        return KernelView(repo_id, refs, None, [], Signature(False), Benchmarks([], []))
     commit = selected.commit
     entries = store.entries(repo, commit, "build/", recursive=True)
     variants: dict[str, VariantView] = {}
@@ -163,7 +163,7 @@ def kernel_view(store: RepoStore, repo: GitRepo, repo_id: str, rev: str | None) 
     ordered = sorted(variants.values(), key=lambda v: (_row_key(v.torch), _col_key(v.backend), v.name))
     description = next((v.metadata.name for v in ordered if v.metadata), None)
     return KernelView(repo_id, refs, selected, ordered, signature,
-                      read_runs(store, repo, commit), description)
+                      read_benchmarks(store, repo, commit), description)
 
 
 def describe_variant(name: str) -> VariantView:

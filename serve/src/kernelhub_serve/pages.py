@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from kernelhub.versions import is_commit_id
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
@@ -36,13 +37,13 @@ def routes(ctx: HubContext) -> list[Route]:
     async def plot(request: Request) -> Response:
         p = request.path_params
         return await _page(request, lambda: _plot(ctx, request, f"{p['org']}/{p['name']}",
-                                                  p["commit"], p["n"]))
+                                                  p["commit"], p["path"]))
 
     return [
         Route("/", index),
         Route("/kernels/{org}/{name}", kernel),
         Route("/{org}/{name}", kernel),
-        Route("/-/plot/{org}/{name}/{commit}/{n:int}.svg", plot),
+        Route("/-/plot/{org}/{name}/{commit}/{path:path}.svg", plot),
     ]
 
 
@@ -91,20 +92,22 @@ async def _kernel(ctx: HubContext, request: Request, repo_id: str) -> Response:
                  endpoint=base, org=repo_id.split("/")[0])
 
 
-async def _plot(ctx: HubContext, request: Request, repo_id: str, commit: str, n: int
+async def _plot(ctx: HubContext, request: Request, repo_id: str, commit: str, path: str
                 ) -> Response:
+    """The plot of the document at ``commit:path`` (a full commit id: the URL names bytes
+    that never change, so it may be cached for good)."""
     caller = ctx.caller(request)
     caller.check_read(repo_id, ctx.store.path_of(repo_id))
+    if not is_commit_id(commit):
+        raise ApiError(404, f"{commit!r:.80} is not a full commit id")
 
     def draw() -> bytes:
-        from .bench_results import read_runs
+        from .bench_results import read_run
 
         repo = ctx.store.open(repo_id)
         full = ctx.store.commit_of(repo, repo_id, commit)
-        runs = [r for r in read_runs(ctx.store, repo, full) if r.timings]
-        if not 0 <= n < len(runs):
-            raise ApiError(404, f"{repo_id}@{commit[:12]} has no benchmark run #{n}")
-        return plot_svg(repo_id, full, runs[n])
+        return plot_svg(repo_id, full, path,
+                        lambda: read_run(ctx.store, repo, repo_id, full, path))
 
     svg = await threaded(draw)
     return Response(svg, media_type="image/svg+xml",

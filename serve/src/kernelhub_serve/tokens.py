@@ -24,7 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kernelhub.tomlfile import tomllib
+from kernelhub.tomlfile import TomlError, parse_toml
+from kernelhub.user_files import read_bounded
 
 from .errors import ApiError, ServeError
 
@@ -65,8 +66,11 @@ class TokenTable:
     def load(cls, path: Path) -> TokenTable:
         """Read a tokens file; ServeError names the file and the entry that is wrong."""
         try:
-            data = tomllib.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            data = parse_toml(read_bounded(path))
+        except OSError as exc:
+            raise ServeError(f"cannot read the tokens file {path}: {exc.strerror or exc}"
+                             ) from None
+        except TomlError as exc:
             raise ServeError(f"cannot read the tokens file {path}: {exc}") from None
         anonymous = _orgs(data.get("anonymous-read", [ANY_ORG]), path, "anonymous-read")
         grants: dict[str, Grant] = {}

@@ -26,12 +26,11 @@ from kernelhub.variants import Variant, VariantKind
 
 from ..errors import BuilderError
 from ..layout import built_variants, kernel_dir
-from ..manifest_model import KernelManifest, Project
+from ..manifest import KernelManifest, Project, version_key
 from ..plan.matrix import kernel_torch_versions
 from ..plan.toolchains import detect_host
 from ..plan.torch_env import ensure_torch_env, minor_str
 from ..report import task
-from ..toml_tables import version_key
 
 _NO_TESTS_COLLECTED = 5  # pytest's exit status
 _INTERPRETABLE_BACKENDS = ("cuda", "xpu")
@@ -132,24 +131,31 @@ def _has_triton(project: Project, minor: str) -> bool:
     return done.returncode == 0
 
 
-def _run_pytest(
-    project: Project, kernel: KernelManifest, variant: Variant, path: Path, minor: str,
-    tests_dir: Path, interpret: bool = False,
-) -> TestRun:
-    env = ensure_torch_env(minor, project.torch_pins.get(minor))
-    child_env = dict(os.environ)
-    if interpret:
-        child_env["TRITON_INTERPRET"] = "1"
+def variant_test_env(kernel: KernelManifest, path: Path, base: dict[str, str]) -> dict[str, str]:
+    """``base`` as the environment in which a kernel's tests (or a ``builder shell``) see
+    the built variant at ``path``: ``KERNELHUB_TEST_VARIANT`` names it and, for code
+    written for the ecosystem (``kernels.get_kernel(repo_id)``), ``LOCAL_KERNELS`` maps
+    the kernel's repo id to it."""
+    child_env = dict(base)
     child_env["KERNELHUB_TEST_VARIANT"] = str(path.resolve())
     if kernel.repo_id:
-        # Tests written for the ecosystem load the build under test with
-        # kernels.get_kernel(repo_id), pointed at it by LOCAL_KERNELS.
         others = child_env.get("LOCAL_KERNELS")
         child_env["LOCAL_KERNELS"] = ":".join(
             filter(None, (f"{kernel.repo_id}={path.resolve()}", others)))
     # Keep __pycache__ out of the variant dir the tests import from.
     child_env["PYTHONDONTWRITEBYTECODE"] = "1"
     child_env.pop("PYTHONPATH", None)
+    return child_env
+
+
+def _run_pytest(
+    project: Project, kernel: KernelManifest, variant: Variant, path: Path, minor: str,
+    tests_dir: Path, interpret: bool = False,
+) -> TestRun:
+    env = ensure_torch_env(minor, project.torch_pins.get(minor))
+    child_env = variant_test_env(kernel, path, dict(os.environ))
+    if interpret:
+        child_env["TRITON_INTERPRET"] = "1"
     # --confcutdir: conftest files above the kernel (a workspace's, which may well
     # ignore kernels-src/ for its own suite) must not decide what the kernel tests are.
     cmd = [str(env.python), "-m", "pytest", "-p", "kernelhub.testing", "-p",

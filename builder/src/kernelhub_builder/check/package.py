@@ -5,13 +5,14 @@ the kernel's own name, and several builds may be loaded in one process. That onl
 when the package
 
 - has every file a loader needs (``__init__.py``, ``_ops.py``, ``metadata.json`` and,
-  for a compiled variant, ``<id>.abi3.so``);
+  for a compiled variant, ``<id>.abi3.so``; in the zip layout the package, with its
+  ``__init__.py``, is ``<id>.zip``);
 - imports itself relatively and otherwise only the standard library, torch and its
   declared ``python-depends`` (anything else is missing on the user's machine);
 - names its torch ops through ``add_op_namespace_prefix`` — a literal ``"ns::op"`` would
   collide between two loaded builds — and its library registers ops only in its own
   namespace (checked here from the ``TORCH_LIBRARY*`` initialisers in ``.symtab``, and
-  at run time by :func:`kernelhub_builder.check.variant.check_import`).
+  at run time by :func:`kernelhub_builder.check.imports.check_import`).
 """
 
 from __future__ import annotations
@@ -19,10 +20,14 @@ from __future__ import annotations
 import ast
 import re
 import sys
+import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
+from kernelhub.deps import KERNEL_DEPENDS
 from kernelhub.metadata import METADATA_FILE, Metadata
 from kernelhub.variants import Variant
+from kernelhub.zip_layout import BUILD_LAYOUT, archive_name, build_layout
 from packaging.requirements import InvalidRequirement, Requirement
 
 from .abi import ElfInfo
@@ -54,26 +59,65 @@ _REGISTRATION = re.compile(
     r"^(?:STABLE_)?TORCH_LIBRARY(?P<kind>_IMPL|_FRAGMENT)?_(?:static_)?init_(?P<rest>.+)$")
 
 
-def required_files(variant: Variant, variant_id: str) -> list[str]:
-    files = ["__init__.py", "_ops.py", METADATA_FILE]
+def is_zip_layout(metadata: Metadata) -> bool:
+    """metadata.json's ``build-layout`` (edition 6): the package is ``<id>.zip``."""
+    return build_layout(metadata.extra.get(BUILD_LAYOUT), METADATA_FILE) == "zip"
+
+
+def required_files(variant: Variant, variant_id: str, zipped: bool = False) -> list[str]:
+    files = [archive_name(variant_id) if zipped else "__init__.py", "_ops.py", METADATA_FILE]
     if variant.compiled:
         files.append(f"{variant_id}.abi3.so")
     return files
 
 
-def check_files(variant_dir: Path, variant: Variant, variant_id: str) -> list[Violation]:
-    return [
+def check_files(variant_dir: Path, variant: Variant, metadata: Metadata) -> list[Violation]:
+    zipped = is_zip_layout(metadata)
+    missing = [
         Violation(RULE_MISSING_FILE, name, name,
                   f"a built {variant.kind.value} variant must contain {name}; rebuild it "
                   "with builder build")
-        for name in required_files(variant, variant_id)
+        for name in required_files(variant, metadata.id, zipped)
         if not (variant_dir / name).is_file()
     ]
+    if zipped and not missing and "__init__.py" not in _zip_names(variant_dir, metadata.id):
+        missing.append(Violation(RULE_MISSING_FILE, archive_name(metadata.id), "__init__.py",
+                                 "the zip layout's archive must hold the package's "
+                                 "__init__.py at its top; rebuild it with builder build"))
+    return missing
 
 
-def allowed_imports(python_depends: list[str]) -> frozenset[str]:
-    """Top-level modules a variant may import absolutely."""
+def _zip_names(variant_dir: Path, variant_id: str) -> list[str]:
+    try:
+        with zipfile.ZipFile(variant_dir / archive_name(variant_id)) as archive:
+            return archive.namelist()
+    except (OSError, zipfile.BadZipFile):
+        return []
+
+
+def python_sources(variant_dir: Path, metadata: Metadata) -> Iterator[tuple[str, str]]:
+    """(name for messages, text) of every .py file of the variant: the files and, in the
+    zip layout, the archive's entries (named ``<id>.zip/<path>``)."""
+    for path in sorted(variant_dir.rglob("*.py")):
+        if "__pycache__" not in path.parts:
+            yield path.relative_to(variant_dir).as_posix(), path.read_text()
+    if is_zip_layout(metadata):
+        archive = archive_name(metadata.id)
+        try:
+            with zipfile.ZipFile(variant_dir / archive) as package:
+                for name in sorted(package.namelist()):
+                    if name.endswith(".py"):
+                        yield f"{archive}/{name}", package.read(name).decode()
+        except (OSError, zipfile.BadZipFile, UnicodeDecodeError):
+            return  # check_files or the import check says what is wrong with it
+
+
+def allowed_imports(python_depends: list[str], kernel_depends: bool = False) -> frozenset[str]:
+    """Top-level modules a variant may import absolutely: with ``kernel_depends``, also
+    ``kernels``, whose ``get_kernel_dep`` hands a kernel the ones it declared."""
     names = set(sys.stdlib_module_names) | _ALWAYS_ALLOWED
+    if kernel_depends:
+        names.add("kernels")
     for dep in python_depends:
         try:
             dist = Requirement(dep).name.lower()
@@ -85,14 +129,12 @@ def allowed_imports(python_depends: list[str]) -> frozenset[str]:
 
 def check_python(variant_dir: Path, metadata: Metadata) -> list[Violation]:
     """Imports and op names of every .py file of the variant."""
-    allowed = allowed_imports(metadata.python_depends)
+    allowed = allowed_imports(metadata.python_depends,
+                              kernel_depends=bool(metadata.extra.get(KERNEL_DEPENDS)))
     found: list[Violation] = []
-    for path in sorted(variant_dir.rglob("*.py")):
-        if "__pycache__" in path.parts:
-            continue
-        rel = path.relative_to(variant_dir).as_posix()
+    for rel, text in python_sources(variant_dir, metadata):
         try:
-            tree = ast.parse(path.read_text(), filename=rel)
+            tree = ast.parse(text, filename=rel)
         except SyntaxError as e:
             found.append(Violation(RULE_IMPORT, rel, f"line {e.lineno}",
                                    f"is not valid Python ({e.msg})"))

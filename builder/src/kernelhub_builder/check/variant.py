@@ -2,16 +2,8 @@
 
 Runs the static checks (files, Python imports and op names — :mod:`.package`; the
 shared library's ABI and op registrations — :mod:`.abi`) and the import check in
-the variant's torch environment (:func:`check_import`), and collects one
-:class:`Violation` per broken rule.
-
-The import check runs in a fresh subprocess of the variant's torch environment, with no
-GPU visible (``CUDA_VISIBLE_DEVICES=""``): a variant must import on a machine whose GPU
-is busy, absent or different, because the loader imports before anything runs on the
-device. The child loads the variant with ``kernelhub.load_variant_dir`` (digests
-verified, unique id) and reports every op name that appeared in torch's dispatcher
-during the import; an op outside the variant's namespace would collide with another
-build loaded beside it.
+the variant's torch environment (:mod:`.imports`), and collects one :class:`Violation`
+per broken rule.
 
 The ABI policy decides what a too-new host toolchain means. manylinux_2_28 is what a
 published binary must meet; a workstation's gcc/glibc is usually newer, and a build made
@@ -31,11 +23,8 @@ import) fail under every policy: no toolchain choice excuses them.
 
 from __future__ import annotations
 
-import json
 import os
 import platform
-import subprocess
-import textwrap
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -45,7 +34,7 @@ from kernelhub.metadata import Metadata, read_metadata
 from kernelhub.variants import Variant, VariantKind
 
 from ..layout import built_variants
-from ..manifest_model import KernelManifest, Project
+from ..manifest import KernelManifest, Project
 from ..plan.matrix import build_env_minor, torch_env_problem
 from ..plan.toolchains import detect_host, detect_toolchains
 from ..plan.torch_env import TorchEnv, ensure_torch_env
@@ -58,13 +47,12 @@ from .abi import (
     check_symbol_versions,
     read_elf,
 )
+from .imports import check_import
 from .kernel_tests import torch_minors_for
 from .package import check_files, check_library_namespaces, check_python
 from .violation import (
-    RULE_IMPORT_CHECK,
     RULE_MANYLINUX,
     RULE_MISSING_FILE,
-    RULE_OP_NAMESPACE,
     CheckFailed,
     Violation,
 )
@@ -96,6 +84,8 @@ class CheckReport:
     """Checks not run here, each with the reason."""
     ops: list[str] = field(default_factory=list)
     """Ops the import registered (empty when the import check did not run)."""
+    symbols: str | None = None
+    """symbols.json as the import check described the kernel (None when it did not run)."""
 
     def fatal(self, policy: AbiPolicy) -> list[Violation]:
         return fatal_violations(self.violations, policy)
@@ -128,7 +118,7 @@ def static_checks(
             metadata = read_metadata(variant_dir)
         except KernelHubError as e:
             return [Violation(RULE_MISSING_FILE, "metadata.json", "metadata.json", str(e))]
-    found = check_files(variant_dir, variant, metadata.id)
+    found = check_files(variant_dir, variant, metadata)
     found += check_python(variant_dir, metadata)
     if binary is None:
         binary = binary_checks(variant_dir, variant, metadata.id)
@@ -182,9 +172,10 @@ def check_variant(
         return report
     if metadata is None:
         metadata = read_metadata(variant_dir)
-    result = check_import(python, Path(variant_dir).resolve(), metadata.id)
+    result = check_import(python, Path(variant_dir).resolve(), metadata)
     report.violations += result.violations
     report.ops = result.ops
+    report.symbols = result.symbols
     return report
 
 
@@ -286,69 +277,3 @@ def check_staged(
     if host_only:
         warn(f"{label}: warning: not manylinux_2_28-compliant; {how_to_comply(host_only)}")
     return report
-
-
-IMPORT_TIMEOUT_S = 300
-
-_PROBE = textwrap.dedent(
-    """
-    import json, sys
-    import torch
-    from kernelhub import load_variant_dir
-
-    before = set(torch._C._dispatch_get_all_op_names())
-    try:
-        load_variant_dir(sys.argv[1])
-    except BaseException as e:
-        print(json.dumps({"error": f"{type(e).__name__}: {e}"}))
-        sys.exit(0)
-    after = set(torch._C._dispatch_get_all_op_names())
-    print(json.dumps({"ops": sorted(after - before), "torch": torch.__version__}))
-    """
-)
-
-
-@dataclass(frozen=True)
-class ImportResult:
-    """What the import check saw."""
-
-    torch: str | None
-    """The torch version the variant was imported under."""
-    ops: list[str]
-    """Op names registered by the import (``namespace::name``)."""
-    violations: list[Violation]
-
-
-def check_import(python: Path, variant_dir: Path, variant_id: str) -> ImportResult:
-    """Import ``variant_dir`` with ``python`` (a torch env) and check its ops' namespace."""
-    env = dict(os.environ)
-    env.pop("PYTHONPATH", None)
-    env.update(CUDA_VISIBLE_DEVICES="", HIP_VISIBLE_DEVICES="", PYTHONDONTWRITEBYTECODE="1")
-    try:
-        done = subprocess.run([str(python), "-c", _PROBE, str(variant_dir)], env=env,
-                              capture_output=True, text=True, timeout=IMPORT_TIMEOUT_S,
-                              check=False)
-    except subprocess.TimeoutExpired:
-        return _failed(f"the import did not finish within {IMPORT_TIMEOUT_S} s")
-    try:
-        report = json.loads(done.stdout.strip().splitlines()[-1])
-    except (json.JSONDecodeError, IndexError):
-        tail = (done.stdout + done.stderr).strip()[-2000:]
-        return _failed(f"the import crashed the interpreter (exit {done.returncode}):\n{tail}")
-    if "error" in report:
-        return _failed(report["error"])
-    ops = list(report["ops"])
-    violations = [
-        Violation(RULE_OP_NAMESPACE, "(import)", op,
-                  f"importing the variant registered {op} outside its namespace "
-                  f"{variant_id}; define ops only in TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME"
-                  ", …) and name Python ops with add_op_namespace_prefix")
-        for op in ops if op.split("::", 1)[0] != variant_id
-    ]
-    return ImportResult(report.get("torch"), ops, violations)
-
-
-def _failed(why: str) -> ImportResult:
-    return ImportResult(None, [], [Violation(
-        RULE_IMPORT_CHECK, "__init__.py", "import",
-        f"the variant does not import without a GPU: {why}")])

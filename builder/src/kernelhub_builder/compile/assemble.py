@@ -2,8 +2,18 @@
 
 Everything is written to ``<out>/<kernel>/.staging-<variant>-<random>/`` first — package
 files, the generated ``_ops.py``, the shared library, and last ``metadata.json`` with the
-digests of all of them — and only then renamed over the previous build. A failure at
+digests of all of them; the import check then describes the kernel in ``symbols.json``,
+and metadata.json is written again to cover it — and only then renamed over the previous
+build. A failure at
 any point before the rename leaves the previous build as it was.
+
+With ``general.build-layout = "zip"`` (edition 6) the kernel's package (torch-ext/<name>)
+goes into ``<id>.zip`` instead of loose files; what the builder generates for the
+variant (``_ops.py``, the shared library, which no Python can import from an archive)
+stays beside it, where the package's import path also looks. Such a variant needs a
+loader that reads the layout (the ecosystem's 0.19): metadata.json says
+``"build-layout": "zip"`` and ``"kernels-minver"``, so an older loader refuses it with
+"upgrade" instead of failing to import.
 """
 
 from __future__ import annotations
@@ -12,21 +22,29 @@ import re
 import shutil
 import subprocess
 import tempfile
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kernelhub.deps import KERNEL_DEPENDS
 from kernelhub.metadata import (
+    NO_LICENSE,
     BackendInfo,
     Metadata,
     compute_digests,
     write_metadata,
 )
+from kernelhub.minver import KERNELS_MINVER, ZIP_LAYOUT_KERNELS
+from kernelhub.provenance import kernel_git_status
+from kernelhub.records import replace
+from kernelhub.symbols import SYMBOLS_FILE
 from kernelhub.variants import Variant, VariantKind
+from kernelhub.zip_layout import BUILD_LAYOUT, archive_name
 
 from .. import BUILDER_VERSION
-from ..layout import STAGING_PREFIX
-from ..manifest_model import KernelManifest
+from ..layout import STAGING_PREFIX, check_replaceable
+from ..manifest import KernelManifest
 from ..plan.cuda_archs import metadata_archs, read_compiled_archs
 
 
@@ -57,7 +75,10 @@ def stage_variant(
     staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{variant.name}-", dir=dest.parent))
     try:
         staging.chmod(0o755)  # mkdtemp makes it private; a build dir is not a secret
-        copy_package(kernel, staging)
+        if kernel.build_layout == "zip":
+            zip_package(kernel, staging / archive_name(vid))
+        else:
+            copy_package(kernel, staging)
         (staging / "_ops.py").write_text(artifacts.ops_py_text)
         if artifacts.so_path is not None:
             shutil.copy2(artifacts.so_path, staging / artifacts.so_path.name)
@@ -68,11 +89,11 @@ def stage_variant(
             release=kernel.release,
             backend=backend_info(kernel, variant, artifacts.so_path),
             digest_files=compute_digests(staging),
-            license=kernel.license,
+            license=kernel.license or NO_LICENSE,
             python_depends=python_depends(kernel, variant),
             provenance=provenance(kernel.root),
             torch=torch_version,
-            extra=dict(extra or {}),
+            extra={**(extra or {}), **format_keys(kernel, variant)},
         )
         write_metadata(staging, metadata)
     except BaseException:
@@ -81,19 +102,61 @@ def stage_variant(
     return staging, metadata
 
 
-def copy_package(kernel: KernelManifest, dest: Path) -> None:
-    """Copy torch-ext/<name>/ files whose suffix [torch] pyext lists (default: py)."""
+def add_symbols(staging: Path, metadata: Metadata, symbols: str) -> Metadata:
+    """Write ``symbols.json`` (what the import check found the kernel exports) into the
+    staged variant and metadata.json again with the digest covering it; the new metadata."""
+    (staging / SYMBOLS_FILE).write_text(symbols)
+    metadata = replace(metadata, digest_files=compute_digests(staging))
+    write_metadata(staging, metadata)
+    return metadata
+
+
+def package_files(kernel: KernelManifest) -> list[tuple[Path, Path]]:
+    """(source, path in the package) of the torch-ext/<name>/ files whose suffix [torch]
+    pyext lists (default: py, pyi), in a stable order."""
     source = kernel.package_dir
     if not source.is_dir():
-        return
+        return []
     suffixes = {f".{ext.lstrip('.')}" for ext in kernel.torch.pyext}
-    for path in sorted(source.rglob("*")):
-        rel = path.relative_to(source)
-        if not path.is_file() or "__pycache__" in rel.parts or path.suffix not in suffixes:
-            continue
+    return [(path, path.relative_to(source)) for path in sorted(source.rglob("*"))
+            if path.is_file() and "__pycache__" not in path.relative_to(source).parts
+            and path.suffix in suffixes]
+
+
+def copy_package(kernel: KernelManifest, dest: Path) -> None:
+    """The package as files under ``dest`` (build-layout "files")."""
+    for path, rel in package_files(kernel):
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(path, target)
+
+
+ZIP_DATE = (1980, 1, 1, 0, 0, 0)
+"""Every entry's timestamp: the zip format's epoch, so the archive's bytes depend on the
+package's contents only (two builds of the same sources write the same file)."""
+
+
+def zip_package(kernel: KernelManifest, archive: Path) -> None:
+    """The package in one archive (build-layout "zip"): entries in path order, stored
+    uncompressed (no zlib version changes the bytes), one timestamp, mode 644."""
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_STORED) as out:
+        for path, rel in package_files(kernel):
+            entry = zipfile.ZipInfo(rel.as_posix(), ZIP_DATE)
+            entry.external_attr = 0o100644 << 16
+            out.writestr(entry, path.read_bytes())
+
+
+def format_keys(kernel: KernelManifest, variant: Variant) -> dict[str, Any]:
+    """What metadata.json carries from edition 6: the layout (with the loader version it
+    needs) and the kernels this variant loads at run time, each only when it says
+    something, so a variant without them is written as before."""
+    keys: dict[str, Any] = {}
+    if kernel.build_layout != "files":
+        keys[BUILD_LAYOUT] = kernel.build_layout
+        keys[KERNELS_MINVER] = ZIP_LAYOUT_KERNELS
+    if depends := kernel.kernel_depends_for(variant.backend):
+        keys[KERNEL_DEPENDS] = [d.to_json() for d in depends]
+    return keys
 
 
 def python_depends(kernel: KernelManifest, variant: Variant) -> list[str]:
@@ -150,13 +213,22 @@ def read_rocm_archs(so_path: Path) -> list[str]:
 
 
 def provenance(kernel_root: Path) -> dict:
-    """The ecosystem's provenance shape; the kernel's commit only when it is in git."""
+    """The ecosystem's provenance shape; the kernel's commit only when it is in git.
+
+    ``dirty`` as the ecosystem means it: tracked files under the kernel differ from the
+    commit (a SHA-1 or SHA-256 object id), so the commit does not name the sources the
+    build was made from — loaders warn about such a build. Untracked files (the build
+    output itself, in a repository that does not ignore it) do not count.
+    """
     result: dict = {"kernel-builder": {"version": BUILDER_VERSION}}
     commit = _git(kernel_root, "rev-parse", "HEAD")
-    if commit:
-        status = _git(kernel_root, "status", "--porcelain", "--", ".")
-        result["kernel"] = {"commit": commit, "dirty": bool(status)}
+    status = commit and _git(kernel_root, "status", "--porcelain", "--untracked-files=no",
+                             "--", ".")
+    kernel = kernel_git_status(commit, bool(status))
+    if kernel is not None:
+        result["kernel"] = kernel
     return result
+
 
 
 def _git(cwd: Path, *args: str) -> str | None:
@@ -169,7 +241,9 @@ def _git(cwd: Path, *args: str) -> str | None:
 
 
 def install_staged(staging: Path, dest: Path) -> None:
-    """Replace ``dest`` with ``staging``: old aside, new in, old removed."""
+    """Replace ``dest`` with ``staging``: old aside, new in, old removed (only a built
+    variant is ever replaced: :func:`~kernelhub_builder.layout.check_replaceable`)."""
+    check_replaceable(dest)
     aside = None
     if dest.exists():
         aside = Path(tempfile.mkdtemp(prefix=f".old-{dest.name}-", dir=dest.parent))

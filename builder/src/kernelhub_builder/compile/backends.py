@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..manifest_model import KernelManifest, KernelPart
+from ..manifest import KernelManifest, KernelPart
 from ..plan.cuda_archs import gencode_flags
 from ..plan.toolchains import Toolchain, Toolchains
 

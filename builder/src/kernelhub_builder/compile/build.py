@@ -21,7 +21,8 @@ from pathlib import Path
 
 from filelock import FileLock
 from kernelhub.errors import KernelHubError
-from kernelhub.metadata import read_metadata, verify_variant
+from kernelhub.metadata import NO_LICENSE, read_metadata, verify_variant
+from kernelhub.provenance import dirty_sources
 from kernelhub.variants import Variant
 
 from .. import BUILDER_VERSION
@@ -36,12 +37,12 @@ from ..check.variant import (
 )
 from ..errors import BuilderError, CompileError, ToolchainMismatchError
 from ..layout import lock_file, variant_dir, work_dir
-from ..manifest_model import KernelManifest, Project
+from ..manifest import KernelManifest, Project
 from ..plan.matrix import PlannedVariant, build_env_minor, torch_env_problem
 from ..plan.toolchains import Toolchain, detect_toolchains
 from ..plan.torch_env import TorchEnv, ensure_torch_env
-from ..report import note, task
-from .assemble import Artifacts, install_staged, stage_variant
+from ..report import note, task, warn
+from .assemble import Artifacts, add_symbols, install_staged, stage_variant
 from .backends import DeviceTools, device_tools
 from .portable import build_environment
 from .render import VariantFlags, render_ops_py, render_variant, variant_flags
@@ -60,6 +61,8 @@ class BuildResult:
     """Whether a compiler ran for this variant."""
     up_to_date: bool
     """True when an existing build already had this id: nothing was done."""
+    dirty: bool = False
+    """Built (now) from a tree with uncommitted changes; metadata.json marks it."""
 
 
 def build_kernel(
@@ -90,6 +93,14 @@ def build_kernel(
             if strict:
                 raise
             note(f"{kernel.name} {plan.name}: skipped: {e}")
+    if any(r.dirty for r in results):
+        warn(f"{kernel.name}: built from uncommitted changes under {kernel.root}; metadata.json "
+             "marks these builds dirty and loaders warn about them — commit, then rebuild, "
+             "for builds their commit names")
+    if kernel.license is None and any(not r.up_to_date for r in results):
+        warn(f"{kernel.name}: build.toml declares no general.license; metadata.json records "
+             f'"{NO_LICENSE}" (SPDX: none stated), which the ecosystem\'s loaders accept — '
+             'add license = "<SPDX id>" to say what users may do with the kernel')
     return results
 
 
@@ -134,14 +145,21 @@ def _build_locked(
     staging, metadata = stage_variant(kernel, variant, vid, artifacts, dest,
                                       env.torch_release if env else None, extra)
     try:  # a variant that breaks a rule never replaces the previous build
-        check_staged(project, kernel, variant, staging, abi, metadata=metadata,
-                     binary=binary, env=env, import_check=import_check)
+        report = check_staged(project, kernel, variant, staging, abi, metadata=metadata,
+                              binary=binary, env=env, import_check=import_check)
+        if report.symbols is not None:
+            metadata = add_symbols(staging, metadata, report.symbols)
+        else:
+            why = "; ".join(report.skipped) or "its torch env's kernelhub describes no kernels"
+            note(f"{kernel.name} {variant.name}: no symbols.json (the import check writes it: "
+                 f"{why})")
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     install_staged(staging, dest)
     note(f"{kernel.name} {variant.name}: built {dest}")
-    return BuildResult(kernel.name, variant.name, vid, dest, compiled=compiled, up_to_date=False)
+    return BuildResult(kernel.name, variant.name, vid, dest, compiled=compiled, up_to_date=False,
+                       dirty=bool(dirty_sources(metadata.provenance)))
 
 
 def _variant_id(

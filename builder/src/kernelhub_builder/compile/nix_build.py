@@ -32,14 +32,14 @@ from pathlib import Path
 
 from kernelhub.errors import KernelHubError
 from kernelhub.metadata import METADATA_FILE, verify_variant
+from kernelhub.provenance import kernel_git_status
 from kernelhub.variants import parse_variant
 
 from ..check.kernel_tests import run_kernel_tests
 from ..check.variant import AbiPolicy, check_variant, fatal_violations, format_violations
 from ..errors import NixBuildError
 from ..layout import built_variants, kernel_dir
-from ..manifest import PROJECT_FILE, load_project
-from ..manifest_model import KernelManifest, Project
+from ..manifest import PROJECT_FILE, KernelManifest, Project, load_project
 from ..plan.matrix import plan_variants
 from ..plan.torch_env import adopt_python
 from .build import build_variant
@@ -58,7 +58,7 @@ def scratch_project(project_file: Path, entry: str, kernel_src: Path, where: Pat
 
 
 def _kernel(project: Project) -> KernelManifest:
-    from ..build_toml import load_kernel
+    from ..manifest import load_kernel
 
     (entry,) = project.kernels
     return load_kernel(project.kernel_dir(entry), project)
@@ -98,8 +98,12 @@ def stamp(src: Path, out: Path, commit: str | None, dirty: bool) -> None:
     out.chmod(0o755)
     path = out / METADATA_FILE
     data = json.loads(path.read_text())
-    kernel: dict = {"commit": commit, "dirty": dirty} if commit else {"dirty": dirty}
-    data.setdefault("provenance", {})["kernel"] = kernel
+    provenance = data.setdefault("provenance", {})
+    kernel = kernel_git_status(commit, dirty)
+    if kernel is None:
+        provenance.pop("kernel", None)
+    else:
+        provenance["kernel"] = kernel
     path.chmod(0o644)
     path.write_text(json.dumps(data, indent=2) + "\n")
 

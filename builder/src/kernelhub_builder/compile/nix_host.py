@@ -35,9 +35,8 @@ from filelock import FileLock
 from packaging.requirements import Requirement
 
 from ..errors import NixBuildError
-from ..manifest import load_project
+from ..manifest import load_project, read_toml
 from ..plan.torch_env import builder_home, create_venv, ensure_torch_env, pip_install
-from ..toml_tables import read_toml
 
 PYTHON_DIR = "nix-python"
 ENV_FILE_IN_HOME = Path(".config") / "kernelhub" / "nix-host.env"

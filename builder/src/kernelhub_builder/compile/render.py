@@ -18,7 +18,7 @@ import jinja2
 from kernelhub.variants import Variant, VariantKind
 
 from ..errors import RenderError
-from ..manifest_model import KernelManifest, KernelPart
+from ..manifest import KernelManifest, KernelPart
 from ..plan.cuda_archs import supported_capabilities
 from ..plan.torch_env import TorchEnv, minor_str
 from .backends import (

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from kernelhub.variants import variant_id
 
-from ..manifest_model import KernelManifest
+from ..manifest import KernelManifest
 
 HEADER_SUFFIXES = frozenset({".h", ".hh", ".hpp", ".hxx", ".cuh", ".inc", ".inl", ".ipp",
                              ".metal"})

@@ -24,8 +24,7 @@ from kernelhub.system import platform_problem
 from kernelhub.variants import Compute, Variant, VariantKind
 
 from ..errors import VariantSelectionError
-from ..manifest_model import KernelManifest, Project
-from ..toml_tables import version_key
+from ..manifest import KernelManifest, Project, version_key
 from .toolchains import HostInfo, Toolchain, Toolchains, detect_host, detect_toolchains
 from .torch_env import TorchEnv, peek_torch_env
 

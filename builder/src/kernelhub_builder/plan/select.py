@@ -14,8 +14,7 @@ from pathlib import Path
 from kernelhub.errors import KernelHubError
 
 from ..errors import UsageError
-from ..manifest import KERNEL_FILE, PROJECT_FILE, load_kernels
-from ..manifest_model import KernelManifest, Project
+from ..manifest import KERNEL_FILE, PROJECT_FILE, KernelManifest, Project, load_kernels
 from .matrix import PlannedVariant, filter_variants, plan_variants
 
 

@@ -23,6 +23,7 @@ from kernelhub.metadata import METADATA_FILE, verify_variant
 from kernelhub.variants import parse_variant
 
 from ..errors import ArtifactMergeError
+from ..layout import check_replaceable
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,8 @@ def merge_artifacts(artifacts: Iterable[Path], out_dir: Path) -> list[MergedVari
             sources.setdefault(key, []).append(artifact)
 
     out_dir = Path(out_dir)
+    for kernel, variant in chosen:
+        check_replaceable(out_dir / kernel / variant)
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".merge-", dir=out_dir) as tmp:
         staged = {}
@@ -81,7 +84,7 @@ def merge_artifacts(artifacts: Iterable[Path], out_dir: Path) -> list[MergedVari
             dest = out_dir / kernel / variant
             dest.parent.mkdir(parents=True, exist_ok=True)
             if dest.exists():
-                shutil.rmtree(dest)
+                shutil.rmtree(dest)  # a built variant: checked before anything moved
             path.rename(dest)
     return [MergedVariant(k, v, tuple(sources[(k, v)])) for k, v in sorted(chosen)]
 

@@ -40,6 +40,9 @@ class PublishResult:
     commit_needed: bool = False
     """Whether the publish made (or, for a dry run, would make) a commit. A publish that
     only adds, replaces or drops the release signature changes no variant, yet commits."""
+    pull_request: str | None = None
+    """The pull request a ``create_pr`` publish opened against ``branch`` (its URL); the
+    branch itself did not move."""
 
     @property
     def changed(self) -> bool:
@@ -72,13 +75,16 @@ class HubPublisher(Protocol):
     def publish(
         self, repo_id: str, branch: str, variants: dict[str, Path], *,
         tag: str | None, message: str, dry_run: bool = False, sign: Signer | None = None,
-        remove: Sequence[str] = (),
+        remove: Sequence[str] = (), private: bool = False, create_pr: bool = False,
     ) -> PublishResult:
         """Commit ``variants`` (name → staged dir) to ``branch`` as one commit.
 
         Only the named variant dirs are replaced, and the ``remove`` ones deleted, in the
         same commit; others on the branch stay. The branch moves by compare-and-swap; a
-        publish that changes nothing makes no commit.
+        publish that changes nothing makes no commit. ``private``: a repository this
+        publish creates is private. ``create_pr``: the commit opens a pull request
+        against ``branch`` instead of moving it (no tag; where the hub has no pull
+        requests, an error).
         With ``sign``, the commit carries a release manifest over every variant in the
         resulting tree and its signature (:mod:`kernelhub.release_manifest`; ``tag`` must
         then be ``v<release>``); without, release files left by an earlier signed publish

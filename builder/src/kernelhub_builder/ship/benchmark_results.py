@@ -12,12 +12,11 @@ repository has none.
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
+import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 from kernelhub.benchmark_results import RESULTS_BRANCH, machine_slug, result_dir
 from kernelhub.errors import KernelHubError, PublishConflictError
@@ -73,29 +72,33 @@ def _hub_api(publisher: object, repo_id: str, files: dict[str, bytes], message: 
 def main(argv: Sequence[str]) -> int:
     """``kernelhub publish-benchmark REPO COMMIT VARIANT RESULTS.json [PLOT.png] --hub HUB``:
     commit a benchmark run's document (and plot) under the build's results directory."""
-    parser = argparse.ArgumentParser(prog="kernelhub publish-benchmark")
+    from kernelhub.cli_text import ArgumentParser, error_line
+    from kernelhub.user_files import cli_path, read_bounded
+
+    parser = ArgumentParser(prog="kernelhub publish-benchmark")
     parser.add_argument("repo")
     parser.add_argument("commit")
     parser.add_argument("variant")
-    parser.add_argument("results", type=Path)
-    parser.add_argument("plot", type=Path, nargs="?")
+    parser.add_argument("results", type=cli_path)
+    parser.add_argument("plot", type=cli_path, nargs="?")
     parser.add_argument("--hub", help="hub path, URL or 'hf' (default: $KERNELHUB_HUB)")
     args = parser.parse_args(list(argv))
     from .select import open_publisher
 
     try:
-        document = args.results.read_bytes()
-        machine = json.loads(document).get("machineInfo")
+        document = read_bounded(args.results)
+        data = json.loads(document)
+        machine = data.get("machineInfo") if isinstance(data, dict) else None
         if not isinstance(machine, dict):
             raise KernelHubError(f"{args.results} is not a benchmark document (no machineInfo)")
         base = f"{result_dir(args.commit, args.variant)}/{machine_slug(machine)}"
         files = {f"{base}.json": document}
         if args.plot is not None:
-            files[f"{base}.png"] = args.plot.read_bytes()
+            files[f"{base}.png"] = read_bounded(args.plot)
         commit = publish_results(open_publisher(args.hub), args.repo, files,
                                  f"benchmark {args.variant} at {args.commit[:12]}")
-    except (KernelHubError, OSError, ValueError) as e:
-        print(f"kernelhub publish-benchmark: error: {e}")
+    except (KernelHubError, OSError, ValueError, RecursionError) as e:
+        print(f"kernelhub publish-benchmark: error: {error_line(e)}", file=sys.stderr)
         return 1
     print(json.dumps({"published": sorted(files), "branch": RESULTS_BRANCH, "commit": commit}))
     return 0

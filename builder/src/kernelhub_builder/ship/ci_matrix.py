@@ -32,11 +32,12 @@ from typing import Any, TypeVar
 
 from kernelhub.errors import RepoNotFoundError
 from kernelhub.hub import Hub
-from kernelhub.variants import Variant, VariantKind
+from kernelhub.variants import Variant, VariantKind, parse_variant
 
 from ..errors import BuilderError, ShardError
-from ..manifest_model import KernelManifest, Project
+from ..manifest import KernelManifest, Project
 from ..plan.matrix import PlannedVariant, build_env_minor, kernel_torch_versions, plan_variants
+from .names import published_names
 
 T = TypeVar("T")
 
@@ -178,12 +179,15 @@ def release_variants(hub: Hub, repo_id: str, tag: str) -> set[str]:
 
 def missing_jobs(jobs: Iterable[CiJob], project: Project,
                  kernels: Sequence[KernelManifest], hub: Hub) -> list[CiJob]:
-    """The jobs whose variant the kernel's release tag on ``hub`` does not hold yet."""
+    """The jobs whose variant the kernel's release tag on ``hub`` does not hold yet under
+    every name the project publishes it under (``[hub] variant-names``)."""
     from .publish import repo_id_for
 
     held = {k.name: release_variants(hub, repo_id_for(project, k), f"v{k.release}")
             for k in kernels}
-    return [job for job in jobs if job.variant not in held.get(job.kernel, set())]
+    return [job for job in jobs
+            if not set(published_names(parse_variant(job.variant), project.variant_names))
+            <= held.get(job.kernel, set())]
 
 
 def github_outputs(jobs: Sequence[CiJob], devices: Iterable[str]) -> dict[str, Any]:

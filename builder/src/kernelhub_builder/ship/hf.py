@@ -131,21 +131,31 @@ class HfPublisher(HfHub):
     def publish(
         self, repo_id: str, branch: str, variants: dict[str, Path], *,
         tag: str | None, message: str, dry_run: bool = False, sign: Signer | None = None,
-        remove: Sequence[str] = (), readme: str | None = None,
+        remove: Sequence[str] = (), private: bool = False, create_pr: bool = False,
+        readme: str | None = None,
     ) -> PublishResult:
-        """Publish as the module docstring says; ``readme`` is the text for main's README."""
+        """Publish as the module docstring says; ``readme`` is the text for main's README.
+
+        ``private``: a repository this publish creates is private (an existing one keeps
+        its visibility, said in a note). ``create_pr``: the commit opens a pull request
+        against ``branch`` (which must exist) instead of moving it — what a publisher
+        without write access to the repository can do; no tag moves and the README stays.
+        """
         release = release_of_tag(repo_id, tag) if sign is not None else None
         staged = stage_variants(repo_id, variants)
         for name in remove:
             check_variant_dir(name)
         return self._guarded(repo_id, lambda: self._publish(
-            repo_id, branch, staged, tag=tag, message=message, dry_run=dry_run,
-            remove=sorted(set(remove) - set(staged)), readme=readme, signing=(release, sign)))
+            repo_id, branch, staged, tag=None if create_pr else tag, message=message,
+            dry_run=dry_run, remove=sorted(set(remove) - set(staged)),
+            readme=None if create_pr else readme, signing=(release, sign),
+            private=private, create_pr=create_pr))
 
     def _publish(
         self, repo_id: str, branch: str, staged: Mapping[str, list[StagedFile]], *,
         tag: str | None, message: str, dry_run: bool, remove: list[str], readme: str | None,
-        signing: tuple[str | None, Signer | None],
+        signing: tuple[str | None, Signer | None], private: bool = False,
+        create_pr: bool = False,
     ) -> PublishResult:
         target = self._target(repo_id)
         created = not target.exists
@@ -153,6 +163,14 @@ class HfPublisher(HfHub):
         if target.repo_type != "kernel":
             self._refuse_model_repo(repo_id, f"{repo_id} is a {target.repo_type} repository "
                                              f"on {self.endpoint}")
+        if create_pr and not target.exists:
+            raise HubRefusedError(f"{repo_id} does not exist on {self.endpoint}: a pull request "
+                                  "needs a repository and a branch to target; publish without "
+                                  "--create-pr to create it")
+        if private and target.exists:
+            target = replace(target, note=" ".join(filter(None, (
+                target.note, f"{repo_id} exists already; --private only sets the visibility "
+                             "of a repository the publish creates"))))
         if not target.exists:
             fallback = ("a model repository where the server has no kernel type"
                         if self.allow_model_repo else
@@ -167,8 +185,8 @@ class HfPublisher(HfHub):
                         *([f"add {README} on {README_BRANCH}"] if readme else [])]
                 return replace(PublishResult.dry_run_new_repo(repo_id, branch, tag, list(staged)),
                                operations=ops, signed=step.signed)
-            target = self._create_repo(repo_id)
-            ops[-1] = f"create {target.repo_type} repository {repo_id}"
+            target = self._create_repo(repo_id, private)
+            ops[-1] = f"create {'private ' if private else ''}{target.repo_type} repository {repo_id}"
         reader = HfHub(self.endpoint, self.token, repo_type=target.repo_type)
         notes = [target.note] if target.note else []
 
@@ -187,8 +205,14 @@ class HfPublisher(HfHub):
                 self._check_release(repo_id, branch, tag, tagged, old, staged, before,
                                     removed, target.repo_type)
             attempt_ops = list(ops)
+            if create_pr and old is None:
+                raise HubRefusedError(f"{repo_id} has no branch {branch} for a pull request to "
+                                      "target; publish without --create-pr first, or name "
+                                      "another with --branch")
             if old is None:
                 attempt_ops.append(f"create branch {branch} from {README_BRANCH}")
+            if create_pr and changed:
+                attempt_ops.append(f"open a pull request against {branch} with:")
             if changed:
                 attempt_ops += _commit_lines(branch, staged, added + replaced, removed,
                                              [n for n in added + replaced if n in before], step)
@@ -219,12 +243,15 @@ class HfPublisher(HfHub):
                 try:
                     info = self.api.create_commit(
                         repo_id, operations, commit_message=message,
-                        repo_type=target.repo_type, revision=branch, parent_commit=old)
+                        repo_type=target.repo_type, revision=branch, parent_commit=old,
+                        create_pr=create_pr)
                 except HfHubHTTPError as exc:
                     if _status(exc) == _PRECONDITION_FAILED:
                         continue  # the branch moved: rebuild on the new head
                     raise
                 head = info.oid
+                if create_pr:  # the branch stays where it was; the PR holds the commit
+                    return replace(result, commit=old, pull_request=info.pr_url)
             if tag is not None and head is not None and tagged != head:
                 self._move_tag(repo_id, tag, head, tagged, target.repo_type)
             if readme_op and readme is not None:
@@ -267,12 +294,12 @@ class HfPublisher(HfHub):
                 f"serve`), or pass {ALLOW_MODEL_REPO} to publish a repository only kernelhub "
                 "loads. Nothing was published")
 
-    def _create_repo(self, repo_id: str) -> _Target:
+    def _create_repo(self, repo_id: str, private: bool = False) -> _Target:
         """Create the repo as a kernel repo, or, if allowed, as a model repo where the
         server has no kernel type (it refuses the type with 400, 404 or 422; 405 is a
-        read-only server and stays an error)."""
+        read-only server and stays an error); private when asked."""
         try:
-            self.api.create_repo(repo_id, repo_type="kernel", exist_ok=True)
+            self.api.create_repo(repo_id, repo_type="kernel", exist_ok=True, private=private)
             return _Target("kernel", exists=True)
         except HfHubHTTPError as exc:
             if _status(exc) not in (400, 404, 422):
@@ -280,7 +307,7 @@ class HfPublisher(HfHub):
             refusal = _status(exc)
         self._refuse_model_repo(repo_id, f"{self.endpoint} has no kernel repository type (it "
                                          f"answered {refusal} to creating {repo_id} as one)")
-        self.api.create_repo(repo_id, repo_type="model", exist_ok=True)
+        self.api.create_repo(repo_id, repo_type="model", exist_ok=True, private=private)
         return _Target("model", exists=True, note=(
             f"{self.endpoint} has no kernel repository type (it answered {refusal}); created "
             f"{repo_id} as a model repository, as allowed: {ECOSYSTEM_BLIND}"))

@@ -58,8 +58,11 @@ class LocalPublisher(LocalHub):
     def publish(
         self, repo_id: str, branch: str, variants: dict[str, Path], *,
         tag: str | None, message: str, dry_run: bool = False, sign: Signer | None = None,
-        remove: Sequence[str] = (),
+        remove: Sequence[str] = (), private: bool = False, create_pr: bool = False,
     ) -> PublishResult:
+        if create_pr:
+            raise HubError(f"{self.root} is a LocalHub, which has no pull requests: publish to a "
+                           "branch of your own (--branch NAME) and merge it with git")
         _check_ref_name(branch, "branch")
         if tag is not None:
             _check_ref_name(tag, "tag")
@@ -68,11 +71,15 @@ class LocalPublisher(LocalHub):
         for name in remove:
             check_variant_dir(name)
         dropped = sorted(set(remove) - set(staged))
+        notes = ([f"{self.root} is a LocalHub: it has no private repositories (who reads it "
+                  "is the directory's permissions); --private changed nothing"]
+                 if private else [])
         path = self.repo_path(repo_id)
         repo = GitRepo(path)
 
         if not repo.is_repo() and dry_run:
-            return PublishResult.dry_run_new_repo(repo_id, branch, tag, list(staged))
+            return replace(PublishResult.dry_run_new_repo(repo_id, branch, tag, list(staged)),
+                           notes=notes)
         created = GitRepo.init_bare(path, initial_branch=branch)
 
         files = [f for name in staged for f in staged[name]]
@@ -99,6 +106,7 @@ class LocalPublisher(LocalHub):
                 signed=plan.signed,
                 removed=plan.removed,
                 commit_needed=plan.commit_needed,
+                notes=notes,
             )
             if dry_run:
                 return result

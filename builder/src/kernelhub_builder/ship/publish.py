@@ -28,8 +28,9 @@ from kernelhub.sshsig import SigningKey, load_signing_key
 from ..check.variant import AbiPolicy, raise_if_fatal, static_checks
 from ..errors import BuilderError
 from ..layout import built_variants, kernel_dir
-from ..manifest_model import KernelManifest, Project
+from ..manifest import KernelManifest, Project, VariantNames
 from .base import HubPublisher, PublishResult
+from .names import published_names
 
 SIGN_KEY_ENV = "KERNELHUB_SIGNING_KEY"
 SIGN_PASSPHRASE_ENV = "KERNELHUB_SIGNING_KEY_PASSPHRASE"
@@ -40,10 +41,13 @@ def repo_id_for(project: Project, kernel: KernelManifest) -> str:
 
 
 def collect_variants(
-    project: Project, kernel: KernelManifest, out_dir: Path, *, allow_host_abi: bool = False
+    project: Project, kernel: KernelManifest, out_dir: Path, *, allow_host_abi: bool = False,
+    names: VariantNames | None = None,
 ) -> dict[str, Path]:
     """Built variants of ``kernel``, each verified against the manifest, its digests and
-    the checks."""
+    the checks, under every name ``names`` asks for (default: the project's setting,
+    :mod:`.names`)."""
+    names = names or project.variant_names
     found = built_variants(out_dir, project, kernel)
     if not found:
         raise BuilderError(
@@ -66,7 +70,8 @@ def collect_variants(
             )
         policy = AbiPolicy.HOST if allow_host_abi else AbiPolicy.MANYLINUX_2_28
         raise_if_fatal(f"refusing to publish {path}", static_checks(path, variant), policy)
-        variants[variant.name] = path
+        for name in published_names(variant, names):
+            variants[name] = path
     return variants
 
 
@@ -104,20 +109,41 @@ def publish_kernel(
     allow_host_abi: bool = False,
     key: SigningKey | None = None,
     stale: StalePolicy = StalePolicy.REFUSE,
+    branch: str | None = None,
+    private: bool = False,
+    create_pr: bool = False,
+    names: VariantNames | None = None,
 ) -> PublishResult:
     """Publish ``kernel``'s built variants as one commit on ``v<major>``, tagged with the
     release; variants of other releases on the branch are handled by ``stale``; with
     ``key``, sign the release (see :mod:`kernelhub.release_manifest`: the signature covers
-    every variant the tagged commit holds)."""
-    variants = collect_variants(project, kernel, out_dir, allow_host_abi=allow_host_abi)
+    every variant the tagged commit holds).
+
+    ``branch``: another branch than ``v<major>`` — a preview, so no release tag (a tag
+    ``v<release>`` marks a commit of the version branch). ``create_pr``: open a pull request
+    against the branch instead of committing to it (Hub-API hubs; no tag). ``private``: a
+    repository the publish creates is private. ``names``: which generations of variant
+    names (default: the project's ``[hub] variant-names``).
+    """
+    variants = collect_variants(project, kernel, out_dir, allow_host_abi=allow_host_abi,
+                                names=names)
     repo_id = repo_id_for(project, kernel)
-    branch, tag = f"v{kernel.version}", f"v{kernel.release}"
+    release_branch = f"v{kernel.version}"
+    branch = branch or release_branch
+    tagged = branch == release_branch and not create_pr
+    tag = f"v{kernel.release}" if tagged else None
+    if key is not None and not tagged:
+        raise BuilderError(
+            f"--sign signs the release v{kernel.release} on {release_branch}; "
+            f"{'a pull request' if create_pr else f'branch {branch}'} carries no release. "
+            "Publish to the version branch to sign, or leave out --sign")
     old = stale_variants(hub, repo_id, branch, kernel.release, variants)
     listing = ", ".join(f"{name} ({rel or 'unknown release'})" for name, rel in old.items())
     if old and stale is StalePolicy.REFUSE:
         raise StaleVariantsError(
             f"{repo_id}@{branch} holds variants of another release that this publish of "
-            f"{kernel.release} does not rebuild: {listing}; tag {tag} would carry them. Build "
+            f"{kernel.release} does not rebuild: {listing}; "
+            f"{f'tag {tag} would carry them' if tag else 'they would be mixed with it'}. Build "
             "them too, or pass --drop-stale (remove them from the branch) or --carry-stale "
             "(keep them under the new tag). Nothing was published"
         )
@@ -131,18 +157,26 @@ def publish_kernel(
         message += "\n\nCarried from older releases: " + listing
     from .hf import HfPublisher  # huggingface_hub only when publishing
 
-    extra = {"readme": render_readme(project, kernel)} if isinstance(hub, HfPublisher) else {}
     # A refused connection or a server's odd answer reaches the user as one HubError.
     with hub_call(hub, f"publishing {repo_id} {kernel.release}"):
-        result = hub.publish(
-            repo_id, branch, variants, tag=tag, message=message, dry_run=dry_run,
-            sign=(lambda data: key.sign(data, NAMESPACE)) if key is not None else None,
-            remove=list(old) if stale is StalePolicy.DROP else [], **extra,
-        )
+        sign = (lambda data: key.sign(data, NAMESPACE)) if key is not None else None
+        remove = list(old) if stale is StalePolicy.DROP else []
+        if isinstance(hub, HfPublisher):
+            result = hub.publish(
+                repo_id, branch, variants, tag=tag, message=message, dry_run=dry_run,
+                sign=sign, remove=remove, private=private, create_pr=create_pr,
+                readme=render_readme(project, kernel))
+        else:
+            result = hub.publish(
+                repo_id, branch, variants, tag=tag, message=message, dry_run=dry_run,
+                sign=sign, remove=remove, private=private, create_pr=create_pr)
+    notes = []
     if old and stale is StalePolicy.CARRY:
-        result = replace(result, notes=[*result.notes, f"carried under {tag} (built for "
-                                        f"another release): {listing}"])
-    return result
+        notes.append(f"carried under {tag or branch} (built for another release): {listing}")
+    if not tagged and not create_pr:
+        notes.append(f"no release tag: v{kernel.release} marks a commit of {release_branch}, "
+                     f"and this publish went to {branch}")
+    return replace(result, notes=[*result.notes, *notes]) if notes else result
 
 
 def render_readme(project: Project, kernel: KernelManifest) -> str:
@@ -171,6 +205,8 @@ def describe_result(result: PublishResult, key: SigningKey | None = None) -> str
         lines = [f"{where}: no change ({len(result.unchanged)} variant(s) already up to date)"]
     elif result.dry_run:
         lines = [f"dry run: would publish {where}{new_repo}; nothing was changed"]
+    elif result.pull_request:
+        lines = [f"opened pull request {result.pull_request} against {where}"]
     else:
         head = result.commit[:12] if result.commit else "?"
         lines = [f"published {where} → commit {head}{new_repo}"]

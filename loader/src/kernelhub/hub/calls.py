@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import HubError, KernelHubError
+from ..redact import names_credentials, redact, redacted_error
 
 if TYPE_CHECKING:
     from ..release_manifest import ReleaseFiles
@@ -31,30 +32,46 @@ _DISK_ERRNOS = frozenset({
 
 
 def hub_name(hub: object) -> str:
-    """How a hub is named in messages: its endpoint or root when it has one."""
+    """How a hub is named in messages: its endpoint or root when it has one, without
+    the credentials a URL may carry."""
     for attr in ("endpoint", "root"):
         if (value := getattr(hub, attr, None)) is not None:
-            return str(value)
-    return getattr(hub, "key", type(hub).__name__)
+            return redact(str(value))
+    return redact(str(getattr(hub, "key", type(hub).__name__)))
 
 
 @contextmanager
 def hub_call(hub: object, doing: str) -> Iterator[None]:
-    """Run a hub operation; re-raise any non-kernelhub failure as a one-line HubError."""
+    """Run a hub operation; re-raise any non-kernelhub failure as a one-line HubError.
+
+    Whatever leaves says nothing of the hub's credentials: a message that names them
+    (a hub implementation's, or the client's error text) is redacted, and the chain of
+    exceptions it came from, whose texts named them, is cut.
+    """
     try:
         yield
     except KernelHubError as e:
         message = str(e)
-        if "\n" not in message:
+        secret = names_credentials(e)
+        if "\n" not in message and not secret:
             raise
-        # A hub implementation quoted a multi-line server answer: keep the type, one line.
-        raise type(e)(" ".join(message.split())) from e
+        # A hub implementation quoted a multi-line server answer or named a credential:
+        # keep the type, one line, no credentials.
+        clean = redacted_error(e, " ".join(message.split()))
+        if secret:
+            raise clean from None
+        raise clean from e
     except OSError as e:
-        if e.errno in _DISK_ERRNOS:
+        if e.errno in _DISK_ERRNOS and not names_credentials(e):
             raise
-        raise _failed(hub, doing, e) from e
+        raise _failed(hub, doing, e) from _cause(e)
     except Exception as e:
-        raise _failed(hub, doing, e) from e
+        raise _failed(hub, doing, e) from _cause(e)
+
+
+def _cause(error: BaseException) -> BaseException | None:
+    """What a translated error chains: ``error``, unless its texts name a credential."""
+    return None if names_credentials(error) else error
 
 
 class GuardedHub:
@@ -113,7 +130,7 @@ def guard(hub: Hub) -> Hub:
 
 
 def _failed(hub: object, doing: str, error: Exception) -> HubError:
-    detail = " ".join(str(error).split()) or "no details"
+    detail = " ".join(redact(str(error)).split()) or "no details"  # redacted, then cut
     if len(detail) > 300:
         detail = detail[:300] + "…"
     return HubError(

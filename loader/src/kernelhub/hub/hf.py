@@ -27,11 +27,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from ..errors import HubError, RepoNotFoundError, VersionSpecError
+from ..redact import redact, redact_logs
 from ..variants import check_variant_dir
 from ..versions import Refs, is_commit_id
 from .base import BUILD_DIR, check_relative
+from .endpoints import check_endpoint, endpoint_key
 from .hf_files import ListedFile, VariantFiles, by_variant, download, listed_file
-from .keys import endpoint_key
 
 if TYPE_CHECKING:  # bound at run time by _import_huggingface_hub
     from huggingface_hub import HfApi
@@ -72,6 +73,8 @@ def _import_huggingface_hub() -> None:
     )
     from huggingface_hub.hf_api import RepoFile
 
+    redact_logs("huggingface_hub")  # it logs the URLs it retries, credentials and all
+
 
 class HfHub:
     """A hub reached through huggingface_hub at ``endpoint`` (default: ``HF_ENDPOINT``)."""
@@ -85,7 +88,8 @@ class HfHub:
         # HF_ENDPOINT is read here, not through huggingface_hub.constants, which froze it at
         # import time (and which would import huggingface_hub for a warm load).
         chosen = endpoint or os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT
-        self.endpoint = chosen.rstrip("/")
+        what = "the hub" if endpoint else "HF_ENDPOINT"
+        self.endpoint = check_endpoint(chosen, what).rstrip("/")
         self.token = token
         self.repo_type = repo_type
         """``kernel`` or ``model`` to read only that type; None (the default): each
@@ -105,7 +109,7 @@ class HfHub:
         return self._api
 
     def __repr__(self) -> str:
-        return f"HfHub({self.endpoint!r})"
+        return f"HfHub({redact(self.endpoint)!r})"
 
     @property
     def key(self) -> str:

@@ -202,11 +202,14 @@ class LocalHub:
         path = self.root / CONFIG_FILE
         if not path.is_file():
             return frozenset()
-        from ..tomlfile import tomllib
+        from ..tomlfile import TomlError, parse_toml
+        from ..user_files import read_bounded
 
         try:
-            config = tomllib.loads(path.read_text())
-        except (OSError, tomllib.TOMLDecodeError) as exc:
+            config = parse_toml(read_bounded(path))
+        except OSError as exc:
+            raise HubError(f"cannot read the hub config {path}: {exc.strerror or exc}") from None
+        except TomlError as exc:
             raise HubError(f"cannot read the hub config {path}: {exc}") from None
         trust = config.get("trust", {})
         orgs = trust.get("orgs", []) if isinstance(trust, dict) else None

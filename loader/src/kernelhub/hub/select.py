@@ -8,8 +8,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ..errors import HubError
 from ..records import Record
+from ..user_files import user_path
 from .base import Hub
+from .endpoints import check_endpoint
 from .local import LocalHub
 
 # -- choosing a hub -----------------------------------------------------------------
@@ -35,15 +38,24 @@ def hub_address(target: str | os.PathLike[str] | None) -> HubAddress:
     * ``"hf"`` → the Hugging Face Hub, or whatever ``HF_ENDPOINT`` points at
     * ``"http://…"`` / ``"https://…"`` → any server speaking the Hub API there
     * anything else → a LocalHub rooted at that path (``~`` expanded)
+
+    A malformed URL or a path no file can have is a one-line error naming where it came
+    from, its credentials redacted.
     """
+    what = "the hub"
     if target is None:
         target = os.environ.get(HUB_ENV) or DEFAULT_LOCAL_ROOT
+        what = HUB_ENV if os.environ.get(HUB_ENV) else "the default hub"
     text = os.fspath(target)
     if text == "hf":
         return HubAddress()
-    if text.startswith(("http://", "https://")):
-        return HubAddress(endpoint=text)
-    return HubAddress(root=Path(text).expanduser())
+    if text[:8].lower().startswith(("http://", "https://")):
+        return HubAddress(endpoint=check_endpoint(text, what))
+    root = user_path(text, what)
+    if root.exists() and not root.is_dir():  # publishing would make directories under a file
+        raise HubError(f"{what} {root} is a file, not a hub directory; point it at a "
+                       "directory (a LocalHub), a URL or 'hf'")
+    return HubAddress(root=root)
 
 
 def open_hub(target: Hub | str | os.PathLike[str] | None = None) -> Hub:

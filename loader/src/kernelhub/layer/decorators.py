@@ -15,9 +15,17 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar, cast
+
+from ..lazy_names import deferred
+
+if TYPE_CHECKING:
+    from torch import nn
+else:
+    nn = deferred("torch.nn")
 
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., object])
 
 KERNEL_FUNCS_ATTR = "_kernel_funcs"
 LAYER_NAME_ATTR = "kernel_layer_name"
@@ -26,7 +34,7 @@ CONDITION_ATTR = "kernel_condition"
 """The class attribute holding ``condition(module) -> bool``: kernelize leaves the
 instances for which it is False alone (the ecosystem's name too)."""
 
-Condition = Callable[[Any], bool]
+Condition = Callable[["nn.Module"], bool]
 
 
 def _set_marks(cls: type, layer_name: str, condition: Condition | None) -> None:
@@ -44,14 +52,14 @@ def _check_name(layer_name: object, what: str) -> str:
     return layer_name
 
 
-def forward_calling(func: Callable[..., Any]) -> Callable[..., Any]:
+def forward_calling(func: Callable[..., object]) -> Callable[..., object]:
     """A ``forward(self, *args, **kwargs)`` that calls ``func(*args, **kwargs)``.
 
     It advertises ``func``'s signature with ``self`` in front, so kernelize's signature
     check compares the function itself against the layer it replaces.
     """
 
-    def forward(self: Any, *args: Any, **kwargs: Any) -> Any:
+    def forward(self: nn.Module, *args: object, **kwargs: object) -> object:
         return func(*args, **kwargs)
 
     try:
@@ -66,11 +74,9 @@ def forward_calling(func: Callable[..., Any]) -> Callable[..., Any]:
     return forward
 
 
-def _function_layer(func: Callable[..., Any], layer_name: str,
-                    condition: Condition | None = None) -> Any:
+def _function_layer(func: Callable[..., object], layer_name: str,
+                    condition: Condition | None = None) -> nn.Module:
     """An instance of a new module class whose forward calls ``func``."""
-    from torch import nn
-
     name = getattr(func, "__name__", layer_name)
     cls = type(name, (nn.Module,), {
         "forward": forward_calling(func),
@@ -81,7 +87,8 @@ def _function_layer(func: Callable[..., Any], layer_name: str,
         "__wrapped__": staticmethod(func),
     })
     _set_marks(cls, layer_name, condition)
-    return cls()
+    layer: nn.Module = cls()
+    return layer
 
 
 def use_kernel_forward_from_hub(layer_name: str, condition: Condition | None = None
@@ -97,12 +104,13 @@ def use_kernel_forward_from_hub(layer_name: str, condition: Condition | None = N
     """
     _check_name(layer_name, "use_kernel_forward_from_hub")
 
-    def mark(obj: Any) -> Any:
+    def mark(obj: T) -> T:
         if isinstance(obj, type):
             _set_marks(obj, layer_name, condition)
             return obj
         if callable(obj):
-            return _function_layer(obj, layer_name, condition)
+            # a module called as the function was: to its callers, still the function
+            return cast("T", _function_layer(obj, layer_name, condition))
         raise TypeError(
             f"use_kernel_forward_from_hub({layer_name!r}) decorates a class or a function, "
             f"not {type(obj).__name__}"
@@ -111,18 +119,18 @@ def use_kernel_forward_from_hub(layer_name: str, condition: Condition | None = N
     return mark
 
 
-def use_kernel_func_from_hub(func_name: str) -> Callable[[Callable[..., Any]], Any]:
+def use_kernel_func_from_hub(func_name: str) -> Callable[[F], F]:
     """Turn a function into a layer-like module marked ``func_name`` (see
     :func:`use_kernel_forward_from_hub`, which does the same for functions)."""
     _check_name(func_name, "use_kernel_func_from_hub")
 
-    def mark(func: Callable[..., Any]) -> Any:
+    def mark(func: F) -> F:
         if isinstance(func, type) or not callable(func):
             raise TypeError(
                 f"use_kernel_func_from_hub({func_name!r}) decorates functions; mark classes "
                 "with use_kernel_forward_from_hub"
             )
-        return _function_layer(func, func_name)
+        return cast("F", _function_layer(func, func_name))
 
     return mark
 
@@ -136,7 +144,7 @@ def replace_kernel_forward_from_hub(cls: type, layer_name: str,
     _set_marks(cls, layer_name, condition)
 
 
-def use_kernelized_func(*funcs: Any) -> Callable[[type[T]], type[T]]:
+def use_kernelized_func(*funcs: object) -> Callable[[type[T]], type[T]]:
     """Give every instance of the decorated module class its own copy of each marked
     function module, in ``self._kernel_funcs[kernel_layer_name]``.
 
@@ -155,11 +163,11 @@ def use_kernelized_func(*funcs: Any) -> Callable[[type[T]], type[T]]:
         original_init = cls.__init__
 
         @functools.wraps(original_init)
-        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        def __init__(self: object, *args: object, **kwargs: object) -> None:
             original_init(self, *args, **kwargs)
             copies = dict(getattr(self, KERNEL_FUNCS_ATTR, None) or {})
             for f in funcs:
-                copies[type(f).kernel_layer_name] = type(f)()
+                copies[getattr(type(f), LAYER_NAME_ATTR)] = type(f)()
             object.__setattr__(self, KERNEL_FUNCS_ATTR, copies)
 
         cls.__init__ = __init__  # type: ignore[method-assign]

@@ -28,10 +28,10 @@ import enum
 import logging
 import warnings
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .. import settings
-from ..errors import KernelHubError, TrustError
+from ..errors import KernelHubError, NotAModelError, TrustError
 from ..records import Record
 from ..system import RuntimeDevice, runtime_device
 from .autotune import adopt, autotune_flag, autotuned_forward
@@ -39,6 +39,7 @@ from .decorators import KERNEL_FUNCS_ATTR
 from .forwards import install_function, restore_forward
 from .mapping import (
     MODE_FALLBACK_ORDER,
+    CacheKey,
     DeviceRepos,
     Mode,
     Repository,
@@ -57,7 +58,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-_layer_cache: dict[tuple[Any, type], type] = {}
+_layer_cache: dict[tuple[CacheKey, type], type] = {}
 """(repository cache key, model class) → validated layer; loading and checking run once."""
 
 
@@ -136,7 +137,7 @@ def _candidates(devices: DeviceRepos, device: RuntimeDevice, mode: Mode
                 yield modes[key], key
 
 
-def _load_layer(repo: Repository, cls: type, failures: dict[Any, Exception]) -> type:
+def _load_layer(repo: Repository, cls: type, failures: dict[tuple[CacheKey, type], Exception]) -> type:
     """The validated layer of ``repo`` for model class ``cls`` (cached per pair)."""
     key = (repo.cache_key(), cls)
     if (layer := _layer_cache.get(key)) is not None:
@@ -166,7 +167,7 @@ def kernelize(
     model: nn.Module,
     *,
     mode: Mode | None = None,
-    device: Any = None,
+    device: object = None,
     use_fallback: bool | KernelizeFallback = True,
     autotune: bool = False,
     verify: bool | None = None,
@@ -188,6 +189,11 @@ def kernelize(
     ``verify`` is its former name (warns once).
     Returns ``model``. With ``USE_HUB_KERNELS=0`` nothing is changed.
     """
+    from torch import nn
+
+    if not isinstance(model, nn.Module):
+        raise NotAModelError(f"kernelize needs a torch.nn.Module, not {type(model).__name__}; "
+                             "pass the model itself")
     autotune = autotune_flag(autotune, verify, "kernelize")
     if not settings.hub_kernels_enabled():
         return model
@@ -197,8 +203,8 @@ def kernelize(
     mode = check_kernelize_mode(mode)
     where = runtime_device(model, device)
     mapping = get_kernel_mapping()
-    failures: dict[Any, Exception] = {}
-    warned: set[tuple[Any, ...]] = set()
+    failures: dict[tuple[CacheKey, type], Exception] = {}
+    warned: set[tuple[str, str]] = set()
     if autotune:
         adopt(model)  # the stored decisions of its layers name it
     for target in _targets(model):
@@ -239,7 +245,7 @@ _Choice = tuple[tuple[type, Repository] | None, KernelizeFallback, list[_Refusal
 
 
 def _choose(target: _Target, devices: DeviceRepos, where: RuntimeDevice, mode: Mode,
-            failures: dict[Any, Exception]) -> _Choice:
+            failures: dict[tuple[CacheKey, type], Exception]) -> _Choice:
     """(layer and repository, or None; the fallback case when None; the reasons)."""
     if not devices:
         return None, KernelizeFallback.NO_LAYER, [_Refusal(
@@ -254,7 +260,7 @@ def _choose(target: _Target, devices: DeviceRepos, where: RuntimeDevice, mode: M
     reasons: list[_Refusal] = []
     case = KernelizeFallback.NO_COMPATIBLE_MODE
     cls = type(target.module)
-    tried: set[tuple[Any, ...]] = set()
+    tried: set[CacheKey] = set()
     for repo, key in _candidates(devices, where, mode):
         try:
             if (repo_key := repo.cache_key()) in tried:

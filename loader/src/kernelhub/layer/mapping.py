@@ -64,7 +64,7 @@ import contextlib
 import contextvars
 import enum
 from collections.abc import Iterator, Mapping
-from typing import Any, Protocol, TypeGuard, TypeVar
+from typing import Protocol, TypeGuard, TypeVar
 
 from ..errors import MappingError
 from ..records import Record
@@ -283,6 +283,10 @@ def unsupported_reason(layer: object, mode: Mode) -> str | None:
 # -- the mapping ----------------------------------------------------------------------
 
 
+CacheKey = tuple[object, ...]
+"""A repository's ``cache_key()``: hashable values that name one kernel and layer."""
+
+
 class Repository(Protocol):
     """What kernelize needs of a repository: every class of :mod:`kernelhub.layer.repos`,
     or any object with the same two methods."""
@@ -291,7 +295,7 @@ class Repository(Protocol):
         """The layer class this repository names (imports the kernel if needed)."""
         ...
 
-    def cache_key(self) -> tuple[Any, ...]:
+    def cache_key(self) -> CacheKey:
         """Identifies the kernel and layer, resolved against the current settings."""
         ...
 
@@ -335,7 +339,7 @@ def _device_key(key: object, where: str) -> Device:
     raise MappingError(f"{where}: device keys must be a str or a Device, got {key!r}")
 
 
-def normalize_mapping(mapping: Mapping[str, Any]) -> KernelMapping:
+def normalize_mapping(mapping: Mapping[str, object]) -> KernelMapping:
     """The strict form of a user's mapping; raises on anything kernelize could not use."""
     if not isinstance(mapping, Mapping):
         raise MappingError(f"a kernel mapping must be a dict, got {type(mapping).__name__}")
@@ -379,7 +383,7 @@ def get_kernel_mapping() -> KernelMapping:
     return merge_mappings({}, _MAPPING.get())
 
 
-def register_kernel_mapping(mapping: Mapping[str, Any], inherit_mapping: bool = True) -> None:
+def register_kernel_mapping(mapping: Mapping[str, object], inherit_mapping: bool = True) -> None:
     """Add ``mapping`` to the active mapping (or replace it: ``inherit_mapping=False``).
 
     Registered entries last for the current context (the process, unless called inside
@@ -391,7 +395,7 @@ def register_kernel_mapping(mapping: Mapping[str, Any], inherit_mapping: bool = 
 
 @contextlib.contextmanager
 def use_kernel_mapping(
-    mapping: Mapping[str, Any], *, inherit_mapping: bool = True
+    mapping: Mapping[str, object], *, inherit_mapping: bool = True
 ) -> Iterator[None]:
     """Use ``mapping`` (on top of the active one, or alone with ``inherit_mapping=False``)
     inside a ``with`` block; the previous mapping is back afterwards, even on error."""

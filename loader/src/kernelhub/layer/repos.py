@@ -18,21 +18,25 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType, ModuleType
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from .. import settings
 from ..api import find_local_variant, get_kernel, get_local_kernel, load_locked_entry, open_hub_arg
 from ..errors import KernelHubError, KernelLoadError, MappingError
 from ..hub.base import Hub
+from ..lazy_names import deferred
 from ..lock import LockEntry, distribution_lock, lock_entry, pick_entry
 from ..metadata import read_metadata
 from ..records import Record, field
 from ..trust import policy_for, require_bool, trust_flag
 from ..versions import check_repo_id, select_spec
 from .decorators import forward_calling
+from .mapping import CacheKey
 
 if TYPE_CHECKING:
     from torch import nn
+else:
+    nn = deferred("torch.nn")
 
 
 def _layer_from(module: ModuleType, layer_name: str, where: str) -> type[nn.Module]:
@@ -55,8 +59,8 @@ def _layer_from(module: ModuleType, layer_name: str, where: str) -> type[nn.Modu
     return layer
 
 
-def _func_from(module: ModuleType, func_name: str, where: str) -> Any:
-    func = getattr(module, func_name, None)
+def _func_from(module: ModuleType, func_name: str, where: str) -> Callable[..., object]:
+    func: object = getattr(module, func_name, None)
     if func is None or not callable(func):
         names = sorted(n for n in dir(module) if not n.startswith("_")
                        and callable(getattr(module, n)) and not isinstance(getattr(module, n), type))
@@ -66,14 +70,12 @@ def _func_from(module: ModuleType, func_name: str, where: str) -> Any:
     return func
 
 
-def func_layer(func: Any, name: str) -> type[nn.Module]:
+def func_layer(func: Callable[..., object], name: str) -> type[nn.Module]:
     """A pure layer whose forward calls ``func`` (see :func:`forward_calling`).
 
     ``has_backward`` and ``can_torch_compile`` come from attributes on ``func`` when it
     has them, with the same defaults as a layer class (True, False).
     """
-    from torch import nn
-
     attrs = {
         "forward": forward_calling(func),
         "__doc__": f"Pure layer calling {name}.",
@@ -95,7 +97,20 @@ _TAKE: dict[str, Callable[[ModuleType, str, str], type[nn.Module]]] = {
 ``layers`` module, or a top-level function wrapped in a pure layer."""
 
 
-def _check_flags(repo: Any) -> None:
+class _Flags(Protocol):
+    """The trust flags every hub and lock-file repository has."""
+
+    @property
+    def repo_id(self) -> str: ...
+    @property
+    def trust_remote_code(self) -> object: ...
+    @property
+    def allow_all_kernels(self) -> bool: ...
+    @property
+    def check_arch(self) -> bool: ...
+
+
+def _check_flags(repo: _Flags) -> None:
     name = type(repo).__name__
     trust_flag(repo.repo_id, repo.trust_remote_code, f"{name}.trust_remote_code")
     require_bool(repo.allow_all_kernels, f"{name}.allow_all_kernels")
@@ -104,15 +119,15 @@ def _check_flags(repo: Any) -> None:
         object.__setattr__(repo, "trust_remote_code", tuple(repo.trust_remote_code))
 
 
-def _trusted(repo: Any) -> bool:
+def _trusted(repo: _Flags) -> bool:
     """Whether the caller vouched for this repository's code: ``trust_remote_code`` (True,
     or a list naming the repository, the ecosystem's allow-list form) or
     ``allow_all_kernels``."""
     return trust_flag(repo.repo_id, repo.trust_remote_code) or repo.allow_all_kernels
 
 
-def _hub_cache_key(kind: str, hub: Any, repo_id: str, version: int | str | None,
-                   revision: str | None, name: str) -> tuple[Any, ...]:
+def _hub_cache_key(kind: str, hub: Hub | str | os.PathLike[str] | None, repo_id: str,
+                   version: int | str | None, revision: str | None, name: str) -> CacheKey:
     """Which hub kernel a repository names; the org's signing policy is part of it, so a
     layer loaded under a looser policy is checked again."""
     return (kind, open_hub_arg(hub).key, repo_id, repr(version), revision, name,
@@ -135,7 +150,7 @@ class _Takes(Record, frozen=True):
     def _where(self) -> str:
         raise NotImplementedError
 
-    def _key(self, kind: str, name: str) -> tuple[Any, ...]:
+    def _key(self, kind: str, name: str) -> CacheKey:
         raise NotImplementedError
 
     @property
@@ -153,7 +168,7 @@ class _Takes(Record, frozen=True):
     def load(self) -> type[nn.Module]:
         return _TAKE[self._KIND](self._kernel(), self._name, self._where())
 
-    def cache_key(self) -> tuple[Any, ...]:
+    def cache_key(self) -> CacheKey:
         return self._key(self._KIND, self._name)
 
     def __str__(self) -> str:
@@ -182,7 +197,7 @@ class _HubRepository(_Takes, frozen=True):
     revision: str | None = field(default=None, kw_only=True)
     trust_remote_code: bool | tuple[str, ...] = field(default=False, kw_only=True)
     allow_all_kernels: bool = field(default=False, kw_only=True)
-    hub: Hub | str | os.PathLike | None = field(default=None, kw_only=True, compare=False)
+    hub: Hub | str | os.PathLike[str] | None = field(default=None, kw_only=True, compare=False)
     check_arch: bool = field(default=True, kw_only=True)
     """False: load a build whose declared GPU architectures leave this GPU out (one
     with a Triton fallback, say)."""
@@ -213,7 +228,7 @@ class _HubRepository(_Takes, frozen=True):
                else f" version {self.version}" if self.version is not None else "")
         return f"{self.repo_id}{pin}"
 
-    def _key(self, kind: str, name: str) -> tuple[Any, ...]:
+    def _key(self, kind: str, name: str) -> CacheKey:
         return (*_hub_cache_key(kind, self.hub, self.repo_id, self.version, self.revision,
                                 name), self.check_arch)
 
@@ -223,7 +238,7 @@ class LayerRepository(_TakesLayer, _HubRepository, frozen=True):
     layer_name="SiluAndMul", version=1)``. ``user_agent`` is accepted for code written
     for the ecosystem's loader (kernelhub sends its own)."""
 
-    user_agent: str | dict | None = field(default=None, kw_only=True, compare=False,
+    user_agent: str | dict[str, str] | None = field(default=None, kw_only=True, compare=False,
                                           repr=False)
 
 
@@ -258,7 +273,7 @@ class _LocalRepository(_Takes, frozen=True):
     def _where(self) -> str:
         return str(self.repo_path)
 
-    def _key(self, kind: str, name: str) -> tuple[Any, ...]:
+    def _key(self, kind: str, name: str) -> CacheKey:
         return (f"local-{kind}", str(find_local_variant(self.repo_path)), self.package_name,
                 name)
 
@@ -306,7 +321,7 @@ class _LockedRepository(_Takes, frozen=True):
     lockfile: Path | None = field(default=None, kw_only=True)
     trust_remote_code: bool | tuple[str, ...] = field(default=False, kw_only=True)
     allow_all_kernels: bool = field(default=False, kw_only=True)
-    hub: Hub | str | os.PathLike | None = field(default=None, kw_only=True, compare=False)
+    hub: Hub | str | os.PathLike[str] | None = field(default=None, kw_only=True, compare=False)
     check_arch: bool = field(default=True, kw_only=True)
     pinned: LockEntry | None = field(default=None, kw_only=True, repr=False)
     """The caller's distribution's lock entry (see above); found, not given."""
@@ -330,7 +345,7 @@ class _LockedRepository(_Takes, frozen=True):
     def _where(self) -> str:
         return f"{self.repo_id} (locked)"
 
-    def _key(self, kind: str, name: str) -> tuple[Any, ...]:
+    def _key(self, kind: str, name: str) -> CacheKey:
         """The key of the hub repository at the locked commit, and the lock file."""
         revision = self._entry().sha
         return (*_hub_cache_key(kind, self.hub, self.repo_id, None, revision, name),

@@ -11,17 +11,23 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..errors import KernelHubError
+from ..lazy_names import deferred
+
+if TYPE_CHECKING:
+    from torch import nn
+else:
+    nn = deferred("torch.nn")
 
 FORWARD = "forward"
 
 
-def forward_of(cls: type) -> Callable[..., Any]:
+def forward_of(cls: type) -> Callable[..., object]:
     """``cls.forward``: layers are plain classes, so their forward is read by name (here
     for kernelize and the Transformers fusion; verification is handed the functions)."""
-    forward: Callable[..., Any] = getattr(cls, FORWARD)
+    forward: Callable[..., object] = getattr(cls, FORWARD)
     return forward
 
 
@@ -41,16 +47,12 @@ _BOOKKEEPING = frozenset({
 
 def _own_classes(layer: type) -> list[type]:
     """The layer and its bases that are not torch's own (nn.Module, object)."""
-    from torch import nn
-
     return [c for c in layer.__mro__ if c not in (nn.Module, object)
             and not c.__module__.startswith("torch.")]
 
 
 def check_pure_layer(layer: type, where: str) -> None:
     """Raise :class:`LayerValidationError` unless ``layer`` only defines a ``forward``."""
-    from torch import nn
-
     if not isinstance(layer, type) or not issubclass(layer, nn.Module):
         raise LayerValidationError(f"{where}: a layer must be an nn.Module subclass, got {layer!r}")
     for cls in _own_classes(layer):
@@ -73,7 +75,7 @@ def check_pure_layer(layer: type, where: str) -> None:
         raise LayerValidationError(f"{where}: {layer.__qualname__} has no forward of its own")
 
 
-def _params(func: Any) -> list[inspect.Parameter] | None:
+def _params(func: Callable[..., object]) -> list[inspect.Parameter] | None:
     try:
         params = list(inspect.signature(func).parameters.values())
     except (TypeError, ValueError):  # no signature to compare: accept, as Python would
@@ -81,7 +83,8 @@ def _params(func: Any) -> list[inspect.Parameter] | None:
     return params[1:]  # drop self
 
 
-def forward_incompatibility(original: Any, replacement: Any) -> str | None:
+def forward_incompatibility(original: Callable[..., object],
+                            replacement: Callable[..., object]) -> str | None:
     """Why ``replacement`` cannot take every call ``original`` takes, or None if it can.
 
     Positional parameters are compared by position and kind (names may differ, as they
@@ -135,7 +138,7 @@ def check_forward_compatible(original_cls: type, layer: type, where: str) -> Non
         )
 
 
-def _sig(func: Any) -> str:
+def _sig(func: Callable[..., object]) -> str:
     try:
         return str(inspect.signature(func))
     except (TypeError, ValueError):

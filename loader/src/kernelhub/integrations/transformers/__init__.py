@@ -11,7 +11,7 @@ See docs/transformers.md for how it hooks in and what each part does.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .attention import AttentionKernelError
 from .kernel_config import KernelConfig, KernelConfigError, KernelSpec
@@ -19,11 +19,14 @@ from .methods import hub_kernelize
 from .patch import disable, enable, is_enabled
 from .table import COVERED_MODEL_TYPES, DEFAULT_MAPPING, FUNCTIONS, LAYER_CLASSES
 
+if TYPE_CHECKING:
+    from .methods import ModelT
+
 _kernelize = hub_kernelize(raise_when_off=False)
 
 
-def kernelize(model: Any, mode: Any = None, kernel_config: Any = None,
-              device_map: Any = None) -> Any:
+def kernelize(model: ModelT, mode: object = None, kernel_config: object = None,
+              device_map: object = None) -> ModelT:
     """Kernelize a Transformers model explicitly (layers, functions and attention), as
     ``transformers.kernelize`` does once kernelhub serves it.
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Protocol, cast
 
 from ...api import get_kernel, get_local_kernel
 from ...errors import KernelHubError
@@ -36,7 +36,7 @@ from ...layer import (
     use_kernel_mapping,
 )
 from ...layer.autotune import autotune_from_env, autotuned_function
-from ...layer.mapping import MODE_FALLBACK_ORDER
+from ...layer.mapping import MODE_FALLBACK_ORDER, Repository
 from . import attention
 from .failures import load_failure
 from .fusion import apply_fusions
@@ -58,6 +58,24 @@ from .table import (
     has_function_modules,
     is_covered,
 )
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from ...layer.autotune.call_site import Kernel
+
+
+class _AttentionConfig(Protocol):
+    _attn_implementation: str | None
+
+
+class _AttentionSeams(Protocol):
+    """What a Transformers model has for choosing its attention (``PreTrainedModel``)."""
+
+    config: _AttentionConfig
+
+    def set_attn_implementation(self, attn_implementation: str) -> None: ...
+
 
 logger = logging.getLogger("kernelhub.transformers")
 
@@ -119,7 +137,7 @@ def kernel_module(spec: KernelSpec) -> ModuleType:
     )
 
 
-def repository(spec: KernelSpec, function: bool = False) -> Any:
+def repository(spec: KernelSpec, function: bool = False) -> Repository:
     """The kernelize repository of a spec: a layer class, or a function (``function``)
     wrapped as a pure layer."""
     if spec.local:
@@ -133,7 +151,7 @@ def repository(spec: KernelSpec, function: bool = False) -> Any:
                            revision=spec.revision, trust_remote_code=spec.trust_remote_code)
 
 
-def _device_key(device: str, capability: tuple[int, int] | None) -> Any:
+def _device_key(device: str, capability: tuple[int, int] | None) -> str | Device:
     if capability is None:
         return device
     low, high = capability
@@ -142,7 +160,7 @@ def _device_key(device: str, capability: tuple[int, int] | None) -> Any:
     return Device(device, props)
 
 
-def _supports(obj: Any, mode: Mode) -> bool:
+def _supports(obj: object, mode: Mode) -> bool:
     return unsupported_reason(obj, mode) is None
 
 
@@ -152,9 +170,9 @@ def _supports(obj: Any, mode: Mode) -> bool:
 _told_unverifiable: set[str] = set()
 
 
-def _apply_layers(model: Any, entries: dict[str, list[Entry]], explicit: set[str],
+def _apply_layers(model: nn.Module, entries: dict[str, list[Entry]], explicit: set[str],
                   device: str, mode: Mode, autotune: bool) -> None:
-    mapping: dict[str, Any] = {}
+    mapping: dict[str, dict[str | Device, dict[Mode, Repository]]] = {}
     for name, candidates in entries.items():
         if name == ATTENTION_KEY:
             continue
@@ -169,7 +187,7 @@ def _apply_layers(model: Any, entries: dict[str, list[Entry]], explicit: set[str
         function = name in FUNCTION_NAMES
         if function and not has_function_modules(model, name):
             continue  # a module global: the rebind part serves it
-        per_device: dict[Any, dict[Mode, Any]] = {}
+        per_device: dict[str | Device, dict[Mode, Repository]] = {}
         for entry in candidates:
             repo = repository(entry.spec, function)
             if name in explicit:  # explicit entries must load: surface a helpful error now
@@ -184,7 +202,7 @@ def _apply_layers(model: Any, entries: dict[str, list[Entry]], explicit: set[str
         kernelize(model, mode=mode, use_fallback=True, autotune=autotune)
 
 
-def _apply_functions(model: Any, entries: dict[str, list[Entry]], explicit: set[str],
+def _apply_functions(model: nn.Module, entries: dict[str, list[Entry]], explicit: set[str],
                      device: str, mode: Mode, autotune: bool) -> None:
     for name, (module, attr) in function_targets(model).items():
         if has_function_modules(model, name):
@@ -211,16 +229,16 @@ _ATTN_PREVIOUS = "_kernelhub_attn_previous"
 """On a model: the attention implementation it had before ours (restored when ours goes)."""
 
 
-def _restore_attention(model: Any) -> None:
+def _restore_attention(model: nn.Module) -> None:
     previous = model.__dict__.pop(_ATTN_PREVIOUS, None)
     if previous is not None:
-        model.set_attn_implementation(previous)
+        cast("_AttentionSeams", model).set_attn_implementation(previous)
 
 
-def _apply_attention(model: Any, entries: dict[str, list[Entry]], explicit: set[str],
+def _apply_attention(model: nn.Module, entries: dict[str, list[Entry]], explicit: set[str],
                      device: str, mode: Mode, autotune: bool) -> None:
     spec = first_serving(entries.get(ATTENTION_KEY, []), mode)
-    current = model.config._attn_implementation
+    current = cast("_AttentionSeams", model).config._attn_implementation
     previous = getattr(model, _ATTN_PREVIOUS, None)
     unbind_attention(model)
     if spec is None or spec.local or (previous is None and current not in ("sdpa", "eager")):
@@ -244,15 +262,15 @@ def _apply_attention(model: Any, entries: dict[str, list[Entry]], explicit: set[
     if _supports(chosen, mode):
         setattr(model, _ATTN_PREVIOUS, previous or current)
         if current != name:
-            model.set_attn_implementation(name)
+            cast("_AttentionSeams", model).set_attn_implementation(name)
         if autotune:
             _autotune_attention(model, request, spec, name, chosen)
     else:
         _restore_attention(model)
 
 
-def _autotune_attention(model: Any, request: attention.AttentionRequest, spec: KernelSpec,
-                        name: str, function: Any) -> None:
+def _autotune_attention(model: nn.Module, request: attention.AttentionRequest,
+                        spec: KernelSpec, name: str, function: Kernel) -> None:
     """This model's attention modules (only theirs: the registry under ``name`` is the
     process's) see ``function`` autotuned against Transformers' own implementation of the
     mask interface the kernel asks for, which takes the same inputs."""
@@ -268,7 +286,7 @@ def _autotune_attention(model: Any, request: attention.AttentionRequest, spec: K
 # -- entry points ------------------------------------------------------------------
 
 
-def apply_kernels(model: Any, kernel_config: Any, mode: Mode, device: str) -> None:
+def apply_kernels(model: nn.Module, kernel_config: object, mode: Mode, device: str) -> None:
     """Kernelize ``model`` for ``mode`` on ``device`` with the table, then the user's
     KernelConfig (Transformers' or ours; None: the model's ``kernel_config``)."""
     config = kernel_config if kernel_config is not None else getattr(model, "kernel_config", None)
@@ -278,7 +296,7 @@ def apply_kernels(model: Any, kernel_config: Any, mode: Mode, device: str) -> No
         if getattr(model, ALLOW_ALL_ATTR, False):
             config = config.trusting_all()
     if not is_covered(model) and not getattr(model, "_kernelhub_coverage_told", False):
-        model._kernelhub_coverage_told = True
+        model.__dict__["_kernelhub_coverage_told"] = True
         logger.warning(coverage_message(model))
     entries, explicit = effective_entries(config, device)
     autotune = (config is not None and config.autotune) or autotune_from_env()
@@ -289,12 +307,12 @@ def apply_kernels(model: Any, kernel_config: Any, mode: Mode, device: str) -> No
     setattr(model, APPLIED_MODE_ATTR, mode)
 
 
-def remove_kernels(model: Any) -> None:
+def remove_kernels(model: nn.Module) -> None:
     """Every layer, fused module, function and attention kernel of ``model`` back to
     Transformers' own code (the model's marks stay, so kernels can come back)."""
-    for module in model.modules():  # layers, fused children, attached function modules
-        restore_forward(module)
-        for func in (getattr(module, "_kernel_funcs", None) or {}).values():
+    for layer in model.modules():  # layers, fused children, attached function modules
+        restore_forward(layer)
+        for func in (getattr(layer, "_kernel_funcs", None) or {}).values():
             restore_forward(func)
     for module, attr in function_targets(model).values():
         unbind_globals(model, module, [attr])

@@ -27,13 +27,20 @@ import importlib.util
 import logging
 import re
 from collections.abc import Callable
-from typing import Any, cast
+from types import ModuleType
+from typing import TYPE_CHECKING, cast
 
 from ...errors import KernelHubError, TrustError
+from ...lazy_names import deferred
 from ...records import Record
 from ...system import torch_is_rocm
 from ...versions import split_repo_string
 from .table import FLASH_ATTN2, FLASH_ATTN2_VERSION
+
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = deferred("torch")
 
 logger = logging.getLogger("kernelhub.transformers")
 
@@ -76,8 +83,6 @@ def _flash_attn_usable() -> bool:
     """Whether Transformers can run flash_attention_N itself (package + CUDA device)."""
     if importlib.util.find_spec("flash_attn") is None:
         return False
-    import torch
-
     return torch.cuda.is_available() and not torch_is_rocm(torch)
 
 
@@ -91,7 +96,7 @@ def pinned_major(repo_id: str) -> int | None:
     return found if isinstance(found, int) and found > 0 else None
 
 
-def parse(attn_implementation: Any) -> AttentionRequest | None:
+def parse(attn_implementation: object) -> AttentionRequest | None:
     """The request kernelhub serves, or None when Transformers handles the string itself."""
     if not isinstance(attn_implementation, str):
         return None
@@ -116,13 +121,13 @@ def parse(attn_implementation: Any) -> AttentionRequest | None:
                             default_version=None if version else pinned_major(repo_id))
 
 
-def _mask_function(kernel: Any) -> Any:
+def _mask_function(kernel: ModuleType) -> Callable[..., object]:
     """The mask builder the kernel wants: it says so in ``attention_mask_interface``."""
     from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
 
     wanted = getattr(kernel, "attention_mask_interface", "sdpa")
     try:
-        return ALL_MASK_ATTENTION_FUNCTIONS[wanted]
+        return cast("Callable[..., object]", ALL_MASK_ATTENTION_FUNCTIONS[wanted])
     except KeyError:
         raise AttentionKernelError(
             f"{kernel.__name__} asks for mask interface {wanted!r}, which this Transformers "
@@ -130,7 +135,8 @@ def _mask_function(kernel: Any) -> Any:
         ) from None
 
 
-def load(request: AttentionRequest, *, allow_all_kernels: bool = False) -> Any:
+def load(request: AttentionRequest, *, allow_all_kernels: bool = False
+         ) -> tuple[ModuleType, Callable[..., object]]:
     """The kernel's attention function; trust and version errors say what to do."""
     try:
         from ...api import get_kernel
@@ -182,7 +188,7 @@ def register(request: AttentionRequest, *, allow_all_kernels: bool = False) -> s
 
 
 def reference_of(request: AttentionRequest, *, allow_all_kernels: bool = False
-                 ) -> tuple[str, Callable[..., Any] | None]:
+                 ) -> tuple[str, Callable[..., object] | None]:
     """(name, function) of Transformers' own implementation of the mask interface the
     kernel asks for (``sdpa`` by default): it takes the same inputs, so autotuning
     compares the kernel with it. The function is None where Transformers has none."""
@@ -190,12 +196,13 @@ def reference_of(request: AttentionRequest, *, allow_all_kernels: bool = False
 
     kernel, _ = load(request, allow_all_kernels=allow_all_kernels)
     wanted = str(getattr(kernel, "attention_mask_interface", "sdpa"))
-    return wanted, cast("Callable[..., Any] | None",
+    return wanted, cast("Callable[..., object] | None",
                         AttentionInterface._global_mapping.get(wanted))
 
 
-def attention_function(name: str) -> Any:
-    """The function registered under ``name`` (for mode checks such as ``has_backward``)."""
+def attention_function(name: str) -> Callable[..., object]:
+    """The function :func:`register` registered under ``name`` (for mode checks such as
+    ``has_backward``)."""
     from transformers import AttentionInterface
 
-    return AttentionInterface._global_mapping.get(name)
+    return cast("Callable[..., object]", AttentionInterface._global_mapping[name])

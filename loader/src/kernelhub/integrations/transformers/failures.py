@@ -7,8 +7,6 @@ hardware, drivers and torch versions.
 
 from __future__ import annotations
 
-from typing import Any
-
 from ...api import list_refs
 from ...errors import KernelHubError
 from .kernel_config import KernelConfigError, KernelSpec
@@ -25,7 +23,7 @@ def _major_versions(spec: KernelSpec) -> list[int]:
     return sorted(int(b[1:]) for b in refs.branches if b[:1] == "v" and b[1:].isdigit())
 
 
-def load_failure(spec: KernelSpec, key: Any, device: str, error: Exception) -> KernelConfigError:
+def load_failure(spec: KernelSpec, key: object, device: str, error: Exception) -> KernelConfigError:
     """The error for an explicit entry that failed to load: try a newer version first.
 
     The suggestion names only versions the hub has; with none newer it says so and

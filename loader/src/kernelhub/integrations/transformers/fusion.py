@@ -18,13 +18,19 @@ children's own forwards back.
 from __future__ import annotations
 
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ...errors import KernelHubError
 from ...layer import install_forward, restore_forward, unsupported_reason, validate_layer
-from ...layer.kernelize import forward_of
+from ...layer.validate import forward_of
 from .failures import load_failure
-from .kernel_config import KernelConfig, KernelConfigError, KernelSpec, fusion_parents
+from .kernel_config import FusionKey, KernelConfig, KernelConfigError, KernelSpec, fusion_parents
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from ...layer.mapping import Mode, Repository
 
 LAYOUT_ATTR = "_kernelhub_fusion_layout"
 """First child's ``__dict__`` entry: the Layout its fused forward runs on."""
@@ -35,7 +41,7 @@ _fused_classes: dict[type, type] = {}
 class _PassThrough:
     """The forward of every fused child but the first: its work is done by the first."""
 
-    def forward(self, hidden_states: Any, *args: Any, **kwargs: Any) -> Any:
+    def forward(self, hidden_states: object, *args: object, **kwargs: object) -> object:
         return hidden_states
 
 
@@ -43,7 +49,7 @@ def _first_child_layer(kernel_cls: type) -> type:
     """A layer whose forward runs ``kernel_cls.forward`` on the first child's Layout."""
     if (cls := _fused_classes.get(kernel_cls)) is None:
 
-        def forward(self: Any, *args: Any, **kwargs: Any) -> Any:
+        def forward(self: nn.Module, *args: object, **kwargs: object) -> object:
             return forward_of(kernel_cls)(self.__dict__[LAYOUT_ATTR], *args, **kwargs)
 
         cls = type(f"{kernel_cls.__name__}OnLayout", (), {"forward": forward})
@@ -51,7 +57,8 @@ def _first_child_layer(kernel_cls: type) -> type:
     return cls
 
 
-def _load(spec: KernelSpec, key: Any, device: str, repository: Any) -> tuple[type, type]:
+def _load(spec: KernelSpec, key: FusionKey, device: str, repository: Repository
+          ) -> tuple[type, type]:
     """(kernel class, Layout class) of a fusion entry; errors say what is missing."""
     try:
         kernel_cls = repository.load()
@@ -67,8 +74,8 @@ def _load(spec: KernelSpec, key: Any, device: str, repository: Any) -> tuple[typ
     return kernel_cls, layout_cls
 
 
-def apply_fusions(model: Any, config: KernelConfig | None, device: str, mode: Any,
-                  repository_for: Any) -> None:
+def apply_fusions(model: nn.Module, config: KernelConfig | None, device: str, mode: Mode,
+                  repository_for: Callable[[KernelSpec], Repository]) -> None:
     """Fuse (or, where the mode does not allow the kernel, unfuse) every configured key.
 
     Runs after the layers were kernelized, so a fused first child overrides the kernel

@@ -25,10 +25,11 @@ from __future__ import annotations
 import copy
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ...errors import KernelHubError
 from ...layer.autotune.renamed import autotune_flag
+from ...lazy_names import deferred
 from ...records import Record, field, replace
 from ...system import backend_of, torch_device_type
 from ...trust import require_bool
@@ -39,6 +40,13 @@ from .table import (
     function_targets,
     registered_names,
 )
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+else:
+    torch = deferred("torch")
+    nn = deferred("torch.nn")
 
 _HUB_SPEC_RE = re.compile(r"([A-Za-z0-9][\w.-]*/[\w.-]+)(?:@([^:]+))?:([A-Za-z_]\w*)")
 """``org/repo:Name`` or ``org/repo@<version>:Name`` (the one version grammar after ``@``)."""
@@ -115,7 +123,7 @@ class KernelConfig(Record):
 
     # -- parsing -------------------------------------------------------------------
 
-    def _parse_value(self, key: Any, value: Any) -> dict[str, KernelSpec | None]:
+    def _parse_value(self, key: object, value: object) -> dict[str, KernelSpec | None]:
         if isinstance(value, dict):
             if not value:
                 raise KernelConfigError(f"kernel_mapping[{key!r}]: the per-device dict is empty")
@@ -132,7 +140,7 @@ class KernelConfig(Record):
         spec = self._parse_spec(key, value)
         return dict.fromkeys(DEVICE_TYPES, spec)
 
-    def _parse_spec(self, key: Any, value: Any) -> KernelSpec | None:
+    def _parse_spec(self, key: object, value: object) -> KernelSpec | None:
         if value is None:
             return None
         metadata: dict[str, Any] = {}
@@ -217,12 +225,12 @@ class KernelConfig(Record):
     def fusions_for_device(self, device: str) -> dict[FusionKey, KernelSpec]:
         return {k: spec for k, v in self.fusions.items() if (spec := v.get(device)) is not None}
 
-    def valid_keys(self, model: Any) -> list[str]:
+    def valid_keys(self, model: nn.Module) -> list[str]:
         """The names a mapping key may use for ``model``."""
         names = set(registered_names(model).values()) | set(function_targets(model))
         return sorted(names | {ATTENTION_KEY})
 
-    def check_keys(self, model: Any) -> None:
+    def check_keys(self, model: nn.Module) -> None:
         """Reject keys the model does not register, and fusion patterns that match nothing."""
         valid = self.valid_keys(model)
         for name in self.entries:
@@ -235,16 +243,16 @@ class KernelConfig(Record):
             fusion_parents(model, key)
 
 
-def _check_fusion_key(key: tuple) -> FusionKey:
-    pairs = tuple(key)
-    if len(pairs) < 2 or not all(
+def _check_fusion_key(key: tuple[object, ...]) -> FusionKey:
+    if len(key) < 2 or not all(
         isinstance(p, tuple) and len(p) == 2 and all(isinstance(s, str) and s for s in p)
-        for p in pairs
+        for p in key
     ):
         raise KernelConfigError(
             f"fusion key {key!r}: expected two or more (class_name, path_pattern) pairs, e.g. "
             "(('RMSNorm', 'model.layers.*.post_attention_layernorm'), ('MLP', 'model.layers.*.mlp'))"
         )
+    pairs = cast("FusionKey", key)  # checked above
     parents = {pattern.rpartition(".")[0] for _, pattern in pairs}
     if len(parents) != 1 or "" in parents:
         raise KernelConfigError(
@@ -259,14 +267,14 @@ def _pattern_re(pattern: str) -> re.Pattern[str]:
     return re.compile(r"\.".join(r"[^.]+" if s == "*" else re.escape(s) for s in pattern.split(".")))
 
 
-def fusion_parents(model: Any, key: FusionKey) -> list[tuple[str, Any]]:
+def fusion_parents(model: nn.Module, key: FusionKey) -> list[tuple[str, nn.Module]]:
     """(name, module) of every parent the fusion applies to; errors when nothing fits.
 
     Each child must exist and its class name must end with the pair's class name
     (``"RMSNorm"`` matches ``Qwen3RMSNorm``, ``"MLP"`` matches ``LlamaMLP``).
     """
     parent_re = _pattern_re(key[0][1].rpartition(".")[0])
-    found: list[tuple[str, Any]] = []
+    found: list[tuple[str, nn.Module]] = []
     for name, module in model.named_modules():
         if not parent_re.fullmatch(name):
             continue
@@ -293,13 +301,11 @@ def fusion_parents(model: Any, key: FusionKey) -> list[tuple[str, Any]]:
     return found
 
 
-def device_type_of(model: Any, device_map: Any = None) -> str:
+def device_type_of(model: nn.Module, device_map: object = None) -> str:
     """The device type a model's kernels are chosen for; ROCm reports itself as cuda.
 
     A parameter offloaded by ``device_map`` sits on ``meta``; the layers then run where
     the map sends them (an int is a CUDA index, as in Transformers' device maps)."""
-    import torch
-
     try:
         device = next(model.parameters()).device
     except StopIteration:
@@ -312,7 +318,7 @@ def device_type_of(model: Any, device_map: Any = None) -> str:
     return backend_of(torch_device_type(device, torch))
 
 
-def from_transformers(config: Any) -> KernelConfig:
+def from_transformers(config: object) -> KernelConfig:
     """Accept Transformers' own ``KernelConfig`` too (same fields, same meaning)."""
     if isinstance(config, KernelConfig):
         return config

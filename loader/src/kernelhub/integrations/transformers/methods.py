@@ -18,14 +18,43 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol, TypeVar, cast
 
 from ... import settings
 from ...layer.mapping import Mode, as_mode
+from ...lazy_names import deferred
 from . import attention
 from .apply import APPLIED_MODE_ATTR, apply_kernels, remove_kernels
 from .kernel_config import ALLOW_ALL_ATTR, device_type_of, from_transformers
 from .seams import has_kernels_mode
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    import torch
+    from torch import nn
+else:
+    torch = deferred("torch")
+    nn = deferred("torch.nn")
+
+ModelT = TypeVar("ModelT", bound="nn.Module")
+
+
+class _Seams(Protocol):
+    """What Transformers' ``PreTrainedModel`` adds to the ``nn.Module`` we are handed and
+    these functions use (``torch`` types a module's unknown attributes as tensors)."""
+
+    kernel_config: object
+
+    def set_use_kernels(self, use_kernels: bool, *, mode: object = None) -> None: ...
+
+
+class Kernelize(Protocol):
+    """``transformers.kernelize``'s signature: returns the model it was given."""
+
+    def __call__(self, model: ModelT, mode: object = None, kernel_config: object = None,
+                 device_map: object = None) -> ModelT: ...
 
 MODE_ATTR = "_kernels_mode"
 USE_ATTR = "_use_kernels"
@@ -35,7 +64,7 @@ DEVICE_ATTR = "_kernels_device"
 _COMPILE_ATTR = "_kernelhub_compile"
 
 
-def public_mode(mode: Mode) -> Any:
+def public_mode(mode: Mode) -> object:
     """``mode`` as the ``Mode`` that ``import kernels`` gives (the ecosystem's when it is
     installed), so ``model.kernels_mode == kernels.Mode.TRAINING`` holds."""
     kernels = sys.modules.get("kernels")
@@ -54,7 +83,7 @@ def public_mode(mode: Mode) -> Any:
     return value
 
 
-def _checked_mode(value: Any) -> Mode:
+def _checked_mode(value: object) -> Mode:
     mode = as_mode(value)
     if mode is None:
         raise ValueError(f"Received {value!r} for kernels mode, which is not a Mode; use "
@@ -63,11 +92,11 @@ def _checked_mode(value: Any) -> Mode:
     return mode
 
 
-def _training_mode(model: Any) -> Mode:
+def _training_mode(model: nn.Module) -> Mode:
     return Mode.TRAINING if model.training else Mode.INFERENCE
 
 
-def _mode_before_5_25(model: Any, requested: Any) -> Mode:
+def _mode_before_5_25(model: nn.Module, requested: object) -> Mode:
     """Transformers before 5.25 keeps no mode: an explicit one is remembered by us, and
     TORCH_COMPILE, once asked for, stays on across ``eval()``/``train()`` switches."""
     if requested is not None:
@@ -80,7 +109,7 @@ def _mode_before_5_25(model: Any, requested: Any) -> Mode:
     return mode
 
 
-def kernel_device(model: Any, device_map: Any = None) -> str:
+def kernel_device(model: nn.Module, device_map: object = None) -> str:
     """The device type to choose kernels for. A ``device_map`` (from ``from_pretrained``)
     is remembered, as Transformers 5.25 does, so re-kernelizing an offloaded model
     (parameters on ``meta``) after ``train()`` still knows where it runs."""
@@ -91,7 +120,7 @@ def kernel_device(model: Any, device_map: Any = None) -> str:
     return device_type_of(model, {"": remembered} if remembered is not None else None)
 
 
-def _kernelize(model: Any, kernel_config: Any, mode: Mode, device_map: Any) -> None:
+def _kernelize(model: nn.Module, kernel_config: object, mode: Mode, device_map: object) -> None:
     apply_kernels(model, kernel_config, mode, kernel_device(model, device_map))
     model.__dict__[USE_ATTR] = True
 
@@ -99,8 +128,8 @@ def _kernelize(model: Any, kernel_config: Any, mode: Mode, device_map: Any) -> N
 # -- PreTrainedModel ---------------------------------------------------------------
 
 
-def set_use_kernels(self: Any, use_kernels: Any, kernel_config: Any = None, mode: Any = None,
-                    device_map: Any = None) -> None:
+def set_use_kernels(self: nn.Module, use_kernels: object, kernel_config: object = None,
+                    mode: object = None, device_map: object = None) -> None:
     """Kernelize the model for its mode (``use_kernels``), or take every kernel off."""
     if not use_kernels:
         _switch_off(self)
@@ -110,7 +139,7 @@ def set_use_kernels(self: Any, use_kernels: Any, kernel_config: Any = None, mode
         return
     if kernel_config is not None:
         from_transformers(kernel_config)  # a wrong type is refused before anything loads
-        self.kernel_config = kernel_config
+        cast("_Seams", self).kernel_config = kernel_config
     if has_kernels_mode(type(self)):  # 5.25: the model keeps its mode
         chosen = mode if mode is not None else (self.kernels_mode or public_mode(
             _training_mode(self)))
@@ -121,7 +150,7 @@ def set_use_kernels(self: Any, use_kernels: Any, kernel_config: Any = None, mode
     _kernelize(self, None, applied, device_map)
 
 
-def _switch_off(model: Any) -> None:
+def _switch_off(model: nn.Module) -> None:
     if model.__dict__.get(USE_ATTR) or getattr(model, APPLIED_MODE_ATTR, None) is not None:
         remove_kernels(model)
     model.__dict__[USE_ATTR] = False
@@ -129,22 +158,22 @@ def _switch_off(model: Any) -> None:
         model.__dict__[MODE_ATTR] = None
 
 
-def reset_kernels(self: Any) -> bool:
+def reset_kernels(self: nn.Module) -> bool:
     """Take every kernel off (PyTorch everywhere); return whether kernels were on."""
     previous = bool(self.__dict__.get(USE_ATTR, False))
     _switch_off(self)
     return previous
 
 
-def _get_kernels_mode(self: Any) -> Any:
+def _get_kernels_mode(self: nn.Module) -> object:
     return self.__dict__.get(MODE_ATTR)
 
 
-def _set_kernels_mode(self: Any, value: Any) -> None:
+def _set_kernels_mode(self: nn.Module, value: object) -> None:
     new = _checked_mode(value) if value is not None else None
     current = self.__dict__.get(MODE_ATTR)
     if new != (as_mode(current) if current is not None else None):
-        self.set_use_kernels(value is not None, mode=value)
+        cast("_Seams", self).set_use_kernels(value is not None, mode=value)
 
 
 kernels_mode = property(_get_kernels_mode, _set_kernels_mode,
@@ -152,11 +181,11 @@ kernels_mode = property(_get_kernels_mode, _set_kernels_mode,
                             "(None takes the kernels off).")
 
 
-def check_attn_implementation(original: Any) -> Any:
+def check_attn_implementation(original: Callable[..., object]) -> Callable[..., str]:
     """``_check_and_adjust_attn_implementation`` serving hub strings and the
     FlashAttention fallback from kernelhub; every other string goes to ``original``."""
 
-    def check(self: Any, attn_implementation: str | None, is_init_check: bool = False,
+    def check(self: nn.Module, attn_implementation: str | None, is_init_check: bool = False,
               allow_all_kernels: bool = False) -> str:
         hub_kernels = sys.modules.get("transformers.integrations.hub_kernels")
         allow = allow_all_kernels or bool(getattr(hub_kernels, "ALLOW_ALL_KERNELS", False))
@@ -177,14 +206,14 @@ def check_attn_implementation(original: Any) -> Any:
 # -- transformers.integrations.hub_kernels -----------------------------------------
 
 
-def hub_kernelize(raise_when_off: bool) -> Any:
+def hub_kernelize(raise_when_off: bool) -> Kernelize:
     """``transformers.kernelize``: kernelize a model for ``mode`` (default: its
     ``kernels_mode``, else its train/eval state) with ``kernel_config`` (default: the
     model's). ``raise_when_off``: 5.25 refuses an explicit kernelize while
     ``USE_HUB_KERNELS`` is off (earlier releases did nothing)."""
 
-    def kernelize(model: Any, mode: Any = None, kernel_config: Any = None,
-                  device_map: Any = None) -> Any:
+    def kernelize(model: ModelT, mode: object = None, kernel_config: object = None,
+                  device_map: object = None) -> ModelT:
         if not settings.hub_kernels_enabled():
             if raise_when_off:
                 value = os.environ.get("USE_HUB_KERNELS", "")
@@ -205,7 +234,7 @@ def hub_kernelize(raise_when_off: bool) -> Any:
 
 
 def hub_get_kernel(kernel_name: str, revision: str | None = None,
-                   version: int | str | None = None, allow_all_kernels: bool = False) -> Any:
+                   version: int | str | None = None, allow_all_kernels: bool = False) -> ModuleType:
     """``hub_kernels.get_kernel``: what Transformers' quantization, MoE and model code
     load kernels with (``lazy_load_kernel("finegrained-fp8")`` and others), from
     kernelhub's hub. A repository, version or build this system lacks is a
@@ -220,12 +249,11 @@ def hub_get_kernel(kernel_name: str, revision: str | None = None,
         raise FileNotFoundError(str(e)) from None
 
 
-def validate_before_loading(cls: Any, config: Any, kernel_config: Any) -> None:
+def validate_before_loading(cls: Callable[[object], nn.Module], config: object,
+                            kernel_config: object) -> None:
     """``register_kernel_replacements_and_fusions``: check the KernelConfig against the
     model's structure (built on the meta device, no weights) before any kernel is
     fetched; fusion itself happens after loading, on the real modules."""
-    import torch
-
     checked = from_transformers(kernel_config)
     with torch.device("meta"):
         skeleton = cls(config)

@@ -28,13 +28,12 @@ from __future__ import annotations
 
 import importlib
 from types import ModuleType
-from typing import Any
 
 from ...layer.decorators import LAYER_NAME_ATTR
 from . import methods, seams
 from .table import LAYER_CLASSES, import_target
 
-_saved: dict[tuple[Any, str], Any] = {}
+_saved: dict[tuple[object, str], object] = {}
 """(owner, attribute) → what was there before enable()."""
 _marked: list[type] = []
 
@@ -43,14 +42,14 @@ def is_enabled() -> bool:
     return bool(_saved)
 
 
-def _replace(owner: Any, attr: str, value: Any) -> None:
+def _replace(owner: object, attr: str, value: object) -> None:
     if (owner, attr) not in _saved:
         _saved[(owner, attr)] = (owner.__dict__[attr] if isinstance(owner, type)
                                  else getattr(owner, attr))
     setattr(owner, attr, value)
 
 
-def _original(owner: Any, attr: str) -> Any:
+def _original(owner: object, attr: str) -> object:
     """What Transformers defines as ``owner.attr`` (before any replacement of ours)."""
     if (owner, attr) in _saved:
         return _saved[(owner, attr)]
@@ -98,6 +97,8 @@ def patch_pretrained_model(pretrained_model: type) -> None:
     if (pretrained_model, "set_use_kernels") not in _saved:
         seams.check_pretrained_model(pretrained_model)
     original_check = _original(pretrained_model, "_check_and_adjust_attn_implementation")
+    if not callable(original_check):  # checked above, on the first patch
+        raise seams.SeamMismatch("PreTrainedModel._check_and_adjust_attn_implementation is missing")
     _replace(pretrained_model, "set_use_kernels", methods.set_use_kernels)
     _replace(pretrained_model, "_check_and_adjust_attn_implementation",
              methods.check_attn_implementation(original_check))

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import CodeType, FunctionType, ModuleType
 from typing import TYPE_CHECKING, Any
 
-from ...layer.kernelize import forward_of
+from ...layer.validate import forward_of
 
 if TYPE_CHECKING:
     from torch import nn

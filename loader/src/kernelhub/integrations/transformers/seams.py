@@ -17,8 +17,6 @@ its name and the parameters we rely on, not by a version pin, so:
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
-from typing import Any
 
 from packaging.version import Version
 
@@ -36,15 +34,15 @@ class SeamMismatch(ImportError):
     parameters than the ones kernelhub replaces it by."""
 
 
-def parameters(fn: Callable[..., Any]) -> list[str]:
+def parameters(fn: object) -> list[str]:
     """Parameter names of ``fn`` (a function or a method read from its class)."""
     try:
-        return list(inspect.signature(fn).parameters)
-    except (TypeError, ValueError):
+        return list(inspect.signature(fn).parameters)  # type: ignore[arg-type]
+    except (TypeError, ValueError):  # not callable, or no signature
         return []
 
 
-def _require(found: Any, params: tuple[str, ...], where: str) -> None:
+def _require(found: object, params: tuple[str, ...], where: str) -> None:
     if not callable(found):
         raise SeamMismatch(f"{where} is missing")
     have = parameters(found)
@@ -53,7 +51,7 @@ def _require(found: Any, params: tuple[str, ...], where: str) -> None:
             f"{where} no longer takes {', '.join(missing)} (it takes {', '.join(have)})")
 
 
-def check_hub_kernels(kernelize: Any, register: Any, get_kernel: Any) -> None:
+def check_hub_kernels(kernelize: object, register: object, get_kernel: object) -> None:
     """Raise :class:`SeamMismatch` unless ``transformers.integrations.hub_kernels``'s
     ``kernelize`` and (where present) ``register_kernel_replacements_and_fusions`` and
     ``get_kernel`` take what we rely on."""
@@ -89,7 +87,7 @@ def has_kernels_mode(cls: type) -> bool:
     return any(isinstance(c.__dict__.get("kernels_mode"), property) for c in cls.__mro__)
 
 
-def kernelize_takes_config(kernelize: Any) -> bool:
+def kernelize_takes_config(kernelize: object) -> bool:
     """Whether ``hub_kernels.kernelize`` is 5.25's (``kernel_config=``, ``device_map=``;
     it raises when ``USE_HUB_KERNELS`` is off)."""
     return "kernel_config" in parameters(kernelize)

@@ -11,8 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
+from ...lazy_names import deferred
+
 if TYPE_CHECKING:
     import torch
+else:
+    torch = deferred("torch")
 
 Signature = tuple[object, ...]
 """Tensors as (dtype, shape), flags by value, nested sequences alike, anything else as
@@ -45,8 +49,6 @@ def signature(values: Iterable[object], tensor_type: type[torch.Tensor]) -> Sign
 
 def describe(value: object) -> Iterator[str]:
     """Key parts of one argument: tensors by dtype and bucketed shape; flags by value."""
-    import torch
-
     if isinstance(value, torch.Tensor):
         shape = [*map(bucket_dim, value.shape[:-1]), *value.shape[-1:]]
         yield f"{str(value.dtype).removeprefix('torch.')}{shape}"
@@ -66,8 +68,6 @@ def bucket(args: tuple[object, ...], kwargs: dict[str, object]) -> tuple[str, ..
 
 def first_device(args: tuple[object, ...], kwargs: dict[str, object]) -> torch.device | None:
     """The device of the call's first tensor argument (None: no tensor)."""
-    import torch
-
     for value in (*args, *kwargs.values()):
         if isinstance(value, torch.Tensor):
             return value.device

@@ -30,6 +30,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from ...lazy_names import deferred
 from ...records import Record, replace
 from ...system import cpu_features
 from ..decorators import KERNEL_FUNCS_ATTR
@@ -42,6 +43,9 @@ from .store import Key, StoredDecision
 if TYPE_CHECKING:
     import torch
     from torch import nn
+else:
+    torch = deferred("torch")
+    nn = deferred("torch.nn")
 
 Kernel = Callable[..., Any]
 """A kernel or the PyTorch code it replaces: whatever the call site's callers pass and get."""
@@ -97,8 +101,6 @@ def adopt(model: nn.Module) -> None:
 def judge(kernel: Kernel, pytorch: Kernel, args: tuple[object, ...],
           kwargs: dict[str, object]) -> Decision:
     """Run both on copies of the inputs, compare, time interleaved, decide."""
-    import torch
-
     with torch.no_grad():
         # The reference must work; if it raises, the caller sees its own error.
         expected = pytorch(*clone(args), **clone(kwargs))
@@ -118,8 +120,6 @@ def _time(kernel: Kernel, pytorch: Kernel, args: tuple[object, ...],
           kwargs: dict[str, object]) -> tuple[timing.Timing, timing.Timing]:
     """Time both on their own copies of the inputs (a kernel that updates an input in
     place keeps updating its copy: same shapes, same work)."""
-    import torch
-
     k_args, k_kwargs = clone(args), clone(kwargs)
     p_args, p_kwargs = clone(args), clone(kwargs)
     with torch.no_grad():
@@ -128,8 +128,6 @@ def _time(kernel: Kernel, pytorch: Kernel, args: tuple[object, ...],
 
 
 def _environment(device: torch.device | None) -> Key:
-    import torch
-
     if device is None or device.type == "cpu":
         where = f"cpu: {cpu_features()}"
     else:
@@ -234,8 +232,6 @@ class Autotuner:
         return store.update_record(current, merge)
 
     def __call__(self, *args: object, **kwargs: object) -> object:
-        import torch
-
         if torch.compiler.is_compiling():
             # No disk or timing inside a trace: a decision made eagerly still applies.
             cached = self._keys.get(bucket(args, kwargs))

@@ -9,8 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, TypeVar, cast
 
+from ...lazy_names import deferred
+
 if TYPE_CHECKING:
     import torch
+else:
+    torch = deferred("torch")
 
 T = TypeVar("T")
 
@@ -29,8 +33,6 @@ Loose enough for reordered float32 accumulation and for one extra rounding step 
 
 def _tensors(value: object) -> list[torch.Tensor | None] | None:
     """The output tensors in order (None entries kept), or None for an unknown structure."""
-    import torch
-
     if value is None or isinstance(value, torch.Tensor):
         return [value]
     if isinstance(value, (list, tuple)):
@@ -51,8 +53,6 @@ def clone(value: T) -> T:
 
 
 def _clone(value: object) -> object:
-    import torch
-
     if isinstance(value, torch.Tensor):
         return value.detach().clone()
     if isinstance(value, tuple):

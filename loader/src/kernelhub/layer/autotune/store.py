@@ -122,6 +122,8 @@ def remove_records(digests: set[str] | None = None, name: str | None = None,
     that ``model`` used (None: any); returns the digests removed."""
     removed = []
     for path in autotune_dir().glob("*/*.json"):
+        if not _is_record(path):  # only files this module names: the cache may be shared
+            continue
         if digests is not None and path.stem not in digests:
             continue
         if name is not None or model is not None:
@@ -134,6 +136,13 @@ def remove_records(digests: set[str] | None = None, name: str | None = None,
             continue  # another process removed it first
         removed.append(path.stem)
     return removed
+
+
+def _is_record(path: Path) -> bool:
+    """Whether ``path`` is named as :func:`record_path` names a record."""
+    digest = path.stem
+    return (len(digest) == 64 and set(digest) <= set("0123456789abcdef")
+            and path.parent.name == digest[:2])
 
 
 def _matches(record: StoredDecision, name: str | None, model: str | None) -> bool:

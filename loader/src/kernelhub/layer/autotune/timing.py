@@ -26,8 +26,15 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
+from ...lazy_names import deferred
 from ...records import Record
+
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = deferred("torch")
 
 TIME_BUDGET_S = 0.05
 """Per side and :data:`ROUNDS` rounds of a measurement (a retry with more rounds gets
@@ -112,8 +119,6 @@ def contention(before: Mapping[str, int] | None, after: Mapping[str, int] | None
 
 def measure(kernel: Call, pytorch: Call, rounds: int = ROUNDS) -> Timing:
     """One interleaved measurement of two zero-argument calls (the seam tests script)."""
-    import torch
-
     from ...benchmarking import interleaved_blocks
 
     before, start = cpu_wait(), time.perf_counter()

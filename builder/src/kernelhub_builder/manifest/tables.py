@@ -1,7 +1,9 @@
 """Typed access to TOML tables with errors that name the file, the dotted key and the fix.
 
-The manifest loaders (:mod:`.manifest` for kernels.toml, :mod:`.build_toml` for
-build.toml) read every value through :class:`Table`, so every error reads the same way.
+The manifest loaders (:mod:`.project` for kernels.toml, :mod:`.build_toml` for
+build.toml) read every value through :class:`Table`, so every error reads the same way,
+after :func:`check_tables` has held every table of the file to the keys the model
+declares (:mod:`.keys`).
 """
 
 from __future__ import annotations
@@ -12,30 +14,32 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from kernelhub.tomlfile import tomllib
+from kernelhub.tomlfile import TomlError, parse_toml
+from kernelhub.user_files import read_bounded
 
-from .errors import ManifestError
+from ..errors import ManifestError
+from .keys import CURRENT_EDITION, EDITIONS, Edition, all_paths, renames, table_keys
 
 _MAJOR_MINOR_RE = re.compile(r"(\d+)\.(\d+)(?:\.\d+)?")
 
 
 def read_toml(file: Path) -> dict[str, Any]:
     try:
-        text = file.read_text(encoding="utf-8")
+        raw = read_bounded(file)
     except FileNotFoundError:
         raise ManifestError(file, None, "file not found") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ManifestError(file, None, f"cannot read: {e}") from None
+    except OSError as e:
+        raise ManifestError(file, None, f"cannot read: {e.strerror or e}") from None
     try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
+        return parse_toml(raw)
+    except TomlError as e:
         detail = str(e)
         if m := re.search(r"line (\d+)", detail):
-            lines = text.splitlines()
+            lines = raw.decode("utf-8", errors="replace").splitlines()
             lineno = int(m[1])
             if 0 < lineno <= len(lines):
-                detail += f": {lines[lineno - 1].strip()!r}"
-        raise ManifestError(file, None, f"invalid TOML: {detail}") from None
+                detail += f": {lines[lineno - 1].strip()[:200]!r}"
+        raise ManifestError(file, None, detail) from None
 
 
 class Table:
@@ -66,6 +70,31 @@ class Table:
             raise self.error(
                 name, f"unknown key; {guess}allowed in {where}: {', '.join(allowed)}{hint}"
             )
+
+    def check_model_keys(self, model: type, edition: Edition, kind: str | None = None,
+                         path: str | None = None) -> None:
+        """Only the keys ``model`` declares for this table (at ``path``, default its
+        prefix) in ``edition``; a key another edition has says which, and how to move."""
+        path = self.prefix if path is None else path
+        allowed = table_keys(model, path, edition, kind)
+        for name in self.data:
+            if name not in allowed:
+                where = f"{path}.{name}" if path else name
+                raise self.error(name, _edition_hint(model, where, name, edition, kind)
+                                 or _unknown(name, allowed, path))
+
+    def check_tables(self, model: type, edition: Edition) -> None:
+        """Every table of this document holds only the keys ``model`` declares.
+
+        Tables whose path a field declares as a whole (``kernel``, ``[torch.stable-abi]``,
+        ``[releases]``) are values, checked by the loader that reads them.
+        """
+        self.check_model_keys(model, edition)
+        leaves = all_paths(model)
+        for name, value in self.data.items():
+            path = self.key(name)
+            if isinstance(value, dict) and path not in leaves:
+                Table(value, self.file, path).check_tables(model, edition)
 
     def _get(self, name: str, kind: type | tuple[type, ...], what: str, required: bool) -> Any:
         if name not in self.data:
@@ -106,6 +135,32 @@ class Table:
     def get_table(self, name: str) -> Table | None:
         value = self._get(name, dict, "a table", False)
         return None if value is None else Table(value, self.file, self.key(name))
+
+
+def _unknown(name: str, allowed: tuple[str, ...], path: str) -> str:
+    close = difflib.get_close_matches(name, allowed, n=1)
+    guess = f"did you mean {close[0]!r}? " if close else ""
+    where = f"[{path}]" if path else "the top level"
+    return f"unknown key; {guess}allowed in {where}: {', '.join(allowed) or 'none'}"
+
+
+def _edition_hint(model: type, where: str, name: str, edition: Edition,
+                  kind: str | None) -> str | None:
+    """What to do about a key that is valid in another edition, or None."""
+    renamed = dict(renames(model))
+    if edition == CURRENT_EDITION and where in renamed:
+        return (f"edition {CURRENT_EDITION} spells this {renamed[where]!r}; "
+                "builder migrate renames it")
+    table = where.rsplit(".", 1)[0] if "." in where else ""
+    for other in sorted(EDITIONS - {edition}, key=lambda e: e or 0):
+        if name not in table_keys(model, table, other, kind):
+            continue
+        if other == CURRENT_EDITION:
+            return (f"an edition-{CURRENT_EDITION} key; set general.edition = "
+                    f"{CURRENT_EDITION} (builder migrate rewrites the file for it)")
+        if edition == CURRENT_EDITION:
+            return f"not part of edition {CURRENT_EDITION}; remove it"
+    return None
 
 
 def major_minor(table: Table, name: str, value: str | None, what: str) -> str | None:

@@ -4,19 +4,18 @@ every mistake is reported with the file, the dotted key and what is allowed."""
 from __future__ import annotations
 
 import shutil
-import textwrap
 import warnings
 from pathlib import Path
 
 import pytest
+from kernel_trees import DEMO_FILES, write_kernel
 from kernelhub.errors import KernelHubError
 from kernelhub_builder.errors import ManifestError
-from kernelhub_builder.manifest import load_kernel, load_kernels, load_project
-from kernelhub_builder.manifest_model import Matrix, Project
+from kernelhub_builder.manifest import Matrix, Project, load_kernel, load_kernels, load_project
 
-FIXTURE_PROJECT = Path(__file__).parent / "fixtures" / "ecosystem"
+FIXTURE_PROJECT = Path(__file__).parents[1] / "fixtures" / "ecosystem"
 
-BASE_FILES = ("torch-ext/torch_binding.cpp", "demo_cpu/demo.cpp", "demo_cuda/demo.cu")
+BASE_FILES = DEMO_FILES
 BASE = """\
 [general]
 name = "demo"
@@ -31,18 +30,6 @@ backend = "cpu"
 depends = ["torch"]
 src = ["demo_cpu/demo.cpp"]
 """
-
-
-def write_kernel(root: Path, toml: str, files: tuple[str, ...] = BASE_FILES) -> Path:
-    """A kernel tree with every file the manifest names, so only the TOML varies."""
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "torch-ext" / "demo").mkdir(parents=True, exist_ok=True)
-    (root / "torch-ext" / "demo" / "__init__.py").write_text("")
-    for rel in files:
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text("// not compiled in these tests\n")
-    (root / "build.toml").write_text(textwrap.dedent(toml))
-    return root
 
 
 @pytest.fixture
@@ -80,7 +67,7 @@ def test_project_accepts_the_file_or_its_directory() -> None:
 
 
 def test_repository_kernels_toml_loads() -> None:
-    repo = Path(__file__).resolve().parents[2]
+    repo = Path(__file__).resolve().parents[3]
     if not (repo / "kernels.toml").is_file():
         pytest.skip("no kernels.toml at the repository root")
     try:

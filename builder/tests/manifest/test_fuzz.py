@@ -22,10 +22,12 @@ from typing import Any
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from kernelhub.errors import KernelHubError
-from kernelhub_builder.build_toml import load_kernel
-from kernelhub_builder.manifest import load_project
+from kernelhub_builder.manifest import KernelManifest, Project, load_kernel, load_project
+from kernelhub_builder.manifest.keys import EDITIONS, table_keys
+from kernelhub_builder.manifest.migrate import migrate_kernel
+from kernelhub_builder.manifest.model import PART_KINDS, KernelPart
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = int(os.environ.get("KERNELHUB_FUZZ_EXAMPLES", "120"))
 FUZZ = settings(
     max_examples=EXAMPLES,
@@ -67,7 +69,8 @@ plausible = st.sampled_from([
     "activation", "act-x", "Bad Name", "", "1", "1.0.0", "2.13", "2.99", "v1", "cpu", "cuda",
     "rocm", "metal", "xpu", "torch", "8.0", "9.0a", "12.0+PTX", "gfx942", "MIT", "Apache-2.0",
     "org/name", "not a repo", "torch-ext/torch_binding.cpp", "../escape.cpp", "/abs.cpp",
-    "torch-ext", "-O3", "x86_64-linux", "aarch64-darwin", "numpy>=1", "main", "\n"])
+    "torch-ext", "-O3", "x86_64-linux", "aarch64-darwin", "numpy>=1", "main", "\n",
+    "cpp-cpu", "cpp-cuda", "rust-cutile", "cuda-hipify", "zip", "files", "Cargo.toml"])
 text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=20)
 scalars = st.one_of(plausible, text, st.booleans(), st.integers(-2**64, 2**64),
                     st.floats(allow_nan=True))
@@ -80,17 +83,24 @@ def table(keys: list[str]) -> st.SearchStrategy[dict[str, Any]]:
     return st.dictionaries(st.one_of(st.sampled_from(keys), text), values, max_size=6)
 
 
-GENERAL = ["name", "version", "edition", "license", "release", "backends", "hub", "cuda",
-           "xpu", "python-depends", "upstream", "source", "universal", "cuda-minver",
-           "cuda-maxver"]
-TORCH = ["src", "include", "pyext", "minver", "maxver", "stable-abi", "cxx-flags", "universal"]
-PART = ["backend", "depends", "src", "include", "cxx-flags", "language", "cuda-capabilities",
-        "cuda-flags", "cuda-minver", "cuda-maxver", "rocm-archs", "hip-flags", "sycl-flags"]
+def every_key(model: type, table: str, kinds: frozenset[str | None] = frozenset({None})) -> list[str]:
+    """The keys any edition allows in ``table``: the schema the model declares."""
+    return sorted({k for e in EDITIONS for kind in kinds for k in table_keys(model, table, e, kind)})
+
+
+GENERAL = every_key(KernelManifest, "general")
+PART = every_key(KernelPart, "", frozenset(PART_KINDS))
+depends_entry = st.fixed_dictionaries(
+    {}, optional={k: values for k in ("repo-id", "version", "revision", "repo")})
 
 build_tomls = st.fixed_dictionaries(
     {"general": table(GENERAL)},
-    optional={"torch": table(TORCH), "torch-noarch": table(["pyext", "cuda-capabilities"]),
-              "general\0hub": table(["repo-id", "branch"]),
+    optional={"torch": table(every_key(KernelManifest, "torch")),
+              "torch-noarch": table(every_key(KernelManifest, "torch-noarch")),
+              "general\0hub": table(every_key(KernelManifest, "general.hub")),
+              "general\0cuda": st.dictionaries(
+                  st.sampled_from(every_key(KernelManifest, "general.cuda")),
+                  st.one_of(values, st.lists(depends_entry, max_size=3)), max_size=4),
               "kernel\0part_a": table(PART), "kernel\0part_b": table(PART),
               "x-unknown": table(["a"])},
 )
@@ -156,18 +166,39 @@ def test_build_toml(document: str) -> None:
 
 @FUZZ
 @given(edit=real_kernel_edits)
+def test_migrate_keeps_the_kernel_or_refuses_in_one_line(edit: tuple[Path, str]) -> None:
+    """An edited real build.toml that reads migrates to a file that reads as the same
+    kernel (migrate checks that itself and calls a difference a bug), or is refused with
+    one line."""
+    source, document = edit
+    with tempfile.TemporaryDirectory() as tmp:
+        kernel = _beside(source, Path(tmp), document)
+        if _only_kernelhub_errors(lambda: load_kernel(kernel)) is None:
+            return
+        try:
+            migrate_kernel(kernel)
+        except KernelHubError as e:
+            assert "\n" not in str(e).strip() and "kernelhub bug" not in str(e), str(e)
+            event("migrate refused")
+            return
+        event("migrated")
+        load_kernel(kernel)
+
+
+@FUZZ
+@given(edit=real_kernel_edits)
 def test_edited_real_build_toml(edit: tuple[Path, str]) -> None:
     source, document = edit
     with tempfile.TemporaryDirectory() as tmp:
         _only_kernelhub_errors(lambda: load_kernel(_beside(source, Path(tmp), document)))
 
 
-MATRIX = ["torch", "backends", "systems", "cuda", "rocm", "xpu"]
+MATRIX = every_key(Project, "matrix")
 kernels_tomls = st.builds(
     lambda top, hub, matrix, toolchain: toml_document(
         {"": top, "hub": hub, "matrix": matrix, "toolchain\0torch": toolchain}
     ).replace('[""]\n', "", 1),
-    table(["kernels", "build-dir"]), table(["org", "target"]), table(MATRIX),
+    table(every_key(Project, "")), table(every_key(Project, "hub")), table(MATRIX),
     st.dictionaries(st.one_of(plausible, text), st.one_of(plausible, values), max_size=3),
 )
 

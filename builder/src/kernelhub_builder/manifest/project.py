@@ -1,4 +1,4 @@
-"""Parse ``kernels.toml`` and ``build.toml`` into the typed models of :mod:`.manifest_model`.
+"""Parse ``kernels.toml`` and ``build.toml`` into the typed models of :mod:`.model`.
 
 Everything downstream takes those models, never raw TOML, so every check happens here
 and every error names the file, the dotted key, what was wrong and what is allowed.
@@ -13,6 +13,8 @@ and every error names the file, the dotted key, what was wrong and what is allow
     org = "kernels-community"         # default org, and the trusted one
     target = "/path/to/hub"           # optional: a path (LocalHub there), "hf" or an
                                       # "http(s)://…" Hub-API endpoint (HfHub)
+    variant-names = "both"            # publish builds under the current names, the
+                                      # legacy ones, or both (default)
     [matrix]                          # the default build matrix; every key is optional
     torch = ["2.13", "2.14"]          # torch major.minor
     backends = ["cpu", "cuda", "rocm", "xpu", "metal"]
@@ -38,16 +40,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from kernelhub.errors import VariantNameError, VersionSpecError
+from kernelhub.errors import PathError, VariantNameError, VersionSpecError
 from kernelhub.system import ARCHES, BACKENDS, OSES
+from kernelhub.user_files import user_path
 from kernelhub.variants import Compute
 from kernelhub.versions import parse_release
 from packaging.requirements import InvalidRequirement, Requirement
 
+from ..errors import ManifestError
 from .build_toml import KERNEL_FILE, load_kernel
-from .errors import ManifestError
-from .manifest_model import KernelManifest, Matrix, Project
-from .toml_tables import Table, major_minor, read_toml, version_key
+from .model import KernelManifest, Matrix, Project, VariantNames
+from .tables import Table, major_minor, read_toml, version_key
 
 __all__ = [
     "KERNEL_FILE",
@@ -80,14 +83,21 @@ def load_project(path: Path, *, only: Sequence[str] | None = None) -> Project:
     file = path / PROJECT_FILE if path.is_dir() else path
     root = file.parent.resolve()
     top = Table(read_toml(file), file)
-    top.check_keys(("kernels", "build-dir", "hub", "matrix", "toolchain", "releases"))
+    top.check_tables(Project, None)
 
     hub = top.get_table("hub") or Table({}, file, "hub")
-    hub.check_keys(("org", "target"))
     org = hub.get_str("org") or "kernels-community"
     if not _ORG_RE.fullmatch(org):
         raise hub.error("org", f"{org!r} is not an org name (letters, digits, '.', '-', '_')")
-    target = _hub_target(hub.get_str("target"), root)
+    try:
+        target = _hub_target(hub.get_str("target"), root)
+    except PathError as e:
+        raise hub.error("target", str(e)) from None
+    names = hub.get_str("variant-names") or VariantNames.BOTH.value
+    if names not in {n.value for n in VariantNames}:
+        raise hub.error("variant-names", f"{names!r}: allowed are "
+                                         f"{', '.join(n.value for n in VariantNames)} (both: "
+                                         "the names kernels 0.19 prefers and 0.17/0.18 find)")
 
     matrix = _load_matrix(top.get_table("matrix") or Table({}, file, "matrix"))
     pins = _load_torch_pins(top.get_table("toolchain") or Table({}, file, "toolchain"), matrix)
@@ -108,7 +118,7 @@ def load_project(path: Path, *, only: Sequence[str] | None = None) -> Project:
     releases = _load_releases(top.get_table("releases") or Table({}, file, "releases"))
     project = Project(root=root, kernels=kernels, org=org, hub=target, matrix=matrix,
                       torch_pins=pins, build_dir=(root / build_dir) if build_dir else None,
-                      releases=releases)
+                      releases=releases, variant_names=VariantNames(names))
     for name in kernels:
         if not (project.kernel_dir(name) / KERNEL_FILE).is_file():
             raise top.error(
@@ -143,9 +153,9 @@ def _load_releases(table: Table) -> dict[str, str]:
 
 
 def _hub_target(target: str | None, root: Path) -> str | None:
-    if target is None or target == "hf" or target.startswith(("http://", "https://")):
+    if target is None or target == "hf" or target[:8].lower().startswith(("http://", "https://")):
         return target  # the same forms kernelhub.hub.select.hub_address understands
-    path = Path(target).expanduser()
+    path = user_path(target, "[hub] target")
     return str(path if path.is_absolute() else (root / path).resolve())
 
 
@@ -157,7 +167,6 @@ def _discover_kernels(root: Path) -> tuple[str, ...]:
 
 
 def _load_matrix(table: Table) -> Matrix:
-    table.check_keys(("torch", "backends", "systems", "cuda", "rocm", "xpu"))
     default = Matrix()
 
     def values(name: str, check: Any) -> tuple[str, ...]:
@@ -199,7 +208,6 @@ def _load_matrix(table: Table) -> Matrix:
 
 
 def _load_torch_pins(toolchain: Table, matrix: Matrix) -> dict[str, str]:
-    toolchain.check_keys(("torch",))
     table = toolchain.get_table("torch")
     if table is None:
         return {}
