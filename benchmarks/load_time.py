@@ -391,7 +391,7 @@ def hub_api_targets(by: dict[str, Row]) -> list[str]:
         total = ours.median_total_ms() / theirs.median_total_ms()
         requests = f"{max(ours.requests)} vs {min(theirs.requests)} requests"
         met = ratio <= most and (not fewer or max(ours.requests) < min(theirs.requests))
-        lines.append(f"  {our_key:3}{what}: ours <= {most}x the reference's time"
+        lines.append(f"  {our_key:3}{what}: ours <= {most}x the reference's median time"
                      f"{' with fewer requests' if fewer else ''}: {'met' if met else 'NOT met'}"
                      f" ({ratio:.2f}x load, {total:.2f}x import+load, {requests})")
     for key in ("i", "si"):
