@@ -576,6 +576,18 @@ BUILDER: dict[str, Argv] = {
                                                                 "--carry-stale"])))],
     "init": lambda d, w: ["init", d.draw(hostile("my-kernel")),
                           *_maybe(d, d.draw(path_values(w, "dir")))],
+    # Never a real kernel, and always -c: a shell needs the kernel's torch environment,
+    # and without -c it would wait for a terminal.
+    "shell": lambda d, w: ["shell", d.draw(hostile()), "-c", "true",
+                           *_maybe(d, "--variant", d.draw(hostile("torch-cpu", "*")))],
+    # Always --check: a rewrite would rename the world's relu_py for every later example.
+    "migrate": lambda d, w: ["migrate", "--check", *_maybe(d, d.draw(BUILDER_KERNELS))],
+    "build-and-publish": lambda d, w: [
+        "build-and-publish", *_maybe(d, d.draw(BUILDER_KERNELS)), "--dry-run",
+        "--no-import-check", *_maybe(d, "--hub", d.draw(hub_values(w))),
+        *_maybe(d, "--variant", d.draw(hostile("torch-cpu", "*"))),
+        *_maybe(d, "--branch", d.draw(hostile("v1"))),
+        *_maybe(d, "--variant-names", d.draw(hostile("both")))],
 }
 """Every ``builder`` subcommand; its global options come from :func:`builder_globals`."""
 
