@@ -49,7 +49,7 @@ def build(kernel: str, variant: str, out: Path, host: bool) -> tuple[float, str]
 
 def kernel_ms(kernel: str, variant_dir: Path, args: list[str]) -> float:
     proc = subprocess.run([str(BIN / "python"), str(REPO / "kernels-src" / kernel / "benchmarks"
-                                                    / "benchmark.py"), str(variant_dir), *args],
+                                                    / "timing.py"), str(variant_dir), *args],
                           cwd=REPO, check=True, capture_output=True, text=True)
     # The first timing line of each benchmark is the kernel's own time.
     line = next(ln for ln in proc.stdout.splitlines() if re.search(r"\d ms\s", ln))

@@ -1,4 +1,4 @@
-"""Timing for the kernels' benchmark scripts (``kernels-src/*/benchmarks/benchmark.py``)
+"""Timing for the kernels' benchmark scripts (``kernels-src/*/benchmarks/timing.py``)
 and for autotuning's decisions (``kernelize(autotune=True)``, :mod:`kernelhub.layer.autotune.timing`).
 
 Every kernel's benchmark compares candidates (our op, eager, torch.compile, a copy) in one

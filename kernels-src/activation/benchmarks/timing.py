@@ -2,11 +2,11 @@
 
 Usage (a built variant dir, or any path kernelhub.get_local_kernel accepts):
 
-    python benchmarks/benchmark.py build/activation/torch213-cxx11-cpu-x86_64-linux
+    python benchmarks/timing.py build/activation/torch213-cxx11-cpu-x86_64-linux
 
 or, for a package dir without metadata (a hand-made development build):
 
-    python benchmarks/benchmark.py --import-dir /path/containing/activation-package
+    python benchmarks/timing.py --import-dir /path/containing/activation-package
 
 Options: --tokens (rows, default 2048), --d (output width, default 4096, so the
 input is [2048, 8192]), --dtypes (default float32 bfloat16), --capability

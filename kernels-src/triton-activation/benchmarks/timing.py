@@ -1,6 +1,6 @@
 """Time the Triton silu_and_mul on a GPU against eager PyTorch, torch.compile and a copy.
 
-Usage: python benchmarks/benchmark.py build/triton-activation/torch-cuda [--device cuda]
+Usage: python benchmarks/timing.py build/triton-activation/torch-cuda [--device cuda]
 Needs a GPU (Triton's CPU interpreter is for tests, not timing). Options:
 --tokens (default 8192), --d (default 8192), --dtypes (default float32 bfloat16),
 --device (cuda or xpu). Then the model-shape table: input [tokens, 2 x 11008] for

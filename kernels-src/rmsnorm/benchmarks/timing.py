@@ -1,13 +1,13 @@
-"""Time layer_norm on CPU against eager PyTorch, torch.compile and a memory copy
-of the same size.
+"""Time rms_norm and fused_add_rms_norm on CPU against eager PyTorch, torch.compile
+and a memory copy of the same size.
 
 Usage (a built variant dir, or any path kernelhub.get_local_kernel accepts):
 
-    python benchmarks/benchmark.py build/layernorm/torch-stable-abi213-cpu-x86_64-linux
+    python benchmarks/timing.py build/rmsnorm/torch-stable-abi213-cpu-x86_64-linux
 
 Options: --rows, --hidden (default 4096 x 4096), --dtypes (default float32
 bfloat16), --capability (DEFAULT/AVX2/AVX512 loops; default the best this CPU
-runs). Eager and compiled references are torch.nn.functional.layer_norm.
+runs). Eager and compiled references are Transformers' LlamaRMSNorm formula.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from pathlib import Path
 from types import ModuleType
 
 import torch
-import torch.nn.functional as F
 from kernelhub.benchmarking import (
     MODEL_HEADER,
     MODEL_TOKENS,
@@ -27,11 +26,18 @@ from kernelhub.benchmarking import (
     model_row,
 )
 
-EPS = 1e-5
+EPS = 1e-6
 
 
-def eager_layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-    return F.layer_norm(x, x.shape[-1:], weight, bias, EPS)
+def eager_rms_norm(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    hidden = x.to(torch.float32)
+    variance = hidden.pow(2).mean(-1, keepdim=True)
+    return weight * (hidden * torch.rsqrt(variance + EPS)).to(x.dtype)
+
+
+def eager_fused_add(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor):
+    residual = x + residual
+    return eager_rms_norm(residual, weight), residual
 
 
 def report(title: str, times: dict[str, float], moved_bytes: int, copy_bytes: int) -> None:
@@ -60,60 +66,80 @@ def run(kernel: ModuleType, rows: int, hidden: int, dtype: torch.dtype, min_run_
     element = x.element_size()
     copy_time = best_seconds(lambda: copy_dst.copy_(x), min_run_time)
 
-    bias = torch.randn(hidden, dtype=dtype)
-    compiled = torch.compile(eager_layer_norm, dynamic=False)
+    compiled = torch.compile(eager_rms_norm, dynamic=False)
     for _ in range(3):  # compile and reach the steady state before timing
-        compiled(x, weight, bias)
+        compiled(x, weight)
     times = {
         "kernel, preallocated out": best_seconds(
-            lambda: kernel.layer_norm(x, weight, bias, EPS, out=out), min_run_time
+            lambda: kernel.rms_norm(x, weight, EPS, out=out), min_run_time
         ),
-        "kernel, allocating": best_seconds(
-            lambda: kernel.layer_norm(x, weight, bias, EPS), min_run_time
-        ),
-        "eager PyTorch": best_seconds(lambda: eager_layer_norm(x, weight, bias), min_run_time),
-        "torch.compile": best_seconds(lambda: compiled(x, weight, bias), min_run_time),
+        "kernel, allocating": best_seconds(lambda: kernel.rms_norm(x, weight, EPS), min_run_time),
+        "eager PyTorch": best_seconds(lambda: eager_rms_norm(x, weight), min_run_time),
+        "torch.compile": best_seconds(lambda: compiled(x, weight), min_run_time),
         "copy_ of the input": copy_time,
     }
     report(
-        f"layer_norm [{rows}, {hidden}] {dtype} (loops {kernel.cpu_capability()})",
+        f"rms_norm [{rows}, {hidden}] {dtype} (loops {kernel.cpu_capability()})",
         times,
         2 * x.numel() * element,
         2 * x.numel() * element,
     )
 
+    residual = torch.randn_like(x)
+    compiled_add = torch.compile(eager_fused_add, dynamic=False)
+    for _ in range(3):
+        compiled_add(x, residual, weight)
+    times = {
+        "kernel, preallocated out": best_seconds(
+            lambda: kernel.fused_add_rms_norm(x, residual, weight, EPS, out=out), min_run_time
+        ),
+        "kernel, allocating": best_seconds(
+            lambda: kernel.fused_add_rms_norm(x, residual, weight, EPS), min_run_time
+        ),
+        "eager PyTorch": best_seconds(lambda: eager_fused_add(x, residual, weight), min_run_time),
+        "torch.compile": best_seconds(lambda: compiled_add(x, residual, weight), min_run_time),
+        "copy_ of the input": copy_time,
+    }
+    # reads x and residual, writes residual and out
+    report(
+        f"fused_add_rms_norm [{rows}, {hidden}] {dtype}",
+        times,
+        4 * x.numel() * element,
+        2 * x.numel() * element,
+    )
 
-def _model_case(kernel: ModuleType, name: str, tokens: int, min_run_time: float) -> None:
+
+def _model_case(kernel: ModuleType, name: str, tokens: int, layer: torch.nn.Module, min_run_time: float) -> None:
     dtype = getattr(torch, name)
     x = torch.randn(tokens, 4096, dtype=dtype)
-    model_layer = torch.nn.LayerNorm(4096, eps=EPS, dtype=dtype)
-    weight, bias = model_layer.weight.detach(), model_layer.bias.detach()
-    forward = kernel.layers.LayerNorm.forward
+    layer.weight = torch.randn(4096, dtype=dtype)
+    layer.variance_epsilon = EPS
+    weight = layer.weight
     out, copy_dst = torch.empty_like(x), torch.empty_like(x)
-    compiled = torch.compile(eager_layer_norm, dynamic=False)
+    compiled = torch.compile(eager_rms_norm, dynamic=False)
     for _ in range(3):
-        compiled(x, weight, bias)
+        compiled(x, weight)
     candidates = {
-        "out=": lambda: kernel.layer_norm(x, weight, bias, EPS, out=out),
-        "layer": lambda: forward(model_layer, x),
-        "eager": lambda: eager_layer_norm(x, weight, bias),
-        "compile": lambda: compiled(x, weight, bias),
+        "out=": lambda: kernel.rms_norm(x, weight, EPS, out=out),
+        "layer": lambda: layer(x),
+        "eager": lambda: eager_rms_norm(x, weight),
+        "compile": lambda: compiled(x, weight),
         "copy": lambda: copy_dst.copy_(x),
     }
-    with torch.no_grad():
-        times = interleaved(candidates, min_run_time)
+    times = interleaved(candidates, min_run_time)
     moved = 2 * x.numel() * x.element_size()
     print(model_row(f"{name} {tokens}x4096", times, moved, moved))
 
 
 def model_shapes(kernel: ModuleType, dtypes: list[str], min_run_time: float) -> None:
-    """layer_norm at model shapes: the LayerNorm layer kernelize installs, and out=."""
-    print(f"\nlayer_norm at model shapes ([tokens, 4096]; loops {kernel.cpu_capability()}); "
+    """rms_norm at model shapes: the RMSNorm layer kernelize installs, and out=."""
+    print(f"\nrms_norm at model shapes ([tokens, 4096]; loops {kernel.cpu_capability()}); "
           "ratios: torch.compile time / ours")
     print(MODEL_HEADER)
+    layer = kernel.layers.RMSNorm()
     for name in dtypes:
         for tokens in MODEL_TOKENS:
-            _model_case(kernel, name, tokens, min_run_time)
+            _model_case(kernel, name, tokens, layer, min_run_time)
 
 
 def main(argv: list[str] | None = None) -> None:

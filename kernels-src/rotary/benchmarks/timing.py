@@ -2,7 +2,7 @@
 
 Usage (a built variant dir, or any path kernelhub.get_local_kernel accepts):
 
-    python benchmarks/benchmark.py build/rotary/torch-stable-abi213-cpu-x86_64-linux
+    python benchmarks/timing.py build/rotary/torch-stable-abi213-cpu-x86_64-linux
 
 Eager is Transformers' formula (``q * cos + rotate_half(q) * sin``, the same for k),
 torch.compile is that formula compiled, in steady state. The copy is a ``copy_`` of

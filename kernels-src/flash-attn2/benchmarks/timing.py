@@ -2,7 +2,7 @@
 
 Usage (a built variant dir, or any path kernelhub.get_local_kernel accepts):
 
-    python benchmarks/benchmark.py build/flash-attn2/torch213-cxx11-cpu-x86_64-linux
+    python benchmarks/timing.py build/flash-attn2/torch213-cxx11-cpu-x86_64-linux
 
 Options: --batch (1), --heads (8), --seq (1024), --head-dim (128), --dtypes
 (float32 bfloat16), --min-run-time (seconds per measurement). "eager" is
