@@ -7,7 +7,10 @@ each installed in a directory of its own) over a Hub-API server (tests/hub_api_t
   same lock loads with kernelhub, checked by the hashes in ``kernelhub.lock`` beside it;
 * the lock their own serializer writes (``KernelLocks.to_json``, what ``kernels lock``
   writes) loads with kernelhub's loader and its ecosystem API, and with theirs exactly as
-  ours does.
+  ours does;
+* a kernel with a kernel dependency (edition 6's ``kernel-depends``: ``relu`` on
+  ``scale``), locked by ``kernelhub lock``, loads with 0.19.1's ``get_locked_kernel`` and
+  ``load_kernel`` and with kernelhub, the dependency at the commit the lock pins.
 """
 
 from __future__ import annotations
@@ -189,3 +192,85 @@ def test_a_distribution_ships_its_hashes_beside_its_lock(server: HubApiTestServe
     assert "its metadata sha256 is" in refused.stderr and "lock file records 0000" in refused.stderr
     (info / HASHES_NAME).unlink()  # pins alone: loads, checked by nothing but the commit
     assert last_json(python(code, env=env)) == {"value": 7}
+
+
+# -- a kernel with a kernel dependency -------------------------------------------------
+
+RELU, SCALE = "acme/relu", "acme/scale"
+
+# relu takes scale as edition-6 kernels do: kernels.get_kernel_dep, while it loads
+# (kernels is the ecosystem's package under their loader, kernelhub's compatibility
+# module under ours).
+RELU_INIT = "from kernels import get_kernel_dep\nVALUE = ['relu', get_kernel_dep('acme/scale').VALUE]\n"
+
+THEIR_TREE_LOADS = """
+import json, sys
+from pathlib import Path
+from kernels import get_locked_kernel, load_kernel
+from kernels._rust import KernelLocks
+lock = Path(sys.argv[1])
+locks = KernelLocks.from_json(lock.read_text())
+pins = sorted({(d.repo_id, str(locks[d].commit)) for d in locks})
+try:
+    online = get_locked_kernel(sys.argv[2], lockfile=lock, trust_remote_code=True).VALUE
+    cached = load_kernel(sys.argv[2], lockfile=lock).VALUE
+except Exception as e:
+    online = cached = repr(e)[:300]
+print(json.dumps({"pins": pins, "online": online, "cached": cached}))
+"""
+
+
+def _publish(running: HubApiTestServer, staging: Path, repo_id: str, init: str,
+             depends: list[dict[str, object]], tag: str) -> str:
+    """Publish a one-variant kernel on branch v1; return the branch's new commit."""
+    from kernelhub_builder.ship.hf import HfPublisher
+
+    staged = staging / repo_id.replace("/", "--") / tag / VARIANT
+    make_variant(staged, name=repo_id.split("/")[1], init=init, kernel_depends=depends)
+    HfPublisher(running.url, token=TOKEN).publish(repo_id, "v1", {VARIANT: staged}, tag=tag,
+                                                  message=tag)
+    refs = HfApi(endpoint=running.url, token=False).list_repo_refs(repo_id, repo_type="kernel")
+    return next(b.target_commit for b in refs.branches if b.name == "v1")
+
+
+def test_a_kernel_with_a_dependency_loads_from_kernelhubs_lock_with_their_loader_and_ours(
+        loaders: dict[str, Path], tmp_path: Path) -> None:
+    with HubApiTestServer(tmp_path / "server").running() as running:
+        staging = tmp_path / "staged"
+        scale = _publish(running, staging, SCALE, "VALUE = 5\n", [], "v1.0.0")
+        relu = _publish(running, staging, RELU, RELU_INIT,
+                        [{"repo-id": SCALE, "version": 1}], "v1.0.0")
+        project = tmp_path / "project"
+        project.mkdir()
+        (project / "pyproject.toml").write_text(
+            f'[project]\nname = "p"\nversion = "0"\n[tool.kernels.dependencies]\n"{RELU}" = 1\n')
+        env = base_env(tmp_path, running.url)
+        proc = subprocess.run([str(Path(sys.executable).parent / "kernelhub"), "lock",
+                               str(project)], env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert f"{SCALE}: {scale}" in proc.stdout and f"{RELU}: {relu}" in proc.stdout
+        lock = project / "kernels.lock"
+        assert json.loads(lock.read_text()) == [
+            {"dependency": {"repo-id": RELU, "version": 1}, "lock": {"commit": relu}},
+            {"dependency": {"repo-id": SCALE, "version": 1}, "lock": {"commit": scale}}]
+        # scale's v1 moves on after the lock: every locked load still takes the pinned one
+        _publish(running, staging, SCALE, "VALUE = 6\n", [], "v1.1.0")
+
+        theirs = reference_env(env, loaders["0.19.1"], running.url, tmp_path / "hf-cache")
+        loaded = last_json(python(THEIR_TREE_LOADS, str(lock), RELU, env=theirs))
+        assert loaded == {"pins": [[RELU, relu], [SCALE, scale]], "online": ["relu", 5],
+                          "cached": ["relu", 5]}
+        assert last_json(python(OURS, str(lock), RELU, env=env)) == {
+            "values": [["relu", 5], ["relu", 5]]}
+
+        # The lock of direct dependencies alone (what `kernelhub lock` wrote before): their
+        # locked load finds no pin for relu's dependency, and neither does ours.
+        lock.write_text(json.dumps(json.loads(lock.read_text())[:1]))
+        (project / "kernelhub.lock").unlink()
+        direct = last_json(python(THEIR_TREE_LOADS, str(lock), RELU, env=reference_env(
+            env, loaders["0.19.1"], running.url, tmp_path / "hf-cache-2")))
+        assert f"Kernel `{SCALE}` is not locked" in str(direct["online"]), direct
+        refused = python(OURS, str(lock), RELU, env=env)
+        assert refused.returncode != 0, refused.stdout
+        assert f"DependencyError: cannot satisfy {RELU} -> {SCALE}@v1: lock file" in refused.stderr
+        assert f"has no entry for {SCALE}" in refused.stderr

@@ -61,8 +61,10 @@ def make_variant(
     files: dict[str, str] | None = None,
     backend: str = "cpu",
     python_depends: list[str] | None = None,
+    kernel_depends: list[dict[str, object]] | None = None,
 ) -> Metadata:
-    """Write a pure-Python variant with a correct metadata.json into ``dest``."""
+    """Write a pure-Python variant with a correct metadata.json into ``dest``
+    (``kernel_depends``: its ``kernel-depends``, as the ecosystem writes them)."""
     dest.mkdir(parents=True, exist_ok=True)
     (dest / "__init__.py").write_text(init)
     for rel, text in (files or {}).items():
@@ -79,6 +81,7 @@ def make_variant(
         python_depends=python_depends or [],
         provenance={"kernel-builder": {"version": "test"}},
         torch="2.13",
+        extra={"kernel-depends": kernel_depends} if kernel_depends is not None else {},
     )
     write_metadata(dest, metadata)
     return metadata

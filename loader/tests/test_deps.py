@@ -9,7 +9,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from kernelhub.api import resolve_kernel
+from kernelhub.api import load_locked_entry, load_locked_kernel, lock_project, resolve_kernel
 from kernelhub.cli import main
 from kernelhub.deps import (
     DependencyError,
@@ -20,6 +20,8 @@ from kernelhub.deps import (
     resolve_tree,
 )
 from kernelhub.deps_resolve import hub_resolver, locate_hub
+from kernelhub.errors import LockFileError
+from kernelhub.lock import HASHES_NAME, lock_entry
 from kernelhub.system import detect_system
 from kernelhub_builder.ship import LocalPublisher
 from kh_doubles import make_variant
@@ -55,14 +57,11 @@ def test_malformed_dependencies(value: object, why: str) -> None:
 
 
 def _publish(hub: LocalPublisher, tmp: Path, repo: str, depends: list[dict[str, object]],
-             major: int = 1) -> None:
+             major: int = 1, *, init: str = "VALUE = 42\n", tag: str | None = None) -> None:
     staging = tmp / "staging" / repo.replace("/", "--") / str(major)
-    make_variant(staging / HOST, name=repo.split("/")[1])
-    meta_path = staging / HOST / "metadata.json"
-    meta = json.loads(meta_path.read_text())
-    meta["kernel-depends"] = depends
-    meta_path.write_text(json.dumps(meta))  # metadata.json is not in its own digest
-    hub.publish(repo, f"v{major}", {HOST: staging / HOST}, tag=f"v{major}.0.0", message="r")
+    make_variant(staging / HOST, name=repo.split("/")[1], init=init, kernel_depends=depends)
+    hub.publish(repo, f"v{major}", {HOST: staging / HOST}, tag=tag or f"v{major}.0.0",
+                message="r")
 
 
 @pytest.fixture
@@ -137,3 +136,122 @@ def test_get_kernel_dep_serves_the_loading_kernel_s_dependencies() -> None:
             get_kernel_dep("acme/other")
     with pytest.raises(DependencyError):
         get_kernel_dep("acme/helper")
+
+
+# -- locking the tree ---------------------------------------------------------------------
+
+TOP_USES_ITS_DEPENDENCIES = (
+    "from kernelhub.deps import get_kernel_dep\n"
+    "VALUE = (get_kernel_dep('kernels-community/mid').VALUE,\n"
+    "         get_kernel_dep('kernels-community/leaf').VALUE)\n")
+
+
+def _project(tmp: Path, **majors: int) -> Path:
+    project = tmp / "project"
+    project.mkdir(exist_ok=True)
+    deps = "".join(f'"kernels-community/{name}" = {major}\n' for name, major in majors.items())
+    (project / "pyproject.toml").write_text(
+        f'[project]\nname = "p"\nversion = "0"\n[tool.kernels.dependencies]\n{deps}')
+    return project
+
+
+@pytest.fixture
+def locked(hub: LocalPublisher, tmp_path: Path) -> Path:
+    """``top`` (reads its dependencies while it loads) locked with its whole tree."""
+    _publish(hub, tmp_path, "kernels-community/top", [
+        {"repo-id": "kernels-community/mid", "version": 1},
+        {"repo-id": "kernels-community/leaf", "revision": "v1.0.0"}],
+        init=TOP_USES_ITS_DEPENDENCIES, tag="v1.0.1")
+    project = _project(tmp_path, top=1)
+    lock_project(project, hub=hub)
+    return project / "kernels.lock"
+
+
+def test_kernelhub_lock_pins_every_declared_dependency_as_declared(
+        hub: LocalPublisher, locked: Path) -> None:
+    commits = {r: resolve_kernel(f"kernels-community/{r}", 1, hub=hub).commit
+               for r in ("top", "mid", "leaf")}
+    pins = [(e["dependency"], e["lock"]["commit"]) for e in json.loads(locked.read_text())]
+    assert pins == [  # the ecosystem's locked loads look each up by the dependency as declared
+        ({"repo-id": "kernels-community/top", "version": 1}, commits["top"]),
+        ({"repo-id": "kernels-community/mid", "version": 1}, commits["mid"]),
+        ({"repo-id": "kernels-community/leaf", "version": 1}, commits["leaf"]),
+        ({"repo-id": "kernels-community/leaf", "revision": "v1.0.0"}, commits["leaf"])]
+    hashed = json.loads((locked.parent / HASHES_NAME).read_text())
+    assert [(e["repo_id"], e["sha"], list(e["variants"])) for e in hashed] == [
+        (f"kernels-community/{r}", commits[r], [HOST]) for r in ("leaf", "mid", "top")]
+
+
+def test_a_locked_load_takes_the_dependencies_from_the_lock(hub: LocalPublisher, locked: Path,
+                                                            tmp_path: Path) -> None:
+    _publish(hub, tmp_path, "kernels-community/leaf", [], init="VALUE = 2\n", tag="v1.1.0")
+    _publish(hub, tmp_path, "kernels-community/mid", [], init="VALUE = 3\n", tag="v1.1.0")
+    # v1 of both moved on since the lock: a fresh resolution would load (3, 2)
+    module = load_locked_kernel("kernels-community/top", lockfile=locked, hub=hub,
+                                trust_remote_code=True)
+    assert module.VALUE == (42, 42)
+
+
+def test_a_dependency_the_lock_lacks_or_mishashes_is_refused(hub: LocalPublisher, locked: Path
+                                                             ) -> None:
+    pins = json.loads(locked.read_text())
+    locked.write_text(json.dumps([p for p in pins
+                                  if p["dependency"]["repo-id"] != "kernels-community/mid"]))
+    with pytest.raises(DependencyError) as error:
+        load_locked_kernel("kernels-community/top", lockfile=locked, hub=hub,
+                           trust_remote_code=True)
+    message = str(error.value)
+    assert "\n" not in message and message.startswith(
+        "cannot satisfy kernels-community/top -> kernels-community/mid@v1: lock file ")
+    assert "has no entry for kernels-community/mid" in message and "`kernelhub lock`" in message
+
+    locked.write_text(json.dumps(pins))
+    hashes = locked.parent / HASHES_NAME
+    tampered = json.loads(hashes.read_text())
+    tampered[0]["kernelhub"]["metadata-sha256"][HOST] = "0" * 64  # leaf's, a dependency
+    hashes.write_text(json.dumps(tampered))
+    with pytest.raises(DependencyError, match=r"^cannot satisfy kernels-community/top -> "
+                       r"kernels-community/mid@v1 -> kernels-community/leaf@v1: refusing to "
+                       r"load .* of kernels-community/leaf .* the lock file records 0000"):
+        load_locked_kernel("kernels-community/top", lockfile=locked, hub=hub,
+                           trust_remote_code=True)
+
+
+def test_an_entry_loaded_without_its_lock_loads_no_unlocked_dependency(
+        hub: LocalPublisher, locked: Path) -> None:
+    entry = lock_entry("kernels-community/top", locked)
+    with pytest.raises(DependencyError, match=r"mid@v1: lock file given to load_locked_entry "
+                                              r"alone \(pass pins=.* has no entry for "):
+        load_locked_entry(entry, hub=hub, trust_remote_code=True)
+
+
+def test_a_tree_needing_two_commits_of_one_repository_is_refused(
+        hub: LocalPublisher, tmp_path: Path) -> None:
+    _publish(hub, tmp_path, "kernels-community/leaf", [], major=2)
+    _publish(hub, tmp_path, "kernels-community/side",
+             [{"repo-id": "kernels-community/leaf", "version": 2}])
+    project = _project(tmp_path, top=1, side=1)
+    with pytest.raises(LockFileError) as error:
+        lock_project(project, hub=hub)
+    message = str(error.value)
+    assert "\n" not in message and message.startswith(
+        "cannot lock kernels-community/leaf at two commits (")
+    assert " for kernels-community/side@v1 -> kernels-community/leaf@v2, " in message
+    assert (" for kernels-community/top@v1 -> kernels-community/mid@v1 -> "
+            "kernels-community/leaf@v1); ") in message
+    assert message.endswith("make every kernel ask for one version of it")
+    assert not (project / "kernels.lock").exists()
+
+
+def test_a_lock_pinning_two_commits_of_one_repository_is_refused(
+        hub: LocalPublisher, locked: Path) -> None:
+    pins = json.loads(locked.read_text())
+    pins[-1]["lock"]["commit"] = "e" * 40  # leaf@v1.0.0, as another tool might write it
+    locked.write_text(json.dumps(pins))
+    with pytest.raises(LockFileError) as error:
+        load_locked_kernel("kernels-community/top", lockfile=locked, hub=hub,
+                           trust_remote_code=True)
+    message = str(error.value)
+    assert "\n" not in message
+    assert "pins kernels-community/leaf to two commits" in message
+    assert "run `kernelhub lock` again" in message

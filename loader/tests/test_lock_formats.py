@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+from kernelhub.deps import KernelDependency
 from kernelhub.errors import LockFileError
 from kernelhub.lock import HASHES_NAME, LockEntry, lock_entry, parse_lock, read_lock, write_lock
 
@@ -92,3 +93,22 @@ def test_the_single_file_format_keeps_the_hashes_in_kernels_lock(tmp_path: Path)
     assert read_lock(path) == {e.repo_id: e for e in HASHED}
     with pytest.raises(LockFileError, match="unknown lock format 'toml'"):
         write_lock(path, HASHED, fmt="toml")
+
+
+def test_each_declared_dependency_gets_its_own_pin(tmp_path: Path) -> None:
+    """What a kernel's ``kernel-depends`` declares is pinned under the dependency as declared
+    (the key the ecosystem's locked loads look up), each once, to its repository's commit."""
+    path = tmp_path / "kernels.lock"
+    declared = (KernelDependency("acme/helpers", 2), KernelDependency("acme/helpers", 2),
+                KernelDependency("acme/helpers", revision="v2.1.0"))
+    write_lock(path, HASHED, versions={"kernels-community/activation": 1},
+               dependencies=declared)
+    assert json.loads(path.read_text()) == [
+        {"dependency": {"repo-id": "kernels-community/activation", "version": 1},
+         "lock": {"commit": SHA}},
+        {"dependency": {"repo-id": "acme/helpers", "version": 2}, "lock": {"commit": OTHER}},
+        {"dependency": {"repo-id": "acme/helpers", "revision": "v2.1.0"},
+         "lock": {"commit": OTHER}}]
+    assert read_lock(path) == {e.repo_id: e for e in HASHED}  # one repository, one pin
+    with pytest.raises(LockFileError, match="cannot pin the dependency acme/other@v1: no entry"):
+        write_lock(path, HASHED, dependencies=[KernelDependency("acme/other", 1)])

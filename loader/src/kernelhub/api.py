@@ -27,7 +27,7 @@ from .user_files import user_path
 from .versions import Refs, check_repo_id
 
 if TYPE_CHECKING:  # read when a lock file is used (load_locked_kernel)
-    from .lock import LockEntry
+    from .lock import LockEntry, LockPins
 
 __all__ = [
     "HubArg",
@@ -118,24 +118,34 @@ def load_locked_kernel(
 
     Before anything is imported, the variant for this system must match the hash the
     lock records for it (kernelhub's metadata sha256 when present, else the ecosystem's
-    ``git_lfs_concat``); a lock with hashes but none for this variant is refused. Once
-    the variant is in the cache (``kernelhub download``) this asks the hub nothing.
+    ``git_lfs_concat``); a lock with hashes but none for this variant is refused. The
+    kernel's ``kernel-depends`` load at the commits the same lock pins, checked alike
+    (a dependency it does not pin is refused). Once the variants are in the cache
+    (``kernelhub download``) this asks the hub nothing.
     """
-    from .lock import lock_entry
+    from .lock import read_pins
 
-    entry = lock_entry(repo_id, Path(lockfile) if lockfile is not None else None)
-    return load_locked_entry(entry, trust_remote_code=trust_remote_code, hub=hub,
-                             backend=backend, check_arch=check_arch)
+    pins = read_pins(lockfile)
+    return load_locked_entry(pins.pick(repo_id), pins=pins, trust_remote_code=trust_remote_code,
+                             hub=hub, backend=backend, check_arch=check_arch)
 
 
-def load_locked_entry(entry: LockEntry, *, trust_remote_code: bool = False,
-                      hub: HubArg = None, backend: str | None = None,
-                      check_arch: bool = True) -> ModuleType:
+def load_locked_entry(entry: LockEntry, *, pins: LockPins | None = None,
+                      trust_remote_code: bool = False, hub: HubArg = None,
+                      backend: str | None = None, check_arch: bool = True) -> ModuleType:
     """Load what one lock-file entry pins, checked against its hashes (see
-    :func:`load_locked_kernel`)."""
+    :func:`load_locked_kernel`). Its kernel's dependencies load as ``pins`` (the whole
+    lock the entry came from) pins them, each checked against its own hashes; without
+    ``pins`` the entry is the whole lock, and a kernel that declares dependencies is
+    refused rather than loading versions nobody locked."""
+    from .lock import LockPins
+
+    pins = pins if pins is not None else LockPins(
+        {entry.repo_id: entry}, "given to load_locked_entry alone (pass pins=, the whole lock, "
+        "for the kernel's dependencies)")
     return pipeline.load(kernel_request(entry.repo_id, revision=entry.sha, hub=hub,
                                         backend=backend, trust_remote_code=trust_remote_code,
-                                        lock=entry, check_arch=check_arch))
+                                        lock=entry, pins=pins, check_arch=check_arch))
 
 
 def describe_signature(resolution: Resolution) -> str:
@@ -167,30 +177,24 @@ def has_kernel(repo_id: str, version: int | str | None = None, revision: str | N
 
 def lock_project(project_dir: Path, *, hub: HubArg = None, fmt: str = "kernels"
                  ) -> tuple[list[Path], list[LockEntry]]:
-    """Write ``<project_dir>/kernels.lock`` for the project's kernel dependencies, with
-    kernelhub's hashes in ``kernelhub.lock`` beside it (``fmt="kernelhub"``: one hashed
-    ``kernels.lock``; see :mod:`kernelhub.lock`); return the files written and the entries.
+    """Write ``<project_dir>/kernels.lock`` for the project's kernel dependencies and every
+    kernel they depend on (``kernel-depends``, recursively: :mod:`kernelhub.lock_tree`),
+    with kernelhub's hashes in ``kernelhub.lock`` beside it (``fmt="kernelhub"``: one
+    hashed ``kernels.lock``; see :mod:`kernelhub.lock`); return the files written and the
+    entries.
 
     Every variant at the locked commit is fetched into the cache once to hash it, so the
     lock serves every platform, not only this one.
     """
 
-    from .hub_hashes import cached_variant_hash
-    from .lock import LOCKFILE_NAME, LockEntry, project_dependencies, write_lock
-    from .release_manifest import metadata_sha256
+    from .lock import LOCKFILE_NAME, project_dependencies, write_lock
+    from .lock_tree import lock_tree
 
-    entries = []
     versions = project_dependencies(project_dir)
-    for repo_id, version in sorted(versions.items()):
-        resolution = resolve_request(kernel_request(repo_id, version, hub=hub))
-        hashes, metas = {}, {}
-        for variant in resolution.variants:
-            path = fetch(resolution, variant).path
-            hashes[variant] = cached_variant_hash(path)
-            metas[variant] = metadata_sha256((path / "metadata.json").read_bytes())
-        entries.append(LockEntry(repo_id, resolution.commit, hashes, metas))
-    written = write_lock(Path(project_dir) / LOCKFILE_NAME, entries, versions=versions, fmt=fmt)
-    return written, entries
+    tree = lock_tree(versions, hub=hub)
+    written = write_lock(Path(project_dir) / LOCKFILE_NAME, tree.entries, versions=versions,
+                         dependencies=tree.dependencies, fmt=fmt)
+    return written, list(tree.entries)
 
 
 def download_locked(project_dir: Path, *, all_variants: bool = False, hub: HubArg = None,

@@ -24,10 +24,13 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import KernelHubError
 from .records import Record
+
+if TYPE_CHECKING:
+    from .metadata import Metadata
 
 KERNEL_DEPENDS = "kernel-depends"
 
@@ -92,6 +95,12 @@ def parse_kernel_depends(value: object, where: str) -> tuple[KernelDependency, .
         assert isinstance(repo, str)
         found.append(KernelDependency(repo, version, revision))
     return tuple(found)
+
+
+def declared_depends(metadata: Metadata, where: str) -> tuple[KernelDependency, ...]:
+    """The ``kernel-depends`` a variant's metadata declares (``where`` names it in errors):
+    the one reading of them for a load, a dependency tree and a lock alike."""
+    return parse_kernel_depends(metadata.extra.get(KERNEL_DEPENDS), where)
 
 
 class Located(Record, frozen=True):

@@ -7,14 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import api
-from .deps import KERNEL_DEPENDS, KernelDependency, Located, Resolver, parse_kernel_depends
+from .deps import KernelDependency, Located, Resolver, declared_depends
 from .hub.base import Hub
 from .metadata import Metadata, read_metadata
 
 
 def _located(name: str, commit: str | None, variant_dir: Path, metadata: Metadata,
              handle: object) -> Located:
-    depends = parse_kernel_depends(metadata.extra.get(KERNEL_DEPENDS), str(variant_dir))
+    depends = declared_depends(metadata, str(variant_dir))
     return Located(name, commit, variant_dir.name, depends, tuple(metadata.python_depends),
                    handle)
 

@@ -11,6 +11,10 @@ them — the one lock module (writing a project's lock and prefetching what it p
 
   A dependency the project asks for by a version spec the ecosystem cannot express
   (kernelhub's ``">=1.2,<2"``) is written as ``"revision": "<the locked commit>"``.
+  Every ``kernel-depends`` entry of a locked kernel (any variant's, recursively; see
+  :mod:`kernelhub.lock_tree`) has a pin of its own, keyed by the dependency exactly as
+  declared (``{"repo-id": "acme/scale", "version": 1}``), since their locked loads look
+  each one up so.
 * ``kernelhub.lock`` (:data:`HASHES_NAME`) beside it: the same pins with, per variant, the
   hashes a kernelhub load checks — the list kernels before 0.17 wrote and read::
 
@@ -34,18 +38,25 @@ one that names another commit than the pin is refused as stale. A pin must be a 
 commit id: a branch or tag moves, which defeats locking.
 
 A locked load checks the lock on the bytes it imports
-(:class:`kernelhub.load.validators.LockValidator`).
+(:class:`kernelhub.load.validators.LockValidator`), and takes the kernel's dependencies
+from the same lock (:class:`LockPins`), each checked as the kernel is. The lock holds one
+commit per repository: one that pins two is refused.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .errors import LockFileError
 from .records import Record, field, replace
 from .versions import is_commit_id, shown_name
+
+if TYPE_CHECKING:
+    from .deps import KernelDependency
 
 LOCKFILE_NAME = "kernels.lock"
 HASHES_NAME = "kernelhub.lock"
@@ -83,6 +94,24 @@ class LockEntry(Record, frozen=True):
             {"version": version} if isinstance(version, int) and not isinstance(version, bool)
             else {"revision": self.sha})
         return {"dependency": {"repo-id": self.repo_id, **wanted}, "lock": {"commit": self.sha}}
+
+
+class LockPins(Record, frozen=True):
+    """A whole lock file's pins and where they were read: a locked load takes the kernel
+    from here and its ``kernel-depends`` too, so what loads is what was locked and
+    hashed, never a fresh resolution of a dependency's version."""
+
+    entries: dict[str, LockEntry]
+    where: str
+    """The lock file (or distribution) the pins came from, as errors name it."""
+
+    def pick(self, repo_id: str) -> LockEntry:
+        """The checked pin of ``repo_id`` (:func:`pick_entry`)."""
+        return pick_entry(repo_id, self.entries, self.where)
+
+    def key(self) -> str:
+        """Every pin and hash, as a load's memo keys them: another lock loads again."""
+        return json.dumps([self.entries[r].to_json() for r in sorted(self.entries)])
 
 
 def _ecosystem_entry(raw: dict[str, object], bad: LockFileError) -> LockEntry:
@@ -183,8 +212,9 @@ def parse_lock(raw: bytes, path: Path | str) -> dict[str, LockEntry]:
             if (seen := found.get(entry.repo_id)) is not None and seen.sha != entry.sha:
                 raise LockFileError(
                     f"lock file {path} pins {shown_name(entry.repo_id)} to two commits "
-                    f"({seen.sha[:12]}, {entry.sha[:12]}); a locked load takes one pin per "
-                    "repository, so lock one version of it")
+                    f"({seen.sha[:12]}, {entry.sha[:12]}); a kernelhub locked load takes one commit "
+                    "per repository: make every kernel ask for one version of it and run "
+                    "`kernelhub lock` again")
             found.setdefault(entry.repo_id, entry)
         return found
     raise LockFileError(
@@ -193,10 +223,15 @@ def parse_lock(raw: bytes, path: Path | str) -> dict[str, LockEntry]:
     )
 
 
+def read_pins(lockfile: Path | str | None) -> LockPins:
+    """Every pin of ``lockfile`` (default ``./kernels.lock``) with its hashes."""
+    path = Path(lockfile) if lockfile is not None else Path.cwd() / LOCKFILE_NAME
+    return LockPins(read_lock(path), str(path))
+
+
 def lock_entry(repo_id: str, lockfile: Path | None) -> LockEntry:
     """The entry for ``repo_id`` in ``lockfile`` (default ``./kernels.lock``), checked."""
-    path = Path(lockfile) if lockfile is not None else Path.cwd() / LOCKFILE_NAME
-    return pick_entry(repo_id, read_lock(path), path)
+    return read_pins(lockfile).pick(repo_id)
 
 
 def pick_entry(repo_id: str, entries: dict[str, LockEntry], path: Path | str) -> LockEntry:
@@ -204,8 +239,9 @@ def pick_entry(repo_id: str, entries: dict[str, LockEntry], path: Path | str) ->
     if repo_id not in entries:
         raise LockFileError(
             f"lock file {path} has no entry for {repo_id}; it pins: "
-            f"{', '.join(sorted(map(shown_name, entries))) or 'nothing'}. Add it to the project's kernel "
-            "dependencies and run `kernelhub lock`."
+            f"{', '.join(sorted(map(shown_name, entries))) or 'nothing'}. Run `kernelhub lock` "
+            "(it pins the project's kernel dependencies and every kernel they depend on), "
+            "adding it to the project's kernel dependencies if it is one."
         )
     entry = entries[repo_id]
     if not is_commit_id(entry.sha):
@@ -216,7 +252,7 @@ def pick_entry(repo_id: str, entries: dict[str, LockEntry], path: Path | str) ->
     return entry
 
 
-def distribution_lock(module_name: str) -> tuple[dict[str, LockEntry], str] | None:
+def distribution_lock(module_name: str) -> LockPins | None:
     """The ``kernels.lock`` in the package metadata of the installed distribution that
     provides ``module_name``'s top-level package, parsed, with where it was found; None
     where there is none. The ecosystem's build hook copies a project's lock file there,
@@ -235,7 +271,7 @@ def distribution_lock(module_name: str) -> tuple[dict[str, LockEntry], str] | No
                 beside = f"{HASHES_NAME} of the installed distribution {name}"
                 entries = with_hashes(entries, parse_lock(hashes.encode("utf-8"), beside),
                                       where, beside)
-            return entries, where
+            return LockPins(entries, where)
     return None
 
 
@@ -244,12 +280,16 @@ LOCK_FORMATS = ("kernels", "kernelhub")
 ``kernelhub.lock`` beside it (the default); ``kernelhub``: one hashed ``kernels.lock``."""
 
 
-def write_lock(path: Path, entries: list[LockEntry], *,
-               versions: dict[str, int | str] | None = None, fmt: str = "kernels") -> list[Path]:
+def write_lock(path: Path, entries: Sequence[LockEntry], *,
+               versions: dict[str, int | str] | None = None,
+               dependencies: Sequence[KernelDependency] = (), fmt: str = "kernels") -> list[Path]:
     """Write ``entries`` to ``path`` in format ``fmt`` (:data:`LOCK_FORMATS`; ``versions``:
-    what the project asked for, by repository) and return the files written. Each file is
-    replaced atomically; the hashes go first, so a reader between the two sees hashes for
-    the new pins next to the old pins, which it refuses as stale, never a pin unhashed."""
+    what the project asked for, by repository; ``dependencies``: the ``kernel-depends``
+    entries the locked kernels declare, each pinned to its repository's entry under the
+    dependency as declared, which is how the ecosystem's locked loads look it up) and
+    return the files written. Each file is replaced atomically; the hashes go first, so a
+    reader between the two sees hashes for the new pins next to the old pins, which it
+    refuses as stale, never a pin unhashed."""
     path = Path(path)
     if fmt not in LOCK_FORMATS:
         raise LockFileError(f"unknown lock format {fmt!r}; use one of {', '.join(LOCK_FORMATS)}")
@@ -259,10 +299,30 @@ def write_lock(path: Path, entries: list[LockEntry], *,
         _replace(path, hashed)
         beside.unlink(missing_ok=True)  # hashes of an earlier lock: they would read as stale
         return [path]
+    pins = _ecosystem_pins(entries, versions or {}, dependencies)
     _replace(beside, hashed)
-    wanted = versions or {}
-    _replace(path, [e.to_ecosystem_json(wanted.get(e.repo_id)) for e in entries])
+    _replace(path, pins)
     return [path, beside]
+
+
+def _ecosystem_pins(entries: Sequence[LockEntry], wanted: dict[str, int | str],
+                    dependencies: Sequence[KernelDependency]) -> list[dict[str, object]]:
+    """The ``KernelLocks`` list: a pin per project dependency (and per entry no declared
+    dependency names), then one per distinct declared dependency — their parser refuses
+    a dependency listed twice."""
+    by_repo = {e.repo_id: e for e in entries}
+    declared = {d.repo_id for d in dependencies}
+    pins = [e.to_ecosystem_json(wanted.get(e.repo_id)) for e in entries
+            if e.repo_id in wanted or e.repo_id not in declared]
+    for dep in dependencies:
+        if (entry := by_repo.get(dep.repo_id)) is None:
+            raise LockFileError(f"cannot pin the dependency {dep}: no entry locks "
+                                f"{shown_name(dep.repo_id)}; lock it with the kernels that "
+                                "declare it (kernelhub.lock_tree.lock_tree)")
+        pin: dict[str, object] = {"dependency": dep.to_json(), "lock": {"commit": entry.sha}}
+        if pin not in pins:
+            pins.append(pin)
+    return pins
 
 
 def _replace(path: Path, data: list[dict[str, object]]) -> None:

@@ -20,7 +20,7 @@ from types import FrameType, ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..lock import LockEntry
+    from ..lock import LockPins
 
 BACKENDS = frozenset({"cpu", "cuda", "rocm", "xpu", "metal", "mps", "npu"})
 """Backend names the ecosystem's ``backend=`` accepts (second positional of get_local_kernel)."""
@@ -140,7 +140,8 @@ def load_kernel(repo_id: str, *, lockfile: Path | str | None = None,
     """
     from .. import api
 
-    return api.load_locked_entry(_locked_entry(repo_id, lockfile), backend=backend,
+    pins = _locked_pins(lockfile)
+    return api.load_locked_entry(pins.pick(repo_id), pins=pins, backend=backend,
                                  check_arch=check_arch)
 
 
@@ -161,22 +162,25 @@ def get_locked_kernel(repo_id: str, *, lockfile: Path | str | None = None,
     from ..trust import trust_flag
 
     del user_agent
-    entry = _locked_entry(repo_id, lockfile)
+    pins = _locked_pins(lockfile)
+    entry = pins.pick(repo_id)
     trusted = trust_flag(repo_id, trust_remote_code)
     if not local_files_only:
-        return api.load_locked_entry(entry, trust_remote_code=trusted, check_arch=check_arch)
+        return api.load_locked_entry(entry, pins=pins, trust_remote_code=trusted,
+                                     check_arch=check_arch)
     with settings.offline_here():
-        return api.load_locked_entry(entry, trust_remote_code=trusted, check_arch=check_arch)
+        return api.load_locked_entry(entry, pins=pins, trust_remote_code=trusted,
+                                     check_arch=check_arch)
 
 
 _OWN_MODULES = ("kernelhub", "kernels", "_kernelhub_autoload")
 """Top-level packages whose frames are ours, not the caller's."""
 
 
-def _locked_entry(repo_id: str, lockfile: Path | str | None) -> LockEntry:
-    """``repo_id``'s entry in ``lockfile``, else in the calling code's distribution lock,
-    else in ``./kernels.lock``."""
-    from ..lock import distribution_lock, lock_entry, pick_entry
+def _locked_pins(lockfile: Path | str | None) -> LockPins:
+    """``lockfile``, else the calling code's distribution lock, else ``./kernels.lock``:
+    the lock a kernel and its dependencies load from."""
+    from ..lock import distribution_lock, read_pins
 
     if lockfile is None:
         frame: FrameType | None = sys._getframe(1)
@@ -185,9 +189,8 @@ def _locked_entry(repo_id: str, lockfile: Path | str | None) -> LockEntry:
             frame = frame.f_back
         caller = frame.f_globals.get("__name__", "") if frame is not None else ""
         if caller and caller != "__main__" and (found := distribution_lock(caller)):
-            entries, where = found
-            return pick_entry(repo_id, entries, where)
-    return lock_entry(repo_id, Path(lockfile) if lockfile is not None else None)
+            return found
+    return read_pins(lockfile)
 
 
 def install_kernel(repo_id: str, revision: str | None = None, local_files_only: bool = False,

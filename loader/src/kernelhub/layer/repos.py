@@ -25,7 +25,7 @@ from ..api import find_local_variant, get_kernel, get_local_kernel, load_locked_
 from ..errors import KernelHubError, KernelLoadError, MappingError
 from ..hub.base import Hub
 from ..lazy_names import deferred
-from ..lock import LockEntry, distribution_lock, lock_entry, pick_entry
+from ..lock import LockPins, distribution_lock, lock_entry, read_pins
 from ..metadata import read_metadata
 from ..records import Record, field
 from ..trust import policy_for, require_bool, trust_flag
@@ -323,31 +323,32 @@ class _LockedRepository(_Takes, frozen=True):
     allow_all_kernels: bool = field(default=False, kw_only=True)
     hub: Hub | str | os.PathLike[str] | None = field(default=None, kw_only=True, compare=False)
     check_arch: bool = field(default=True, kw_only=True)
-    pinned: LockEntry | None = field(default=None, kw_only=True, repr=False)
-    """The caller's distribution's lock entry (see above); found, not given."""
+    pinned: LockPins | None = field(default=None, kw_only=True, repr=False)
+    """The caller's distribution's lock (see above); found, not given."""
 
     def __post_init__(self, *_args: object, **_kwargs: object) -> None:
         _check_flags(self)
         self._require_target()
         if self.lockfile is None and self.pinned is None:
-            object.__setattr__(self, "pinned", _caller_distribution_entry(self.repo_id))
+            object.__setattr__(self, "pinned", _caller_distribution_pins(self.repo_id))
 
-    def _entry(self) -> LockEntry:
-        if self.pinned is not None:
-            return self.pinned
-        return lock_entry(self.repo_id, self.lockfile)
+    def _pins(self) -> LockPins:
+        """The whole lock: the kernel's pin and those of every kernel it depends on."""
+        return self.pinned if self.pinned is not None else read_pins(self.lockfile)
 
     def _kernel(self) -> ModuleType:
-        """The kernel at the locked commit, checked against the lock's hash before import."""
-        return load_locked_entry(self._entry(), hub=self.hub, trust_remote_code=_trusted(self),
-                                 check_arch=self.check_arch)
+        """The kernel at the locked commit, checked against the lock's hash before import;
+        its dependencies at the commits the same lock pins, checked alike."""
+        pins = self._pins()
+        return load_locked_entry(pins.pick(self.repo_id), pins=pins, hub=self.hub,
+                                 trust_remote_code=_trusted(self), check_arch=self.check_arch)
 
     def _where(self) -> str:
         return f"{self.repo_id} (locked)"
 
     def _key(self, kind: str, name: str) -> CacheKey:
         """The key of the hub repository at the locked commit, and the lock file."""
-        revision = self._entry().sha
+        revision = self._pins().pick(self.repo_id).sha
         return (*_hub_cache_key(kind, self.hub, self.repo_id, None, revision, name),
                 "locked", str(self.lockfile), self.check_arch)
 
@@ -355,9 +356,9 @@ class _LockedRepository(_Takes, frozen=True):
 _OWN_PACKAGES = frozenset({"kernelhub", "_kernelhub_autoload", "dataclasses"})
 
 
-def _caller_distribution_entry(repo_id: str) -> LockEntry | None:
-    """``repo_id``'s pin in the lock of the installed distribution whose code is
-    constructing a locked repository (None: not installed code, or no lock there)."""
+def _caller_distribution_pins(repo_id: str) -> LockPins | None:
+    """The lock of the installed distribution whose code is constructing a locked
+    repository, checked to pin ``repo_id`` (None: not installed code, or no lock there)."""
     frame: FrameType | None = sys._getframe(1)
     # Skip our frames and the dataclass-generated __init__ (compiled from "<string>").
     while frame is not None and (
@@ -368,10 +369,9 @@ def _caller_distribution_entry(repo_id: str) -> LockEntry | None:
     if not caller or caller == "__main__":
         return None
     found = distribution_lock(caller)
-    if found is None:
-        return None
-    entries, where = found
-    return pick_entry(repo_id, entries, where)
+    if found is not None:
+        found.pick(repo_id)  # a lock without the repository fails here, not at first use
+    return found
 
 
 class LockedLayerRepository(_TakesLayer, _LockedRepository, frozen=True):

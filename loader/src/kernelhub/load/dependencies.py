@@ -2,7 +2,8 @@
 
 :func:`load_with_dependencies` takes the kernel's verified snapshot, resolves its
 dependencies the way any load resolves (each one a request on the same hub, with the
-same backend and trust, through the same checks), recursively, into a tree of verified
+same backend and trust, through the same checks; for a locked load, at the commit its
+lock pins, checked against that pin's hashes), recursively, into a tree of verified
 snapshots (:func:`kernelhub.deps.resolve_tree`: a cycle or a pin nothing satisfies is one
 error naming the chain, and nothing has been imported then). It then imports the tree
 bottom-up: each kernel's code runs with its direct dependencies served by
@@ -15,15 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from types import ModuleType
 
-from ..deps import (
-    KERNEL_DEPENDS,
-    DepNode,
-    KernelDependency,
-    Located,
-    parse_kernel_depends,
-    providing,
-    resolve_tree,
-)
+from ..deps import DepNode, KernelDependency, Located, declared_depends, providing, resolve_tree
 from ..importer import import_verified
 from .request import KernelRequest, kernel_request
 from .verify import Snapshot
@@ -31,8 +24,7 @@ from .verify import Snapshot
 
 def _located(name: str, snapshot: Snapshot) -> Located:
     metadata = snapshot.verified.metadata
-    depends = parse_kernel_depends(metadata.extra.get(KERNEL_DEPENDS),
-                                   str(snapshot.verified.source))
+    depends = declared_depends(metadata, str(snapshot.verified.source))
     commit = snapshot.cached.parent.name if snapshot.cached is not None else None
     return Located(name, commit, snapshot.variant_name, depends,
                    tuple(metadata.python_depends), snapshot)
@@ -50,12 +42,7 @@ def load_with_dependencies(name: str, snapshot: Snapshot, parent: KernelRequest 
     taken: list[Snapshot] = [snapshot]
 
     def resolve(dep: KernelDependency) -> Located:
-        request = kernel_request(
-            dep.repo_id, dep.version, dep.revision,
-            hub=parent.hub if parent is not None else None,
-            backend=parent.backend if parent is not None else None,
-            trust_remote_code=parent.trust_remote_code if parent is not None else False)
-        found = take(request)
+        found = take(_dependency_request(dep, parent))
         taken.append(found)
         return _located(dep.repo_id, found)
 
@@ -66,6 +53,23 @@ def load_with_dependencies(name: str, snapshot: Snapshot, parent: KernelRequest 
             each.discard()
         raise
     return _import_tree(tree)
+
+
+def _dependency_request(dep: KernelDependency, parent: KernelRequest | None) -> KernelRequest:
+    """How ``dep`` loads for ``parent``: on its hub with its backend and trust; for a
+    locked load, at the commit the same lock pins, checked against that pin's hashes (a
+    dependency the lock does not pin is refused, naming the chain: a fresh resolution
+    would load what nobody locked)."""
+    if parent is None:
+        return kernel_request(dep.repo_id, dep.version, dep.revision)
+    if parent.pins is not None:
+        pin = parent.pins.pick(dep.repo_id)
+        return kernel_request(dep.repo_id, revision=pin.sha, hub=parent.hub,
+                              backend=parent.backend,
+                              trust_remote_code=parent.trust_remote_code, lock=pin,
+                              pins=parent.pins)
+    return kernel_request(dep.repo_id, dep.version, dep.revision, hub=parent.hub,
+                          backend=parent.backend, trust_remote_code=parent.trust_remote_code)
 
 
 def _import_tree(node: DepNode) -> ModuleType:

@@ -42,6 +42,7 @@ def load(request: KernelRequest) -> ModuleType:
     for check in checks:
         check.on_request(request)
     key = (request.hub.key, request.repo_id, request.describe(), request.backend,
+           request.pins.key() if request.pins is not None else None,
            *(check.key() for check in checks))
     if (module := _memo.get(key)) is not None:
         return module

@@ -19,7 +19,7 @@ from ..trust import require_bool
 from ..versions import VersionSpec, check_repo_id, select_spec
 
 if TYPE_CHECKING:
-    from ..lock import LockEntry
+    from ..lock import LockEntry, LockPins
 
 HubArg = Hub | str | os.PathLike[str] | None
 """A Hub, or what :func:`kernelhub.hub.select.open_hub` accepts: a path, URL, "hf", None."""
@@ -36,6 +36,8 @@ class KernelRequest(Record, frozen=True):
     trust_remote_code: bool = False
     lock: LockEntry | None = None
     """The lock-file entry the load must match (a locked load), else None."""
+    pins: LockPins | None = None
+    """A locked load's whole lock: its kernel's dependencies load as it pins them."""
     check_arch: bool = True
     """False loads a build whose declared GPU architectures miss this GPU's (one with a
     Triton fallback, say): the ecosystem's ``check_arch=`` of its load functions."""
@@ -70,6 +72,7 @@ def kernel_request(
     backend: str | None = None,
     trust_remote_code: bool = False,
     lock: LockEntry | None = None,
+    pins: LockPins | None = None,
     check_arch: bool = True,
 ) -> KernelRequest:
     """The one parameter list of the hub loads, checked (see the module docstring)."""
@@ -78,4 +81,4 @@ def kernel_request(
     require_bool(trust_remote_code, "trust_remote_code")
     require_bool(check_arch, "check_arch")
     return KernelRequest(repo_id, spec, open_hub_arg(hub), backend, trust_remote_code, lock,
-                         check_arch)
+                         pins, check_arch)
