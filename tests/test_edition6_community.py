@@ -170,6 +170,47 @@ def test_the_ecosystems_0_17_loader_says_upgrade(
     assert error is not None and "requires kernels>=0.19.0" in error, error
 
 
+LOCKED = r"""
+import json, sys, torch
+from pathlib import Path
+from kernels import get_locked_kernel
+from kernels._rust import KernelLocks
+lock = Path(sys.argv[1])
+pins = sorted({d.repo_id for d in KernelLocks.from_json(lock.read_text())})
+relu = get_locked_kernel("kernels-community/relu", lockfile=lock, trust_remote_code=True)
+x = torch.tensor([-2.0, -0.5, 0.0, 1.5, 3.0])
+print(json.dumps({"pins": pins, "scaled": relu.scaled_relu(x, 2.0).tolist()}))
+"""
+
+
+def test_the_ecosystems_0_19_loader_loads_it_and_its_dependency_from_kernelhubs_lock(
+        community: Workspace, served: KernelRepoProxy, tmp_path: Path,
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """``kernelhub lock`` pins relu's dependency too, so the 0.19 loader's locked load —
+    which looks every kernel-depends entry up in the lock — finds scale there."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(
+        '[project]\nname = "p"\nversion = "0"\n'
+        '[tool.kernels.dependencies]\n"kernels-community/relu" = 1\n')
+    env = community.env(KERNELHUB_TRUSTED_ORGS="kernels-community")
+    run([str(BIN / "kernelhub"), "lock", str(project)], env=env)
+    lock = project / "kernels.lock"
+    assert {e["dependency"]["repo-id"] for e in json.loads(lock.read_text())} == {
+        "kernels-community/relu", "kernels-community/scale"}
+    theirs = reference_env(dict(os.environ), reference("0.19.1", tmp_path_factory), served.url,
+                           tmp_path / "hf-cache")
+    loaded = last_json(run([sys.executable, "-c", LOCKED, str(lock)], env=theirs))
+    assert loaded == {"pins": ["kernels-community/relu", "kernels-community/scale"],
+                      "scaled": [0.0, 0.0, 0.0, 3.0, 6.0]}
+    ours = ('import json, sys, torch, kernelhub\n'
+            'relu = kernelhub.load_locked_kernel("kernels-community/relu", lockfile=sys.argv[1])\n'
+            'x = torch.tensor([-2.0, -0.5, 0.0, 1.5, 3.0])\n'
+            'print(json.dumps({"scaled": relu.scaled_relu(x, 2.0).tolist()}))\n')
+    assert last_json(run([str(BIN / "python"), "-c", ours, str(lock)], env=env)) == {
+        "scaled": [0.0, 0.0, 0.0, 3.0, 6.0]}
+
+
 def test_kernelhub_loads_it(community: Workspace) -> None:
     env = community.env(KERNELHUB_TRUSTED_ORGS="kernels-community")
     code = LOAD.replace("import json, sys, torch, kernels",
