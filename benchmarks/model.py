@@ -223,9 +223,10 @@ def print_attention_choices(configs: list[str]) -> None:
     if not any(c in ("use_kernels", "autotune", "both") for c in configs):
         return
     from kernelhub import get_kernel
+    from kernelhub.integrations.transformers.table import FLASH_ATTN2, FLASH_ATTN2_VERSION
 
-    try:
-        attention = get_kernel("kernels-community/flash-attn2", version=1)
+    try:  # the attention kernel the models loaded: the table's version of it
+        attention = get_kernel(FLASH_ATTN2, version=FLASH_ATTN2_VERSION)
         lines = attention.attention_dispatch_decisions()
     except Exception as e:  # an older build without the per-shape choice
         print(f"attention kernel: no per-shape choices to show ({type(e).__name__}: {e})")
