@@ -120,7 +120,11 @@ class DeferredModule(ModuleType):
     (``loader/tests/test_declared_imports.py``)."""
 
     def __getattr__(self, attr: str) -> object:
-        module = sys.modules.get(self.__name__) or importlib.import_module(self.__name__)
+        module = sys.modules.get(self.__name__)
+        if module is None or getattr(module.__spec__, "_initializing", False):
+            # Another thread may be executing the module right now: import_module waits
+            # for it (taking the module's import lock) instead of reading a half-made one.
+            module = importlib.import_module(self.__name__)
         return getattr(module, attr)
 
 
