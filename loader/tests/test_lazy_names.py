@@ -7,10 +7,11 @@ import ast
 import importlib
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
-from kernelhub.lazy_names import stub_names
+from kernelhub.lazy_names import deferred, stub_names
 
 SRC = Path(importlib.import_module("kernelhub").__file__).parent  # type: ignore[arg-type]
 STUBS = sorted(SRC.rglob("__init__.pyi"))
@@ -59,3 +60,29 @@ def test_import_kernelhub_imports_no_submodule_but_the_table_reader() -> None:
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
                          text=True).stdout
     assert out.strip() == "['kernelhub', 'kernelhub.lazy_names']"
+
+
+def test_a_deferred_module_waits_for_another_threads_import(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A deferred module read while another thread is still executing that module waits
+    for it rather than reading the half-made module (an AttributeError before)."""
+    started = tmp_path / "started"
+    (tmp_path / "slow_deferred_target.py").write_text(
+        "import pathlib, time\n"
+        f"pathlib.Path({str(started)!r}).touch()\n"
+        "time.sleep(0.5)\n"
+        "VALUE = 42\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "slow_deferred_target", raising=False)
+    importer = threading.Thread(target=importlib.import_module, args=("slow_deferred_target",))
+    importer.start()
+    try:
+        for _ in range(500):
+            if started.exists():
+                break
+            threading.Event().wait(0.01)
+        assert started.exists() and "slow_deferred_target" in sys.modules
+        assert deferred("slow_deferred_target").VALUE == 42
+    finally:
+        importer.join()
+        sys.modules.pop("slow_deferred_target", None)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from .build_layout import local_build_dirs, variant_dirs
 from .errors import KernelHubError, NoCompatibleVariantError, RepoNotFoundError, VersionSpecError
+from .lazy_names import deferred
 from .load import pipeline
 from .load.fetch import fetch
 from .load.request import HubArg, kernel_request, open_hub_arg
@@ -26,8 +27,16 @@ from .trust import policy_for
 from .user_files import user_path
 from .versions import Refs, check_repo_id
 
-if TYPE_CHECKING:  # read when a lock file is used (load_locked_kernel)
+if TYPE_CHECKING:
+    from . import cache, lock, lock_tree, release_policy
+    from .load import validators
     from .lock import LockEntry, LockPins
+else:  # each read only by the function that needs it (lock files, signatures, listings)
+    cache = deferred("kernelhub.cache")
+    lock = deferred("kernelhub.lock")
+    lock_tree = deferred("kernelhub.lock_tree")
+    release_policy = deferred("kernelhub.release_policy")
+    validators = deferred("kernelhub.load.validators")
 
 __all__ = [
     "HubArg",
@@ -52,11 +61,9 @@ __all__ = [
 
 def list_refs(repo_id: str, *, hub: HubArg = None) -> Refs:
     """The repository's refs from the hub, or from the cache in offline mode."""
-    from .cache import KernelCache
-
     check_repo_id(repo_id)
     hub = open_hub_arg(hub)
-    return refs_of(repo_id, hub, KernelCache())
+    return refs_of(repo_id, hub, cache.KernelCache())
 
 
 def resolve_kernel(repo_id: str, version: int | str | None = None, revision: str | None = None,
@@ -123,9 +130,7 @@ def load_locked_kernel(
     (a dependency it does not pin is refused). Once the variants are in the cache
     (``kernelhub download``) this asks the hub nothing.
     """
-    from .lock import read_pins
-
-    pins = read_pins(lockfile)
+    pins = lock.read_pins(lockfile)
     return load_locked_entry(pins.pick(repo_id), pins=pins, trust_remote_code=trust_remote_code,
                              hub=hub, backend=backend, check_arch=check_arch)
 
@@ -138,9 +143,7 @@ def load_locked_entry(entry: LockEntry, *, pins: LockPins | None = None,
     lock the entry came from) pins them, each checked against its own hashes; without
     ``pins`` the entry is the whole lock, and a kernel that declares dependencies is
     refused rather than loading versions nobody locked."""
-    from .lock import LockPins
-
-    pins = pins if pins is not None else LockPins(
+    pins = pins if pins is not None else lock.LockPins(
         {entry.repo_id: entry}, "given to load_locked_entry alone (pass pins=, the whole lock, "
         "for the kernel's dependencies)")
     return pipeline.load(kernel_request(entry.repo_id, revision=entry.sha, hub=hub,
@@ -150,10 +153,8 @@ def load_locked_entry(entry: LockEntry, *, pins: LockPins | None = None,
 
 def describe_signature(resolution: Resolution) -> str:
     """The release signature at the resolved commit and the verdict of the user's policy."""
-    from .release_policy import describe_release
-
     policy = policy_for(resolution.repo_id.partition("/")[0])
-    return describe_release(release_files(resolution), policy, resolution.repo_id,
+    return release_policy.describe_release(release_files(resolution), policy, resolution.repo_id,
                             resolution.ref, resolution.commit)
 
 
@@ -186,14 +187,10 @@ def lock_project(project_dir: Path, *, hub: HubArg = None, fmt: str = "kernels"
     Every variant at the locked commit is fetched into the cache once to hash it, so the
     lock serves every platform, not only this one.
     """
-
-    from .lock import LOCKFILE_NAME, project_dependencies, write_lock
-    from .lock_tree import lock_tree
-
-    versions = project_dependencies(project_dir)
-    tree = lock_tree(versions, hub=hub)
-    written = write_lock(Path(project_dir) / LOCKFILE_NAME, tree.entries, versions=versions,
-                         dependencies=tree.dependencies, fmt=fmt)
+    versions = lock.project_dependencies(project_dir)
+    tree = lock_tree.lock_tree(versions, hub=hub)
+    written = lock.write_lock(Path(project_dir) / lock.LOCKFILE_NAME, tree.entries,
+                              versions=versions, dependencies=tree.dependencies, fmt=fmt)
     return written, list(tree.entries)
 
 
@@ -201,18 +198,15 @@ def download_locked(project_dir: Path, *, all_variants: bool = False, hub: HubAr
                     backend: str | None = None) -> list[Path]:
     """Fetch what ``<project_dir>/kernels.lock`` pins (this system's variant, or all of
     them) into the cache, each checked against the lock; return the variant dirs."""
-
-    from .load.validators import LockValidator
-    from .lock import LOCKFILE_NAME, read_lock
-
     paths = []
-    for repo_id, entry in sorted(read_lock(Path(project_dir) / LOCKFILE_NAME).items()):
+    for repo_id, entry in sorted(lock.read_lock(Path(project_dir) / lock.LOCKFILE_NAME).items()):
         resolution = resolve_request(kernel_request(repo_id, revision=entry.sha, hub=hub,
                                                     backend=backend))
         variants = resolution.variants if all_variants else [resolution.variant]
         for variant in variants:
             fetched = fetch(resolution, variant)
-            pipeline.checked(verify(fetched.path, variant, cached=True), [LockValidator(entry)]).discard()
+            pipeline.checked(verify(fetched.path, variant, cached=True),
+                             [validators.LockValidator(entry)]).discard()
             paths.append(fetched.path)
     return paths
 

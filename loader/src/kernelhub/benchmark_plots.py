@@ -18,9 +18,20 @@ import io
 import re
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .benchmark_results import BenchmarkRun, WorkloadResult, machine_summary
 from .errors import KernelHubError
+from .lazy_names import deferred
+
+if TYPE_CHECKING:
+    import matplotlib
+    from matplotlib import figure as mpl_figure
+    from matplotlib.backends import backend_agg
+else:  # the optional ``benchmark`` extra, imported by the first plot
+    matplotlib = deferred("matplotlib")
+    mpl_figure = deferred("matplotlib.figure")
+    backend_agg = deferred("matplotlib.backends.backend_agg")
 
 _drawing = threading.Lock()
 
@@ -37,21 +48,18 @@ def render_plot(run: BenchmarkRun, fmt: str = "png") -> bytes:
     """The run's plot as ``png`` or ``svg`` bytes (SVG text stays text: small and sharp
     on a phone)."""
     try:
-        import matplotlib
+        rc_context = matplotlib.rc_context
     except ImportError:
         raise KernelHubError("plots need matplotlib: pip install 'kernelhub[benchmark]', or "
                              "pass --no-plots") from None
-    with _drawing, matplotlib.rc_context({"svg.fonttype": "none"}):
+    with _drawing, rc_context({"svg.fonttype": "none"}):
         return _draw(run, fmt)
 
 
 def _draw(run: BenchmarkRun, fmt: str) -> bytes:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
     results = sorted(run.results, key=lambda r: _natural(r.workload))
-    fig = Figure(figsize=(9, 1.2 + 0.55 * len(results)), dpi=110)
-    FigureCanvasAgg(fig)
+    fig = mpl_figure.Figure(figsize=(9, 1.2 + 0.55 * len(results)), dpi=110)
+    backend_agg.FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     rows = range(len(results))
     kernel = [r.timing.mean_ms for r in results]

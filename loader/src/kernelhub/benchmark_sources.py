@@ -10,35 +10,40 @@ builds, ``kernels-src/<name>/benchmarks`` of the project in the working director
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .benchmark_runner import BENCHMARKS_DIR
 from .hub.base import Hub
+from .lazy_names import deferred
+
+if TYPE_CHECKING:
+    from .hub import calls as hub_calls
+    from .hub import hf as hub_hf
+    from .hub import local as hub_local
+else:  # hub_hf imports huggingface_hub: only a Hub-API hub reaches it
+    hub_calls = deferred("kernelhub.hub.calls")
+    hub_hf = deferred("kernelhub.hub.hf")
+    hub_local = deferred("kernelhub.hub.local")
 
 
 def hub_benchmarks(hub: Hub, repo_id: str, commit: str, dest: Path) -> Path | None:
     """Write ``benchmarks/*.py`` at ``commit`` into ``dest``; None when there are none."""
-    from .hub.calls import GuardedHub, hub_call
-    from .hub.local import LocalHub
-
-    if isinstance(hub, GuardedHub):
-        with hub_call(hub.inner, f"reading benchmarks/ of {repo_id} at {commit[:12]}"):
+    if isinstance(hub, hub_calls.GuardedHub):
+        with hub_calls.hub_call(hub.inner, f"reading benchmarks/ of {repo_id} at {commit[:12]}"):
             return hub_benchmarks(hub.inner, repo_id, commit, dest)
     files: dict[str, bytes] = {}
-    if isinstance(hub, LocalHub):
+    if isinstance(hub, hub_local.LocalHub):
         repo = hub.open_repo(repo_id)
         entries = [e for e in repo.ls_tree(commit, f"{BENCHMARKS_DIR}/")
                    if e.kind == "blob" and e.path.endswith(".py")]
         files = dict(zip([e.path for e in entries], repo.read_blobs([e.oid for e in entries]),
                          strict=True))
-    else:
-        from .hub.hf import HfHub
-
-        if isinstance(hub, HfHub):
-            local = Path(hub.api.snapshot_download(
-                repo_id, revision=commit, repo_type=hub.type_of(repo_id),
-                allow_patterns=[f"{BENCHMARKS_DIR}/*.py"], local_dir=dest / ".download"))
-            files = {p.relative_to(local).as_posix(): p.read_bytes()
-                     for p in sorted((local / BENCHMARKS_DIR).glob("*.py"))}
+    elif isinstance(hub, hub_hf.HfHub):
+        local = Path(hub.api.snapshot_download(
+            repo_id, revision=commit, repo_type=hub.type_of(repo_id),
+            allow_patterns=[f"{BENCHMARKS_DIR}/*.py"], local_dir=dest / ".download"))
+        files = {p.relative_to(local).as_posix(): p.read_bytes()
+                 for p in sorted((local / BENCHMARKS_DIR).glob("*.py"))}
     if not files:
         return None
     for rel, data in files.items():

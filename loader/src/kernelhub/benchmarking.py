@@ -19,9 +19,12 @@ from .lazy_names import deferred
 if TYPE_CHECKING:
     import torch
     from torch.utils import benchmark
+
+    from . import system
 else:
     torch = deferred("torch")
     benchmark = deferred("torch.utils.benchmark")
+    system = deferred("kernelhub.system")
 
 
 def best_seconds(fn: Callable[[], Any], min_run_time: float, warm: bool = True) -> float:
@@ -66,9 +69,7 @@ MODEL_HEADER = (f"  {'shape':<22}{'out= ms':>10}{'layer ms':>10}{'eager ms':>10}
 def cpu_header() -> str:
     """The CPU a table ran on (with AVX-512/AMX presence), torch's loops and threads:
     machines of one kind differ, so every table says where it ran."""
-    from .system import cpu_summary
-
-    return (f"{cpu_summary()}; torch {torch.__version__} loops "
+    return (f"{system.cpu_summary()}; torch {torch.__version__} loops "
             f"{torch.backends.cpu.get_cpu_capability()}, {torch.get_num_threads()} threads")
 
 

@@ -31,14 +31,20 @@ from typing import TYPE_CHECKING
 
 from . import cache_root, settings
 from .errors import CacheError, HubError, IntegrityError, KernelHubError
+from .lazy_names import deferred
 from .metadata import hub_digest_path, parse_metadata, read_metadata_bytes, verify_variant
 from .versions import Refs, is_commit_id, is_plain_name
 
-if TYPE_CHECKING:  # imported where used: a warm load takes no lock and reads no release
-    from filelock import FileLock
+if TYPE_CHECKING:
+    import filelock
 
+    from . import hub_hashes, release_manifest
     from .hub.base import Hub
     from .release_manifest import ReleaseFiles
+else:  # a warm load takes no lock, reads no release and hashes nothing
+    filelock = deferred("filelock")
+    hub_hashes = deferred("kernelhub.hub_hashes")
+    release_manifest = deferred("kernelhub.release_manifest")
 
 _TMP_SUFFIX = ".partial"
 VARIANTS_FILE = "variants.json"
@@ -130,14 +136,12 @@ class KernelCache:
     def variant_dir(self, hub_key: str, repo_id: str, commit: str, variant: str) -> Path:
         return self.commit_dir(hub_key, repo_id, commit) / _segment(variant, "variant")
 
-    def lock(self, hub_key: str, repo_id: str) -> FileLock:
+    def lock(self, hub_key: str, repo_id: str) -> filelock.FileLock:
         """The lock that serialises installs into one repository's cache."""
-        from filelock import FileLock
-
         repo_dir = self.repo_dir(hub_key, repo_id)
         cache_root.claim(self.root)
         repo_dir.mkdir(parents=True, exist_ok=True)
-        return FileLock(repo_dir / ".lock")
+        return filelock.FileLock(repo_dir / ".lock")
 
     # -- variant lists and refs --------------------------------------------------
 
@@ -159,8 +163,6 @@ class KernelCache:
     def read_release(self, hub_key: str, repo_id: str, commit: str) -> ReleaseFiles | None:
         """The release files seen at ``commit`` (None: never asked). Not trusted: they are
         verified on every load, like everything else read from the cache."""
-        from .release_manifest import ReleaseFiles
-
         path = self.commit_dir(hub_key, repo_id, commit) / RELEASE_FILES
         data = _read_json(path)
         if data is None:
@@ -174,7 +176,7 @@ class KernelCache:
                 found[key] = None if value is None else base64.b64decode(value, validate=True)
             except ValueError:
                 raise _corrupt(path) from None
-        return ReleaseFiles(found["manifest"], found["signature"])
+        return release_manifest.ReleaseFiles(found["manifest"], found["signature"])
 
     def write_release(self, hub_key: str, repo_id: str, commit: str, files: ReleaseFiles) -> None:
         path = self.commit_dir(hub_key, repo_id, commit) / RELEASE_FILES
@@ -238,8 +240,6 @@ class KernelCache:
             raise _unwritable(self.root, f"install {variant} of {repo_id}", e) from None
 
     def _install(self, hub: Hub, repo_id: str, commit: str, variant: str, dest: Path) -> Path:
-        from .hub_hashes import check_against_hub, hub_hashes, write_lfs_record, write_record
-
         with self.lock(hub.key, repo_id):
             if dest.is_dir():
                 return dest
@@ -252,15 +252,15 @@ class KernelCache:
                     raise HubError(
                         f"{repo_id}@{commit[:12]}: the hub returned no files for {variant}"
                     )
-                listed = hub_hashes(hub, repo_id, commit, variant)
+                listed = hub_hashes.hub_hashes(hub, repo_id, commit, variant)
                 try:
                     metadata = parse_metadata(read_metadata_bytes(tmp), str(tmp))
                     if not metadata.digest_files:  # an ecosystem build: the hub vouches
-                        metadata = check_against_hub(hub, repo_id, commit, variant, tmp,
-                                                     metadata, listed)
-                        write_record(hub_digest_path(dest), metadata)
+                        metadata = hub_hashes.check_against_hub(hub, repo_id, commit, variant,
+                                                                tmp, metadata, listed)
+                        hub_hashes.write_record(hub_digest_path(dest), metadata)
                     verify_variant(tmp, metadata)
-                    write_lfs_record(dest, listed)
+                    hub_hashes.write_lfs_record(dest, listed)
                 except IntegrityError as e:
                     raise IntegrityError(
                         f"{variant} of {repo_id} at {commit[:12]}, as fetched from {hub.key}, "

@@ -9,18 +9,35 @@ names, metadata, verdicts that quote them — is printed through :func:`printabl
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+import time
 from collections.abc import Collection, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import api, cli_benchmark, cli_describe, cli_signature, cli_variants
 from .cache import KernelCache
 from .cli_args import add_target_args
 from .cli_text import ArgumentParser, error_line
 from .errors import KernelHubError
+from .lazy_names import deferred
 from .metadata import read_metadata
 from .printable import printable
 from .user_files import cli_path, user_path
+
+if TYPE_CHECKING:
+    from . import cache_listing, deps, deps_resolve, optional_commands, repo_check
+    from .layer.autotune import report as autotune_report
+    from .layer.autotune import store as autotune_store
+else:  # each subcommand imports what it runs, when it runs
+    cache_listing = deferred("kernelhub.cache_listing")
+    deps = deferred("kernelhub.deps")
+    deps_resolve = deferred("kernelhub.deps_resolve")
+    optional_commands = deferred("kernelhub.optional_commands")
+    repo_check = deferred("kernelhub.repo_check")
+    autotune_report = deferred("kernelhub.layer.autotune.report")
+    autotune_store = deferred("kernelhub.layer.autotune.store")
 
 
 def _print_versions(args: argparse.Namespace) -> None:
@@ -83,9 +100,7 @@ def _print_info(args: argparse.Namespace) -> None:
         ("source", f"{commit}{' (dirty)' if source.get('dirty') else ''}" if commit else "-"),
         ("files", str(len(meta.digest_files))),
     ]
-    from .deps import KERNEL_DEPENDS, parse_kernel_depends
-
-    depends = parse_kernel_depends(meta.extra.get(KERNEL_DEPENDS), str(path))
+    depends = deps.parse_kernel_depends(meta.extra.get(deps.KERNEL_DEPENDS), str(path))
     fields.append(("kernel-depends", ", ".join(map(str, depends)) or "-"))
     if meta.extra.get("kernels-minver"):
         fields.append(("kernels-minver", str(meta.extra["kernels-minver"])))
@@ -97,15 +112,13 @@ def _print_info(args: argparse.Namespace) -> None:
 
 
 def _print_dep_tree(args: argparse.Namespace, target: Path) -> None:
-    from .deps import resolve_tree
-    from .deps_resolve import hub_resolver, locate_hub, locate_local
-
     if target.exists():
-        root = locate_local(target, backend=args.backend)
+        root = deps_resolve.locate_local(target, backend=args.backend)
     else:
-        root = locate_hub(api.resolve_kernel(args.target, args.version, args.revision,
-                                             hub=args.hub, backend=args.backend))
-    tree = resolve_tree(root, hub_resolver(args.hub, args.backend))
+        root = deps_resolve.locate_hub(api.resolve_kernel(args.target, args.version,
+                                                          args.revision, hub=args.hub,
+                                                          backend=args.backend))
+    tree = deps.resolve_tree(root, deps_resolve.hub_resolver(args.hub, args.backend))
     print("dependency tree:")
     print(f"  {root.name}")
     for line in tree.lines("  ") or ["  (no kernel dependencies)"]:
@@ -125,12 +138,7 @@ def _cache(args: argparse.Namespace) -> None:
 
 
 def _cache_ls(cache: KernelCache, as_json: bool) -> None:
-    import json
-    import time
-
-    from .cache_listing import cached_kernels
-
-    repos = cached_kernels(cache)
+    repos = cache_listing.cached_kernels(cache)
     if as_json:
         print(json.dumps({"cache_dir": str(cache.root),
                           "repos": [repo.to_json() for repo in repos]}, indent=2))
@@ -233,9 +241,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _check(args: argparse.Namespace) -> None:
-    from .repo_check import check_repository
-
-    resolution, reports = check_repository(args.repo, args.version, args.revision, hub=args.hub)
+    resolution, reports = repo_check.check_repository(args.repo, args.version, args.revision,
+                                                      hub=args.hub)
     print(f"{args.repo} at {printable(resolution.ref)} ({printable(resolution.commit[:12])})")
     for report in reports:
         print(f"  {'ok  ' if report.ok else 'FAIL'} {printable(report.variant)}")
@@ -261,20 +268,17 @@ def _download(args: argparse.Namespace) -> None:
 
 
 def _autotune_report(args: argparse.Namespace) -> None:
-    from .layer.autotune.report import forget_decisions
-    from .layer.autotune.store import stored_records
-
     if args.command == "verify-report":
         print("kernelhub verify-report is deprecated: use kernelhub autotune-report",
               file=sys.stderr)
-    records = stored_records(args.name, args.model)
+    records = autotune_store.stored_records(args.name, args.model)
     if not records:
         print("no autotuning decisions cached" + (f" for {error_line(args.model)}"
                                                    if args.model else "")
               + " (run a model with kernelize(..., autotune=True))")
         return
     if args.forget:
-        removed = forget_decisions(args.model, args.name)
+        removed = autotune_report.forget_decisions(args.model, args.name)
         print(f"forgot {removed} autotuning decision{'s' if removed != 1 else ''}; the next "
               "run with autotune=True measures again")
         return
@@ -296,9 +300,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
         if argv and not argv[0].startswith("-") and argv[0] not in _commands(parser):
-            from .optional_commands import load
-
-            if (command := load(argv[0])) is not None:  # else argparse names the choices
+            # None: no such command anywhere, and argparse names the choices
+            if (command := optional_commands.load(argv[0])) is not None:
                 return command(argv[1:])
         elif not argv or argv[0] in ("-h", "--help"):
             _describe_optional_commands(parser)
@@ -317,9 +320,7 @@ def _commands(parser: argparse.ArgumentParser) -> Collection[str]:
 
 def _describe_optional_commands(parser: argparse.ArgumentParser) -> None:
     """List the commands other distributions add (:mod:`.optional_commands`) in the help."""
-    from .optional_commands import help_lines
-
-    lines = help_lines()
+    lines = optional_commands.help_lines()
     width = max(len(name) for name, _ in lines)
     parser.epilog = "commands from other distributions:\n" + "\n".join(
         f"  {name:<{width}}  {text}" for name, text in lines)

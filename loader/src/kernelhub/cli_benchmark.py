@@ -16,6 +16,7 @@ import argparse
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import api
 from .benchmark_results import BenchmarkRun
@@ -31,9 +32,17 @@ from .benchmark_runner import (
 )
 from .cli_args import add_target_args
 from .errors import KernelHubError
+from .lazy_names import deferred
 from .printable import printable
 from .system import detect_system
 from .user_files import cli_path, user_path
+
+if TYPE_CHECKING:
+    from . import benchmark_plots, benchmark_sources, optional_commands
+else:  # plots need matplotlib, an extra; the others only a run that uses them
+    benchmark_plots = deferred("kernelhub.benchmark_plots")
+    benchmark_sources = deferred("kernelhub.benchmark_sources")
+    optional_commands = deferred("kernelhub.optional_commands")
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -130,14 +139,12 @@ def _run(args: argparse.Namespace, tmp: Path) -> tuple[BenchmarkRun, api.Resolut
 
 def _hub_scripts(args: argparse.Namespace, resolution: api.Resolution,
                  tmp: Path) -> tuple[Path, str]:
-    from .benchmark_sources import hub_benchmarks, project_benchmarks
-
     if args.benchmarks is not None:
         return args.benchmarks, str(args.benchmarks)
-    found = hub_benchmarks(resolution.hub, args.kernel, resolution.commit, tmp)
+    found = benchmark_sources.hub_benchmarks(resolution.hub, args.kernel, resolution.commit, tmp)
     if found is not None:
         return found, f"{args.kernel} at {resolution.commit[:12]}"
-    local = project_benchmarks(args.kernel)
+    local = benchmark_sources.project_benchmarks(args.kernel)
     if local is not None:
         return local, f"{local} (the repository publishes none)"
     raise BenchmarkError(
@@ -167,20 +174,15 @@ def _print_table(run: BenchmarkRun) -> None:
 
 
 def _write(run: BenchmarkRun, directory: Path, slug: str) -> list[Path]:
-    from .benchmark_plots import save_plot
-
     directory.mkdir(parents=True, exist_ok=True)
     (directory / f"{slug}.json").write_text(run.dumps())
-    return [directory / f"{slug}.json", save_plot(run, directory / f"{slug}.png")]
+    return [directory / f"{slug}.json", benchmark_plots.save_plot(run, directory / f"{slug}.png")]
 
 
 def _publish(run: BenchmarkRun, resolution: api.Resolution, no_plots: bool) -> None:
     """Commit the run to the hub through ``kernelhub publish-benchmark``, the builder's
     optional command (the loader never imports the code that writes to a hub)."""
-    from .benchmark_plots import save_plot
-    from .optional_commands import load
-
-    publish = load("publish-benchmark")
+    publish = optional_commands.load("publish-benchmark")
     assert publish is not None  # a known command: load() raises when it is missing
     hub = resolution.hub
     target = str(getattr(hub, "root", None) or getattr(hub, "endpoint", ""))
@@ -189,7 +191,7 @@ def _publish(run: BenchmarkRun, resolution: api.Resolution, no_plots: bool) -> N
         document.write_text(run.dumps())
         files = [str(document)]
         if not no_plots:
-            files.append(str(save_plot(run, Path(tmp) / "plot.png")))
+            files.append(str(benchmark_plots.save_plot(run, Path(tmp) / "plot.png")))
         if publish([resolution.repo_id, resolution.commit, resolution.variant, *files,
                     "--hub", target]) != 0:
             raise KernelHubError(f"publishing the results to {resolution.repo_id} failed")

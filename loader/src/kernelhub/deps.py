@@ -19,6 +19,7 @@ different versions have different op namespaces.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
@@ -27,10 +28,17 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from .errors import KernelHubError
+from .lazy_names import deferred
 from .records import Record
 
 if TYPE_CHECKING:
+    from importlib import util as importlib_util
+
+    from . import versions
     from .metadata import Metadata
+else:
+    importlib_util = deferred("importlib.util")
+    versions = deferred("kernelhub.versions")
 
 KERNEL_DEPENDS = "kernel-depends"
 
@@ -68,8 +76,6 @@ def parse_kernel_depends(value: object, where: str) -> tuple[KernelDependency, .
     """``kernel-depends`` from metadata.json (absent: no dependencies), checked as strictly
     as the ecosystem's reader: a list of objects with ``repo-id`` and exactly one of an int
     ``version`` or a string ``revision``."""
-    from .versions import check_repo_id
-
     if value is None:
         return ()
     if not isinstance(value, list):
@@ -82,7 +88,7 @@ def parse_kernel_depends(value: object, where: str) -> tuple[KernelDependency, .
                                   "revision (no other keys)")
         repo, version, revision = entry.get("repo-id"), entry.get("version"), entry.get("revision")
         try:
-            check_repo_id(repo)
+            versions.check_repo_id(repo)
         except KernelHubError:
             raise DependencyError(f"{at}: repo-id {repo!r} is not 'org/name'") from None
         if version is not None and (not isinstance(version, int) or isinstance(version, bool)
@@ -199,11 +205,9 @@ def _ecosystem_providing(deps: Mapping[str, ModuleType]) -> AbstractContextManag
     ``kernels._internals.deps``, 0.17/0.18 in ``kernels.deps``), when ``import kernels``
     is its package; nothing to enter otherwise (kernelhub's compatibility module serves
     :func:`get_kernel_dep` itself, and a kernel without dependencies needs neither)."""
-    import importlib.util
-
     if not deps:
         return nullcontext()
-    spec = importlib.util.find_spec("kernels")
+    spec = importlib_util.find_spec("kernels")
     if spec is None or spec.origin is None or "kernelhub" in Path(spec.origin).parts:
         return nullcontext()
     for name in ("kernels._internals.deps", "kernels.deps"):

@@ -5,11 +5,18 @@ format and the tree rules): each dependency to a commit and this system's varian
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import api
 from .deps import KernelDependency, Located, Resolver, declared_depends
 from .hub.base import Hub
+from .lazy_names import deferred
 from .metadata import Metadata, read_metadata
+
+if TYPE_CHECKING:
+    from .load import fetch
+else:
+    fetch = deferred("kernelhub.load.fetch")
 
 
 def _located(name: str, commit: str | None, variant_dir: Path, metadata: Metadata,
@@ -28,9 +35,7 @@ def locate_local(path: Path, backend: str | None = None) -> Located:
 def locate_hub(resolution: api.Resolution) -> Located:
     """A kernel of the tree resolved on a hub (fetches the chosen variant: its metadata
     names its own dependencies)."""
-    from .load.fetch import fetch
-
-    variant_dir = fetch(resolution).path
+    variant_dir = fetch.fetch(resolution).path
     return _located(resolution.repo_id, resolution.commit, variant_dir,
                     read_metadata(variant_dir), resolution)
 

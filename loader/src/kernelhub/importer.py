@@ -18,11 +18,18 @@ import sys
 import threading
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from .errors import KernelLoadError
+from .lazy_names import deferred
 from .metadata import Metadata
 from .records import Record
 from .verified_import import FINDER, NATIVE_SUFFIXES, VerifiedVariant
+
+if TYPE_CHECKING:
+    from packaging import requirements
+else:  # read only for a kernel that declares python-depends
+    requirements = deferred("packaging.requirements")
 
 _OPS_PREFIX = b"torch.ops."
 _IDENT_START = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
@@ -125,12 +132,10 @@ def check_python_depends(metadata: Metadata, path: Path) -> None:
     """Fail clearly when a Python package the kernel needs is missing or too old."""
     if not metadata.python_depends:
         return
-    from packaging.requirements import InvalidRequirement, Requirement
-
     for dep in metadata.python_depends:
         try:
-            req = Requirement(dep)
-        except InvalidRequirement:
+            req = requirements.Requirement(dep)
+        except requirements.InvalidRequirement:
             raise KernelLoadError(
                 f"{path}: python-depends entry {dep!r} is not a valid requirement"
             ) from None

@@ -52,11 +52,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .errors import LockFileError
+from .lazy_names import deferred
 from .records import Record, field, replace
 from .versions import is_commit_id, shown_name
 
 if TYPE_CHECKING:
+    from importlib import metadata as importlib_metadata
+
+    from . import tomlfile, user_files
     from .deps import KernelDependency
+else:  # the lock itself is JSON: loading a locked kernel reads no TOML
+    importlib_metadata = deferred("importlib.metadata")
+    tomlfile = deferred("kernelhub.tomlfile")
+    user_files = deferred("kernelhub.user_files")
 
 LOCKFILE_NAME = "kernels.lock"
 HASHES_NAME = "kernelhub.lock"
@@ -151,11 +159,9 @@ def _entry(raw: object, path: Path | str) -> LockEntry:
 
 def read_lock(path: Path) -> dict[str, LockEntry]:
     """Every entry of the lock file at ``path``, by repository id."""
-    from .user_files import read_bounded, user_path
-
-    path = user_path(path, "the lock file")
+    path = user_files.user_path(path, "the lock file")
     try:
-        raw = read_bounded(path)
+        raw = user_files.read_bounded(path)
     except FileNotFoundError:
         raise LockFileError(
             f"lock file {path} does not exist; create it with `kernelhub lock`, or pass "
@@ -257,11 +263,9 @@ def distribution_lock(module_name: str) -> LockPins | None:
     provides ``module_name``'s top-level package, parsed, with where it was found; None
     where there is none. The ecosystem's build hook copies a project's lock file there,
     so a library installed as a wheel carries its pins with it."""
-    import importlib.metadata
-
     package = module_name.partition(".")[0]
-    for name in importlib.metadata.packages_distributions().get(package, []):
-        dist = importlib.metadata.distribution(name)
+    for name in importlib_metadata.packages_distributions().get(package, []):
+        dist = importlib_metadata.distribution(name)
         text = dist.read_text(LOCKFILE_NAME)
         if text is not None:
             where = f"{LOCKFILE_NAME} of the installed distribution {name}"
@@ -341,19 +345,15 @@ def project_dependencies(project_dir: Path) -> dict[str, int | str]:
     kernelhub's ``[tool.kernelhub.dependencies]`` (any version in the one grammar);
     a repository in both must agree.
     """
-    # the lock itself is JSON: loading a locked kernel reads no TOML
-    from .tomlfile import TomlError, parse_toml
-    from .user_files import read_bounded, user_path
-
-    path = user_path(project_dir, "the project directory") / "pyproject.toml"
+    path = user_files.user_path(project_dir, "the project directory") / "pyproject.toml"
     try:
-        data = parse_toml(read_bounded(path))
+        data = tomlfile.parse_toml(user_files.read_bounded(path))
     except FileNotFoundError:
         raise LockFileError(f"{path} does not exist; a project declares its kernels there "
                             "under [tool.kernels.dependencies]") from None
     except OSError as e:
         raise LockFileError(f"{path} is not readable: {e.strerror or e}") from None
-    except TomlError as e:
+    except tomlfile.TomlError as e:
         raise LockFileError(f"{path}: {e}") from None
     tool = data.get("tool", {})
     found: dict[str, int | str] = {}

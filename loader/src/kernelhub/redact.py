@@ -16,6 +16,14 @@ import functools
 import logging
 import re
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from .lazy_names import deferred
+
+if TYPE_CHECKING:
+    from . import errors
+else:  # errors imports this module
+    errors = deferred("kernelhub.errors")
 
 MASK = "***"
 
@@ -81,9 +89,7 @@ def redacted_error(error: BaseException, message: str | None = None) -> BaseExce
     clone.__dict__.update(error.__dict__)
     clone.args = (text,)
     if redact(str(clone)) != str(clone):  # a type that builds its text from attributes
-        from .errors import KernelHubError
-
-        return KernelHubError(text)
+        return errors.KernelHubError(text)
     return clone
 
 

@@ -17,12 +17,20 @@ used from another.
 from __future__ import annotations
 
 import hashlib
+from typing import TYPE_CHECKING
 
 from . import settings
 from .errors import SignatureError
+from .lazy_names import deferred
 from .release_manifest import NAMESPACE, RELEASE_FILE, SIGNATURE_FILE, ReleaseFiles, ReleaseManifest
 from .trust import OrgPolicy
 from .versions import branch_major, tag_release
+
+if TYPE_CHECKING:
+    from . import sshsig, verified_marks
+else:  # loads from orgs without a signing policy never check a signature
+    sshsig = deferred("kernelhub.sshsig")
+    verified_marks = deferred("kernelhub.verified_marks")
 
 _verified: dict[bytes, str] = {}
 """Content key → fingerprint of the allowed key that signed it (successes only)."""
@@ -46,18 +54,13 @@ def _content_key(files: ReleaseFiles, policy: OrgPolicy) -> bytes:
 
 def _verify_signature(files: ReleaseFiles, policy: OrgPolicy, where: str) -> str:
     """The fingerprint of the allowed key that signed the manifest, or SignatureError."""
-    # Imported here, not at the top: loads from orgs without a signing policy never get
-    # this far, and their warm loads should not pay for the parser.
-    from . import verified_marks
-    from .sshsig import parse_signature, signature_valid
-
     key = _content_key(files, policy)
     if (fingerprint := _verified.get(key) or verified_marks.recall(key)) is not None:
         _verified[key] = fingerprint
         return fingerprint
     assert files.manifest is not None and files.signature is not None
     try:
-        signature = parse_signature(files.signature)
+        signature = sshsig.parse_signature(files.signature)
     except SignatureError as e:
         raise SignatureError(f"refusing to load {where}: {SIGNATURE_FILE} is unusable ({e}); "
                              "ask the publisher to publish again with builder publish --sign") from None
@@ -68,7 +71,7 @@ def _verify_signature(files: ReleaseFiles, policy: OrgPolicy, where: str) -> str
             f"allowed to sign for org {policy.org!r} (allowed: {policy.fingerprints()}); if you "
             f"trust that key, {_how_to_add(policy.org)}"
         )
-    if not signature_valid(signature, files.manifest, NAMESPACE):
+    if not sshsig.signature_valid(signature, files.manifest, NAMESPACE):
         raise SignatureError(
             f"refusing to load {where}: the signature by {signer} does not match {RELEASE_FILE} "
             f"(namespace {signature.namespace!r}); the release was changed after it was signed "
@@ -149,11 +152,9 @@ def describe_release(
 ) -> str:
     """One line for ``kernelhub versions``: who signed, and what the user's policy says."""
     if files.signed:
-        from .sshsig import parse_signature
-
         assert files.signature is not None
         try:
-            state = f"signed by {parse_signature(files.signature).key.fingerprint}"
+            state = f"signed by {sshsig.parse_signature(files.signature).key.fingerprint}"
         except SignatureError:
             state = f"signed, but {SIGNATURE_FILE} is unreadable"
     else:

@@ -42,16 +42,37 @@ import hashlib
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from . import settings
 from .errors import KernelHubError, SignatureError
+from .lazy_names import deferred
 from .metadata import SIGNATURE_SIDECARS
 from .records import Record
 from .trust import matches
 
 if TYPE_CHECKING:
+    from importlib import resources as importlib_resources
+
+    from cryptography import x509
+    from sigstore import errors as sigstore_errors
+    from sigstore import models as sigstore_models
+    from sigstore import verify as sigstore_verify
+    from sigstore._internal import tuf as sigstore_tuf
     from sigstore.models import TrustedRoot
+    from sigstore.verify import policy as sigstore_policy
     from sigstore.verify.policy import VerificationPolicy
+
+    from . import verified_marks
+else:  # sigstore is the optional ``sigstore`` extra, imported only where a policy applies
+    importlib_resources = deferred("importlib.resources")
+    x509 = deferred("cryptography.x509")
+    sigstore_errors = deferred("sigstore.errors")
+    sigstore_models = deferred("sigstore.models")
+    sigstore_verify = deferred("sigstore.verify")
+    sigstore_tuf = deferred("sigstore._internal.tuf")
+    sigstore_policy = deferred("sigstore.verify.policy")
+    verified_marks = deferred("kernelhub.verified_marks")
 
 BUNDLE_FILE = SIGNATURE_SIDECARS[0]
 """The sigstore bundle of a variant's metadata.json, next to it."""
@@ -194,36 +215,32 @@ _verified: dict[bytes, str] = {}
 _warned: set[tuple[str, str]] = set()
 
 
-def _import_sigstore() -> Any:
+def _import_sigstore() -> None:
+    """Import sigstore, an optional package: where it is missing, say how to install it
+    rather than fail at the first of its names."""
     try:
-        import sigstore.verify
+        sigstore_verify.Verifier  # noqa: B018 - the first access imports sigstore
     except ImportError:
         raise SignatureError(
             "a sigstore signing policy applies but the sigstore package is not installed; "
             "install it with: pip install 'kernelhub[sigstore]'"
         ) from None
-    return sigstore.verify
 
 
 def shipped_trusted_root() -> Path:
     """The Sigstore public-good trust root as the installed sigstore package ships it."""
-    from importlib import resources
-    from urllib.parse import quote
-
     _import_sigstore()
-    from sigstore._internal.tuf import DEFAULT_TUF_URL
-
-    store = resources.files("sigstore._store").joinpath(quote(DEFAULT_TUF_URL, safe=""))
+    store = importlib_resources.files("sigstore._store").joinpath(
+        quote(sigstore_tuf.DEFAULT_TUF_URL, safe=""))
     return Path(str(store.joinpath("trusted_root.json")))
 
 
 def _trusted_root(policy: SigstorePolicy) -> tuple[TrustedRoot, bytes]:
-    from sigstore.models import TrustedRoot
-
+    trusted_root = sigstore_models.TrustedRoot  # a missing sigstore is no parse error
     path = policy.trusted_root or shipped_trusted_root()
     try:
         raw = path.read_bytes()
-        return TrustedRoot.from_file(str(path)), raw
+        return trusted_root.from_file(str(path)), raw
     except OSError as e:
         raise SignatureError(f"cannot read the sigstore trust root {path}: {e.strerror or e}; "
                              "fix [signing.sigstore] trusted-root") from None
@@ -233,8 +250,7 @@ def _trusted_root(policy: SigstorePolicy) -> tuple[TrustedRoot, bytes]:
 
 
 def _verification_policy(signers: tuple[SigstoreSigner, ...]) -> VerificationPolicy:
-    from sigstore.verify import policy as p
-
+    p = sigstore_policy
     alternatives: list[VerificationPolicy] = []
     for signer in signers:
         rules: list[VerificationPolicy] = []
@@ -260,8 +276,6 @@ def _content_key(metadata: bytes, bundle: bytes, root: bytes, policy: SigstorePo
 
 def _signer_identity(certificate: Any) -> str:
     """The build signer URI (a workflow) if the certificate has one, else its first SAN."""
-    from cryptography import x509
-
     oid = x509.ObjectIdentifier("1.3.6.1.4.1.57264.1.9")
     try:
         value = certificate.extensions.get_extension_for_oid(oid).value.value
@@ -284,24 +298,19 @@ def verify_bundle(metadata: bytes, bundle: bytes, policy: SigstorePolicy, where:
     verifies in full even where this content verified before (and remembers it again)."""
     root, root_bytes = _trusted_root(policy)
     key = _content_key(metadata, bundle, root_bytes, policy)
-    from . import verified_marks
-
     if cached and (signer := _verified.get(key) or verified_marks.recall(key)) is not None:
         _verified[key] = signer
         return signer
-    verify = _import_sigstore()
-    from sigstore.errors import Error as SigstoreError
-    from sigstore.models import Bundle
-
+    _import_sigstore()
     try:
-        parsed = Bundle.from_json(bundle)
-    except (SigstoreError, ValueError) as e:
+        parsed = sigstore_models.Bundle.from_json(bundle)
+    except (sigstore_errors.Error, ValueError) as e:
         raise SignatureError(f"{where}: {BUNDLE_FILE} is not a valid sigstore bundle "
                              f"({_one_line(e)}); its integrity cannot be checked") from None
     try:
-        verify.Verifier(trusted_root=root).verify_artifact(
+        sigstore_verify.Verifier(trusted_root=root).verify_artifact(
             metadata, parsed, _verification_policy(policy.signers))
-    except SigstoreError as e:
+    except sigstore_errors.Error as e:
         raise SignatureError(
             f"{where}: the sigstore signature does not verify for {policy.org!r}'s policy "
             f"({_one_line(e)}); allowed signers: "

@@ -33,9 +33,16 @@ from .lazy_names import deferred
 from .records import Record
 
 if TYPE_CHECKING:
+    from importlib import metadata as importlib_metadata
+    from importlib import util as importlib_util
+
     import torch
+    from torch_npu.utils import collect_env as npu_env  # type: ignore[import-not-found]
 else:
     torch = deferred("torch")
+    importlib_metadata = deferred("importlib.metadata")
+    importlib_util = deferred("importlib.util")
+    npu_env = deferred("torch_npu.utils.collect_env")  # a plug-in, present on Ascend machines
 
 BACKENDS: tuple[str, ...] = ("cpu", "cuda", "rocm", "xpu", "metal")
 """Backends kernelhub builds, as variant names write them (and KernelConfig keys)."""
@@ -414,10 +421,8 @@ def detect_system(backend: str | None = None) -> SystemInfo:
 
 def _installed(module: str) -> bool:
     """Whether ``module`` can be imported, without importing it (~0.1 ms)."""
-    import importlib.util
-
     try:
-        return importlib.util.find_spec(module) is not None
+        return importlib_util.find_spec(module) is not None
     except (ImportError, ValueError):
         return False
 
@@ -427,19 +432,17 @@ def _tvm_ffi_version() -> tuple[int, int] | None:
     """apache-tvm-ffi's major.minor from its distribution metadata, without importing it."""
     if not _installed("tvm_ffi"):
         return None
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
-        return _version_pair(version("apache-tvm-ffi"))
-    except PackageNotFoundError:
+        return _version_pair(importlib_metadata.version("apache-tvm-ffi"))
+    except importlib_metadata.PackageNotFoundError:
         return None
 
 
 def _cann_version() -> tuple[int, int] | None:
     """The CANN toolkit's major.minor as torch_npu reports it (``"8.1.RC1"`` → (8, 1))."""
     try:
-        from torch_npu.utils.collect_env import get_cann_version  # type: ignore[import-not-found]
-    except ImportError:
+        get_cann_version = npu_env.get_cann_version
+    except (ImportError, AttributeError):  # no torch_npu, or one without the probe
         return None
     try:
         return _version_pair(str(get_cann_version()))

@@ -37,10 +37,16 @@ from typing import TYPE_CHECKING
 from . import settings
 from .errors import FlagTypeError, KernelHubError, SigningKeyError, TrustError
 from .hub.base import Hub
+from .lazy_names import deferred
 from .records import Record
 
-if TYPE_CHECKING:  # the parser is imported where keys are read: most loads configure none
+if TYPE_CHECKING:
+    from . import release_manifest, sshsig, user_files
     from .sshsig import PublicKey
+else:  # the parser is imported where keys are read: most loads configure none
+    release_manifest = deferred("kernelhub.release_manifest")
+    sshsig = deferred("kernelhub.sshsig")
+    user_files = deferred("kernelhub.user_files")
 
 # -- trusted organisations ----------------------------------------------------------
 
@@ -179,12 +185,8 @@ def allowed_signers(path: Path, org: str) -> list[PublicKey]:
     Lines for other principals, other namespaces, or other key types (an RSA key a team
     uses for git) are skipped: they can never sign a kernelhub release.
     """
-    from .release_manifest import NAMESPACE
-    from .sshsig import KEY_TYPE, parse_public_key
-    from .user_files import read_bounded
-
     try:
-        text = read_bounded(path).decode("utf-8")
+        text = user_files.read_bounded(path).decode("utf-8")
     except UnicodeDecodeError:
         raise SigningKeyError(f"allowed signers file {path} is not UTF-8 text") from None
     except OSError as e:
@@ -206,11 +208,12 @@ def allowed_signers(path: Path, org: str) -> list[PublicKey]:
             options, rest = _options(rest[0], where), rest[1:]
         if not matches(org, fields[0].strip('"')):
             continue
-        if "namespaces" in options and not matches(NAMESPACE, options["namespaces"]):
+        if "namespaces" in options and not matches(release_manifest.NAMESPACE,
+                                                   options["namespaces"]):
             continue
-        if not rest or rest[0] != KEY_TYPE:
+        if not rest or rest[0] != sshsig.KEY_TYPE:
             continue
-        keys.append(parse_public_key(" ".join(rest), where))
+        keys.append(sshsig.parse_public_key(" ".join(rest), where))
     return keys
 
 
@@ -221,10 +224,8 @@ def policy_for(org: str) -> OrgPolicy:
     for path in config.allowed_signers_files:
         keys += allowed_signers(path, org)
     if config.keys:
-        from .sshsig import parse_public_key
-
         keys += [
-            parse_public_key(line, f"{settings.config_path()}: [signing.keys] {name}")
+            sshsig.parse_public_key(line, f"{settings.config_path()}: [signing.keys] {name}")
             for name, line in config.keys
             if matches(org, name)
         ]

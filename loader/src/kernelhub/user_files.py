@@ -14,8 +14,19 @@ from __future__ import annotations
 import errno
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .errors import PathError
+from .lazy_names import deferred
+
+if TYPE_CHECKING:
+    import argparse
+
+    from . import printable, redact
+else:  # for messages only: a warm load compiles no patterns
+    argparse = deferred("argparse")
+    printable = deferred("kernelhub.printable")
+    redact = deferred("kernelhub.redact")
 
 NAME_MAX = 255
 """Bytes in one path component (Linux, macOS)."""
@@ -28,11 +39,8 @@ MAX_FILE_BYTES = 16 * 1024 * 1024
 def shown_path(value: object) -> str:
     """A path as messages show it: credentials out, control characters escaped, and
     at most 200 characters."""
-    from .printable import printable
-    from .redact import redact  # for messages only: a warm load compiles no patterns
-
-    text = printable(redact(os.fspath(value) if isinstance(value, str | os.PathLike)
-                            else repr(value)))
+    text = printable.printable(redact.redact(
+        os.fspath(value) if isinstance(value, str | os.PathLike) else repr(value)))
     return text if len(text) <= 200 else f"{text[:100]}…{text[-60:]} ({len(text)} characters)"
 
 
@@ -65,8 +73,6 @@ def user_path(value: str | os.PathLike[str], what: str) -> Path:
 
 def cli_path(text: str) -> Path:
     """argparse's ``type=`` for a path argument: a bad path is a usage error."""
-    import argparse
-
     try:
         return user_path(text, "the path")
     except PathError as e:

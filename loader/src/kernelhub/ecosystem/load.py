@@ -14,13 +14,23 @@ checked on every path.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from types import FrameType, ModuleType
 from typing import TYPE_CHECKING, Any
 
+from ..lazy_names import deferred
+
 if TYPE_CHECKING:
-    from ..lock import LockPins
+    from .. import api, errors, lock, metadata, settings, trust
+else:  # ``import kernels`` (this compatibility layer) must not import the loading code
+    api = deferred("kernelhub.api")
+    errors = deferred("kernelhub.errors")
+    lock = deferred("kernelhub.lock")
+    metadata = deferred("kernelhub.metadata")
+    settings = deferred("kernelhub.settings")
+    trust = deferred("kernelhub.trust")
 
 BACKENDS = frozenset({"cpu", "cuda", "rocm", "xpu", "metal", "mps", "npu"})
 """Backend names the ecosystem's ``backend=`` accepts (second positional of get_local_kernel)."""
@@ -33,16 +43,12 @@ LOCAL_KERNELS = "LOCAL_KERNELS"
 
 def local_override(repo_id: str) -> Path | None:
     """The local build ``LOCAL_KERNELS`` names for ``repo_id``, if any."""
-    import os
-
-    from ..errors import KernelHubError
-
     value = os.environ.get(LOCAL_KERNELS, "")
     for entry in filter(None, value.split(":")):
         name, sep, path = entry.partition("=")
         if not sep:
-            raise KernelHubError(f"{LOCAL_KERNELS}: entry {entry!r} is not org/name=/path; "
-                                 "separate entries with ':'")
+            raise errors.KernelHubError(f"{LOCAL_KERNELS}: entry {entry!r} is not "
+                                        "org/name=/path; separate entries with ':'")
         if name == repo_id:
             return Path(path)
     return None
@@ -64,14 +70,11 @@ def get_kernel(
     ``check_arch=False`` loads a build whose declared GPU architectures leave this GPU
     out (one with a Triton fallback, say).
     """
-    from .. import api
-    from ..trust import trust_flag
-
     del user_agent
     if (local := local_override(repo_id)) is not None:
         return api.get_local_kernel(local, backend=backend)
     return api.get_kernel(repo_id, version, revision,
-                          trust_remote_code=trust_flag(repo_id, trust_remote_code),
+                          trust_remote_code=trust.trust_flag(repo_id, trust_remote_code),
                           backend=backend, check_arch=check_arch)
 
 
@@ -88,8 +91,6 @@ def has_kernel(
     Nothing is loaded, so neither trust nor the GPU architectures are consulted:
     ``trust_remote_code`` and ``check_arch`` are accepted for the ecosystem's signature.
     """
-    from .. import api
-
     del trust_remote_code, check_arch
 
     if (local := local_override(repo_id)) is not None:
@@ -110,22 +111,17 @@ def get_local_kernel(repo_path: Path | str, package_name: str | None = None,
     trusts it, and a local build is loaded as it is: ``trust_remote_code``,
     ``user_agent`` and ``check_arch`` are accepted for the ecosystem's signature.
     """
-    from .. import api
-
     del trust_remote_code, user_agent, check_arch
 
     if package_name is not None and package_name in BACKENDS and backend is None:
         package_name, backend = None, package_name
     module = api.get_local_kernel(repo_path, backend=backend)
     if package_name is not None:
-        from ..metadata import METADATA_FILE, read_metadata
-
         variant = api.find_local_variant(repo_path, backend=backend)
-        name = read_metadata(variant).name if (variant / METADATA_FILE).is_file() else None
+        name = (metadata.read_metadata(variant).name
+                if (variant / metadata.METADATA_FILE).is_file() else None)
         if name is not None and name.replace("-", "_") != package_name.replace("-", "_"):
-            from ..errors import KernelHubError
-
-            raise KernelHubError(
+            raise errors.KernelHubError(
                 f"{repo_path} holds kernel {name!r}, not {package_name!r}; pass the package "
                 "name its metadata.json declares"
             )
@@ -138,8 +134,6 @@ def load_kernel(repo_id: str, *, lockfile: Path | str | None = None,
 
     Without ``lockfile``, the lock is found as :func:`get_locked_kernel` finds it.
     """
-    from .. import api
-
     pins = _locked_pins(lockfile)
     return api.load_locked_entry(pins.pick(repo_id), pins=pins, backend=backend,
                                  check_arch=check_arch)
@@ -158,13 +152,10 @@ def get_locked_kernel(repo_id: str, *, lockfile: Path | str | None = None,
     (kernelhub's project lock, which ``kernelhub lock`` writes). ``local_files_only``
     (the ecosystem's older keyword) loads from the cache only, for this call alone.
     """
-    from .. import api, settings
-    from ..trust import trust_flag
-
     del user_agent
     pins = _locked_pins(lockfile)
     entry = pins.pick(repo_id)
-    trusted = trust_flag(repo_id, trust_remote_code)
+    trusted = trust.trust_flag(repo_id, trust_remote_code)
     if not local_files_only:
         return api.load_locked_entry(entry, pins=pins, trust_remote_code=trusted,
                                      check_arch=check_arch)
@@ -177,20 +168,18 @@ _OWN_MODULES = ("kernelhub", "kernels", "_kernelhub_autoload")
 """Top-level packages whose frames are ours, not the caller's."""
 
 
-def _locked_pins(lockfile: Path | str | None) -> LockPins:
+def _locked_pins(lockfile: Path | str | None) -> lock.LockPins:
     """``lockfile``, else the calling code's distribution lock, else ``./kernels.lock``:
     the lock a kernel and its dependencies load from."""
-    from ..lock import distribution_lock, read_pins
-
     if lockfile is None:
         frame: FrameType | None = sys._getframe(1)
         while frame is not None and frame.f_globals.get("__name__", "").partition(".")[0] in (
                 _OWN_MODULES):
             frame = frame.f_back
         caller = frame.f_globals.get("__name__", "") if frame is not None else ""
-        if caller and caller != "__main__" and (found := distribution_lock(caller)):
+        if caller and caller != "__main__" and (found := lock.distribution_lock(caller)):
             return found
-    return read_pins(lockfile)
+    return lock.read_pins(lockfile)
 
 
 def install_kernel(repo_id: str, revision: str | None = None, local_files_only: bool = False,
@@ -203,11 +192,8 @@ def install_kernel(repo_id: str, revision: str | None = None, local_files_only: 
     ``local_files_only=True`` uses the cache only, for this call alone: other threads
     keep loading online meanwhile. The org must be trusted, as for a load.
     """
-    from .. import api, settings
-    from ..trust import trust_flag
-
     del user_agent
-    trusted = trust_flag(repo_id, trust_remote_code)
+    trusted = trust.trust_flag(repo_id, trust_remote_code)
     if not local_files_only:
         return api.locate_kernel(repo_id, version, revision, backend=backend,
                                  trust_remote_code=trusted)

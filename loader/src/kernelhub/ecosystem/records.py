@@ -12,11 +12,19 @@ from __future__ import annotations
 import enum
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import metadata as _metadata
+from ..lazy_names import deferred
 from ..records import Record
 from ..variants import Variant, parse_variant
+
+if TYPE_CHECKING:
+    from .. import api, importer, settings
+else:  # ``import kernels`` must not import the loading code
+    api = deferred("kernelhub.api")
+    importer = deferred("kernelhub.importer")
+    settings = deferred("kernelhub.settings")
 
 
 class RepoInfo(Record, frozen=True):
@@ -151,8 +159,6 @@ class LoadedKernel(Record, frozen=True):
 def _repo_info(path: Path) -> RepoInfo | None:
     """The repository and commit of a variant in the cache (its path says:
     ``<cache>/<hub>/<org>/<name>/<commit>/<variant>``); None for a local build."""
-    from .. import settings
-
     try:
         parts = path.resolve().relative_to(settings.cache_dir().resolve()).parts
     except ValueError:
@@ -165,10 +171,8 @@ def _repo_info(path: Path) -> RepoInfo | None:
 
 def get_loaded_kernels() -> list[LoadedKernel]:
     """Every kernel variant this process has imported (a new list each call)."""
-    from ..importer import loaded_variants
-
     found = []
-    for loaded in loaded_variants().values():
+    for loaded in importer.loaded_variants().values():
         parsed = _metadata.read_metadata(loaded.path)
         found.append(LoadedKernel(Metadata(parsed), loaded.module, _repo_info(loaded.path)))
     return found
@@ -212,9 +216,7 @@ def get_kernel_variants(repo_id: str, *, revision: str | None = None,
                         backend: str | None = None) -> list[VariantAccepted | VariantRejected]:
     """Every build variant of ``repo_id`` at the resolved commit, judged for this
     system: accepted ones first, the one a load would choose leading."""
-    from ..api import resolve_kernel
-
-    selection = resolve_kernel(repo_id, version, revision, backend=backend).selection
+    selection = api.resolve_kernel(repo_id, version, revision, backend=backend).selection
     decisions: list[VariantAccepted | VariantRejected] = [
         VariantAccepted(_variant(n)) for n in selection.ranked]
     decisions += [VariantRejected(_variant(n), why)

@@ -14,9 +14,16 @@ be different servers, and one host may serve several mirrors under different pat
 from __future__ import annotations
 
 import hashlib
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from ..errors import HubError
+from ..lazy_names import deferred
+
+if TYPE_CHECKING:
+    from .. import user_files
+else:  # for messages only
+    user_files = deferred("kernelhub.user_files")
 
 _SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.-")
 
@@ -29,8 +36,6 @@ def check_endpoint(url: str, what: str) -> str:
     ``?token=`` there would end up in the middle of every request's query (a token goes
     in ``HF_TOKEN``).
     """
-    from ..user_files import shown_path
-
     problem = None
     try:
         parts = urlsplit(url)
@@ -47,7 +52,7 @@ def check_endpoint(url: str, what: str) -> str:
         elif any(not c.isprintable() or c.isspace() for c in url):
             problem = "it holds spaces or control characters"
     if problem is not None:
-        raise HubError(f"{what} {shown_path(url)} is not a hub URL: {problem}; write "
+        raise HubError(f"{what} {user_files.shown_path(url)} is not a hub URL: {problem}; write "
                        "http(s)://host[:port][/path]")
     return url
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from ..errors import HubError, RepoNotFoundError, VersionSpecError
+from ..lazy_names import deferred
 from ..redact import redact, redact_logs
 from ..variants import check_variant_dir
 from ..versions import Refs, is_commit_id
@@ -34,17 +35,21 @@ from .base import BUILD_DIR, check_relative
 from .endpoints import check_endpoint, endpoint_key
 from .hf_files import ListedFile, VariantFiles, by_variant, download, listed_file
 
-if TYPE_CHECKING:  # bound at run time by _import_huggingface_hub
-    from huggingface_hub import HfApi
-    from huggingface_hub.errors import (
-        EntryNotFoundError,
-        HfHubHTTPError,
-        RepositoryNotFoundError,
-        RevisionNotFoundError,
-    )
+if TYPE_CHECKING:
+    import huggingface_hub
+    from huggingface_hub import HfApi, hf_api
+    from huggingface_hub import errors as hf_errors
+    from huggingface_hub import utils as hf_utils
     from huggingface_hub.hf_api import RepoFile, RepoFolder
 
-    from ..release_manifest import ReleaseFiles  # imported where a release is fetched
+    from .. import release_manifest
+    from ..release_manifest import ReleaseFiles
+else:  # a warm load (pinned, locked or offline) needs only the hub's cache key
+    huggingface_hub = deferred("huggingface_hub")
+    hf_api = deferred("huggingface_hub.hf_api")
+    hf_errors = deferred("huggingface_hub.errors")
+    hf_utils = deferred("huggingface_hub.utils")
+    release_manifest = deferred("kernelhub.release_manifest")
 
 T = TypeVar("T")
 
@@ -60,20 +65,19 @@ DEFAULT_ENDPOINT = "https://huggingface.co"
 
 
 def _import_huggingface_hub() -> None:
-    """Bind the huggingface_hub names this module uses, on the first call that talks to
-    the server. A warm load (pinned, locked or offline) needs only the hub's cache key,
-    and importing huggingface_hub costs it more than everything else together."""
-    global EntryNotFoundError, HfHubHTTPError, RepositoryNotFoundError
-    global RevisionNotFoundError, RepoFile
-    from huggingface_hub.errors import (
-        EntryNotFoundError,
-        HfHubHTTPError,
-        RepositoryNotFoundError,
-        RevisionNotFoundError,
-    )
-    from huggingface_hub.hf_api import RepoFile
+    """Import huggingface_hub on the first call that talks to the server, and redact its
+    loggers, which exist only once it is imported: it logs the URLs it retries,
+    credentials and all. A warm load (pinned, locked or offline) needs only the hub's
+    cache key, and importing huggingface_hub costs it more than everything else together."""
+    hf_api.HfApi  # noqa: B018 - the first access imports the client, errors and loggers
+    redact_logs("huggingface_hub")
 
-    redact_logs("huggingface_hub")  # it logs the URLs it retries, credentials and all
+
+def _not_found() -> tuple[type[Exception], ...]:
+    """The errors by which servers say a repository, revision or path is missing (which
+    one they send differs, so callers take any)."""
+    return (hf_errors.RepositoryNotFoundError, hf_errors.RevisionNotFoundError,
+            hf_errors.EntryNotFoundError)
 
 
 class HfHub:
@@ -103,9 +107,7 @@ class HfHub:
         """The huggingface_hub client, made (and the library imported) on first use."""
         if self._api is None:
             _import_huggingface_hub()
-            from huggingface_hub import HfApi
-
-            self._api = HfApi(endpoint=self.endpoint, token=self.token)
+            self._api = hf_api.HfApi(endpoint=self.endpoint, token=self.token)
         return self._api
 
     def __repr__(self) -> str:
@@ -132,7 +134,7 @@ class HfHub:
         if (known := _found_types.get((self.endpoint, repo_id))) is not None:
             try:
                 return read(known)
-            except HfHubHTTPError as exc:
+            except hf_errors.HfHubHTTPError as exc:
                 if not absent(exc):
                     raise
                 _found_types.pop((self.endpoint, repo_id), None)  # gone from that type: ask again
@@ -140,7 +142,7 @@ class HfHub:
         for repo_type in preferred:
             try:
                 result = read(repo_type)
-            except HfHubHTTPError as exc:
+            except hf_errors.HfHubHTTPError as exc:
                 if not absent(exc):
                     raise
                 continue
@@ -163,12 +165,12 @@ class HfHub:
         try:
             refs = self.typed(repo_id, lambda repo_type: self.api.list_repo_refs(
                 repo_id, repo_type=repo_type))
-        except (RepositoryNotFoundError, EntryNotFoundError):
+        except (hf_errors.RepositoryNotFoundError, hf_errors.EntryNotFoundError):
             raise RepoNotFoundError(
                 f"no repository {repo_id} on {self.endpoint}; check the name, and for a "
                 "private repository set HF_TOKEN"
             ) from None
-        except HfHubHTTPError as exc:
+        except hf_errors.HfHubHTTPError as exc:
             raise HubError(f"{self.endpoint} could not list the refs of {repo_id}: {exc}") from exc
         return Refs(
             branches={b.name: b.target_commit for b in refs.branches},
@@ -205,13 +207,13 @@ class HfHub:
         try:
             return list(self.api.list_repo_tree(repo_id, path_in_repo=path, revision=commit,
                                                 repo_type=repo_type, recursive=True))
-        except (RepositoryNotFoundError, RevisionNotFoundError, EntryNotFoundError):
+        except _not_found():
             # Servers differ in which of these they send for a missing repo, revision or
             # path (olah answers "repository not found" for a missing path); ask again
             # more precisely to tell them apart.
             self._check_revision(repo_id, commit)
             return []
-        except HfHubHTTPError as exc:
+        except hf_errors.HfHubHTTPError as exc:
             raise HubError(f"{self.endpoint} could not list {path} of {repo_id}@{commit}: "
                            f"{exc}") from exc
 
@@ -222,7 +224,7 @@ class HfHub:
             # The listing is lazy: taking its first entry is what sends the request.
             next(iter(self.api.list_repo_tree(repo_id, revision=commit,
                                               repo_type=self.type_of(repo_id))), None)
-        except (RepositoryNotFoundError, RevisionNotFoundError, EntryNotFoundError):
+        except _not_found():
             raise VersionSpecError(
                 f"{repo_id} has no commit {commit!r} on {self.endpoint}; {refs.describe()}"
             ) from None
@@ -252,21 +254,18 @@ class HfHub:
                   what: str) -> None:
         """GET each listed file at ``commit`` into its path, all at once."""
         _import_huggingface_hub()
-        from huggingface_hub import hf_hub_url
-        from huggingface_hub.utils import build_hf_headers
-
         repo_type = self.type_of(repo_id)
-        urls = {path: hf_hub_url(repo_id, f.path, repo_type=repo_type, revision=commit,
-                                 endpoint=self.endpoint)
+        urls = {path: huggingface_hub.hf_hub_url(repo_id, f.path, repo_type=repo_type,
+                                                 revision=commit, endpoint=self.endpoint)
                 for path, f in files.items()}
         try:
-            download(urls, build_hf_headers(token=self.token))
-        except (RepositoryNotFoundError, RevisionNotFoundError, EntryNotFoundError) as exc:
+            download(urls, hf_utils.build_hf_headers(token=self.token))
+        except _not_found() as exc:
             self._check_revision(repo_id, commit)
             raise HubError(
                 f"{self.endpoint} failed to send {what} of {repo_id}@{commit}: {exc}"
             ) from exc
-        except HfHubHTTPError as exc:
+        except hf_errors.HfHubHTTPError as exc:
             raise HubError(
                 f"{self.endpoint} failed to send {what} of {repo_id}@{commit}: {exc}"
             ) from exc
@@ -275,17 +274,14 @@ class HfHub:
         """The release files at ``commit``: which exist, from one ``paths-info`` request
         (a GET of a missing file is an error page on some mirrors, not a 404), then
         those."""
-        from ..release_manifest import RELEASE_FILE, SIGNATURE_FILE, ReleaseFiles
-
-        names = (RELEASE_FILE, SIGNATURE_FILE)
+        names = (release_manifest.RELEASE_FILE, release_manifest.SIGNATURE_FILE)
         repo_type = self.type_of(repo_id)
         try:
             present = [listed_file(e) for e in self.api.get_paths_info(
                 repo_id, list(names), revision=commit, repo_type=repo_type)
-                if isinstance(e, RepoFile) and e.path in names]
-        except HfHubHTTPError as exc:
-            if isinstance(exc, (RepositoryNotFoundError, RevisionNotFoundError,
-                                EntryNotFoundError)):
+                if isinstance(e, hf_api.RepoFile) and e.path in names]
+        except hf_errors.HfHubHTTPError as exc:
+            if isinstance(exc, _not_found()):
                 self._check_revision(repo_id, commit)
             raise HubError(f"{self.endpoint} could not tell which release files {repo_id}@"
                            f"{commit} has: {exc}") from exc
@@ -293,18 +289,19 @@ class HfHub:
             self._download(repo_id, commit, {Path(tmp) / f.path: f for f in present},
                            "the release files")
             found = {f.path: (Path(tmp) / f.path).read_bytes() for f in present}
-        return ReleaseFiles(found.get(RELEASE_FILE), found.get(SIGNATURE_FILE))
+        return release_manifest.ReleaseFiles(found.get(release_manifest.RELEASE_FILE),
+                                             found.get(release_manifest.SIGNATURE_FILE))
 
     def trusted_orgs(self) -> frozenset[str]:
         """A remote hub declares no trust of its own; the user's configuration decides."""
         return frozenset()
 
 
-def absent(exc: HfHubHTTPError) -> bool:
+def absent(exc: hf_errors.HfHubHTTPError) -> bool:
     """Whether ``exc``, the answer to a request about a whole repository (its refs or its
     info), says the repository is not there *as the type asked for*: "repository not
     found", or a bare 400/404 from a server that has no such type (olah and other mirrors
     know no ``kernel`` type and answer 404 "entry not found" for its refs)."""
-    if isinstance(exc, RepositoryNotFoundError):
+    if isinstance(exc, hf_errors.RepositoryNotFoundError):
         return True
     return exc.response is not None and exc.response.status_code in (400, 404)

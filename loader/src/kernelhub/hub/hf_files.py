@@ -17,11 +17,16 @@ from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
+from ..lazy_names import deferred
 from ..records import Record
 from .base import BUILD_DIR
 
 if TYPE_CHECKING:
+    from huggingface_hub import file_download, hf_api
     from huggingface_hub.hf_api import RepoFile, RepoFolder
+else:  # read by a Hub-API hub only, which has imported huggingface_hub by then
+    file_download = deferred("huggingface_hub.file_download")
+    hf_api = deferred("huggingface_hub.hf_api")
 
 MAX_PARALLEL_DOWNLOADS = 8
 """As many files at once as ``snapshot_download`` fetches (its ``max_workers``)."""
@@ -52,14 +57,12 @@ def by_variant(entries: Iterable[RepoFile | RepoFolder]) -> dict[str, VariantFil
     """A recursive listing under ``build/`` grouped by variant: every directory directly
     under ``build/`` is a variant, with the files below it (a file directly under
     ``build/`` belongs to none)."""
-    from huggingface_hub.hf_api import RepoFile
-
     variants: dict[str, VariantFiles] = {}
     for entry in entries:
         parts = PurePosixPath(entry.path).parts
         if len(parts) < 2 or parts[0] != BUILD_DIR:
             continue
-        if not isinstance(entry, RepoFile):
+        if not isinstance(entry, hf_api.RepoFile):
             variants.setdefault(parts[1], {})
         elif len(parts) > 2:
             variants.setdefault(parts[1], {})["/".join(parts[2:])] = listed_file(entry)
@@ -71,7 +74,7 @@ def download(files: dict[Path, str], headers: dict[str, str]) -> None:
     :data:`MAX_PARALLEL_DOWNLOADS` at once; the first failure is raised once the others
     have stopped. huggingface_hub's ``http_get`` does each: its session, proxies and
     retries (resuming a cut transfer), redirects (LFS and Xet storage)."""
-    from huggingface_hub.file_download import http_get
+    http_get = file_download.http_get  # imported here, not by the first of the threads
 
     def get(path: Path, url: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -39,21 +39,26 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from ..errors import HubError, RepoNotFoundError, VersionSpecError
+from ..lazy_names import deferred
 from ..variants import check_variant_dir
 from ..versions import Refs, is_plain_name
 from .base import BUILD_DIR, check_relative
 
 if TYPE_CHECKING:
+    from .. import release_manifest, tomlfile, user_files
     from ..release_manifest import ReleaseFiles
+    from . import git
     from .git import GitRepo
+else:  # a warm pinned, locked or offline load reads only the cache and never runs git
+    git = deferred("kernelhub.hub.git")
+    release_manifest = deferred("kernelhub.release_manifest")
+    tomlfile = deferred("kernelhub.tomlfile")
+    user_files = deferred("kernelhub.user_files")
 
 
 def _git(path: Path) -> GitRepo:
-    """The repository at ``path``. The git wrapper is imported on first use: a warm pinned,
-    locked or offline load reads only the cache and never runs git."""
-    from .git import GitRepo
-
-    return GitRepo(path)
+    """The repository at ``path``."""
+    return git.GitRepo(path)
 
 MODELS_DIR = "models"
 """Repositories live under ``<root>/models/`` — the repo-type directory olah expects."""
@@ -185,31 +190,27 @@ class LocalHub:
                 for e in repo.ls_tree(resolved, prefix, recursive=True) if e.kind == "blob"}
 
     def fetch_release(self, repo_id: str, commit: str) -> ReleaseFiles:
-        from ..release_manifest import RELEASE_FILE, SIGNATURE_FILE, ReleaseFiles
-
         repo = self.open_repo(repo_id)
         resolved = self._resolve(repo, repo_id, commit)
+        release, signature = release_manifest.RELEASE_FILE, release_manifest.SIGNATURE_FILE
         found = {
             e.path: e.oid
-            for e in repo.ls_tree(resolved, RELEASE_FILE, SIGNATURE_FILE)
+            for e in repo.ls_tree(resolved, release, signature)
             if e.kind == "blob"
         }
         names = sorted(found)
         data = dict(zip(names, repo.read_blobs([found[n] for n in names]), strict=True))
-        return ReleaseFiles(data.get(RELEASE_FILE), data.get(SIGNATURE_FILE))
+        return release_manifest.ReleaseFiles(data.get(release), data.get(signature))
 
     def trusted_orgs(self) -> frozenset[str]:
         path = self.root / CONFIG_FILE
         if not path.is_file():
             return frozenset()
-        from ..tomlfile import TomlError, parse_toml
-        from ..user_files import read_bounded
-
         try:
-            config = parse_toml(read_bounded(path))
+            config = tomlfile.parse_toml(user_files.read_bounded(path))
         except OSError as exc:
             raise HubError(f"cannot read the hub config {path}: {exc.strerror or exc}") from None
-        except TomlError as exc:
+        except tomlfile.TomlError as exc:
             raise HubError(f"cannot read the hub config {path}: {exc}") from None
         trust = config.get("trust", {})
         orgs = trust.get("orgs", []) if isinstance(trust, dict) else None

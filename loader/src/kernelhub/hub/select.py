@@ -7,13 +7,20 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import HubError
+from ..lazy_names import deferred
 from ..records import Record
 from ..user_files import user_path
 from .base import Hub
 from .endpoints import check_endpoint
 from .local import LocalHub
+
+if TYPE_CHECKING:
+    from . import hf
+else:  # huggingface_hub is imported only when a Hub-API hub is used
+    hf = deferred("kernelhub.hub.hf")
 
 # -- choosing a hub -----------------------------------------------------------------
 
@@ -64,7 +71,5 @@ def open_hub(target: Hub | str | os.PathLike[str] | None = None) -> Hub:
         return target
     address = hub_address(target)
     if address.root is None:
-        from .hf import HfHub  # huggingface_hub is imported only when a Hub-API hub is used
-
-        return HfHub(endpoint=address.endpoint)
+        return hf.HfHub(endpoint=address.endpoint)
     return LocalHub(address.root)

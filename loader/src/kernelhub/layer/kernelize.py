@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 
 from .. import settings
 from ..errors import KernelHubError, NotAModelError, TrustError
+from ..lazy_names import deferred
 from ..records import Record
 from ..system import RuntimeDevice, runtime_device
 from .autotune import adopt, autotune_flag, autotuned_forward
@@ -55,6 +56,8 @@ from .validate import forward_of, validate_layer
 
 if TYPE_CHECKING:
     from torch import nn
+else:
+    nn = deferred("torch.nn")
 
 logger = logging.getLogger(__name__)
 
@@ -189,8 +192,6 @@ def kernelize(
     ``verify`` is its former name (warns once).
     Returns ``model``. With ``USE_HUB_KERNELS=0`` nothing is changed.
     """
-    from torch import nn
-
     if not isinstance(model, nn.Module):
         raise NotAModelError(f"kernelize needs a torch.nn.Module, not {type(model).__name__}; "
                              "pass the model itself")

@@ -13,9 +13,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from .. import settings
 from ..errors import SignatureError
+from ..lazy_names import deferred
 from ..trust import policy_for
 from ..versions import is_commit_id
 from .dependencies import load_with_dependencies
@@ -30,6 +32,12 @@ from .validators import (
     validators_for,
 )
 from .verify import Snapshot, verify
+
+if TYPE_CHECKING:
+    from .. import cache, sigstore_signatures
+else:  # read only for a variant handed over by its path
+    cache = deferred("kernelhub.cache")
+    sigstore_signatures = deferred("kernelhub.sigstore_signatures")
 
 _memo: dict[tuple[object, ...], ModuleType] = {}
 """What a request loaded in this process, keyed by the request and what its checks depend
@@ -120,15 +128,12 @@ def _cached_checks(hub_key: str, repo_id: str, commit: str, variant: str) -> lis
     """The signing policies' checks of a cached variant: the org's sigstore policy on its
     bundle, and its release-signing policy from the release files the cache holds for its
     commit (a load never asks a hub for a path it was handed)."""
-    from ..cache import KernelCache
-    from ..sigstore_signatures import sigstore_policy_for
-
-    sigstore = sigstore_policy_for(repo_id.partition("/")[0])
+    sigstore = sigstore_signatures.sigstore_policy_for(repo_id.partition("/")[0])
     checks: list[Validator] = [SigstoreValidator(repo_id, sigstore)] if sigstore else []
     policy = policy_for(repo_id.partition("/")[0])
     if not policy.active:
         return checks
-    files = KernelCache().read_release(hub_key, repo_id, commit)
+    files = cache.KernelCache().read_release(hub_key, repo_id, commit)
     if files is None:
         raise SignatureError(
             f"refusing to load {variant} of {repo_id} at {commit[:12]} from the cache: your "

@@ -35,19 +35,27 @@ import json
 from typing import TYPE_CHECKING
 
 from ..errors import IntegrityError, LockFileError, SignatureError
+from ..lazy_names import deferred
 from ..minver import KERNELS_MINVER, check_kernels_minver
 from ..provenance import warn_if_dirty
 from ..selection import check_archs
 from ..trust import OrgPolicy, check_trusted, policy_for
 
 if TYPE_CHECKING:
+    from .. import hub_hashes, release_policy, sigstore_signatures
     from ..lock import LockEntry
     from ..release_manifest import ReleaseFiles
     from ..sigstore_signatures import SigstorePolicy
     from ..system import SystemInfo
+    from . import resolve
     from .request import KernelRequest
     from .resolve import Resolution
     from .verify import Snapshot
+else:  # each read only by the check that needs it: a load has few of them
+    hub_hashes = deferred("kernelhub.hub_hashes")
+    release_policy = deferred("kernelhub.release_policy")
+    sigstore_signatures = deferred("kernelhub.sigstore_signatures")
+    resolve = deferred("kernelhub.load.resolve")
 
 
 class Validator:
@@ -93,20 +101,16 @@ class SignatureValidator(Validator):
         self.checked = False
 
     def on_resolution(self, resolution: Resolution) -> None:
-        from .resolve import release_files
-
-        self.check_release(release_files(resolution), resolution.repo_id, resolution.ref,
+        self.check_release(resolve.release_files(resolution), resolution.repo_id, resolution.ref,
                            resolution.commit, resolution.variant)
 
     def check_release(self, files: ReleaseFiles, repo_id: str, ref: str, commit: str,
                       variant: str) -> None:
         """Verify the release files of ``commit``; remember what they sign for ``variant``."""
-        from ..release_policy import check_release, signed_metadata_digest  # policies only
-
-        manifest = check_release(files, self.policy, repo_id, ref, commit)
+        manifest = release_policy.check_release(files, self.policy, repo_id, ref, commit)
         if manifest is not None:
-            self.signed_sha256 = signed_metadata_digest(manifest, variant,
-                                                        f"{repo_id} at {ref} ({commit[:12]})")
+            self.signed_sha256 = release_policy.signed_metadata_digest(
+                manifest, variant, f"{repo_id} at {ref} ({commit[:12]})")
         self.checked = True
 
     def on_snapshot(self, snapshot: Snapshot) -> None:
@@ -170,10 +174,8 @@ class LockValidator(Validator):
         if kind == "metadata sha256":
             actual = hashlib.sha256(snapshot.verified.metadata_bytes).hexdigest()
         else:  # each file hashed the way its hub stores it (LFS use recorded at fetch)
-            from ..hub_hashes import read_lfs_record, variant_dir_hash  # lazy: locked loads
-
-            lfs = read_lfs_record(snapshot.cached) if snapshot.cached else frozenset()
-            actual = variant_dir_hash(snapshot.verified.copy, lfs)
+            lfs = hub_hashes.read_lfs_record(snapshot.cached) if snapshot.cached else frozenset()
+            actual = hub_hashes.variant_dir_hash(snapshot.verified.copy, lfs)
         if actual != want:
             raise IntegrityError(
                 f"refusing to load {self._where(snapshot.variant_name)}: its {kind} is "
@@ -211,14 +213,13 @@ class SigstoreValidator(Validator):
         self.repo_id, self.policy = repo_id, policy
 
     def on_snapshot(self, snapshot: Snapshot) -> None:
-        from ..sigstore_signatures import BUNDLE_FILE, check_sigstore
-
         try:
-            bundle: bytes | None = (snapshot.verified.source / BUNDLE_FILE).read_bytes()
+            bundle: bytes | None = (snapshot.verified.source
+                                    / sigstore_signatures.BUNDLE_FILE).read_bytes()
         except FileNotFoundError:
             bundle = None
-        check_sigstore(self.repo_id, snapshot.variant_name, snapshot.verified.metadata_bytes, bundle,
-                       self.policy)
+        sigstore_signatures.check_sigstore(self.repo_id, snapshot.variant_name,
+                                           snapshot.verified.metadata_bytes, bundle, self.policy)
 
     def key(self) -> object:
         return self.policy.token
@@ -252,9 +253,7 @@ def validators_for(request: KernelRequest) -> list[Validator]:
         checks.append(SignatureValidator(policy))
     if request.lock is not None:
         checks.append(LockValidator(request.lock))
-    from ..sigstore_signatures import sigstore_policy_for  # reads the config only
-
-    if (sigstore := sigstore_policy_for(request.org)) is not None:
+    if (sigstore := sigstore_signatures.sigstore_policy_for(request.org)) is not None:
         checks.append(SigstoreValidator(request.repo_id, sigstore))
     if request.check_arch:
         checks.append(ArchValidator())

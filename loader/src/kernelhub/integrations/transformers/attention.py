@@ -39,8 +39,17 @@ from .table import FLASH_ATTN2, FLASH_ATTN2_VERSION
 
 if TYPE_CHECKING:
     import torch
+    import transformers
+    from transformers import masking_utils
+    from transformers import modeling_flash_attention_utils as flash_utils
+
+    from ... import api
 else:
     torch = deferred("torch")
+    transformers = deferred("transformers")
+    masking_utils = deferred("transformers.masking_utils")
+    flash_utils = deferred("transformers.modeling_flash_attention_utils")
+    api = deferred("kernelhub.api")
 
 logger = logging.getLogger("kernelhub.transformers")
 
@@ -89,10 +98,10 @@ def _flash_attn_usable() -> bool:
 def pinned_major(repo_id: str) -> int | None:
     """The major the installed Transformers loads for an unpinned ``repo_id``."""
     try:
-        from transformers.modeling_flash_attention_utils import FLASH_ATTN_KERNEL_VERSIONS
-    except ImportError:
+        pinned = flash_utils.FLASH_ATTN_KERNEL_VERSIONS
+    except (ImportError, AttributeError):  # a Transformers without the table, or none
         return FLASH_ATTN2_VERSION if repo_id == FLASH_ATTN2 else None
-    found = FLASH_ATTN_KERNEL_VERSIONS.get(repo_id)
+    found = pinned.get(repo_id)
     return found if isinstance(found, int) and found > 0 else None
 
 
@@ -105,9 +114,7 @@ def parse(attn_implementation: object) -> AttentionRequest | None:
         if _flash_attn_usable():
             return None
         repo = FLASH_FALLBACK[m[1]]
-        from ...api import has_kernel
-
-        if repo != FLASH_ATTN2 and not has_kernel(repo, pinned_major(repo)):
+        if repo != FLASH_ATTN2 and not api.has_kernel(repo, pinned_major(repo)):
             repo = FLASH_ATTN2
         return AttentionRequest(repo, replaces=text, default_version=pinned_major(repo))
     if not _HUB_RE.fullmatch(text):
@@ -123,15 +130,14 @@ def parse(attn_implementation: object) -> AttentionRequest | None:
 
 def _mask_function(kernel: ModuleType) -> Callable[..., object]:
     """The mask builder the kernel wants: it says so in ``attention_mask_interface``."""
-    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
-
     wanted = getattr(kernel, "attention_mask_interface", "sdpa")
+    functions = masking_utils.ALL_MASK_ATTENTION_FUNCTIONS
     try:
-        return cast("Callable[..., object]", ALL_MASK_ATTENTION_FUNCTIONS[wanted])
+        return cast("Callable[..., object]", functions[wanted])
     except KeyError:
         raise AttentionKernelError(
             f"{kernel.__name__} asks for mask interface {wanted!r}, which this Transformers "
-            f"lacks; valid: {', '.join(ALL_MASK_ATTENTION_FUNCTIONS.valid_keys())}"
+            f"lacks; valid: {', '.join(functions.valid_keys())}"
         ) from None
 
 
@@ -139,10 +145,8 @@ def load(request: AttentionRequest, *, allow_all_kernels: bool = False
          ) -> tuple[ModuleType, Callable[..., object]]:
     """The kernel's attention function; trust and version errors say what to do."""
     try:
-        from ...api import get_kernel
-
         version = request.version if request.version is not None else request.default_version
-        kernel = get_kernel(request.repo_id, version, trust_remote_code=allow_all_kernels)
+        kernel = api.get_kernel(request.repo_id, version, trust_remote_code=allow_all_kernels)
     except TrustError:
         org = request.repo_id.partition("/")[0]
         raise AttentionKernelError(
@@ -173,12 +177,9 @@ def register(request: AttentionRequest, *, allow_all_kernels: bool = False) -> s
     registered here, the kernel as it is (autotuning binds per model, see
     :func:`~kernelhub.integrations.transformers.rebind.bind_attention`).
     """
-    from transformers import AttentionInterface
-    from transformers.masking_utils import AttentionMaskInterface
-
     kernel, fn = load(request, allow_all_kernels=allow_all_kernels)
-    AttentionInterface.register(request.name, fn)
-    AttentionMaskInterface.register(request.name, _mask_function(kernel))
+    transformers.AttentionInterface.register(request.name, fn)
+    masking_utils.AttentionMaskInterface.register(request.name, _mask_function(kernel))
     if request.replaces:
         logger.warning(
             "%s: the flash-attn package is not usable here, so attention runs kernelhub's "
@@ -192,17 +193,13 @@ def reference_of(request: AttentionRequest, *, allow_all_kernels: bool = False
     """(name, function) of Transformers' own implementation of the mask interface the
     kernel asks for (``sdpa`` by default): it takes the same inputs, so autotuning
     compares the kernel with it. The function is None where Transformers has none."""
-    from transformers import AttentionInterface
-
     kernel, _ = load(request, allow_all_kernels=allow_all_kernels)
     wanted = str(getattr(kernel, "attention_mask_interface", "sdpa"))
     return wanted, cast("Callable[..., object] | None",
-                        AttentionInterface._global_mapping.get(wanted))
+                        transformers.AttentionInterface._global_mapping.get(wanted))
 
 
 def attention_function(name: str) -> Callable[..., object]:
     """The function :func:`register` registered under ``name`` (for mode checks such as
     ``has_backward``)."""
-    from transformers import AttentionInterface
-
-    return cast("Callable[..., object]", AttentionInterface._global_mapping[name])
+    return cast("Callable[..., object]", transformers.AttentionInterface._global_mapping[name])

@@ -21,16 +21,21 @@ from __future__ import annotations
 
 import warnings
 from types import ModuleType
+from typing import TYPE_CHECKING
 
+from ...lazy_names import deferred
 from . import seams
+
+if TYPE_CHECKING:
+    from . import patch
+else:  # imported by the first seam handed over, not by installing the hook
+    patch = deferred("kernelhub.integrations.transformers.patch")
 
 _state: dict[str, bool] = {}
 """``"declined"``/``"checked"``: decided once per process."""
 
 
 def _decline(why: str) -> None:
-    from . import patch
-
     patch.disable()
     _state["declined"] = True
     warnings.warn(
@@ -63,8 +68,6 @@ def imported(module: ModuleType) -> None:
     kernelhub."""
     if _state.get("declined") or not _version_checked():
         return
-    from . import patch
-
     name = module.__name__
     try:
         if name == "transformers.integrations.hub_kernels":

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol, TypeVar, cast
 
 from ... import settings
+from ...errors import NoCompatibleVariantError, RepoNotFoundError, VersionSpecError
 from ...layer.mapping import Mode, as_mode
 from ...lazy_names import deferred
 from . import attention
@@ -34,9 +35,12 @@ if TYPE_CHECKING:
 
     import torch
     from torch import nn
+
+    from ... import api
 else:
     torch = deferred("torch")
     nn = deferred("torch.nn")
+    api = deferred("kernelhub.api")
 
 ModelT = TypeVar("ModelT", bound="nn.Module")
 
@@ -240,11 +244,8 @@ def hub_get_kernel(kernel_name: str, revision: str | None = None,
     kernelhub's hub. A repository, version or build this system lacks is a
     FileNotFoundError, as from the ecosystem's loader: Transformers catches that one to
     fall back to PyTorch."""
-    from ...api import get_kernel
-    from ...errors import NoCompatibleVariantError, RepoNotFoundError, VersionSpecError
-
     try:
-        return get_kernel(kernel_name, version, revision, trust_remote_code=allow_all_kernels)
+        return api.get_kernel(kernel_name, version, revision, trust_remote_code=allow_all_kernels)
     except (RepoNotFoundError, VersionSpecError, NoCompatibleVariantError) as e:
         raise FileNotFoundError(str(e)) from None
 

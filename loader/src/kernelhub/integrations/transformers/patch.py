@@ -28,10 +28,17 @@ from __future__ import annotations
 
 import importlib
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from ...layer.decorators import LAYER_NAME_ATTR
+from ...lazy_names import deferred
 from . import methods, seams
 from .table import LAYER_CLASSES, import_target
+
+if TYPE_CHECKING:
+    import transformers
+else:  # enable() checks the version before importing it
+    transformers = deferred("transformers")
 
 _saved: dict[tuple[object, str], object] = {}
 """(owner, attribute) → what was there before enable()."""
@@ -125,15 +132,14 @@ def enable() -> None:
     nothing is replaced then.
     """
     check_transformers()
-    from transformers import PreTrainedModel
-
+    pretrained = transformers.PreTrainedModel
     hub_kernels = importlib.import_module("transformers.integrations.hub_kernels")
     seams.check_hub_kernels(*(_original(hub_kernels, name) for name in (
         "kernelize", "register_kernel_replacements_and_fusions", "get_kernel")))
-    if (PreTrainedModel, "set_use_kernels") not in _saved:
-        seams.check_pretrained_model(PreTrainedModel)
+    if (pretrained, "set_use_kernels") not in _saved:
+        seams.check_pretrained_model(pretrained)
     patch_hub_kernels(hub_kernels)
-    patch_pretrained_model(PreTrainedModel)
+    patch_pretrained_model(pretrained)
     _mark_classes()
 
 

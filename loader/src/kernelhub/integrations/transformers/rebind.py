@@ -33,9 +33,15 @@ from types import CodeType, FunctionType, ModuleType
 from typing import TYPE_CHECKING, Any
 
 from ...layer.validate import forward_of
+from ...lazy_names import deferred
 
 if TYPE_CHECKING:
+    import transformers
     from torch import nn
+    from transformers import modeling_utils
+else:
+    transformers = deferred("transformers")
+    modeling_utils = deferred("transformers.modeling_utils")
 
 Globals = Mapping[str, object]
 """A module's globals, or the names and values that override some of them."""
@@ -162,12 +168,11 @@ implementation (Transformers' registry, shared by the process)."""
 
 def _attention_modules(model: nn.Module) -> list[ModuleType]:
     """The modeling modules of ``model``'s classes that hold Transformers' registry."""
-    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-
+    registry = modeling_utils.ALL_ATTENTION_FUNCTIONS
     found = {}
     for sub in model.modules():
         module = sys.modules.get(type(sub).__module__)
-        if module is not None and vars(module).get(ATTENTION_GLOBAL) is ALL_ATTENTION_FUNCTIONS:
+        if module is not None and vars(module).get(ATTENTION_GLOBAL) is registry:
             found[module.__name__] = module
     return list(found.values())
 
@@ -176,9 +181,7 @@ def bind_attention(model: nn.Module, name: str, function: Callable[..., object])
     """Make ``model``'s attention modules run ``function`` for implementation ``name``
     (other models, and the registry itself, keep what is registered under ``name``).
     Returns how many modules now see it."""
-    from transformers import AttentionInterface
-
-    interface = AttentionInterface()
+    interface = transformers.AttentionInterface()
     interface[name] = function
     return sum(bind_globals(model, module, {ATTENTION_GLOBAL: interface})
                for module in _attention_modules(model))

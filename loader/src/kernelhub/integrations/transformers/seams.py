@@ -17,8 +17,16 @@ its name and the parameters we rely on, not by a version pin, so:
 from __future__ import annotations
 
 import inspect
+from typing import TYPE_CHECKING
 
 from packaging.version import Version
+
+from ...lazy_names import deferred
+
+if TYPE_CHECKING:
+    from importlib import metadata as importlib_metadata
+else:
+    importlib_metadata = deferred("importlib.metadata")
 
 MINIMUM = "5.0"
 NEWEST_TESTED = "5.25"
@@ -113,9 +121,7 @@ def newer_than_tested(found: str) -> bool:
 
 
 def installed_version() -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
-        return version("transformers")
-    except PackageNotFoundError:
+        return importlib_metadata.version("transformers")
+    except importlib_metadata.PackageNotFoundError:
         return None

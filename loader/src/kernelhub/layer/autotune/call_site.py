@@ -41,11 +41,14 @@ from .decision import Decision, noisy, timed_decision
 from .store import Key, StoredDecision
 
 if TYPE_CHECKING:
+    from importlib import metadata as importlib_metadata
+
     import torch
     from torch import nn
 else:
     torch = deferred("torch")
     nn = deferred("torch.nn")
+    importlib_metadata = deferred("importlib.metadata")  # read when a first decision is keyed
 
 Kernel = Callable[..., Any]
 """A kernel or the PyTorch code it replaces: whatever the call site's callers pass and get."""
@@ -142,11 +145,9 @@ def _environment(device: torch.device | None) -> Key:
 
 @functools.cache
 def _distribution_version(top_level: str) -> str | None:
-    import importlib.metadata  # needed only when a first decision is keyed
-
     try:
-        return importlib.metadata.version(top_level)
-    except (importlib.metadata.PackageNotFoundError, ValueError):
+        return importlib_metadata.version(top_level)
+    except (importlib_metadata.PackageNotFoundError, ValueError):
         return None
 
 

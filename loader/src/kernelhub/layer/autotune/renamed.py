@@ -13,10 +13,15 @@ import os
 import warnings
 from typing import TYPE_CHECKING
 
+from ...lazy_names import deferred
+
 if TYPE_CHECKING:
     from torch import nn
 
+    from . import report
     from .report import Row
+else:
+    report = deferred("kernelhub.layer.autotune.report")
 
 _warned: set[str] = set()
 
@@ -59,7 +64,5 @@ def autotune_from_env() -> bool:
 
 def verification_report(model: nn.Module) -> list[Row]:
     """Deprecated name of :func:`~kernelhub.layer.autotune.report.autotune_report`."""
-    from .report import autotune_report
-
     warn_renamed("verification_report", "autotune_report")
-    return autotune_report(model)
+    return report.autotune_report(model)

@@ -16,10 +16,17 @@ import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ... import settings
+from ...lazy_names import deferred
 from ...records import Record, asdict, fields
 from .decision import Decision
+
+if TYPE_CHECKING:
+    import filelock
+else:  # taken only to change a record; reading decisions takes no lock
+    filelock = deferred("filelock")
 
 Key = dict[str, str | int]
 """What a decision depends on (device, torch, threads, kernel build, reference, bucket …)."""
@@ -100,19 +107,17 @@ def update_record(current: StoredDecision,
     lock, so processes updating one record at once each add their part; ``change``
     returns None to keep it. A cache that cannot be locked or written changes only this
     process's copy."""
-    from filelock import FileLock, Timeout
-
     path = record_path(current.digest)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(f"{path}.lock", timeout=10):
+        with filelock.FileLock(f"{path}.lock", timeout=10):
             stored = _parse(path) or current
             changed = change(stored)
             if changed is None:
                 return stored
             write_record(changed)
             return changed
-    except (OSError, Timeout):
+    except (OSError, filelock.Timeout):
         return change(current) or current
 
 

@@ -33,8 +33,11 @@ from ...records import Record
 
 if TYPE_CHECKING:
     import torch
+
+    from ... import benchmarking
 else:
     torch = deferred("torch")
+    benchmarking = deferred("kernelhub.benchmarking")
 
 TIME_BUDGET_S = 0.05
 """Per side and :data:`ROUNDS` rounds of a measurement (a retry with more rounds gets
@@ -119,10 +122,8 @@ def contention(before: Mapping[str, int] | None, after: Mapping[str, int] | None
 
 def measure(kernel: Call, pytorch: Call, rounds: int = ROUNDS) -> Timing:
     """One interleaved measurement of two zero-argument calls (the seam tests script)."""
-    from ...benchmarking import interleaved_blocks
-
     before, start = cpu_wait(), time.perf_counter()
-    blocks = interleaved_blocks({"kernel": kernel, "pytorch": pytorch},
+    blocks = benchmarking.interleaved_blocks({"kernel": kernel, "pytorch": pytorch},
                                 TIME_BUDGET_S * rounds / ROUNDS, rounds)
     wall = time.perf_counter() - start
     return Timing(tuple(blocks["kernel"]), tuple(blocks["pytorch"]),
