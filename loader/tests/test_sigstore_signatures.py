@@ -9,6 +9,7 @@ instance's trust root as a file, exactly as a user configures another instance.
 from __future__ import annotations
 
 import json
+import sys
 import warnings
 from pathlib import Path
 
@@ -196,3 +197,17 @@ def test_the_shipped_trust_root_is_sigstores_public_good_instance() -> None:
     root = json.loads(sigstore_signatures.shipped_trusted_root().read_text())
     assert root["mediaType"].startswith("application/vnd.dev.sigstore.trustedroot+json")
     assert any(t["baseUrl"] == "https://rekor.sigstore.dev" for t in root["tlogs"])
+
+
+def test_a_missing_sigstore_is_named_even_with_a_configured_trust_root(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With ``trusted-root`` set, the first sigstore name read is the trust root's parser:
+    a missing package must still say how to install it, not fail as a parse error or a raw
+    ModuleNotFoundError."""
+    root = tmp_path / "root.json"
+    root.write_text("{}")
+    for name in ("sigstore", "sigstore.models", "sigstore.verify"):
+        monkeypatch.setitem(sys.modules, name, None)
+    policy = SigstorePolicy("acme", PRESETS["huggingface"], "refuse", root)
+    with pytest.raises(SignatureError, match=r"not installed.*kernelhub\[sigstore\]"):
+        verify_bundle(b"{}", b"{}", policy, "v")

@@ -221,10 +221,13 @@ def _import_sigstore() -> None:
     try:
         sigstore_verify.Verifier  # noqa: B018 - the first access imports sigstore
     except ImportError:
-        raise SignatureError(
-            "a sigstore signing policy applies but the sigstore package is not installed; "
-            "install it with: pip install 'kernelhub[sigstore]'"
-        ) from None
+        raise _sigstore_missing() from None
+
+
+def _sigstore_missing() -> SignatureError:
+    return SignatureError(
+        "a sigstore signing policy applies but the sigstore package is not installed; "
+        "install it with: pip install 'kernelhub[sigstore]'")
 
 
 def shipped_trusted_root() -> Path:
@@ -236,7 +239,10 @@ def shipped_trusted_root() -> Path:
 
 
 def _trusted_root(policy: SigstorePolicy) -> tuple[TrustedRoot, bytes]:
-    trusted_root = sigstore_models.TrustedRoot  # a missing sigstore is no parse error
+    try:  # before reading the root: a missing sigstore is no parse error
+        trusted_root = sigstore_models.TrustedRoot
+    except ImportError:
+        raise _sigstore_missing() from None
     path = policy.trusted_root or shipped_trusted_root()
     try:
         raw = path.read_bytes()
