@@ -55,8 +55,10 @@ def test_transformers_config_switches_must_be_bools() -> None:
         from_transformers(TransformersConfig())
 
 
-@pytest.mark.parametrize("value", NOT_BOOLS)
-def test_get_kernel_trust_remote_code_must_be_a_bool(value: object, dirhub: DirHub) -> None:
+@pytest.mark.parametrize("value", [v for v in NOT_BOOLS if v != []] + [[1], ("a/b", 2)])
+def test_get_kernel_trust_remote_code_must_be_a_bool_or_repo_ids(value: object,
+                                                                 dirhub: DirHub) -> None:
+    # a list of repository ids is the ecosystem's allow-list form (an empty one trusts none)
     with pytest.raises(FlagTypeError, match="trust_remote_code"):
         get_kernel("someone/kernel", 1, trust_remote_code=value, hub=dirhub)  # type: ignore[arg-type]
     assert dirhub.calls == []

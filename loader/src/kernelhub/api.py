@@ -8,6 +8,7 @@ the hub is asked at all and runs every check on the bytes that are imported.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -74,7 +75,7 @@ def resolve_kernel(repo_id: str, version: int | str | None = None, revision: str
 
 def locate_kernel(repo_id: str, version: int | str | None = None, revision: str | None = None,
                   *, hub: HubArg = None, backend: str | None = None,
-                  trust_remote_code: bool = False) -> Path:
+                  trust_remote_code: bool | Collection[str] = False) -> Path:
     """The cache directory of the variant get_kernel would load: fetched and checked as
     for a load (trust, the org's signing policy), not imported."""
     return pipeline.locate(kernel_request(repo_id, version, revision, hub=hub, backend=backend,
@@ -86,7 +87,7 @@ def get_kernel(
     version: int | str | None = None,
     revision: str | None = None,
     *,
-    trust_remote_code: bool = False,
+    trust_remote_code: bool | Collection[str] = False,
     hub: HubArg = None,
     backend: str | None = None,
     check_arch: bool = True,
@@ -101,7 +102,9 @@ def get_kernel(
 
     ``backend`` overrides the detected backend (e.g. ``"cpu"`` on a GPU machine).
     Code from organisations not trusted by default or by configuration is refused
-    unless ``trust_remote_code=True``. Where the user's signing policy names the org,
+    unless ``trust_remote_code=True``, or a list of repository ids that names it (the
+    ecosystem's allow-list: it vouches for those repositories only, so a dependency the
+    kernel declares loads only if it is listed or its org is trusted). Where the user's signing policy names the org,
     the release's signature is checked before anything is fetched or imported
     (docs/signing.md); ``trust_remote_code`` does not bypass that. Results are memoized
     per process (per policy). ``check_arch=False`` loads a build whose declared GPU
@@ -116,7 +119,7 @@ def load_locked_kernel(
     repo_id: str,
     *,
     lockfile: Path | str | None = None,
-    trust_remote_code: bool = False,
+    trust_remote_code: bool | Collection[str] = False,
     hub: HubArg = None,
     backend: str | None = None,
     check_arch: bool = True,
@@ -136,7 +139,7 @@ def load_locked_kernel(
 
 
 def load_locked_entry(entry: LockEntry, *, pins: LockPins | None = None,
-                      trust_remote_code: bool = False, hub: HubArg = None,
+                      trust_remote_code: bool | Collection[str] = False, hub: HubArg = None,
                       backend: str | None = None, check_arch: bool = True) -> ModuleType:
     """Load what one lock-file entry pins, checked against its hashes (see
     :func:`load_locked_kernel`). Its kernel's dependencies load as ``pins`` (the whole

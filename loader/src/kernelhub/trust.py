@@ -81,29 +81,49 @@ def require_bool(value: object, name: str) -> bool:
     )
 
 
-def trust_flag(repo_id: str, value: object, name: str = "trust_remote_code") -> bool:
-    """The ecosystem's ``trust_remote_code``: a bool, or a list of repository ids trusted
-    besides the trusted organisations (its loader's allow-list form)."""
-    if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
-        return repo_id in value
+Vouch = bool | frozenset[str]
+"""What the caller vouched for: ``True`` every repository of the load (the kernel and the
+dependencies it declares), a set of repository ids only those (the ecosystem's
+allow-list form), ``False`` none. A load's dependencies are judged by the same value,
+so an allow-list naming a kernel never extends to what that kernel pulls in."""
+
+
+def vouch(value: object, name: str = "trust_remote_code") -> Vouch:
+    """``value`` checked into a :data:`Vouch`: a real bool, or a list (tuple, set) of
+    repository ids; anything else is :class:`FlagTypeError` naming the flag."""
     if isinstance(value, bool):
         return value
+    if isinstance(value, list | tuple | set | frozenset) and all(isinstance(v, str)
+                                                                  for v in value):
+        return frozenset(value)
     raise FlagTypeError(
         f"{name} must be True, False or a list of repository ids, not "
         f"{type(value).__name__} {value!r}"
     )
 
 
-def check_trusted(repo_id: str, hub: Hub | None, trust_remote_code: bool) -> None:
-    """Raise :class:`TrustError` unless the caller or the configuration trusts the org."""
-    if require_bool(trust_remote_code, "trust_remote_code") or is_trusted(repo_id, hub):
+def vouches_for(vouched: Vouch, repo_id: str) -> bool:
+    """Whether ``vouched`` (see :data:`Vouch`) covers ``repo_id``."""
+    return vouched if isinstance(vouched, bool) else repo_id in vouched
+
+
+def trust_flag(repo_id: str, value: object, name: str = "trust_remote_code") -> bool:
+    """The ecosystem's ``trust_remote_code`` for one repository: a bool, or a list of
+    repository ids trusted besides the trusted organisations (its allow-list form)."""
+    return vouches_for(vouch(value, name), repo_id)
+
+
+def check_trusted(repo_id: str, hub: Hub | None, trust_remote_code: Vouch) -> None:
+    """Raise :class:`TrustError` unless the caller (``trust_remote_code``, a
+    :data:`Vouch`) or the configuration trusts ``repo_id``."""
+    if vouches_for(vouch(trust_remote_code), repo_id) or is_trusted(repo_id, hub):
         return
     org = repo_id.partition("/")[0]
     raise TrustError(
         f"refusing to load {repo_id}: loading a kernel runs its Python and native code, and "
-        f"organisation {org!r} is not trusted. If you trust it, pass trust_remote_code=True, "
-        f"or add it to KERNELHUB_TRUSTED_ORGS (comma-separated) or to [trust] orgs in "
-        f"{settings.config_path()}."
+        f"organisation {org!r} is not trusted. If you trust it, pass trust_remote_code=True "
+        f"(or list {repo_id!r} in it), or add it to KERNELHUB_TRUSTED_ORGS "
+        f"(comma-separated) or to [trust] orgs in {settings.config_path()}."
     )
 
 

@@ -74,7 +74,7 @@ def get_kernel(
     if (local := local_override(repo_id)) is not None:
         return api.get_local_kernel(local, backend=backend)
     return api.get_kernel(repo_id, version, revision,
-                          trust_remote_code=trust.trust_flag(repo_id, trust_remote_code),
+                          trust_remote_code=trust.vouch(trust_remote_code),
                           backend=backend, check_arch=check_arch)
 
 
@@ -155,7 +155,7 @@ def get_locked_kernel(repo_id: str, *, lockfile: Path | str | None = None,
     del user_agent
     pins = _locked_pins(lockfile)
     entry = pins.pick(repo_id)
-    trusted = trust.trust_flag(repo_id, trust_remote_code)
+    trusted = trust.vouch(trust_remote_code)
     if not local_files_only:
         return api.load_locked_entry(entry, pins=pins, trust_remote_code=trusted,
                                      check_arch=check_arch)
@@ -193,7 +193,7 @@ def install_kernel(repo_id: str, revision: str | None = None, local_files_only: 
     keep loading online meanwhile. The org must be trusted, as for a load.
     """
     del user_agent
-    trusted = trust.trust_flag(repo_id, trust_remote_code)
+    trusted = trust.vouch(trust_remote_code)
     if not local_files_only:
         return api.locate_kernel(repo_id, version, revision, backend=backend,
                                  trust_remote_code=trusted)

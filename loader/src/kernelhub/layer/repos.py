@@ -28,7 +28,7 @@ from ..lazy_names import deferred
 from ..lock import LockPins, distribution_lock, lock_entry, read_pins
 from ..metadata import read_metadata
 from ..records import Record, field
-from ..trust import policy_for, require_bool, trust_flag
+from ..trust import Vouch, policy_for, require_bool, vouch
 from ..versions import check_repo_id, select_spec
 from .decorators import forward_calling
 from .mapping import CacheKey
@@ -112,18 +112,18 @@ class _Flags(Protocol):
 
 def _check_flags(repo: _Flags) -> None:
     name = type(repo).__name__
-    trust_flag(repo.repo_id, repo.trust_remote_code, f"{name}.trust_remote_code")
+    vouch(repo.trust_remote_code, f"{name}.trust_remote_code")
     require_bool(repo.allow_all_kernels, f"{name}.allow_all_kernels")
     require_bool(repo.check_arch, f"{name}.check_arch")
     if isinstance(repo.trust_remote_code, list):  # hashable, as a frozen dataclass must be
         object.__setattr__(repo, "trust_remote_code", tuple(repo.trust_remote_code))
 
 
-def _trusted(repo: _Flags) -> bool:
-    """Whether the caller vouched for this repository's code: ``trust_remote_code`` (True,
-    or a list naming the repository, the ecosystem's allow-list form) or
-    ``allow_all_kernels``."""
-    return trust_flag(repo.repo_id, repo.trust_remote_code) or repo.allow_all_kernels
+def _trusted(repo: _Flags) -> Vouch:
+    """Whom the caller vouched for (:data:`kernelhub.trust.Vouch`): ``allow_all_kernels``
+    or ``trust_remote_code=True`` every repository of the load, a list of repository ids
+    (the ecosystem's allow-list form) those only — not the dependencies they declare."""
+    return True if repo.allow_all_kernels else vouch(repo.trust_remote_code)
 
 
 def _hub_cache_key(kind: str, hub: Hub | str | os.PathLike[str] | None, repo_id: str,
@@ -209,8 +209,8 @@ class _HubRepository(_Takes, frozen=True):
         self._require_target()
 
     @property
-    def trusted(self) -> bool:
-        """Whether the caller vouched for this repository's code."""
+    def trusted(self) -> Vouch:
+        """Whom the caller vouched for (see :func:`_trusted`)."""
         return _trusted(self)
 
     def _kernel(self) -> ModuleType:

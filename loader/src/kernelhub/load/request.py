@@ -8,6 +8,7 @@ hub is asked.
 from __future__ import annotations
 
 import os
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from ..errors import HubError
@@ -15,7 +16,7 @@ from ..hub.base import Hub
 from ..hub.calls import guard
 from ..hub.select import open_hub
 from ..records import Record
-from ..trust import require_bool
+from ..trust import Vouch, require_bool, vouch
 from ..versions import VersionSpec, check_repo_id, select_spec
 
 if TYPE_CHECKING:
@@ -33,7 +34,9 @@ class KernelRequest(Record, frozen=True):
     """None: the repository's default (its highest ``v<N>`` branch, else ``main``)."""
     hub: Hub
     backend: str | None = None
-    trust_remote_code: bool = False
+    trust_remote_code: Vouch = False
+    """Whom the caller vouched for (:data:`kernelhub.trust.Vouch`); the kernel's
+    dependencies are judged by the same value."""
     lock: LockEntry | None = None
     """The lock-file entry the load must match (a locked load), else None."""
     pins: LockPins | None = None
@@ -70,7 +73,7 @@ def kernel_request(
     *,
     hub: HubArg = None,
     backend: str | None = None,
-    trust_remote_code: bool = False,
+    trust_remote_code: bool | Collection[str] = False,
     lock: LockEntry | None = None,
     pins: LockPins | None = None,
     check_arch: bool = True,
@@ -78,7 +81,7 @@ def kernel_request(
     """The one parameter list of the hub loads, checked (see the module docstring)."""
     check_repo_id(repo_id)
     spec = select_spec(version, revision)
-    require_bool(trust_remote_code, "trust_remote_code")
+    vouched = vouch(trust_remote_code)
     require_bool(check_arch, "check_arch")
-    return KernelRequest(repo_id, spec, open_hub_arg(hub), backend, trust_remote_code, lock,
+    return KernelRequest(repo_id, spec, open_hub_arg(hub), backend, vouched, lock,
                          pins, check_arch)

@@ -39,7 +39,7 @@ from ..lazy_names import deferred
 from ..minver import KERNELS_MINVER, check_kernels_minver
 from ..provenance import warn_if_dirty
 from ..selection import check_archs
-from ..trust import OrgPolicy, check_trusted, policy_for
+from ..trust import OrgPolicy, Vouch, check_trusted, policy_for
 
 if TYPE_CHECKING:
     from .. import hub_hashes, release_policy, sigstore_signatures
@@ -79,7 +79,7 @@ class Validator:
 class TrustValidator(Validator):
     """Refuse code from an organisation neither the user nor the caller trusts."""
 
-    def __init__(self, trust_remote_code: bool) -> None:
+    def __init__(self, trust_remote_code: Vouch) -> None:
         self.trust_remote_code = trust_remote_code
 
     def on_request(self, request: KernelRequest) -> None:
