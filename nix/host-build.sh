@@ -7,7 +7,9 @@
 #   <home>/.config/kernelhub/nix-host.env, <home> being what the user database says for
 #   the user the build runs as (single-user Nix; HOME is not set in a build),
 #   else /etc/kernelhub/nix-host.env (a daemon's build users have no home).
-# It sets KERNELHUB_BUILDER_HOME (the torch environments); it may set CUDA_HOME or CXX.
+# It sets KERNELHUB_BUILDER_HOMES (every builder home a set-up recorded, latest first;
+# older files: KERNELHUB_BUILDER_HOME); it may set CUDA_HOME or CXX. The build takes the
+# first home holding the builder Python for its dependencies, and its torch environments.
 # The Python is $KERNELHUB_BUILDER_HOME/nix-python/$pythonKey: a venv with only the
 # builder's and loader's dependencies, named after them (the derivation passes the key),
 # so it is the same for every checkout with those dependencies. The builder's own code
@@ -25,7 +27,16 @@ if [ -z "$conf" ]; then
   exit 1
 fi
 . "$conf"
-export KERNELHUB_BUILDER_HOME="${KERNELHUB_BUILDER_HOME:-$home/.cache/kernelhub-builder}"
+homes=${KERNELHUB_BUILDER_HOMES:-${KERNELHUB_BUILDER_HOME:-$home/.cache/kernelhub-builder}}
+KERNELHUB_BUILDER_HOME=${homes%%:*}
+set -f; saved_ifs=$IFS; IFS=:
+for candidate in $homes; do
+  if [ -f "$candidate/nix-python/$pythonKey/kernelhub-nix-python.json" ]; then
+    KERNELHUB_BUILDER_HOME=$candidate; break
+  fi
+done
+IFS=$saved_ifs; set +f
+export KERNELHUB_BUILDER_HOME
 KERNELHUB_PYTHON="$KERNELHUB_BUILDER_HOME/nix-python/$pythonKey/bin/python"
 if [ ! -x "$KERNELHUB_PYTHON" ] || [ ! -f "$KERNELHUB_BUILDER_HOME/nix-python/$pythonKey/kernelhub-nix-python.json" ]; then
   echo "error: no builder Python for these dependencies at $KERNELHUB_BUILDER_HOME/nix-python/$pythonKey; run ci/setup-nix in this checkout (it makes one per set of builder and loader dependencies)" >&2

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -45,3 +46,70 @@ def test_host_setup_refuses_a_torch_outside_the_matrix_in_one_line(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "torch 9.9 is not in the matrix" in err
     assert not (tmp_path / "env").exists()
+
+
+# -- two checkouts, one nix-host.env (issue 33, item 6) --------------------------------
+
+
+def _set_up(monkeypatch: pytest.MonkeyPatch, env_file: Path, home: Path,
+            cuda: str | None = None) -> None:
+    """What one checkout's host-setup records, with its own builder home (and CUDA)."""
+    home.mkdir(parents=True, exist_ok=True)
+    monkeypatch.setenv("KERNELHUB_BUILDER_HOME", str(home))
+    if cuda is None:
+        monkeypatch.delenv("CUDA_HOME", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_HOME", cuda)
+    nix_host.write_host_env(env_file)
+
+
+def test_a_second_checkout_s_set_up_keeps_the_first_one_s(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    env_file = tmp_path / "nix-host.env"
+    first, second = tmp_path / "first-home", tmp_path / "second-home"
+    _set_up(monkeypatch, env_file, first, cuda="/usr/local/cuda-13.0")
+    _set_up(monkeypatch, env_file, second)
+    facts = nix_host.read_host_env(env_file)
+    assert facts["KERNELHUB_BUILDER_HOMES"] == f"{second}:{first}"
+    assert facts["CUDA_HOME"] == "/usr/local/cuda-13.0"  # the second set-up named none
+    _set_up(monkeypatch, env_file, first)  # again: first moves to the front, once
+    assert nix_host.read_host_env(env_file)["KERNELHUB_BUILDER_HOMES"] == f"{first}:{second}"
+    second.rmdir()  # a home that is gone is dropped at the next set-up
+    _set_up(monkeypatch, env_file, first)
+    assert nix_host.read_host_env(env_file)["KERNELHUB_BUILDER_HOMES"] == str(first)
+
+
+def _builder_python(home: Path, key: str) -> None:
+    """A builder Python for dependencies ``key`` in ``home`` that says which home ran it."""
+    root = home / nix_host.PYTHON_DIR / key
+    (root / "bin").mkdir(parents=True)
+    (root / "bin" / "python").write_text('#!/bin/sh\necho "ran from $KERNELHUB_BUILDER_HOME"\n')
+    (root / "bin" / "python").chmod(0o755)
+    (root / nix_host.MARKER_FILE).write_text("{}")
+
+
+def test_each_checkout_s_nix_build_finds_its_own_builder_home(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """nix/host-build.sh as a Nix build runs it (no HOME; the user database's home, here
+    a getent on PATH that names a scratch one): each set of dependencies finds the home
+    whose set-up made its Python, whichever checkout set up last."""
+    user_home = tmp_path / "user"
+    env_file = user_home / nix_host.ENV_FILE_IN_HOME
+    first, second = tmp_path / "first-home", tmp_path / "second-home"
+    _set_up(monkeypatch, env_file, first)
+    _set_up(monkeypatch, env_file, second)
+    _builder_python(first, "key-of-first")
+    _builder_python(second, "key-of-second")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "getent").write_text(f'#!/bin/sh\necho "me:x:{os.getuid()}:0::{user_home}:/bin/sh"\n')
+    (bin_dir / "getent").chmod(0o755)
+    for key, home in (("key-of-first", first), ("key-of-second", second)):
+        done = subprocess.run(
+            ["/bin/sh", str(REPO / "nix" / "host-build.sh"), "stamp"], text=True,
+            capture_output=True, check=False, cwd=tmp_path,
+            env={"PATH": f"{bin_dir}:/usr/bin:/bin", "pythonKey": key, "builderSrc": "b",
+                 "loaderSrc": "l", "NIX_BUILD_TOP": str(tmp_path), "built": "x", "out": "y",
+                 "commit": "", "dirty": "0"})
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == f"ran from {home}"

@@ -20,6 +20,12 @@ checkout was deleted. So nothing here names a checkout:
   it looks in the home directory the user database gives the user it runs as, then in
   ``/etc/kernelhub``. Set-up writes there whatever ``HOME`` says (CI systems, containers
   and test harnesses set ``HOME`` elsewhere; a file under that ``HOME`` was never found).
+
+  It is one file per user, and two checkouts may set up with different builder homes or
+  ``CUDA_HOME``: so a set-up adds to it and never takes away. ``KERNELHUB_BUILDER_HOMES``
+  lists every builder home a set-up recorded that still exists (the latest first), and a
+  build takes the first that holds the builder Python for its own dependencies (the
+  ``<key>`` above); a ``CUDA_HOME`` stays until a set-up names another.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ import hashlib
 import json
 import os
 import pwd
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from filelock import FileLock
@@ -92,11 +98,34 @@ def ensure_host_python(builder_pyproject: Path, loader_pyproject: Path) -> Path:
     return python
 
 
-def host_env_text() -> str:
-    """What ``nix-host.env`` says: the same whichever checkout writes it."""
-    lines = [f"KERNELHUB_BUILDER_HOME={builder_home()}"]
-    if os.environ.get("CUDA_HOME"):
-        lines.append(f"CUDA_HOME={os.environ['CUDA_HOME']}")
+HOMES = "KERNELHUB_BUILDER_HOMES"
+"""Every builder home recorded, ``:``-separated, the latest first (nix/host-build.sh)."""
+
+
+def read_host_env(path: Path) -> dict[str, str]:
+    """The ``NAME=value`` lines of an existing ``nix-host.env`` (none if there is none)."""
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError):
+        return {}
+    found = {}
+    for line in text.splitlines():
+        name, sep, value = line.partition("=")
+        if sep and name.isidentifier():
+            found[name] = value
+    return found
+
+
+def host_env_text(previous: Mapping[str, str] | None = None) -> str:
+    """What ``nix-host.env`` says after this set-up: its facts added to ``previous`` (what
+    the file said), so another checkout's set-up is never undone."""
+    previous = previous or {}
+    home = str(builder_home())
+    earlier = previous.get(HOMES, previous.get("KERNELHUB_BUILDER_HOME", "")).split(":")
+    homes = [home, *(h for h in dict.fromkeys(earlier) if h and h != home and Path(h).is_dir())]
+    lines = [f"KERNELHUB_BUILDER_HOME={home}", f"{HOMES}={':'.join(homes)}"]
+    if cuda := os.environ.get("CUDA_HOME") or previous.get("CUDA_HOME"):
+        lines.append(f"CUDA_HOME={cuda}")
     return "".join(line + "\n" for line in lines)
 
 
@@ -125,10 +154,15 @@ def host_env_file() -> Path:
 
 
 def write_host_env(path: Path) -> None:
+    """Add this set-up's facts to ``path`` (locked: two set-ups at once keep both)."""
+    if ":" in str(builder_home()):
+        raise NixBuildError(f"KERNELHUB_BUILDER_HOME={builder_home()} holds ':', which "
+                            f"separates the homes {path} lists; choose a path without one")
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(host_env_text())
-    tmp.replace(path)
+    with FileLock(str(path.with_name(f".{path.name}.lock"))):
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(host_env_text(read_host_env(path)))
+        tmp.replace(path)
 
 
 def set_up_host(project_file: Path, env_file: Path | None = None,

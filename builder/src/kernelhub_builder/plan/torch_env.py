@@ -9,6 +9,14 @@ An env is ready once its marker file exists; the marker also caches what we aske
 about itself (headers, library dir, ABI), so later builds do not start Python at all. An
 env made by hand (torch installed, no marker) is adopted: the missing pieces are
 installed and the marker written, rather than throwing the env away.
+
+The env is shared by every checkout and every standalone kernel build of the machine,
+which ask for it with different requirements (the monorepo pins ``torch==2.13.0``, a
+kernel repository without kernels.toml asks for any ``torch==2.13.*``). So an env is
+ready for every requirement its installed torch satisfies: the requirement the marker
+records is the one it was made for, never a condition on using it — else each kind of
+build would rewrite it for itself, and a Nix build, which may only read envs, would
+find none ready.
 """
 
 from __future__ import annotations
@@ -160,12 +168,12 @@ def _python(root: Path) -> Path:
 
 
 def _read_marker(root: Path, requirement: Requirement) -> TorchEnv | None:
-    """The cached env, if its marker is current and still satisfies the requirement."""
+    """The cached env, if its marker is current and its torch satisfies ``requirement``."""
     try:
         data = json.loads((root / MARKER_FILE).read_text())
     except (OSError, json.JSONDecodeError):
         return None
-    if data.get("format") != _MARKER_FORMAT or data.get("requirement") != str(requirement):
+    if not isinstance(data, dict) or data.get("format") != _MARKER_FORMAT:
         return None
     info = data.get("torch")
     if not isinstance(info, dict) or not _python(root).exists():
