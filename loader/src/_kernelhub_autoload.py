@@ -18,6 +18,12 @@ interpreter start. It must cost next to nothing there, so it imports only ``os``
 
 ``KERNELHUB_TRANSFORMERS=0`` (or ``off``/``no``/``false``) installs neither: Transformers
 and the ecosystem's package then run as if kernelhub were not installed.
+
+The hook runs in every program of the environment, so it must never be what breaks one:
+where kernelhub itself cannot be imported (a broken or half-removed install), the first
+watched module still imports, one warning says why, and both finders leave the path. The
+``.pth`` line imports this module only if it exists, so a ``.pth`` left behind by an
+uninstall is silent.
 """
 
 import os
@@ -55,9 +61,25 @@ class _AfterExec:
 
     def exec_module(self, module: object) -> None:
         self._loader.exec_module(module)  # type: ignore[attr-defined]
-        from kernelhub.integrations.transformers import autoload
-
+        try:
+            from kernelhub.integrations.transformers import autoload
+        except Exception as e:  # any failure of a broken install
+            _give_up(e)
+            return
         autoload.imported(module)
+
+
+def _give_up(error: BaseException) -> None:
+    """kernelhub cannot be imported: say so once and leave Transformers to itself."""
+    import warnings
+
+    sys.meta_path[:] = [f for f in sys.meta_path
+                        if not isinstance(f, (TransformersWatcher, KernelsName))]
+    warnings.warn(
+        f"kernelhub cannot be imported ({type(error).__name__}: {error}), so Transformers "
+        "runs without its kernels; reinstall kernelhub, or set KERNELHUB_TRANSFORMERS=0 to "
+        "silence this",
+        RuntimeWarning, stacklevel=2)
 
 
 class TransformersWatcher:
@@ -83,7 +105,13 @@ class _Alias:
     def create_module(self, spec: object) -> object:
         import importlib
 
-        return importlib.import_module("kernelhub.ecosystem")
+        try:
+            return importlib.import_module("kernelhub.ecosystem")
+        except ImportError:
+            raise
+        except Exception as e:  # a broken install: "no kernels here", as code expects
+            raise ImportError(f"kernels (served by kernelhub) cannot be imported: "
+                              f"{type(e).__name__}: {e}", name="kernels") from e
 
     def exec_module(self, module: object) -> None:
         """Already executed under its own name."""

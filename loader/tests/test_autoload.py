@@ -177,3 +177,78 @@ def test_tested_releases_and_their_patch_releases_are_not_newer():
     assert not seams.newer_than_tested("5.24.0")
     assert seams.newer_than_tested("5.26.0.dev0")
     assert seams.newer_than_tested("6.0.0")
+
+
+# -- a broken or half-removed install never breaks the programs of the environment --
+
+PTH = LOADER_SRC / "kernelhub-autoload.pth"
+
+
+def _broken_install(root: Path) -> Path:
+    """A site dir where kernelhub's hook is installed but kernelhub itself fails to import
+    (a dependency gone), beside a package that owns a watched Transformers module name."""
+    (root / "kernelhub").mkdir(parents=True)
+    (root / "kernelhub" / "__init__.py").write_text("import a_dependency_that_is_gone\n")
+    (root / "_kernelhub_autoload.py").write_text(
+        (LOADER_SRC / "_kernelhub_autoload.py").read_text())
+    (root / PTH.name).write_text(PTH.read_text())
+    (root / "transformers").mkdir()
+    (root / "transformers" / "__init__.py").write_text("")
+    (root / "transformers" / "activations.py").write_text("ACT2FN = {'gelu': 'gelu'}\n")
+    return root
+
+
+def test_a_broken_kernelhub_install_degrades_to_one_warning(tmp_path: Path):
+    site = _broken_install(tmp_path / "site")
+    code = ("import site, sys, warnings\n"
+            "warnings.simplefilter('default')\n"
+            f"site.addsitedir({str(site)!r})\n"
+            "assert type(sys.meta_path[0]).__name__ == 'TransformersWatcher'\n"
+            "import transformers.activations\n"
+            "from transformers import activations\n"
+            "print(activations.ACT2FN['gelu'])\n"
+            "print([type(f).__name__ for f in sys.meta_path])\n")
+    environ = {k: v for k, v in os.environ.items() if k != "KERNELHUB_TRANSFORMERS"}
+    environ["PYTHONPATH"] = str(site)  # its kernelhub shadows the real one
+    proc = subprocess.run([sys.executable, "-S", "-c", code], env=environ, text=True,
+                          capture_output=True, check=False, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout.splitlines()
+    assert out[0] == "gelu"
+    assert "TransformersWatcher" not in out[1] and "KernelsName" not in out[1]
+    warned = [line for line in proc.stderr.splitlines() if "Warning" in line]
+    assert len(warned) == 1, proc.stderr
+    assert "kernelhub cannot be imported" in warned[0]
+    assert "KERNELHUB_TRANSFORMERS=0" in warned[0]
+    assert "Traceback" not in proc.stderr
+
+
+def test_a_pth_left_behind_after_uninstall_is_silent(tmp_path: Path):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / PTH.name).write_text(PTH.read_text())  # the hook module itself is gone
+    code = (f"import site, sys\nsite.addsitedir({str(site)!r})\n"
+            "print(any(type(f).__name__ == 'TransformersWatcher' for f in sys.meta_path))\n")
+    proc = subprocess.run([sys.executable, "-S", "-c", code], text=True, capture_output=True,
+                          check=False, cwd=tmp_path,
+                          env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert proc.returncode == 0
+    assert proc.stdout.strip() == "False"
+    assert proc.stderr == ""
+
+
+def test_the_pth_still_installs_the_hook(tmp_path: Path):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / PTH.name).write_text(PTH.read_text())
+    (site / "_kernelhub_autoload.py").write_text(
+        (LOADER_SRC / "_kernelhub_autoload.py").read_text())
+    code = (f"import site, sys\nsite.addsitedir({str(site)!r})\n"
+            "print([type(f).__name__ for f in sys.meta_path])\n")
+    environ = {k: v for k, v in os.environ.items()
+               if k not in ("PYTHONPATH", "KERNELHUB_TRANSFORMERS")}
+    proc = subprocess.run([sys.executable, "-S", "-c", code], text=True, capture_output=True,
+                          check=True, cwd=tmp_path, env=environ)
+    finders = proc.stdout.strip()
+    assert finders.startswith("['TransformersWatcher'") and finders.endswith("'KernelsName']")
+    assert proc.stderr == ""
