@@ -14,6 +14,7 @@ from kernelhub.cli import main
 from kernelhub.deps import (
     DependencyError,
     KernelDependency,
+    Located,
     get_kernel_dep,
     parse_kernel_depends,
     providing,
@@ -255,3 +256,49 @@ def test_a_lock_pinning_two_commits_of_one_repository_is_refused(
     assert "\n" not in message
     assert "pins kernels-community/leaf to two commits" in message
     assert "run `kernelhub lock` again" in message
+
+
+def test_a_diamond_is_resolved_once_per_kernel() -> None:
+    """30 levels of two kernels that each need both kernels below: 2**30 paths. Each
+    dependency is resolved once; its subtree is shared."""
+    depth = 30
+
+    def located(level: int, side: str) -> Located:
+        below = () if level == depth else tuple(
+            KernelDependency(f"org/k{level + 1}{s}", 1) for s in "ab")
+        return Located(f"org/k{level}{side}", "0" * 40, HOST, below)
+
+    asked: list[str] = []
+
+    def resolve(dep: KernelDependency) -> Located:
+        asked.append(dep.repo_id)
+        assert len(asked) <= 2 * depth, "a dependency was resolved again"
+        return located(int(dep.repo_id[5:-1]), dep.repo_id[-1])
+
+    tree = resolve_tree(located(0, "a"), resolve)
+    assert len(asked) == len(set(asked)) == 2 * depth
+    node = tree
+    for level in range(1, depth + 1):
+        assert [repo for repo, _ in node.deps] == [f"org/k{level}a", f"org/k{level}b"]
+        assert node.deps[0][1].deps == node.deps[1][1].deps  # one subtree, shared
+        node = node.deps[1][1]
+    assert node.deps == ()
+
+
+def test_a_shared_subtree_that_reaches_back_up_the_path_is_still_a_cycle() -> None:
+    """x@v1 (needing r@v2) resolves cleanly under the root, but under r@v1 it needs r
+    again: sharing x's subtree there must not hide the cycle."""
+    graph = {"org/root": ("org/x@1", "org/r@1"), "org/x@1": ("org/r@2",),
+             "org/r@1": ("org/x@1",), "org/r@2": ()}
+
+    def located(key: str) -> Located:
+        return Located(key.partition("@")[0], "0" * 40, HOST, tuple(
+            KernelDependency(d.partition("@")[0], int(d.partition("@")[2]))
+            for d in graph[key]))
+
+    def resolve(dep: KernelDependency) -> Located:
+        return located(f"{dep.repo_id}@{dep.version}")
+
+    with pytest.raises(DependencyError, match=r"^kernel dependency cycle: org/root -> "
+                                              r"org/r@v1 -> org/x@v1 -> org/r@v2$"):
+        resolve_tree(located("org/root"), resolve)

@@ -238,3 +238,56 @@ def test_a_cached_variant_named_by_its_path_gets_the_sigstore_policy_too(
     config.write_text(text)
     with pytest.raises(SignatureError, match="sigstore signature does not verify"):
         get_local_kernel(path)
+
+
+# -- hostile archives and trees (issue 33) -------------------------------------------
+
+
+@pytest.mark.parametrize(("members", "why"), [
+    ({"__init__.py": "", "x": "file", "x/y.py": "Y = 1\n"}, "both a file and a folder"),
+    ({"__init__.py": "", "x/y.py": "Y = 1\n", "x": "file"}, "both a file and a folder"),
+    ({"__init__.py": "", "a/b.py": "B = 1\n", "a//b.py": "B = 2\n"}, "appears twice"),
+    ({"__init__.py": "", "a/b.py": "B = 1\n", "./a/b.py": "B = 2\n"}, "appears twice"),
+    ({"__init__.py": "", "_ops.py/x.py": ""}, "both a file and a folder"),
+])
+def test_a_zip_whose_members_collide_is_refused_before_anything_runs(
+        tmp_path: Path, members: dict[str, str], why: str) -> None:
+    variant = tmp_path / "torch-cpu"
+    members = {**members, "__init__.py": "raise SystemExit('ran')\n"}
+    _zip_variant(variant, members, outside={"_ops.py": ""})
+    with pytest.raises(IntegrityError, match=why) as error:
+        get_local_kernel(variant)
+    assert "\n" not in str(error.value)
+
+
+def test_a_diamond_of_dependencies_is_resolved_once_per_kernel(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each level's two kernels both need both of the next level's: 2**depth paths, and
+    2 * depth kernels. Every kernel is read and imported once."""
+    from kernelhub.load import pipeline
+
+    depth = 6
+    hub = LocalPublisher(tmp_path / "hub")
+    _publish(hub, tmp_path, f"kernels-community/k{depth}-a", "VALUE = 1\n", [])
+    _publish(hub, tmp_path, f"kernels-community/k{depth}-b", "VALUE = 1\n", [])
+    for level in range(depth - 1, -1, -1):
+        below = [{"repo-id": f"kernels-community/k{level + 1}-{s}", "version": 1} for s in "ab"]
+        sides = "a" if level == 0 else "ab"
+        for side in sides:
+            _publish(hub, tmp_path, f"kernels-community/k{level}-{side}",
+                     "from kernelhub.deps import get_kernel_dep\n"
+                     f"VALUE = sum(get_kernel_dep(d['repo-id']).VALUE for d in {below!r})\n",
+                     below)
+    taken: list[str] = []
+    real = pipeline.checked_snapshot
+
+    def counted(request):  # type: ignore[no-untyped-def]
+        taken.append(request.repo_id)
+        assert len(taken) <= 2 * depth, f"{request.repo_id} read again: {sorted(taken)}"
+        return real(request)
+
+    monkeypatch.setattr(pipeline, "checked_snapshot", counted)
+    top = get_kernel("kernels-community/k0-a", 1, hub=hub)
+    assert top.VALUE == 64  # one per path: 2 ** depth
+    assert sorted(taken) == sorted(f"kernels-community/k{level}-{s}"
+                                   for level in range(1, depth + 1) for s in "ab")

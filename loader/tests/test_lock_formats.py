@@ -6,6 +6,8 @@ we write in tests/test_lock_interop.py)."""
 from __future__ import annotations
 
 import json
+import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -112,3 +114,37 @@ def test_each_declared_dependency_gets_its_own_pin(tmp_path: Path) -> None:
     assert read_lock(path) == {e.repo_id: e for e in HASHED}  # one repository, one pin
     with pytest.raises(LockFileError, match="cannot pin the dependency acme/other@v1: no entry"):
         write_lock(path, HASHED, dependencies=[KernelDependency("acme/other", 1)])
+
+
+def test_two_writers_at_once_do_not_move_each_other_s_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The race of concurrent ``kernelhub lock`` runs (issue 33: a raw FileNotFoundError),
+    made deterministic: a second writer (another thread; another process alike) runs in
+    full between the first one's write of its temporary file and the rename of it."""
+    path = tmp_path / "kernels.lock"
+    real_replace = os.replace
+    interleaved: list[int] = []
+
+    def replace_after_another_writer(src: str | os.PathLike[str], dst: str | os.PathLike[str]
+                                     ) -> None:
+        if not interleaved:
+            interleaved.append(1)
+            other = threading.Thread(target=write_lock, args=(path, HASHED[:1]),
+                                     kwargs={"versions": {"kernels-community/activation": 1}})
+            other.start()
+            other.join()
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace_after_another_writer)
+    written = write_lock(path, HASHED, versions={"kernels-community/activation": 1,
+                                                 "acme/helpers": ">=2.1,<3"})
+    assert interleaved
+    assert read_lock(path) == {e.repo_id: e for e in HASHED}  # the last writer's, whole
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in written)
+    assert oct(path.stat().st_mode & 0o777) == oct(0o666 & ~_umask())
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

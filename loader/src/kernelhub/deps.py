@@ -156,26 +156,43 @@ Resolver = Callable[[KernelDependency], Located]
 
 def resolve_tree(root: Located, resolve: Resolver) -> DepNode:
     """The dependency tree under ``root``; DependencyError for a cycle or an unsatisfiable
-    pin, naming the chain."""
-    return _resolve(root, resolve, ((root.name, root.name),))
+    pin, naming the chain.
+
+    Each distinct dependency is resolved once and its subtree shared wherever it is
+    asked for again: a diamond (two kernels needing a third, level after level) costs
+    one resolution per kernel, not one per path, which doubles with every level."""
+    return _resolve(root, resolve, ((root.name, root.name),), {})
 
 
-def _resolve(location: Located, resolve: Resolver,
-             path: tuple[tuple[str, str], ...]) -> DepNode:
-    """``path``: (repo id, how it was asked for) from the root down to ``location``."""
+_Subtree = tuple[DepNode, frozenset[str]]
+"""A resolved dependency's node and every repo id below it (itself included)."""
+
+
+def _resolve(location: Located, resolve: Resolver, path: tuple[tuple[str, str], ...],
+             done: dict[KernelDependency, _Subtree]) -> DepNode:
+    """``path``: (repo id, how it was asked for) from the root down to ``location``;
+    ``done``: the subtrees resolved so far in this tree."""
     nodes = []
+    on_path = {repo for repo, _ in path}
     for dep in location.depends:
         chain = " -> ".join([*(label for _, label in path), str(dep)])
-        if dep.repo_id in (repo for repo, _ in path):
+        if dep.repo_id in on_path:
             raise DependencyError(f"kernel dependency cycle: {chain}")
+        shared = done.get(dep)
+        if shared is not None and not shared[1] & on_path:
+            nodes.append((dep.repo_id, shared[0]))
+            continue  # a subtree reaching the path is resolved again: it names the cycle
         try:
-            found = resolve(dep)
+            found = resolve(dep) if shared is None else shared[0].location
         except DependencyError:
             raise
         except KernelHubError as e:
             first = str(e).splitlines()[0].rstrip(":")
             raise DependencyError(f"cannot satisfy {chain}: {first}") from None
-        nodes.append((dep.repo_id, _resolve(found, resolve, (*path, (dep.repo_id, str(dep))))))
+        node = _resolve(found, resolve, (*path, (dep.repo_id, str(dep))), done)
+        below = frozenset({dep.repo_id}).union(*(done[d][1] for d in found.depends))
+        done[dep] = (node, below)
+        nodes.append((dep.repo_id, node))
     return DepNode(location, tuple(nodes))
 
 

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -330,9 +331,15 @@ def _ecosystem_pins(entries: Sequence[LockEntry], wanted: dict[str, int | str],
 
 
 def _replace(path: Path, data: list[dict[str, object]]) -> None:
-    tmp = Path(f"{path}.tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
+    """Write ``path`` atomically through a temporary file of this writer's own: with one
+    shared name, two ``kernelhub lock`` runs at once moved each other's file away."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{threading.get_ident()}.tmp")
+    try:  # written as any file the user makes (mkstemp's would be private, 0600)
+        tmp.write_text(json.dumps(data, indent=2) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 # -- the project's dependencies ----------------------------------------------------

@@ -59,10 +59,11 @@ def lock_tree(versions: Mapping[str, int | str], *, hub: HubArg = None) -> Locke
 
     entries: dict[str, tuple[LockEntry, str]] = {}
     dependencies: list[KernelDependency] = []
+    seen: set[int] = set()
     for repo_id, version in sorted(versions.items()):
         tree = resolve_tree(locate(repo_id, version, None), resolve)
         asked = f"v{version}" if isinstance(version, int) else version
-        _collect(tree, f"{repo_id}@{asked}", entries, dependencies)
+        _collect(tree, f"{repo_id}@{asked}", entries, dependencies, seen)
     return LockedTree(tuple(entry for _, (entry, _) in sorted(entries.items())),
                       tuple(dependencies))
 
@@ -85,9 +86,13 @@ def _locate(resolution: Resolution) -> Located:
 
 
 def _collect(node: DepNode, chain: str, entries: dict[str, tuple[LockEntry, str]],
-             dependencies: list[KernelDependency]) -> None:
+             dependencies: list[KernelDependency], seen: set[int]) -> None:
     """Add ``node`` (reached by ``chain``) and its subtree to ``entries`` (repo id → entry
-    and the first chain that needed it) and ``dependencies``."""
+    and the first chain that needed it) and ``dependencies``; a subtree the tree shares
+    (``seen``: the nodes collected so far) is collected once."""
+    if id(node) in seen:
+        return
+    seen.add(id(node))
     entry = node.location.handle
     assert isinstance(entry, LockEntry)
     first, first_chain = entries.setdefault(entry.repo_id, (entry, chain))
@@ -99,4 +104,4 @@ def _collect(node: DepNode, chain: str, entries: dict[str, tuple[LockEntry, str]
     for dep, (_, child) in zip(node.location.depends, node.deps, strict=True):
         if dep not in dependencies:
             dependencies.append(dep)
-        _collect(child, f"{chain} -> {dep}", entries, dependencies)
+        _collect(child, f"{chain} -> {dep}", entries, dependencies, seen)

@@ -12,7 +12,9 @@ kernelhub imports no archive from disk: :func:`extract_verified` unpacks the arc
 copy, and the package is imported from there like a ``files`` variant — compiled from the
 verified sources by kernelhub's own finder, never from bytecode. Members that could
 escape or confuse that (absolute or ``..`` paths, links, bytecode, a member shadowing a
-file outside the archive, duplicates, more than :data:`MAX_UNPACKED` bytes) are refused.
+file outside the archive, duplicates — also ones spelled differently, ``a/b.py`` and
+``a//b.py`` or ``./a/b.py`` — a member that is both a file and the folder of another,
+more than :data:`MAX_UNPACKED` bytes) are refused.
 
 The builder writes the archive (``kernelhub_builder.assemble``); what it may hold is
 decided here, by what the loader accepts.
@@ -59,6 +61,7 @@ def extract_verified(archive: bytes, dest: Path, outside: set[str] | frozenset[s
     except zipfile.BadZipFile as e:
         raise IntegrityError(f"{where}: not a ZIP archive ({e})") from None
     members: dict[str, bytes] = {}
+    folders = {p.as_posix() for rel in outside for p in PurePosixPath(rel).parents if p.parts}
     total = 0
     with zf:
         for info in zf.infolist():
@@ -73,16 +76,22 @@ def extract_verified(archive: bytes, dest: Path, outside: set[str] | frozenset[s
             if "__pycache__" in path.parts or path.suffix in (".pyc", ".pyo"):
                 raise IntegrityError(f"{where}: member {name!r} is bytecode; a variant "
                                      "carries sources only")
-            if name in members:
-                raise IntegrityError(f"{where}: member {name!r} appears twice")
-            if name in outside:
+            key = path.as_posix()  # one spelling: "a//b.py" and "./a/b.py" are "a/b.py"
+            if key in members:
+                raise IntegrityError(f"{where}: member {name!r} appears twice (as {key!r})")
+            if key in outside:
                 raise IntegrityError(f"{where}: member {name!r} shadows the variant's file "
                                      "of the same name")
+            parents = {p.as_posix() for p in path.parents if p.parts}
+            if key in folders or parents & (members.keys() | outside):
+                raise IntegrityError(f"{where}: member {name!r} is both a file and a folder "
+                                     "of the archive; a package path is one or the other")
+            folders |= parents
             total += info.file_size
             if total > MAX_UNPACKED:
                 raise IntegrityError(f"{where}: unpacks to more than {MAX_UNPACKED >> 20} MiB")
             try:
-                members[name] = zf.read(info)
+                members[key] = zf.read(info)
             except (zipfile.BadZipFile, OSError, RuntimeError) as e:
                 raise IntegrityError(f"{where}: member {name!r} cannot be read ({e})") from None
     for name, data in members.items():

@@ -72,9 +72,16 @@ def _dependency_request(dep: KernelDependency, parent: KernelRequest | None) -> 
                           backend=parent.backend, trust_remote_code=parent.trust_remote_code)
 
 
-def _import_tree(node: DepNode) -> ModuleType:
-    deps = {repo: _import_tree(child) for repo, child in node.deps}
+def _import_tree(node: DepNode, done: dict[int, ModuleType] | None = None) -> ModuleType:
+    """Import ``node`` after its dependencies; a subtree shared by two kernels (one
+    node, :func:`kernelhub.deps.resolve_tree` shares them) is imported once."""
+    done = {} if done is None else done
+    if (module := done.get(id(node))) is not None:
+        return module
+    deps = {repo: _import_tree(child, done) for repo, child in node.deps}
     snapshot = node.location.handle
     assert isinstance(snapshot, Snapshot)
     with providing(deps):
-        return import_verified(snapshot.verified)
+        module = import_verified(snapshot.verified)
+    done[id(node)] = module
+    return module
