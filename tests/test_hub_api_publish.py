@@ -305,3 +305,22 @@ def _tags(hub_kind: str, server: HubApiTestServer, tmp_path: Path) -> list[str]:
     if hub_kind == "local":
         return sorted(LocalHub(tmp_path / "local-hub").list_refs(REPO_ID).tags)
     return sorted(r.removeprefix("refs/tags/") for r in refs(git(server)) if "tags" in r)
+
+
+def test_publishing_to_kernelhub_serve_without_a_token_is_one_typed_line(
+    project: Path, tmp_path: Path
+) -> None:
+    """The probe of issue 33: the served hub's 401 text holds ``token=?``, so the error
+    was redacted, and the redactor's copy of it crashed (a raw TypeError)."""
+    from kernelhub_serve.tokens import TokenTable
+    from serve.served import serving, write_tokens_file
+
+    hub = tmp_path / "served-hub"
+    hub.mkdir()
+    with serving(hub, TokenTable.load(write_tokens_file(tmp_path / "tokens.toml"))) as url:
+        proc = builder(project, "publish", "--hub", url, environ=env(tmp_path, token=None),
+                       check=False)
+    line = one_line_error(proc)
+    assert "rejected the token" in line and "(401:" in line and "Nothing was published" in line
+    assert "TypeError" not in proc.stderr
+    assert not any(hub.rglob("*.pack")) and not (hub / "kernels" / REPO_ID).exists()

@@ -85,10 +85,15 @@ def redacted_error(error: BaseException, message: str | None = None) -> BaseExce
     texts are what named the credential, and a traceback would print them.
     """
     text = redact(str(error) if message is None else message)
-    clone = BaseException.__new__(type(error))
-    clone.__dict__.update(error.__dict__)
-    clone.args = (text,)
-    if redact(str(clone)) != str(clone):  # a type that builds its text from attributes
+    kind = type(error)
+    try:  # the type's own __new__: an OSError subclass (PermissionError …) needs OSError's
+        clone = kind.__new__(kind, text)
+        clone.__dict__.update(error.__dict__)
+        clone.args = (text,)
+        shown = str(clone)
+    except Exception:  # a type that cannot be made so: say it untyped
+        return errors.KernelHubError(text)
+    if redact(shown) != shown:  # a type that builds its text from attributes
         return errors.KernelHubError(text)
     return clone
 
