@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -249,15 +250,25 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _reported(command: Callable[[], int]) -> int:
-    """Run ``command``; an error the user can fix is one line on stderr and exit status 1."""
-    try:
-        return command()
-    except KernelHubError as e:
-        console.print(f"[bold red]error:[/] {_escape(error_line(e))}")
-        return 1
-    except KeyboardInterrupt:
-        console.print("interrupted")
-        return 130
+    """Run ``command``; an error the user can fix is one line on stderr and exit status 1,
+    and a warning the library gives is one line too (not Python's file, line and source)."""
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        try:
+            return command()
+        except KernelHubError as e:
+            console.print(f"[bold red]error:[/] {_escape(error_line(e))}")
+            return 1
+        except KeyboardInterrupt:
+            console.print("interrupted")
+            return 130
+
+
+def _show_warning(message: Warning | str, category: type[Warning], filename: str,
+                  lineno: int, file: object = None, line: str | None = None) -> None:
+    """``warnings.showwarning`` while a command runs: ``warning: <message>``."""
+    del category, filename, lineno, file, line
+    console.print(f"[yellow]warning:[/] {_escape(' '.join(str(message).split()))}")
 
 
 def _escape(text: str) -> str:

@@ -229,8 +229,54 @@ def test_backends_kernelhub_does_not_build_are_listed_with_why(
         'backends = ["cpu", "cuda"]', 'backends = ["cpu", "cuda", "tpu", "neuron"]'))
     with pytest.warns(UserWarning, match="kernelhub cannot build tpu, neuron"):
         assert load_kernel(root).skipped_backends == ("tpu", "neuron")
-    with pytest.warns(UserWarning):
-        assert main(["--project", str(root), "list-variants"]) == 0
-    out = capsys.readouterr().out
+    assert main(["--project", str(root), "list-variants"]) == 0
+    said = capsys.readouterr()
+    out = said.out
     assert "tpu: not built by kernelhub: TPU kernels are built against torch_tpu" in out
     assert "neuron: not built by kernelhub: AWS Neuron kernels" in out
+    assert said.err.splitlines() == [  # one line, not Python's file, line and source
+        f"warning: {root / 'build.toml'}: general.backends: kernelhub cannot build tpu, "
+        "neuron; building the other backends only"]
+
+
+NEURON_ONLY = """\
+[general]
+name = "relu-nki"
+version = 1
+license = "apache-2.0"
+backends = ["neuron"]
+
+[general.hub]
+repo-id = "acme/relu-nki"
+
+[torch-noarch]
+"""
+
+
+def test_a_tree_only_for_backends_kernelhub_cannot_build_is_valid(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A neuron-only tree (the ecosystem's relu-nki) lists, migrates and builds nothing,
+    each said in one line; it was refused as having "no buildable backend"."""
+    from kernelhub_builder.cli import main
+
+    root = write_kernel(tmp_path / "relu-nki", NEURON_ONLY, files=())
+    (root / "torch-ext" / "relu_nki").mkdir()
+    (root / "torch-ext" / "relu_nki" / "__init__.py").write_text("")
+    warned = (f"warning: {root / 'build.toml'}: general.backends: kernelhub cannot build "
+              "neuron; nothing to build here")
+    assert main(["--project", str(root), "list-variants"]) == 0
+    said = capsys.readouterr()
+    assert "neuron: not built by kernelhub" in said.out and said.err.splitlines() == [warned]
+    assert main(["--project", str(root), "migrate"]) == 0
+    said = capsys.readouterr()
+    assert "edition = 6" in (root / "build.toml").read_text()
+    assert warned in said.err.splitlines() and "Traceback" not in said.err
+    assert "UserWarning" not in said.err
+    assert main(["--project", str(root), "build"]) == 0
+    assert "relu-nki: nothing to build" in " ".join(capsys.readouterr().err.split())
+
+
+def test_an_empty_backends_list_is_refused(tmp_path: Path) -> None:
+    root = write_kernel(tmp_path / "demo", NEURON_ONLY.replace('["neuron"]', "[]"), files=())
+    with pytest.raises(ManifestError, match=r"general\.backends: is empty"):
+        load_kernel(root)

@@ -254,14 +254,16 @@ def _load_backends(
             raise general.error("backends", _unknown_backend(backend))
     skipped = tuple(b for b in listed if b in UNBUILDABLE_BACKENDS)
     backends = tuple(b for b in listed if b in BACKENDS)
-    if skipped:
+    if skipped:  # a valid tree still (a neuron-only one is): it gets no variants here
+        others = "building the other backends only" if backends else "nothing to build here"
         warnings.warn(
             f"{general.file}: general.backends: kernelhub cannot build {', '.join(skipped)}; "
-            "building the other backends only",
+            f"{others}",
             stacklevel=3,
         )
-    if not backends:
-        raise general.error("backends", f"no buildable backend; allowed: {', '.join(BACKENDS)}")
+    if not listed:
+        raise general.error("backends", f"is empty; list the backends this kernel supports "
+                                        f"(allowed: {', '.join(BACKENDS)})")
     return backends, skipped
 
 
