@@ -55,7 +55,7 @@ _PROBE = textwrap.dedent(
             deps[dep["repo-id"]] = kernelhub.get_kernel(
                 dep["repo-id"], dep.get("version"), revision=dep.get("revision"))
     except BaseException as e:
-        print(json.dumps({"error": f"loading its kernel-depends: {type(e).__name__}: {e}"}))
+        print(json.dumps({"dependency-error": f"{type(e).__name__}: {e}"}))
         sys.exit(0)
     before = set(torch._C._dispatch_get_all_op_names())
     try:
@@ -115,6 +115,11 @@ def check_import(python: Path, variant_dir: Path, metadata: Metadata) -> ImportR
     except (json.JSONDecodeError, IndexError):
         tail = (done.stdout + done.stderr).strip()[-2000:]
         return _failed(f"the import crashed the interpreter (exit {done.returncode}):\n{tail}")
+    if "dependency-error" in report:  # the variant itself was never imported
+        return ImportResult(None, [], [Violation(
+            RULE_IMPORT_CHECK, METADATA_FILE, KERNEL_DEPENDS,
+            f"the import check loads the variant's {KERNEL_DEPENDS} first, and one did not "
+            f"load, so the variant was not imported: {report['dependency-error']}")])
     if "error" in report:
         return _failed(report["error"])
     ops = list(report["ops"])
