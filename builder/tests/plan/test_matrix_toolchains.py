@@ -111,10 +111,37 @@ def test_cuda_variant_needs_a_torch_env_of_the_same_cuda(project: Project) -> No
     assert "torch 2.13 environment holds torch 2.13.0+cpu, without CUDA" in cpu_only
     other = plan["torch214-cxx11-cu130-x86_64-linux"].reason
     assert other is not None and "built for CUDA 12.6" in other and "CUDA 13.0" in other
-    # An env that does not exist yet is created with the pin, so it is not held against it.
-    fresh = plan_variants(project, kernel, LINUX_X86, found, torch_envs=lambda minor: None)
-    assert {p.name for p in fresh if p.buildable and "cu130" in p.name} == {
-        "torch213-cxx11-cu130-x86_64-linux", "torch214-cxx11-cu130-x86_64-linux"}
+
+
+
+def test_an_env_not_made_yet_is_judged_by_what_it_will_hold(project: Project) -> None:
+    """Issue 33: before the torch 2.13 env existed, its CUDA variants counted as buildable
+    (18), after it was made CPU-only they did not (16). Only the newest torch of the
+    matrix is pinned to a GPU build unless a pin names its build."""
+    found = tc.Toolchains(cxx=tc.Toolchain("cxx", Path("/usr/bin/c++"), "12.2.0"),
+                          nvcc=tc.Toolchain("nvcc", Path("/cuda/bin/nvcc"), "13.0"))
+    kernel = load_kernel(project.root / "demo", project)
+    made = {"2.13": _env("2.13", "2.13.0+cpu", None),
+            "2.14": _env("2.14", "2.14.1+cu130", "13.0")}
+
+    def buildable(envs: object) -> set[str]:
+        return {p.name for p in plan_variants(project, kernel, LINUX_X86, found,
+                                              torch_envs=envs.get)  # type: ignore[attr-defined]
+                if p.buildable}
+
+    assert buildable({}) == buildable(made) == {"torch214-cxx11-cu130-x86_64-linux"}
+    fresh = {p.name: p for p in plan_variants(project, kernel, LINUX_X86, found,
+                                              torch_envs=lambda minor: None)}
+    reason = fresh["torch213-cxx11-cu130-x86_64-linux"].reason
+    assert reason is not None and "no torch 2.13 environment yet" in reason
+    assert "newest torch of the matrix (2.14)" in reason
+    project.torch_pins["2.13"] = "torch==2.13.0+cu130"  # a pin that names its build
+    assert "torch213-cxx11-cu130-x86_64-linux" in buildable({})
+    project.torch_pins["2.13"] = "torch==2.13.0+cu126"
+    said = {p.name: p for p in plan_variants(project, kernel, LINUX_X86, found,
+                                             torch_envs=lambda minor: None)}
+    wrong = said["torch213-cxx11-cu130-x86_64-linux"].reason
+    assert wrong is not None and "is a cu126 build" in wrong
 
 
 def test_rocm_variant_needs_a_rocm_torch_env(project: Project) -> None:

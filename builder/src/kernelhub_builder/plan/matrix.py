@@ -26,7 +26,7 @@ from kernelhub.variants import Compute, Variant, VariantKind
 from ..errors import VariantSelectionError
 from ..manifest import KernelManifest, Project, version_key
 from .toolchains import HostInfo, Toolchain, Toolchains, detect_host, detect_toolchains
-from .torch_env import TorchEnv, peek_torch_env
+from .torch_env import TorchEnv, peek_torch_env, torch_requirement
 
 TorchEnvLookup = Callable[[str], "TorchEnv | None"]
 """torch minor → its ready env, or None where none exists yet (it is made on demand)."""
@@ -63,7 +63,8 @@ def plan_variants(
     ``torch_envs`` tells which torch envs exist already; by default (when the host is
     detected rather than described) the real ones are peeked at, so a CUDA variant whose
     env holds a torch of another CUDA (or a CPU-only torch) is reported as not buildable.
-    Envs that do not exist yet are assumed right: they are created with the pinned torch.
+    An env that does not exist yet is judged by what it will hold
+    (:func:`missing_env_problem`), so the count is the same before and after it is made.
     """
     if torch_envs is None and host is None and toolchains is None:
         def torch_envs(minor: str) -> TorchEnv | None:
@@ -84,7 +85,9 @@ def plan_variants(
     for variant, torch_version in _compiled_variants(project, kernel, backends):
         reason = _why_not_buildable(variant, host, toolchains)
         if reason is None and torch_envs is not None:
-            reason = torch_env_problem(variant, torch_version, torch_envs(torch_version))
+            env = torch_envs(torch_version)
+            reason = (torch_env_problem(variant, torch_version, env) if env is not None
+                      else missing_env_problem(project, variant, torch_version))
         planned.append(PlannedVariant(variant, reason is None, reason, torch_version))
     return sorted(planned, key=lambda p: p.name)
 
@@ -165,6 +168,33 @@ def torch_env_problem(variant: Variant, minor: str, env: TorchEnv | None) -> str
         f'e.g. [toolchain.torch] "{minor}" = "torch=={minor}.0" from the {variant.compute.tag} '
         f"index, or delete {env.root} to recreate it, or build other variants with --variant)"
     )
+
+
+def missing_env_problem(project: Project, variant: Variant, minor: str) -> str | None:
+    """Why the torch ``minor`` env, not made yet, will not build GPU ``variant``.
+
+    Its torch comes from the pin: one naming a local version (``torch==2.13.0+cu130``)
+    says which toolkit it is built for; otherwise only the newest torch of the matrix is
+    pinned to a GPU build (:func:`build_env_minor`), so an older one will be made CPU-only,
+    and the variant is not counted as buildable until its env shows otherwise.
+    """
+    if variant.backend not in ("cuda", "rocm"):
+        return None
+    assert variant.compute is not None
+    pin = project.torch_pins.get(minor) or f"torch=={minor}.*"
+    local = next((s.version.partition("+")[2] for s in torch_requirement(minor, pin).specifier
+                  if "+" in s.version), "")
+    if local:
+        if local == variant.compute.tag:
+            return None
+        return (f"the torch {minor} pin {pin!r} is a {local} build; the variant needs one "
+                f"for {variant.compute.tag}")
+    newest = max(project.matrix.torch, key=version_key)
+    if minor == newest:
+        return None
+    return (f"no torch {minor} environment yet, and only the newest torch of the matrix "
+            f"({newest}) is pinned to a GPU build: the env will be CPU-only. Pin a "
+            f"{variant.compute.tag} build of torch {minor} in kernels.toml to build it")
 
 
 def _computes(backend: str, project: Project, kernel: KernelManifest) -> list[Compute]:
