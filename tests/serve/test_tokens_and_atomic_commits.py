@@ -6,6 +6,7 @@ import json
 import logging
 import socket
 import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -166,18 +167,61 @@ def test_concurrent_publishers_never_lose_a_commit(server: str, hub: Path) -> No
         [f"http {i}" for i in range(8)] + ["local 0", "local 1"])
 
 
-def test_no_credential_in_any_log_line(server: str, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.DEBUG)
+LOG_LINE_GUARD_S = 600
+"""How long to wait for a request's log line before calling it lost: a last-resort guard.
+The server logs a request once its answer is sent, so the client can see the answer
+before the line exists; the test waits for the line itself, however loaded the machine."""
+
+
+class _LogLines(logging.Handler):
+    """The server's log lines as they are made, and a way to wait for one."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+        self.changed = threading.Condition()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        with self.changed:
+            self.lines.append(record.getMessage())
+            self.changed.notify_all()
+
+    def wait_for(self, *wanted: Callable[[str], bool]) -> list[str]:
+        """Every line so far, once each of ``wanted`` matches one of them."""
+        with self.changed:
+            if not self.changed.wait_for(
+                    lambda: all(any(map(w, self.lines)) for w in wanted),
+                    timeout=LOG_LINE_GUARD_S):
+                raise AssertionError(f"no such log line within {LOG_LINE_GUARD_S} s: "
+                                     f"{self.lines}")
+            return list(self.lines)
+
+
+@pytest.fixture
+def log_lines() -> Iterator[_LogLines]:
+    handler = _LogLines()
+    loggers = [logging.getLogger(name) for name in ("kernelhub_serve", "uvicorn")]
+    for logger in loggers:
+        logger.addHandler(handler)
+    saved = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.DEBUG)
+    yield handler
+    for logger, level in zip(loggers, saved, strict=True):
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+def test_no_credential_in_any_log_line(server: str, log_lines: _LogLines) -> None:
     api = _new_repo(server)
     api.upload_file(path_or_fileobj=b"x", path_in_repo="x.txt", repo_id=REPO, repo_type="kernel")
     with pytest.raises(HfHubHTTPError):
         HfApi(endpoint=server, token=READ_TOKEN).upload_file(
             path_or_fileobj=b"y", path_in_repo="y.txt", repo_id=REPO, repo_type="kernel")
-    served = [r.getMessage() for r in caplog.records if r.name.startswith(("kernelhub_serve",
-                                                                          "uvicorn"))]
-    assert any(line.startswith("POST /api/kernels/acme/demo/commit/main 200")
-               and line.endswith(" ci") for line in served), served
-    assert any(" 403 " in line and line.endswith(" reader") for line in served), served
+    served = log_lines.wait_for(  # logged after each answer was sent: wait for them
+        lambda line: line.startswith("POST /api/kernels/acme/demo/commit/main 200")
+        and line.endswith(" ci"),
+        lambda line: " 403 " in line and line.endswith(" reader"))
     text = "\n".join(served)  # the server's lines (the client's own debug log is its business)
     assert WRITE_TOKEN not in text and READ_TOKEN not in text
     assert "Bearer" not in text and "ticket" not in text

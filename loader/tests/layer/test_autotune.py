@@ -87,6 +87,11 @@ def test_kernelize_without_autotune_swaps_blindly(autotune_env: Path) -> None:
     assert autotune_report(model) == []
 
 
+HUNG_PROCESS_GUARD_S = 1800
+"""How long the second process may take before the test calls it hung: a last-resort
+guard, not an expectation. On a loaded 2-core machine its start (torch, the kernel's
+import) took past the 120 s this once was (issue 33); the test waits for the process."""
+
 SECOND_PROCESS = textwrap.dedent('''
     import json, sys, torch, torch.nn.functional as F
     from torch import nn
@@ -116,7 +121,7 @@ def test_decisions_are_reused_by_the_next_process(autotune_env: Path, capsys: py
     run_autotuned(SiluAndMul(), "Wrong", torch.randn(4, 32))
     proc = subprocess.run(
         [sys.executable, "-c", SECOND_PROCESS],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True, text=True, timeout=HUNG_PROCESS_GUARD_S,
         env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
     )
     assert proc.returncode == 0, proc.stderr
