@@ -108,3 +108,19 @@ def test_a_projects_kernels_keep_build_kernel_variant(tmp_path: Path) -> None:
     out = layout.default_out_dir(project)
     assert out == FIXTURE_PROJECT.resolve() / "build"
     assert layout.kernel_dir(out, project, kernel) == out / "relu_py"
+
+
+def test_the_builder_s_scratch_is_beside_the_builds_not_among_them(tmp_path: Path) -> None:
+    """Issue 33: ``build/.work/<k>/<variant>`` sat where scanners of ``build/`` took it for
+    a build. The work tree and the per-variant lock now live in ``build-scratch/``."""
+    from kernelhub.variants import parse_variant
+
+    project = load_project(FIXTURE_PROJECT / "kernels.toml")
+    kernel = load_kernels(project)[0]
+    variant = parse_variant("torch213-cxx11-cpu-x86_64-linux")
+    out = tmp_path / "build"
+    work = layout.work_dir(out, kernel, variant)
+    lock = layout.lock_file(out, kernel, variant)
+    assert work == tmp_path / "build-scratch" / kernel.name / variant.name
+    assert lock.parent == work.parent
+    assert not work.is_relative_to(out) and not lock.is_relative_to(out)

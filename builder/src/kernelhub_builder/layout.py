@@ -5,10 +5,12 @@
     <out>/<variant>/                    a built variant of a single-kernel repository
     <out>/<kernel>/<variant>/           a built variant of a project's kernel
     <builds>/.staging-<variant>-<rand>/ a variant being assembled, beside where it goes
-    <out>/.work/<kernel>/<variant>/     the rendered build tree and ninja's outputs
-    <out>/.work/<kernel>/<variant>.lock held while one builder builds that variant
+    <out>-scratch/<kernel>/<variant>/     the rendered build tree and ninja's outputs
+    <out>-scratch/<kernel>/<variant>.lock held while one builder builds that variant
 
-``<out>`` is ``[build] dir`` of kernels.toml, else ``build/`` at the root. Where variants
+``<out>`` is ``[build] dir`` of kernels.toml, else ``build/`` at the root. The scratch
+space sits beside it (``build-scratch/``), not inside: whatever reads ``<out>`` — the
+ecosystem's ``get_local_kernel``, a publisher, a scanner — finds only builds. Where variants
 go inside it is the loader's format (:mod:`kernelhub.build_layout`): a repository whose
 root is the kernel (one build.toml, built in place) keeps them in ``build/<variant>``,
 the layout of a hub repository, so the ecosystem's ``get_local_kernel(<repo>)`` reads
@@ -27,7 +29,7 @@ from kernelhub.variants import Variant, parse_variant
 from .errors import OutputDirError
 from .manifest import KernelManifest, Project
 
-WORK_DIR = ".work"
+SCRATCH_SUFFIX = "-scratch"
 STAGING_PREFIX = ".staging-"
 
 
@@ -64,14 +66,20 @@ def variant_dir(out_dir: Path, project: Project, kernel: KernelManifest, variant
     return kernel_dir(out_dir, project, kernel) / variant.name
 
 
+def scratch_dir(out_dir: Path) -> Path:
+    """``<out>-scratch/``: the builder's scratch space for builds into ``out_dir``."""
+    out_dir = Path(out_dir)
+    return out_dir.parent / f"{out_dir.name}{SCRATCH_SUFFIX}"
+
+
 def work_dir(out_dir: Path, kernel: KernelManifest, variant: Variant) -> Path:
-    """``<out>/.work/<kernel>/<variant>/``: the build tree ninja works in."""
-    return Path(out_dir) / WORK_DIR / kernel.name / variant.name
+    """``<out>-scratch/<kernel>/<variant>/``: the build tree ninja works in."""
+    return scratch_dir(out_dir) / kernel.name / variant.name
 
 
 def lock_file(out_dir: Path, kernel: KernelManifest, variant: Variant) -> Path:
     """The lock two builders of the same variant on one out dir take in turn."""
-    return Path(out_dir) / WORK_DIR / kernel.name / f"{variant.name}.lock"
+    return scratch_dir(out_dir) / kernel.name / f"{variant.name}.lock"
 
 
 def built_variants(out_dir: Path, project: Project, kernel: KernelManifest

@@ -91,7 +91,7 @@ def test_add_one():
     x = torch.randn(1024)
     torch.testing.assert_close({pkg}.add_one(x), x + 1.0)
 ''',
-    ".gitignore": "build/\n__pycache__/\n",
+    ".gitignore": "build/\nbuild-scratch/\n__pycache__/\n",
     "README.md": '''# {name}
 
 Build the variants this machine can build, then run the tests against them:

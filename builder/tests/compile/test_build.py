@@ -134,7 +134,8 @@ def test_rebuild_of_unchanged_sources_runs_no_compiler(
     built: Built, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     variant_dir = built.out / "scale" / SCALE_213
-    work_dir = built.out / layout.WORK_DIR / "scale" / SCALE_213
+    work_dir = layout.scratch_dir(built.out) / "scale" / SCALE_213
+    assert not (built.out / ".work").exists()  # scratch is beside the builds, not among them
     before = (_snapshot(variant_dir), _snapshot(work_dir))
 
     def no_compiler(*args: object, **kwargs: object) -> bool:

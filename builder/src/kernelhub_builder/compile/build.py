@@ -7,7 +7,7 @@ fallback for source trees used without installing.
 For each buildable variant the source hash gives the variant id. When
 ``<out>/<kernel>/<variant>/metadata.json`` already has that id and its files verify, the
 variant is up to date and no compiler starts. Otherwise the build is rendered into
-``<out>/.work/<kernel>/<variant>/`` (kept, so ninja reuses objects), compiled, staged
+``<out>-scratch/<kernel>/<variant>/`` (kept, so ninja reuses objects), compiled, staged
 and swapped into place; a failure anywhere leaves the previous build untouched.
 """
 
