@@ -31,6 +31,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from . import api, files
 from .context import HubContext, error_response, segments
 from .errors import ApiError
+from .lfs import is_oid
 from .pages import routes as page_routes
 from .settings import ServeSettings
 
@@ -63,6 +64,8 @@ async def _repo_paths(ctx: HubContext, request: Request) -> Response:
     and ``/-/lfs/<org>/<name>/<oid>[/verify]``."""
     segs = segments(request)
     if segs[:2] == ["-", "lfs"] and len(segs) in (5, 6):
+        if not is_oid(segs[4]):  # checked before any path is made of it
+            raise ApiError(404, f"nothing at /{'/'.join(segs)} on this hub: not an LFS oid")
         verify = len(segs) == 6 and segs[5] == "verify"
         return await files.lfs_object(ctx, request, f"{segs[2]}/{segs[3]}", segs[4], verify)
     prefix = ""

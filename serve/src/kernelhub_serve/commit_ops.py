@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 from .errors import ApiError
+from .lfs import is_oid
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,7 @@ def parse_commit(body: bytes) -> CommitRequest:
             request.adds.append(AddFile(path, _content(value, number)))
         elif key == "lfsFile":
             oid, size = value.get("oid"), value.get("size")
-            if value.get("algo", "sha256") != "sha256" or not _is_sha256(oid):
+            if value.get("algo", "sha256") != "sha256" or not is_oid(oid):
                 raise ApiError(400, f"commit payload line {number}: an lfsFile needs "
                                     "algo sha256 and a 64-hex oid")
             if size is not None and not isinstance(size, int):
@@ -126,6 +127,3 @@ def _content(value: dict[str, object], number: int) -> bytes:
         return content.encode()
     raise ApiError(400, f"commit payload line {number}: unknown encoding {encoding!r}")
 
-
-def _is_sha256(oid: object) -> bool:
-    return isinstance(oid, str) and len(oid) == 64 and all(c in "0123456789abcdef" for c in oid)

@@ -27,6 +27,7 @@ from pathlib import Path
 from .errors import ApiError
 
 TICKET_SECONDS = 3600
+_HEX = frozenset("0123456789abcdef")
 STORE_DIR = ".kernelhub-serve/lfs"
 
 
@@ -38,9 +39,16 @@ class LfsStore:
         self._secret = secrets.token_bytes(32)
 
     def path(self, oid: str) -> Path:
+        """Where object ``oid`` lives; only a sha256 (64 lowercase hex) names one, so no
+        oid a client sends can name a path outside the store."""
+        if not is_oid(oid):
+            raise ApiError(400, f"{oid[:80]!r} is not an LFS object id (64 lowercase hex "
+                                "digits, its sha256)")
         return self.root / oid[:2] / oid
 
     def has(self, oid: str, size: int | None) -> bool:
+        if not is_oid(oid):
+            return False
         p = self.path(oid)
         return p.is_file() and (size is None or p.stat().st_size == size)
 
@@ -90,3 +98,8 @@ class LfsStore:
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
+
+
+def is_oid(value: object) -> bool:
+    """A sha256 as git LFS names objects: 64 lowercase hex digits."""
+    return isinstance(value, str) and len(value) == 64 and set(value) <= _HEX
