@@ -11,7 +11,7 @@ import pytest
 def test_a_request_path_cannot_forge_log_lines(caplog: pytest.LogCaptureFixture) -> None:
     """ASGI paths are percent-decoded: a client's %0a or %1b arrives as a control
     character, and the log line shows it escaped."""
-    from kernelhub_serve.app import _Logged
+    from kernelhub_serve.app import RequestLog
 
     class App:
         state = None
@@ -26,7 +26,7 @@ def test_a_request_path_cannot_forge_log_lines(caplog: pytest.LogCaptureFixture)
     scope = {"type": "http", "method": "GET", "path": "/api/models/org/x\nFORGED\x1b[2J/refs",
              "state": {"caller": "a\rb"}}
     caplog.set_level(logging.INFO, logger="kernelhub_serve")
-    asyncio.run(_Logged(App())(scope, None, send))  # type: ignore[arg-type]
+    asyncio.run(RequestLog(App())(scope, None, send))  # type: ignore[arg-type]
     lines = [r.getMessage() for r in caplog.records if r.name == "kernelhub_serve"]
     assert len(lines) == 1 and "FORGED" in lines[0], lines
     assert all(c.isprintable() for c in lines[0]), lines
