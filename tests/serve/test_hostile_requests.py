@@ -218,9 +218,11 @@ def test_control_characters_in_a_path_get_a_4xx(server: str, hub: Path) -> None:
     with httpx.Client() as http:
         for path in ("api/models/acme/demo/revision/main%0A", "api/models/acme/demo/revision/ma"
                      "in%00", "acme/demo/resolve/main/a%00b", "api/models/acme/de%00mo/refs",
-                     "api/models/acme/demo/tree/main/%0a", "-/lfs/acme/demo/%00"):
+                     "api/models/acme/demo/tree/main/%0a", "-/lfs/acme/demo/%00",
+                     "api/%0D%0AX-Injected:%201/acme/demo/refs"):
             answer = http.get(f"{server}/{path}")
             assert 400 <= answer.status_code < 500, (path, answer.status_code)
+            assert "x-injected" not in answer.headers
 
 
 def test_malformed_bodies_get_a_4xx(server: str, hub: Path) -> None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 from urllib.parse import unquote
 
+from kernelhub.printable import printable
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Scope
@@ -59,7 +60,8 @@ def json_response(data: object, status: int = 200) -> Response:
 
 
 def error_response(error: ApiError, head: bool = False) -> Response:
-    headers = {"X-Error-Message": error.message.encode("ascii", "replace").decode(),
+    # A message may quote the client's words: escaped, so no CR/LF can end the header.
+    headers = {"X-Error-Message": printable(error.message).encode("ascii", "replace").decode(),
                **error.headers}
     if error.code:
         headers["X-Error-Code"] = error.code

@@ -105,7 +105,7 @@ _CHECKS: dict[str, Callable[[str], str]] = {
     "org": lambda v: names.repo_part(v, "organisation"),
     "name": lambda v: names.repo_part(v, "repository"),
     "rev": names.revision,
-    "path": names.file_path,
+    "path": lambda v: names.file_path(v.strip("/")),  # a quoted "build/" lists build
     "oid": names.oid,
     "commit": names.segment,
 }
