@@ -162,6 +162,38 @@ def test_downloads_stream_in_constant_memory(server: str, hub: Path, tmp_path: P
     assert peak < 16 * 1024**2, f"serving a {size >> 20} MiB file took {peak >> 20} MiB"
 
 
+def test_a_large_inline_file_is_committed_in_bounded_memory(server: str, hub: Path) -> None:
+    """The default upload mode sends a file base64 inside its commit line: the line is
+    never held whole (issue 33, medium 5: 150 MiB took 1.16 GiB)."""
+    _demo(server, hub)
+    block = bytes(range(256)) * 3 * 1024  # 768 KiB: a multiple of 3, so base64 concatenates
+    count = 48
+
+    def body() -> Iterator[bytes]:
+        yield _ndjson() + b"\n"
+        yield b'{"key": "file", "value": {"path": "big.bin", "encoding": "base64", "content": "'
+        for _ in range(count):
+            yield base64.b64encode(block)
+        yield b'"}}\n'
+        yield _ndjson(_add("small.txt")).split(b"\n", 1)[1] + b"\n"
+
+    tracemalloc.start()
+    try:
+        answer = httpx.post(f"{server}/api/kernels/acme/demo/commit/main", content=body(),
+                            headers={**WRITER, "Content-Type": "application/x-ndjson"},
+                            timeout=300)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert answer.status_code == 200, answer.text
+    assert peak < 24 * 1024**2, f"a {len(block) * count >> 20} MiB commit took {peak >> 20} MiB"
+    repo = GitRepo(hub / "models/acme/demo")
+    entry = repo.ls_tree("main", "big.bin")[0]
+    assert hashlib.sha256(next(repo.read_blobs([entry.oid]))).digest() == hashlib.sha256(
+        block * count).digest()
+    assert repo.ls_tree("main", "small.txt")
+
+
 def test_a_stale_part_file_is_removed_when_the_server_starts(hub: Path,
                                                              tokens_file: Path) -> None:
     from kernelhub_serve.tokens import TokenTable

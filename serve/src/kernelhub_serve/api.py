@@ -8,6 +8,8 @@ they are plain ``def`` functions (Starlette runs them in its threadpool).
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import yaml  # type: ignore[import-untyped]  # huggingface_hub's dependency; no stubs
@@ -172,8 +174,9 @@ def commit(call: Call) -> Response:
         raise ApiError(400, "this hub has no pull requests: commit to a branch "
                             "(create_branch, then revision=<branch>)")
     assert call.upload is not None  # a "file" route always has one
-    oid = ctx.writer.commit(repo_id, call.params["rev"], parse_commit(call.upload),
-                            call.caller.name)
+    with tempfile.TemporaryDirectory(prefix="kernelhub-serve-commit-") as scratch:
+        oid = ctx.writer.commit(repo_id, call.params["rev"],
+                                parse_commit(call.upload, Path(scratch)), call.caller.name)
     prefix = URL_PREFIXES[URL_TYPES[call.params["type"]]]
     url = f"{ctx.base_url(call.request)}/{prefix}{repo_id}/commit/{oid}"
     return json_response({"commitUrl": url, "commitOid": oid, "pullRequestUrl": None,

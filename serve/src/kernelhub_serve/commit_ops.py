@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
-from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
 
 from . import names
+from .commit_body import LARGE, decode_base64, lines
 from .errors import ApiError
 from .lfs import is_oid
 
@@ -24,7 +25,8 @@ from .lfs import is_oid
 @dataclass(frozen=True)
 class AddFile:
     path: str
-    data: bytes
+    source: Path
+    """The file's bytes, decoded into a scratch file (never held in memory)."""
 
 
 @dataclass(frozen=True)
@@ -53,17 +55,16 @@ class CommitRequest:
         return f"{self.summary}\n\n{self.description}" if self.description else self.summary
 
 
-def parse_commit(body: bytes | Iterable[bytes]) -> CommitRequest:
-    """The commit a payload (bytes, or its lines as a spooled body yields them) asks for;
-    ApiError 400 naming the first bad line. Lines are parsed one at a time, so only one
-    line's JSON is held at once."""
-    lines = (line for line in (body.splitlines() if isinstance(body, bytes) else body)
-             if line.strip())
-    header = next(lines, None)
-    if header is None:
+def parse_commit(body: IO[bytes], scratch: Path) -> CommitRequest:
+    """The commit a spooled payload asks for; ApiError 400 naming the first bad line.
+    Lines are read one at a time (:mod:`kernelhub_serve.commit_body`) and each added
+    file's bytes go to a file under ``scratch``, so memory stays bounded."""
+    items = lines(body)
+    first = next(items, None)
+    if first is None:
         raise ApiError(400, "empty commit payload: expected NDJSON lines starting with a header")
-    key, value = _item(header, 1)
-    if key != "header":
+    key, value = _item(first[1], 1)
+    if key != "header" or first[2] is not None:
         raise ApiError(400, "commit payload must start with a header line")
     summary, description, parent = (value.get(k) for k in ("summary", "description",
                                                             "parentCommit"))
@@ -74,15 +75,27 @@ def parse_commit(body: bytes | Iterable[bytes]) -> CommitRequest:
     request = CommitRequest(summary, description or "",
                             names.commit_id(parent) if parent else None)
     seen: set[str] = set()
-    for number, line in enumerate(lines, 2):
-        key, value = _item(line, number)
+    for number, item, large in items:
+        key, value = _item(item, number)
         path = checked_path(value.get("path"), number)
+        if large is not None and key != "file":
+            raise ApiError(400, f"commit payload line {number}: only a file's content may be "
+                                "large")
         if key in ("file", "lfsFile"):
             if path in seen:
                 raise ApiError(400, f"commit payload line {number}: {path} is added twice")
             seen.add(path)
         if key == "file":
-            request.adds.append(AddFile(path, _content(value, number)))
+            source = scratch / str(len(request.adds))
+            with source.open("wb") as out:
+                if large is None:
+                    out.write(_content(value, number))
+                elif value.get("content") != LARGE or value.get("encoding") != "base64":
+                    raise ApiError(400, f"commit payload line {number}: a large file's content "
+                                        "must be base64")
+                else:
+                    decode_base64(body, large, out, number)
+            request.adds.append(AddFile(path, source))
         elif key == "lfsFile":
             oid, size = value.get("oid"), value.get("size")
             if value.get("algo", "sha256") != "sha256" or not is_oid(oid):
@@ -109,11 +122,7 @@ def checked_path(path: object, number: int) -> str:
     return names.file_path(path.strip("/"), f"commit payload line {number}: ")
 
 
-def _item(line: bytes, number: int) -> tuple[object, dict[str, object]]:
-    try:
-        item = json.loads(line)
-    except (ValueError, RecursionError):
-        raise ApiError(400, f"commit payload line {number} is not JSON") from None
+def _item(item: object, number: int) -> tuple[object, dict[str, object]]:
     if not isinstance(item, dict) or not isinstance(item.get("value"), dict):
         raise ApiError(400, f"commit payload line {number}: expected {{\"key\": …, "
                             "\"value\": {…}}")

@@ -135,18 +135,18 @@ class HubWriter:
                             "attempts; nothing was changed, try again")
 
     def _blobs(self, repo: GitRepo, repo_id: str, request: CommitRequest) -> list[str]:
-        """Write every added file as a git blob, before taking the lock."""
-        oids = []
+        """Write every added file as a git blob (one git process), before taking the lock."""
+        sources = []
         for add in request.adds:
             if isinstance(add, AddFile):
-                oids.append(repo.hash_blob(add.data))
-                continue
-            if not self.lfs.has(repo_id, add.sha256, add.size):
+                sources.append(add.source)
+            elif self.lfs.has(repo_id, add.sha256, add.size):
+                sources.append(self.lfs.path(repo_id, add.sha256))
+            else:
                 raise ApiError(422, f"{add.path}: LFS object {add.sha256[:12]} was not uploaded "
                                     f"to {repo_id} (or has another size); upload it through "
                                     "the LFS batch API first")
-            oids.append(repo.hash_files([self.lfs.path(repo_id, add.sha256)])[0])
-        return oids
+        return repo.hash_files(sources)
 
     def _removed(self, repo: GitRepo, repo_id: str, commit: str, request: CommitRequest
                  ) -> list[str]:
