@@ -164,6 +164,17 @@ class SegmentRoute(BaseRoute):
                 call.upload.close()
 
 
+def table_markdown() -> str:
+    """:data:`TABLE` as the Markdown table docs/serve.md carries (a test keeps them equal,
+    so the docs cannot drift from the routes)."""
+    rows = ["| method | path | handler | access | body |", "|---|---|---|---|---|"]
+    for row in TABLE:
+        handler = f"{row.handler.__module__.rsplit('.', 1)[-1]}.{row.handler.__name__}"
+        rows.append(f"| {row.method} | `/{row.pattern}` | `{handler}` | {row.access} | "
+                    f"{row.body} |")
+    return "\n".join(rows) + "\n"
+
+
 def routes(ctx: HubContext) -> list[BaseRoute]:
     return [SegmentRoute(row, ctx) for row in TABLE]
 
