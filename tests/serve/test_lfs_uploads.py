@@ -33,7 +33,9 @@ def test_lfs_upload_lands_as_a_plain_git_blob(hub: Path, tokens_file: Path, tmp_
         api.upload_file(path_or_fileobj=big, path_in_repo="build/x/big.so", repo_id=REPO,
                         repo_type="kernel")
         sha = hashlib.sha256(big).hexdigest()
-        assert (hub / ".kernelhub-serve/lfs" / sha[:2] / sha).is_file()
+        # Committed into git, the waiting copy is dropped: the file is stored once.
+        assert not (hub / ".kernelhub-serve/lfs" / REPO / sha[:2] / sha).exists()
+        assert not list((hub / ".kernelhub-serve/lfs").rglob(sha))
         got = hf_hub_download(REPO, "build/x/big.so", repo_type="kernel", endpoint=url,
                               cache_dir=tmp_path / "cache")
         assert Path(got).read_bytes() == big
@@ -53,4 +55,4 @@ def test_lfs_upload_lands_as_a_plain_git_blob(hub: Path, tokens_file: Path, tmp_
             href = batch.json()["objects"][0]["actions"]["upload"]["href"]
             assert http.put(href, content=other).status_code == 400
             assert http.put(href.replace("ticket=", "ticket=1"), content=other).status_code == 403
-        assert not (hub / ".kernelhub-serve/lfs" / oid[:2] / oid).exists()
+        assert not list((hub / ".kernelhub-serve/lfs").rglob(oid))

@@ -35,6 +35,20 @@ class Caller:
                 error.status = 401
             raise error
 
+    @property
+    def may_write_somewhere(self) -> bool:
+        return self.grant is not None and bool(self.grant.write)
+
+    def check_writer(self) -> None:
+        """A token that may write to some organisation: checked before a write request's
+        body is read (which org it names is in the body)."""
+        if self.grant is None:
+            raise ApiError(401, "this request writes to the hub and needs a token with write "
+                                "rights (HF_TOKEN, or token=…)")
+        if not self.grant.write:
+            raise ApiError(403, f"token {self.grant.name!r} may not write to this hub (see the "
+                                "hub's tokens file)")
+
     def check_write(self, org: str) -> None:
         if self.grant is None:
             raise ApiError(401, f"writing to {org} needs a token: pass one with write rights "

@@ -1,232 +1,75 @@
 """The Hub HTTP API under ``/api/``: what huggingface_hub, the ecosystem's ``kernels``
 loaders (0.17.2, 0.19.1) and kernelhub's HfHub and HfPublisher call.
 
-Reads (``<type>`` is ``models`` or ``kernels``; see :mod:`kernelhub_serve.repos`)::
-
-  GET  /api/<type>/<id>[/revision/<rev>]        repo_info / kernel_info / model_info
-  GET  /api/<type>/<id>/refs                    list_repo_refs
-  GET  /api/<type>/<id>/tree/<rev>[/<path>]     list_repo_tree (recursive=1), snapshot_download
-  POST /api/<type>/<id>/paths-info/<rev>        get_paths_info, file_exists
-  GET  /api/<type>/<id>/commits/<rev>           list_repo_commits
-  GET  /api/<type>/<id>/auth-check[/write]      auth_check
-  GET  /api/whoami-v2                           whoami
-  GET  /api/organizations/<org>/overview        the publisher-trust check of kernels 0.19
-
-Writes (a token with write rights on the organisation)::
-
-  POST   /api/repos/create                      create_repo (409 if it exists)
-  DELETE /api/repos/delete                      delete_repo
-  POST   /api/<type>/<id>/preupload/<rev>       upload modes (regular; lfs above a threshold)
-  POST   /api/<type>/<id>/commit/<rev>          create_commit, upload_file, upload_folder
-  POST   /api/<type>/<id>/branch/<name>         create_branch;  DELETE: delete_branch
-  POST   /api/<type>/<id>/tag/<rev>             create_tag;     DELETE …/tag/<tag>: delete_tag
-  POST   /api/validate-yaml                     README metadata check before a commit
+One handler per endpoint; which path reaches which handler, who may call it and what body
+it takes is declared once, in :data:`kernelhub_serve.routes.TABLE`. Handlers run git, so
+they are plain ``def`` functions (Starlette runs them in its threadpool).
 """
 
 from __future__ import annotations
 
-import json
+import tempfile
+from pathlib import Path
 from typing import Any
 
-from starlette.requests import Request
+import yaml  # type: ignore[import-untyped]  # huggingface_hub's dependency; no stubs
+from kernelhub.errors import KernelHubError
+from kernelhub.hub.local import LocalHub, split_repo_id
 from starlette.responses import Response
 
-from .access import Caller
+from . import names
 from .commit_ops import parse_commit
-from .context import HubContext, json_response, segments, threaded
+from .context import Call, json_response
 from .errors import ApiError
-from .repos import URL_PREFIXES, repo_type_of
+from .repos import URL_PREFIXES, URL_TYPES
 
-
-async def api(ctx: HubContext, request: Request) -> Response:
-    segs = segments(request)[1:]  # drop "api"
-    method = request.method
-    caller = ctx.caller(request)
-    if segs == ["whoami-v2"] and method == "GET":
-        return _whoami(caller.grant)
-    if segs == ["validate-yaml"] and method == "POST":
-        return _validate_yaml(await _json(request))
-    if segs == ["repos", "create"] and method == "POST":
-        return await _create_repo(ctx, request, caller)
-    if segs == ["repos", "delete"] and method == "DELETE":
-        payload = await _json(request)
-        repo_id = _repo_id_of(payload)
-        caller.check_write(repo_id.split("/")[0])
-        await threaded(ctx.writer.delete_repo, repo_id)
-        return json_response({})
-    if len(segs) == 3 and segs[0] == "organizations" and segs[2] == "overview" \
-            and method == "GET":
-        return json_response(await threaded(_org_overview, ctx, caller, segs[1]))
-    if len(segs) < 3:
-        raise ApiError(404, f"no API route {method} /api/{'/'.join(segs)}")
-    repo_type = repo_type_of(segs[0])
-    repo_id = f"{segs[1]}/{segs[2]}"
-    action, rest = (segs[3] if len(segs) > 3 else ""), segs[4:]
-    org = segs[1]
-    path = ctx.store.path_of(repo_id)
-    writing = action in ("preupload", "commit", "branch", "tag") and method in ("POST", "DELETE")
-    if writing or (action == "auth-check" and rest == ["write"]):
-        caller.check_write(org)
-    caller.check_read(repo_id, path)
-    if action == "auth-check" and method == "GET":
-        await threaded(ctx.store.open, repo_id)
-        return json_response({})
-    if method == "GET" and action in ("", "revision"):
-        rev = rest[0] if action == "revision" and rest else "main"
-        return json_response(await threaded(_info, ctx, repo_id, repo_type, rev))
-    if method == "GET" and action == "refs":
-        return json_response(await threaded(lambda: ctx.store.refs(ctx.store.open(repo_id))))
-    if method == "GET" and action == "tree" and rest:
-        recursive = request.query_params.get("recursive", "false").lower() in ("1", "true")
-        return json_response(await threaded(_tree, ctx, repo_id, rest[0], "/".join(rest[1:]),
-                                            recursive))
-    if method == "POST" and action == "paths-info" and len(rest) == 1:
-        form = await request.form()
-        paths = [str(p) for p in form.getlist("paths")]
-        return json_response(await threaded(_paths_info, ctx, repo_id, rest[0], paths))
-    if method == "GET" and action == "commits" and rest:
-        return json_response(await threaded(_commits, ctx, repo_id, "/".join(rest)))
-    if method == "POST" and action == "preupload" and rest:
-        payload = await _json(request)
-        return json_response(await threaded(_preupload, ctx, repo_id, "/".join(rest), payload))
-    if method == "POST" and action == "commit" and rest:
-        if request.query_params.get("create_pr") in ("1", "true"):
-            raise ApiError(400, "this hub has no pull requests: commit to a branch "
-                                "(create_branch, then revision=<branch>)")
-        body = await request.body()
-        commit = await threaded(ctx.writer.commit, repo_id, "/".join(rest), parse_commit(body),
-                                caller.name)
-        url = f"{ctx.base_url(request)}/{URL_PREFIXES[repo_type]}{repo_id}/commit/{commit}"
-        return json_response({"commitUrl": url, "commitOid": commit, "pullRequestUrl": None,
-                              "success": True})
-    if action == "branch" and len(rest) >= 1:
-        name = "/".join(rest)
-        if method == "DELETE":
-            await threaded(ctx.writer.delete_ref, repo_id, "heads", name)
-            return json_response({})
-        payload = await _json(request)
-        await threaded(ctx.writer.create_branch, repo_id, name, payload.get("startingPoint"),
-                       bool(payload.get("emptyBranch")))
-        return json_response({})
-    if action == "tag" and len(rest) >= 1:
-        name = "/".join(rest)
-        if method == "DELETE":
-            await threaded(ctx.writer.delete_ref, repo_id, "tags", name)
-            return json_response({})
-        payload = await _json(request)
-        tag = payload.get("tag")
-        if not isinstance(tag, str) or not tag:
-            raise ApiError(400, "create_tag needs a tag name")
-        message = payload.get("message")
-        await threaded(ctx.writer.create_tag, repo_id, tag, name,
-                       message if isinstance(message, str) else None)
-        return json_response({})
-    raise ApiError(404, f"no API route {method} /api/{'/'.join(segs)} on this hub (see "
-                        "docs/serve.md for the endpoints it serves)")
-
+MAX_YAML_NESTING = 64
 
 # -- reads -------------------------------------------------------------------------------
 
-def _info(ctx: HubContext, repo_id: str, repo_type: str, rev: str) -> dict[str, object]:
-    repo = ctx.store.open(repo_id)
-    return ctx.store.info(repo, repo_id, repo_type, ctx.store.commit_of(repo, repo_id, rev))
+
+def info(call: Call) -> Response:
+    """``repo_info`` / ``kernel_info`` / ``model_info`` at a revision (``main`` if none)."""
+    store, repo_id = call.ctx.store, call.repo_id
+    repo = store.open(repo_id)
+    commit = store.commit_of(repo, repo_id, call.params.get("rev", "main"))
+    return json_response(store.info(repo, repo_id, URL_TYPES[call.params["type"]], commit))
 
 
-def _tree(ctx: HubContext, repo_id: str, rev: str, path: str, recursive: bool) -> list[Any]:
-    repo = ctx.store.open(repo_id)
-    commit = ctx.store.commit_of(repo, repo_id, rev)
-    return [e.to_api() for e in ctx.store.tree(repo, repo_id, commit, path, recursive)]
+def refs(call: Call) -> Response:
+    return json_response(call.ctx.store.refs(call.ctx.store.open(call.repo_id)))
 
 
-def _paths_info(ctx: HubContext, repo_id: str, rev: str, paths: list[str]) -> list[Any]:
-    repo = ctx.store.open(repo_id)
-    commit = ctx.store.commit_of(repo, repo_id, rev)
-    return [e.to_api() for e in ctx.store.paths_info(repo, commit, paths)]
+def tree(call: Call) -> Response:
+    store, repo_id = call.ctx.store, call.repo_id
+    recursive = call.request.query_params.get("recursive", "false").lower() in ("1", "true")
+    repo = store.open(repo_id)
+    commit = store.commit_of(repo, repo_id, call.params["rev"])
+    entries = store.tree(repo, repo_id, commit, call.params.get("path", ""), recursive)
+    return json_response([e.to_api() for e in entries])
 
 
-def _commits(ctx: HubContext, repo_id: str, rev: str) -> list[Any]:
-    repo = ctx.store.open(repo_id)
-    return ctx.store.commits(repo, ctx.store.commit_of(repo, repo_id, rev))
+def paths_info(call: Call) -> Response:
+    store, repo_id = call.ctx.store, call.repo_id
+    paths = [names.file_path(p.strip("/")) for p in call.form.get("paths", []) if p.strip("/")]
+    repo = store.open(repo_id)
+    commit = store.commit_of(repo, repo_id, call.params["rev"])
+    return json_response([e.to_api() for e in store.paths_info(repo, commit, paths)])
 
 
-def _preupload(ctx: HubContext, repo_id: str, rev: str, payload: dict[str, Any]
-               ) -> dict[str, object]:
-    """Each file's upload mode, and the oid it has at ``rev`` (so unchanged files are
-    skipped by the client)."""
-    repo = ctx.store.open(repo_id)
-    commit = repo.resolve_commit(f"refs/heads/{rev}") or repo.resolve_commit(rev)
-    files = payload.get("files")
-    if not isinstance(files, list):
-        raise ApiError(400, "preupload needs {\"files\": [{\"path\", \"size\", \"sample\"}]}")
-    paths = [str(f.get("path", "")) for f in files if isinstance(f, dict)]
-    existing = {e.path: e.oid for e in ctx.store.paths_info(repo, commit, paths)} if commit else {}
-    threshold = ctx.settings.lfs_threshold
-    answer = []
-    for f in files:
-        size = f.get("size") if isinstance(f, dict) else None
-        lfs = threshold is not None and isinstance(size, int) and 0 < threshold <= size
-        path = str(f.get("path", "")) if isinstance(f, dict) else ""
-        answer.append({"path": path, "uploadMode": "lfs" if lfs else "regular",
-                       "shouldIgnore": False, "oid": existing.get(path)})
-    return {"files": answer, "commitOid": commit}
+def commits(call: Call) -> Response:
+    store, repo_id = call.ctx.store, call.repo_id
+    repo = store.open(repo_id)
+    return json_response(store.commits(repo, store.commit_of(repo, repo_id, call.params["rev"])))
 
 
-def _org_overview(ctx: HubContext, caller: Caller, org: str) -> dict[str, object]:
-    """What the ``kernels`` 0.19 loader asks before loading without ``trust_remote_code``:
-    ``trustedKernelPublisher`` — here, whether the hub's own ``kernelhub.toml`` lists the
-    org under ``[trust] orgs`` (the LocalHub's trust setting, one place for both)."""
-    from kernelhub.errors import KernelHubError
-    from kernelhub.hub.local import LocalHub
-
-    repos = [r for r in ctx.store.repo_ids() if r.split("/")[0] == org]
-    if not repos or not caller.may_read(org):
-        error = ApiError(404, f"this hub has no organisation {org!r} you may read", "RepoNotFound")
-        raise error
-    try:
-        trusted = org in LocalHub(ctx.settings.hub).trusted_orgs()
-    except KernelHubError as exc:
-        raise ApiError(500, str(exc)) from None
-    return {"name": org, "fullname": org, "type": "org", "numModels": len(repos),
-            "trustedKernelPublisher": trusted}
+def auth_check(call: Call) -> Response:
+    call.ctx.store.open(call.repo_id)
+    return json_response({})
 
 
-# -- writes ------------------------------------------------------------------------------
-
-async def _create_repo(ctx: HubContext, request: Request, caller: Any) -> Response:
-    payload = await _json(request)
-    repo_type = payload.get("type") or "model"
-    if repo_type not in ("model", "kernel"):
-        raise ApiError(400, f"Invalid repo type {repo_type!r}: this hub serves kernel and model "
-                            "repositories")
-    repo_id = _repo_id_of(payload)
-    caller.check_write(repo_id.split("/")[0])
-    private = bool(payload.get("private")) or payload.get("visibility") == "private"
-    url = f"{ctx.base_url(request)}/{URL_PREFIXES[repo_type]}{repo_id}"
-    if not await threaded(ctx.writer.create_repo, repo_id, private):
-        error = ApiError(409, f"You already created this {repo_type} repo: {repo_id}")
-        error.body["url"] = url  # huggingface_hub's exist_ok reads it from the 409
-        raise error
-    return json_response({"url": url, "name": repo_id, "id": repo_id})
-
-
-def _repo_id_of(payload: dict[str, Any]) -> str:
-    org, name = payload.get("organization"), payload.get("name")
-    if not isinstance(name, str) or not name:
-        raise ApiError(400, "a repository name is required")
-    repo_id = f"{org}/{name}" if org else name
-    if repo_id.count("/") != 1:
-        raise ApiError(400, f"{repo_id!r}: repositories on this hub are named org/name")
-    from kernelhub.errors import KernelHubError
-    from kernelhub.hub.local import split_repo_id
-
-    try:
-        split_repo_id(repo_id)
-    except KernelHubError as exc:
-        raise ApiError(400, str(exc)) from None
-    return repo_id
-
-
-def _whoami(grant: Any) -> Response:
+def whoami(call: Call) -> Response:
+    grant = call.caller.grant
     if grant is None:
         raise ApiError(401, "Invalid credentials in Authorization header: no token was sent")
     role = "write" if grant.write else "read"
@@ -240,41 +83,168 @@ def _whoami(grant: Any) -> Response:
     })
 
 
-def _validate_yaml(payload: dict[str, Any]) -> Response:
+def org_overview(call: Call) -> Response:
+    """What the ``kernels`` 0.19 loader asks before loading without ``trust_remote_code``:
+    ``trustedKernelPublisher`` — here, whether the hub's own ``kernelhub.toml`` lists the
+    org under ``[trust] orgs`` (the LocalHub's trust setting, one place for both). Only
+    repositories the caller may read are counted, so a private one stays unseen."""
+    ctx, org, caller = call.ctx, call.org, call.caller
+    repos = [r for r in ctx.store.repo_ids()
+             if r.split("/")[0] == org and caller.may_read(org, ctx.store.path_of(r))]
+    if not repos:
+        raise ApiError(404, f"this hub has no organisation {org!r} you may read", "RepoNotFound")
+    try:
+        trusted = org in LocalHub(ctx.settings.hub).trusted_orgs()
+    except KernelHubError as exc:
+        raise ApiError(500, str(exc)) from None
+    return json_response({"name": org, "fullname": org, "type": "org", "numModels": len(repos),
+                          "trustedKernelPublisher": trusted})
+
+
+def validate_yaml(call: Call) -> Response:
     """The README's YAML front matter must parse to a mapping (the only part of the Hub's
     model-card check that applies to a kernel hub)."""
-    import yaml  # type: ignore[import-untyped]  # huggingface_hub's dependency; no stubs
-
-    content = payload.get("content")
+    content = call.json.get("content")
     if not isinstance(content, str):
         raise ApiError(400, "validate-yaml needs {\"content\": <README text>}")
     lines = content.splitlines()
     if not lines or lines[0].strip() != "---":
-        return json_response({"errors": [], "warnings": []})
+        return _yaml_verdict(None)
     try:
         end = next(i for i, line in enumerate(lines[1:], 1) if line.strip() == "---")
     except StopIteration:
-        return json_response({"errors": [{"message": "the metadata block opened with --- is "
-                                                     "never closed"}], "warnings": []}, 400)
+        return _yaml_verdict("the metadata block opened with --- is never closed")
+    block = "\n".join(lines[1:end])
+    if _nesting(block) > MAX_YAML_NESTING:
+        return _yaml_verdict(f"the metadata nests deeper than {MAX_YAML_NESTING} levels")
     try:
-        data = yaml.safe_load("\n".join(lines[1:end]))
-    except yaml.YAMLError as exc:
-        return json_response({"errors": [{"message": f"invalid YAML: {exc}"}], "warnings": []},
-                             400)
+        data = yaml.safe_load(block)
+    except (yaml.YAMLError, RecursionError) as exc:
+        return _yaml_verdict(f"invalid YAML: {exc}")
     if data is not None and not isinstance(data, dict):
-        return json_response({"errors": [{"message": "the metadata must be a mapping"}],
-                              "warnings": []}, 400)
-    return json_response({"errors": [], "warnings": []})
+        return _yaml_verdict("the metadata must be a mapping")
+    return _yaml_verdict(None)
 
 
-async def _json(request: Request) -> dict[str, Any]:
-    body = await request.body()
-    if not body.strip():
-        return {}
+def _nesting(text: str) -> int:
+    """How deep ``[``/``{`` nest (quotes ignored: an over-estimate), checked before YAML
+    parses it, because PyYAML's recursion on deep nesting takes seconds to fail."""
+    depth = deepest = 0
+    for c in text:
+        if c in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in "]}":
+            depth = max(depth - 1, 0)
+    return deepest
+
+
+def _yaml_verdict(problem: str | None) -> Response:
+    errors = [{"message": problem}] if problem else []
+    return json_response({"errors": errors, "warnings": []}, 400 if problem else 200)
+
+
+# -- writes ------------------------------------------------------------------------------
+
+def preupload(call: Call) -> Response:
+    """Each file's upload mode, and the oid it has at the revision (so unchanged files are
+    skipped by the client)."""
+    store = call.ctx.store
+    repo = store.open(call.repo_id)
+    rev = call.params["rev"]
+    commit = repo.resolve_commit(f"refs/heads/{rev}") or repo.resolve_commit(rev)
+    files = call.json.get("files")
+    if not isinstance(files, list) or not all(isinstance(f, dict) for f in files):
+        raise ApiError(400, "preupload needs {\"files\": [{\"path\", \"size\", \"sample\"}]}")
+    paths = [names.file_path(str(f.get("path", "")).strip("/"), "preupload: ") for f in files]
+    existing = {e.path: e.oid for e in store.paths_info(repo, commit, paths)} if commit else {}
+    threshold = call.ctx.settings.lfs_threshold
+    answer = []
+    for f, path in zip(files, paths, strict=True):
+        size = f.get("size")
+        lfs = threshold is not None and isinstance(size, int) and 0 < threshold <= size
+        answer.append({"path": path, "uploadMode": "lfs" if lfs else "regular",
+                       "shouldIgnore": False, "oid": existing.get(path)})
+    return json_response({"files": answer, "commitOid": commit})
+
+
+def commit(call: Call) -> Response:
+    ctx, repo_id = call.ctx, call.repo_id
+    if call.request.query_params.get("create_pr") in ("1", "true"):
+        raise ApiError(400, "this hub has no pull requests: commit to a branch "
+                            "(create_branch, then revision=<branch>)")
+    assert call.upload is not None  # a "file" route always has one
+    with tempfile.TemporaryDirectory(prefix="kernelhub-serve-commit-") as scratch:
+        oid = ctx.writer.commit(repo_id, call.params["rev"],
+                                parse_commit(call.upload, Path(scratch)), call.caller.name)
+    prefix = URL_PREFIXES[URL_TYPES[call.params["type"]]]
+    url = f"{ctx.base_url(call.request)}/{prefix}{repo_id}/commit/{oid}"
+    return json_response({"commitUrl": url, "commitOid": oid, "pullRequestUrl": None,
+                          "success": True})
+
+
+def create_repo(call: Call) -> Response:
+    ctx, payload = call.ctx, call.json
+    repo_type = payload.get("type") or "model"
+    if repo_type not in ("model", "kernel"):
+        raise ApiError(400, f"Invalid repo type {str(repo_type)[:40]!r}: this hub serves kernel "
+                            "and model repositories")
+    repo_id = _repo_id_of(payload)
+    call.caller.check_write(repo_id.split("/")[0])
+    private = bool(payload.get("private")) or payload.get("visibility") == "private"
+    url = f"{ctx.base_url(call.request)}/{URL_PREFIXES[repo_type]}{repo_id}"
+    if not ctx.writer.create_repo(repo_id, private):
+        error = ApiError(409, f"You already created this {repo_type} repo: {repo_id}")
+        error.body["url"] = url  # huggingface_hub's exist_ok reads it from the 409
+        raise error
+    return json_response({"url": url, "name": repo_id, "id": repo_id})
+
+
+def delete_repo(call: Call) -> Response:
+    repo_id = _repo_id_of(call.json)
+    call.caller.check_write(repo_id.split("/")[0])
+    call.ctx.writer.delete_repo(repo_id)
+    return json_response({})
+
+
+def create_branch(call: Call) -> Response:
+    start = call.json.get("startingPoint")
+    if start is not None and not isinstance(start, str):
+        raise ApiError(400, "startingPoint must be a revision name")
+    call.ctx.writer.create_branch(call.repo_id, call.params["rev"],
+                                  names.revision(start) if start else None,
+                                  bool(call.json.get("emptyBranch")))
+    return json_response({})
+
+
+def delete_branch(call: Call) -> Response:
+    call.ctx.writer.delete_ref(call.repo_id, "heads", call.params["rev"])
+    return json_response({})
+
+
+def create_tag(call: Call) -> Response:
+    tag, message = call.json.get("tag"), call.json.get("message")
+    if not isinstance(tag, str) or not tag:
+        raise ApiError(400, "create_tag needs a tag name")
+    call.ctx.writer.create_tag(call.repo_id, names.revision(tag), call.params["rev"],
+                               message if isinstance(message, str) else None)
+    return json_response({})
+
+
+def delete_tag(call: Call) -> Response:
+    call.ctx.writer.delete_ref(call.repo_id, "tags", call.params["rev"])
+    return json_response({})
+
+
+def _repo_id_of(payload: dict[str, Any]) -> str:
+    org, name = payload.get("organization"), payload.get("name")
+    if not isinstance(name, str) or not name or (org is not None and not isinstance(org, str)):
+        raise ApiError(400, "a repository name is required (name, and organization or "
+                            "name = org/name)")
+    repo_id = f"{org}/{name}" if org else name
     try:
-        data = json.loads(body)
-    except ValueError:
-        raise ApiError(400, "the request body is not JSON") from None
-    if not isinstance(data, dict):
-        raise ApiError(400, "the request body must be a JSON object")
-    return data
+        split_repo_id(repo_id)
+    except KernelHubError:
+        raise ApiError(400, f"{repo_id[:200]!r}: repositories on this hub are named org/name "
+                            "(letters, digits, '.', '_' and '-')") from None
+    return repo_id

@@ -12,17 +12,21 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 from dataclasses import dataclass, field
-from pathlib import PurePosixPath
+from pathlib import Path
+from typing import IO
 
+from . import names
+from .commit_body import LARGE, decode_base64, lines
 from .errors import ApiError
+from .lfs import is_oid
 
 
 @dataclass(frozen=True)
 class AddFile:
     path: str
-    data: bytes
+    source: Path
+    """The file's bytes, decoded into a scratch file (never held in memory)."""
 
 
 @dataclass(frozen=True)
@@ -51,66 +55,89 @@ class CommitRequest:
         return f"{self.summary}\n\n{self.description}" if self.description else self.summary
 
 
-def parse_commit(body: bytes) -> CommitRequest:
-    """The commit a payload asks for; ApiError 400 naming the first bad line."""
-    lines = [line for line in body.splitlines() if line.strip()]
-    if not lines:
+def parse_commit(body: IO[bytes], scratch: Path) -> CommitRequest:
+    """The commit a spooled payload asks for; ApiError 400 naming the first bad line.
+    Lines are read one at a time (:mod:`kernelhub_serve.commit_body`) and each added
+    file's bytes go to a file under ``scratch``, so memory stays bounded."""
+    items = lines(body)
+    first = next(items, None)
+    if first is None:
         raise ApiError(400, "empty commit payload: expected NDJSON lines starting with a header")
-    items = []
-    for number, line in enumerate(lines, 1):
-        try:
-            item = json.loads(line)
-        except ValueError:
-            raise ApiError(400, f"commit payload line {number} is not JSON") from None
-        if not isinstance(item, dict) or not isinstance(item.get("value"), dict):
-            raise ApiError(400, f"commit payload line {number}: expected {{\"key\": …, "
-                                "\"value\": {…}}")
-        items.append(item)
-    if items[0].get("key") != "header":
+    key, value = _item(first[1], 1)
+    if key != "header" or first[2] is not None:
         raise ApiError(400, "commit payload must start with a header line")
-    header = items[0]["value"]
-    parent = header.get("parentCommit")
-    request = CommitRequest(str(header.get("summary") or ""), str(header.get("description") or ""),
-                            parent if isinstance(parent, str) and parent else None)
-    if not request.summary.strip():
+    summary, description, parent = (value.get(k) for k in ("summary", "description",
+                                                            "parentCommit"))
+    if not isinstance(summary, str) or not summary.strip() or len(summary) > 64 * 1024:
         raise ApiError(400, "the commit needs a summary (the commit message)")
+    if not isinstance(description, str | None) or not isinstance(parent, str | None):
+        raise ApiError(400, "commit header: description and parentCommit must be strings")
+    request = CommitRequest(summary, description or "",
+                            names.commit_id(parent) if parent else None)
     seen: set[str] = set()
-    for number, item in enumerate(items[1:], 2):
-        key, value = item.get("key"), item["value"]
+    for number, item, large in items:
+        key, value = _item(item, number)
         path = checked_path(value.get("path"), number)
+        if large is not None and key != "file":
+            raise ApiError(400, f"commit payload line {number}: only a file's content may be "
+                                "large")
         if key in ("file", "lfsFile"):
             if path in seen:
                 raise ApiError(400, f"commit payload line {number}: {path} is added twice")
             seen.add(path)
         if key == "file":
-            request.adds.append(AddFile(path, _content(value, number)))
+            source = scratch / str(len(request.adds))
+            with source.open("wb") as out:
+                if large is None:
+                    out.write(_content(value, number))
+                elif value.get("content") != LARGE or value.get("encoding") != "base64":
+                    raise ApiError(400, f"commit payload line {number}: a large file's content "
+                                        "must be base64")
+                else:
+                    decode_base64(body, large, out, number)
+            request.adds.append(AddFile(path, source))
         elif key == "lfsFile":
             oid, size = value.get("oid"), value.get("size")
-            if value.get("algo", "sha256") != "sha256" or not _is_sha256(oid):
+            if value.get("algo", "sha256") != "sha256" or not is_oid(oid):
                 raise ApiError(400, f"commit payload line {number}: an lfsFile needs "
                                     "algo sha256 and a 64-hex oid")
-            if size is not None and not isinstance(size, int):
+            if size is not None and (not isinstance(size, int) or isinstance(size, bool)):
                 raise ApiError(400, f"commit payload line {number}: lfsFile size must be an int")
             request.adds.append(AddLfsFile(path, str(oid), size))
         elif key in ("deletedFile", "deletedFolder"):
             request.deletes.append(Delete(path, key == "deletedFolder"))
         else:
-            raise ApiError(400, f"commit payload line {number}: unsupported operation {key!r} "
-                                "(this hub takes file, lfsFile, deletedFile, deletedFolder)")
+            raise ApiError(400, f"commit payload line {number}: unsupported operation "
+                                f"{str(key)[:40]!r} (this hub takes file, lfsFile, deletedFile, "
+                                "deletedFolder)")
+    _check_no_file_is_a_folder(seen)
     return request
 
 
 def checked_path(path: object, number: int) -> str:
-    """A repository path: relative, '/'-separated, no '.', '..' or '.git' segments."""
+    """A repository path (the one rule of :func:`kernelhub_serve.names.file_path`); a
+    leading or trailing '/' is dropped, as the Hub does."""
     if not isinstance(path, str) or not path.strip("/"):
         raise ApiError(400, f"commit payload line {number}: missing path")
-    clean = path.strip("/")
-    parts = PurePosixPath(clean).parts
-    if (any(p in (".", "..", ".git") for p in parts) or "//" in clean or "\\" in clean
-            or any(ord(c) < 32 for c in clean)):
-        raise ApiError(400, f"commit payload line {number}: {path!r} is not a valid path in a "
-                            "repository")
-    return clean
+    return names.file_path(path.strip("/"), f"commit payload line {number}: ")
+
+
+def _item(item: object, number: int) -> tuple[object, dict[str, object]]:
+    if not isinstance(item, dict) or not isinstance(item.get("value"), dict):
+        raise ApiError(400, f"commit payload line {number}: expected {{\"key\": …, "
+                            "\"value\": {…}}")
+    return item.get("key"), item["value"]
+
+
+def _check_no_file_is_a_folder(paths: set[str]) -> None:
+    """``conf`` and ``conf/sub`` cannot both be files: git would keep one of them."""
+    for path in paths:
+        parts = path.split("/")
+        for i in range(1, len(parts)):
+            if "/".join(parts[:i]) in paths:
+                raise ApiError(400, f"the commit adds {'/'.join(parts[:i])!r} as a file and "
+                                    f"{path!r} inside it as a folder; a path is one or the "
+                                    "other")
 
 
 def _content(value: dict[str, object], number: int) -> bytes:
@@ -123,9 +150,10 @@ def _content(value: dict[str, object], number: int) -> bytes:
         except (binascii.Error, ValueError):
             raise ApiError(400, f"commit payload line {number}: content is not base64") from None
     if encoding in ("utf-8", "utf8", None):
-        return content.encode()
-    raise ApiError(400, f"commit payload line {number}: unknown encoding {encoding!r}")
+        try:
+            return content.encode()
+        except UnicodeEncodeError:
+            raise ApiError(400, f"commit payload line {number}: content is not valid text "
+                                "(send bytes as base64)") from None
+    raise ApiError(400, f"commit payload line {number}: unknown encoding {str(encoding)[:40]!r}")
 
-
-def _is_sha256(oid: object) -> bool:
-    return isinstance(oid, str) and len(oid) == 64 and all(c in "0123456789abcdef" for c in oid)

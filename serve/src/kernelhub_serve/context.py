@@ -1,15 +1,16 @@
-"""What every request handler shares: the settings, the repositories, the writer."""
+"""What every request handler shares: the settings, the repositories, the writer — and
+what one call of a handler is given (:class:`Call`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import ParamSpec, TypeVar
+from dataclasses import dataclass, field
+from typing import IO, Any
 from urllib.parse import unquote
 
-from starlette.concurrency import run_in_threadpool
+from kernelhub.printable import printable
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.types import Scope
 
 from .access import Caller
 from .errors import ApiError
@@ -17,9 +18,6 @@ from .lfs import LfsStore
 from .repos import RepoStore
 from .settings import ServeSettings
 from .writer import HubWriter
-
-P = ParamSpec("P")
-T = TypeVar("T")
 
 
 @dataclass
@@ -33,6 +31,7 @@ class HubContext:
     def create(cls, settings: ServeSettings) -> HubContext:
         store = RepoStore(settings.hub)
         lfs = LfsStore(settings.hub)
+        lfs.clean_stale_parts()
         return cls(settings, store, lfs, HubWriter(store, lfs))
 
     def caller(self, request: Request) -> Caller:
@@ -46,12 +45,14 @@ class HubContext:
         return str(request.base_url).rstrip("/")
 
 
-def segments(request: Request) -> list[str]:
+def segments(scope: Scope) -> list[str]:
     """The request path split on '/' before percent-decoding, then decoded: huggingface_hub
-    quotes a revision with ``safe=""``, so ``refs%2Fpr%2F1`` stays one segment."""
-    raw = request.scope.get("raw_path") or request.url.path.encode()
+    quotes a revision with ``safe=""``, so ``refs%2Fpr%2F1`` stays one segment (and a
+    ``%2F`` can never add a segment, or a ``..``, to a path made of them)."""
+    raw = scope.get("raw_path") or scope["path"].encode()
     path = raw.decode("latin-1").split("?", 1)[0]
-    return [unquote(s) for s in path.strip("/").split("/")] if path.strip("/") else []
+    return [unquote(s, errors="replace") for s in path.strip("/").split("/")] \
+        if path.strip("/") else []
 
 
 def json_response(data: object, status: int = 200) -> Response:
@@ -59,7 +60,8 @@ def json_response(data: object, status: int = 200) -> Response:
 
 
 def error_response(error: ApiError, head: bool = False) -> Response:
-    headers = {"X-Error-Message": error.message.encode("ascii", "replace").decode(),
+    # A message may quote the client's words: escaped, so no CR/LF can end the header.
+    headers = {"X-Error-Message": printable(error.message).encode("ascii", "replace").decode(),
                **error.headers}
     if error.code:
         headers["X-Error-Code"] = error.code
@@ -69,6 +71,32 @@ def error_response(error: ApiError, head: bool = False) -> Response:
                         headers=headers)
 
 
-async def threaded(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-    """Run blocking git work off the event loop."""
-    return await run_in_threadpool(fn, *args, **kwargs)
+
+@dataclass
+class Call:
+    """One request as its handler sees it: names already checked by
+    :mod:`kernelhub_serve.names`, the caller already allowed what the route declares, the
+    body already read within its limit."""
+
+    ctx: HubContext
+    request: Request
+    caller: Caller
+    params: dict[str, str]
+    json: dict[str, Any] = field(default_factory=dict)
+    """A ``json`` route's body (an empty body is ``{}``)."""
+    form: dict[str, list[str]] = field(default_factory=dict)
+    """A ``form`` route's fields, each with all its values."""
+    upload: IO[bytes] | None = None
+    """A ``file`` route's body, spooled (to disk past a few MiB), rewound."""
+
+    @property
+    def repo_id(self) -> str:
+        return f"{self.params['org']}/{self.params['name']}"
+
+    @property
+    def org(self) -> str:
+        return self.params["org"]
+
+    @property
+    def head(self) -> bool:
+        return self.request.method == "HEAD"

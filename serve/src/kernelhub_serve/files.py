@@ -14,52 +14,43 @@ from __future__ import annotations
 
 from typing import Any
 
-from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import FileResponse, Response, StreamingResponse
 
-from .context import HubContext, error_response, json_response, threaded
+from .context import Call, json_response
 from .errors import ApiError
-from .lfs import LfsStore
-from .repos import Entry
+from .lfs import is_oid
 
 LFS_JSON = "application/vnd.git-lfs+json"
 
 
-async def resolve(ctx: HubContext, request: Request, repo_id: str, rev: str, path: str) -> Response:
-    caller = ctx.caller(request)
-    caller.check_read(repo_id, ctx.store.path_of(repo_id))
-    head = request.method == "HEAD"
-
-    def look_up() -> tuple[str, Entry]:
-        repo = ctx.store.open(repo_id)
-        commit = ctx.store.commit_of(repo, repo_id, rev)
-        try:
-            return commit, ctx.store.file(repo, repo_id, commit, path)
-        except ApiError as error:
-            error.headers["X-Repo-Commit"] = commit
-            raise
-
+def resolve(call: Call) -> Response:
+    ctx, repo_id, rev, path = call.ctx, call.repo_id, call.params["rev"], call.params["path"]
+    repo = ctx.store.open(repo_id)
+    commit = ctx.store.commit_of(repo, repo_id, rev)
     try:
-        commit, entry = await threaded(look_up)
+        entry = ctx.store.file(repo, repo_id, commit, path)
     except ApiError as error:
-        return error_response(error, head)
+        error.headers["X-Repo-Commit"] = commit
+        raise
     headers = {"X-Repo-Commit": commit, "ETag": f'"{entry.oid}"', "Accept-Ranges": "bytes",
                "Content-Type": "application/octet-stream",
                "Cache-Control": "private, max-age=0, must-revalidate"}
-    if request.headers.get("if-none-match", "").strip('W/"') == entry.oid:
+    if call.request.headers.get("if-none-match", "").strip('W/"') == entry.oid:
         return Response(status_code=304, headers=headers)
     size = entry.size
-    span = _range(request.headers.get("range"), size)
+    span = _range(call.request.headers.get("range"), size)
     if isinstance(span, str):
         return Response(status_code=416, headers={**headers, "Content-Range": f"bytes */{size}"})
-    if head:
+    if call.head:
         return Response(status_code=200, headers={**headers, "Content-Length": str(size)})
-    data = await threaded(ctx.store.read, ctx.store.open(repo_id), entry.oid)
     if span is None:
-        return Response(data, status_code=200, headers=headers)
+        return StreamingResponse(ctx.store.stream(repo, entry.oid, 0, size), status_code=200,
+                                 headers={**headers, "Content-Length": str(size)})
     start, end = span
-    return Response(data[start:end + 1], status_code=206,
-                    headers={**headers, "Content-Range": f"bytes {start}-{end}/{size}"})
+    return StreamingResponse(ctx.store.stream(repo, entry.oid, start, end + 1 - start),
+                             status_code=206,
+                             headers={**headers, "Content-Length": str(end + 1 - start),
+                                      "Content-Range": f"bytes {start}-{end}/{size}"})
 
 
 def _range(header: str | None, size: int) -> tuple[int, int] | str | None:
@@ -83,32 +74,33 @@ def _range(header: str | None, size: int) -> tuple[int, int] | str | None:
 
 # -- LFS ---------------------------------------------------------------------------------
 
-async def lfs_batch(ctx: HubContext, request: Request, repo_id: str, prefix: str) -> Response:
-    caller = ctx.caller(request)
-    org = repo_id.split("/")[0]
-    try:
-        payload = await request.json()
-    except ValueError:
-        raise ApiError(400, "the LFS batch request is not JSON") from None
+def lfs_batch(call: Call) -> Response:
+    ctx, repo_id, caller, payload = call.ctx, call.repo_id, call.caller, call.json
     operation = payload.get("operation")
+    if operation not in ("upload", "download"):
+        raise ApiError(400, "an LFS batch request names operation upload or download")
     if operation == "upload":
-        caller.check_write(org)
-    else:
-        caller.check_read(repo_id, ctx.store.path_of(repo_id))
-    await threaded(ctx.store.open, repo_id)
+        caller.check_write(call.org)
+    caller.check_read(repo_id, ctx.store.path_of(repo_id))
+    ctx.store.open(repo_id)
     transfers = payload.get("transfers") or ["basic"]
-    if "basic" not in transfers:
+    if not isinstance(transfers, list) or "basic" not in transfers:
         raise ApiError(422, "this hub speaks the LFS 'basic' transfer only")
-    base = f"{ctx.base_url(request)}/-/lfs/{repo_id}"
+    wanted = payload.get("objects", [])
+    if not isinstance(wanted, list):
+        raise ApiError(400, "an LFS batch request lists objects: [{oid, size}]")
+    base = f"{ctx.base_url(call.request)}/-/lfs/{repo_id}"
     objects = []
-    for obj in payload.get("objects", []):
-        oid, size = obj.get("oid"), obj.get("size")
-        if not isinstance(oid, str) or len(oid) != 64 or not isinstance(size, int) or size < 0:
-            objects.append({"oid": oid, "size": size,
-                            "error": {"code": 422, "message": "an object needs a sha256 oid and a size"}})
+    for obj in wanted:
+        oid, size = (obj.get("oid"), obj.get("size")) if isinstance(obj, dict) else (None, None)
+        if not is_oid(oid) or not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            objects.append({"oid": str(oid)[:80], "size": size if isinstance(size, int) else None,
+                            "error": {"code": 422, "message": "an object needs a sha256 oid "
+                                                              "(64 lowercase hex) and a size"}})
             continue
+        assert isinstance(oid, str)
         item: dict[str, Any] = {"oid": oid, "size": size, "authenticated": True}
-        present = ctx.lfs.has(oid, size)
+        present = ctx.lfs.has(repo_id, oid, size)
         if operation == "upload" and not present:
             ticket = ctx.lfs.ticket(repo_id, oid, size)
             item["actions"] = {
@@ -124,30 +116,31 @@ async def lfs_batch(ctx: HubContext, request: Request, repo_id: str, prefix: str
     return json_response_lfs({"transfer": "basic", "objects": objects, "hash_algo": "sha256"})
 
 
-async def lfs_object(ctx: HubContext, request: Request, repo_id: str, oid: str,
-                     verify: bool) -> Response:
-    """``PUT`` an object (with the ticket from the batch answer), ``POST …/verify`` it
-    (with a write token), or ``GET`` it (with read rights)."""
-    store: LfsStore = ctx.lfs
-    if request.method == "PUT":
-        size_text = request.query_params.get("size", "")
-        if not size_text.isdigit():
-            raise ApiError(400, "the upload URL lost its size; ask the batch API again")
-        size = int(size_text)
-        store.check_ticket(repo_id, oid, size, request.query_params.get("ticket", ""))
-        await store.receive(oid, size, request.stream())
-        return Response(status_code=200)
-    caller = ctx.caller(request)
-    if verify:
-        caller.check_write(repo_id.split("/")[0])
-        payload = await request.json()
-        if not store.has(oid, payload.get("size")):
-            raise ApiError(404, f"LFS object {oid[:12]} was not received (or has another size)")
-        return json_response({"oid": oid, "size": payload.get("size")})
-    caller.check_read(repo_id, ctx.store.path_of(repo_id))
-    if not store.has(oid, None):
-        raise ApiError(404, f"LFS object {oid[:12]} does not exist")
-    return Response(store.path(oid).read_bytes(), media_type="application/octet-stream")
+async def lfs_put(call: Call) -> Response:
+    """The bytes of one object, to the ``href`` (with its ticket) a batch answer handed
+    out; streamed to disk, hashed as they come."""
+    oid, repo_id, query = call.params["oid"], call.repo_id, call.request.query_params
+    size_text = query.get("size", "")
+    if not size_text.isdigit() or len(size_text) > 20:
+        raise ApiError(400, "the upload URL lost its size; ask the batch API again")
+    size = int(size_text)
+    call.ctx.lfs.check_ticket(repo_id, oid, size, query.get("ticket", ""))
+    await call.ctx.lfs.receive(repo_id, oid, size, call.request.stream())
+    return Response(status_code=200)
+
+
+def lfs_verify(call: Call) -> Response:
+    oid, size = call.params["oid"], call.json.get("size")
+    if not isinstance(size, int) or not call.ctx.lfs.has(call.repo_id, oid, size):
+        raise ApiError(404, f"LFS object {oid[:12]} was not received (or has another size)")
+    return json_response({"oid": oid, "size": size})
+
+
+def lfs_get(call: Call) -> Response:
+    oid, lfs = call.params["oid"], call.ctx.lfs
+    if not lfs.has(call.repo_id, oid, None):
+        raise ApiError(404, f"LFS object {oid[:12]} does not exist in {call.repo_id}")
+    return FileResponse(lfs.path(call.repo_id, oid), media_type="application/octet-stream")
 
 
 def json_response_lfs(data: object) -> Response:

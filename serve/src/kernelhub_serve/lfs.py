@@ -8,9 +8,15 @@ on the Hub that URL is a pre-signed storage URL), so the href carries a ticket i
 an HMAC over (repo, oid, size, expiry) under a per-process secret, good for that one
 object for an hour. Query strings are never logged, so neither is a ticket.
 
-Objects are kept content-addressed under ``<hub>/.kernelhub-serve/lfs/``; a received
-object whose sha256 or size differs from what was announced is discarded. A commit then
-writes the object's bytes into git as a plain blob (see :mod:`kernelhub_serve.repos`).
+Objects wait content-addressed under ``<hub>/.kernelhub-serve/lfs/<org>/<name>/``, one
+store per repository: an object is readable through, and committable into, only the
+repository it was uploaded to, so a private repository's file cannot be read through
+another repository's URL, nor committed by another org's writer who knows its sha256. A
+received object whose sha256 or size differs from what was announced is discarded. A
+commit writes the object's bytes into git as a plain blob (see
+:mod:`kernelhub_serve.repos`) and then drops the waiting copy, so no file is stored twice.
+A ``.part`` file untouched for :data:`STALE_PART_SECONDS` is an upload whose server died;
+it is removed when a server starts.
 """
 
 from __future__ import annotations
@@ -27,6 +33,10 @@ from pathlib import Path
 from .errors import ApiError
 
 TICKET_SECONDS = 3600
+STALE_PART_SECONDS = 600
+"""A ``.part`` not written for this long belongs to no live upload (uvicorn's and
+clients' own timeouts are far shorter), so a starting server removes it."""
+_HEX = frozenset("0123456789abcdef")
 STORE_DIR = ".kernelhub-serve/lfs"
 
 
@@ -37,11 +47,19 @@ class LfsStore:
         self.root = hub_root / STORE_DIR
         self._secret = secrets.token_bytes(32)
 
-    def path(self, oid: str) -> Path:
-        return self.root / oid[:2] / oid
+    def path(self, repo_id: str, oid: str) -> Path:
+        """Where ``repo_id``'s object ``oid`` lives; only a sha256 (64 lowercase hex) names
+        one, so no oid a client sends can name a path outside the store (the repository id
+        was checked by :mod:`kernelhub_serve.names` before it got here)."""
+        if not is_oid(oid):
+            raise ApiError(400, f"{oid[:80]!r} is not an LFS object id (64 lowercase hex "
+                                "digits, its sha256)")
+        return self.root / repo_id / oid[:2] / oid
 
-    def has(self, oid: str, size: int | None) -> bool:
-        p = self.path(oid)
+    def has(self, repo_id: str, oid: str, size: int | None) -> bool:
+        if not is_oid(oid):
+            return False
+        p = self.path(repo_id, oid)
         return p.is_file() and (size is None or p.stat().st_size == size)
 
     # -- tickets -----------------------------------------------------------------------
@@ -67,9 +85,28 @@ class LfsStore:
 
     # -- receiving ---------------------------------------------------------------------
 
-    async def receive(self, oid: str, size: int, chunks: AsyncIterator[bytes]) -> None:
+    def forget(self, repo_id: str, oids: list[str]) -> None:
+        """Drop waiting objects a commit has written into git."""
+        for oid in oids:
+            self.path(repo_id, oid).unlink(missing_ok=True)
+
+    def clean_stale_parts(self) -> list[Path]:
+        """Remove ``.part`` files of uploads that died with their server; the removed."""
+        removed = []
+        cutoff = time.time() - STALE_PART_SECONDS
+        for part in self.root.glob("**/.*.part") if self.root.is_dir() else []:
+            try:
+                if part.is_file() and part.stat().st_mtime < cutoff:
+                    part.unlink()
+                    removed.append(part)
+            except OSError:
+                continue  # another server removed or finished it
+        return removed
+
+    async def receive(self, repo_id: str, oid: str, size: int, chunks: AsyncIterator[bytes]
+                      ) -> None:
         """Store an uploaded object if its bytes hash to ``oid`` and number ``size``."""
-        target = self.path(oid)
+        target = self.path(repo_id, oid)
         target.parent.mkdir(parents=True, exist_ok=True)
         digest, received = hashlib.sha256(), 0
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{oid[:12]}.", suffix=".part")
@@ -90,3 +127,8 @@ class LfsStore:
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
+
+
+def is_oid(value: object) -> bool:
+    """A sha256 as git LFS names objects: 64 lowercase hex digits."""
+    return isinstance(value, str) and len(value) == 64 and set(value) <= _HEX

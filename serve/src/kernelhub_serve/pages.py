@@ -6,17 +6,15 @@ what the caller may read).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from kernelhub.versions import is_commit_id
-from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
-from starlette.routing import Route
 
-from .context import HubContext, threaded
+from . import names
+from .bench_results import read_run
+from .context import Call
 from .errors import ApiError
 from .hubview import default_ref, kernel_view, list_refs
 from .plots import plot_svg
@@ -26,92 +24,56 @@ _env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoesc
                    trim_blocks=True, lstrip_blocks=True)
 
 
-def routes(ctx: HubContext) -> list[Route]:
-    async def index(request: Request) -> Response:
-        return await _page(request, lambda: _index(ctx, request))
-
-    async def kernel(request: Request) -> Response:
-        org, name = request.path_params["org"], request.path_params["name"]
-        return await _page(request, lambda: _kernel(ctx, request, f"{org}/{name}"))
-
-    async def plot(request: Request) -> Response:
-        p = request.path_params
-        return await _page(request, lambda: _plot(ctx, request, f"{p['org']}/{p['name']}",
-                                                  p["commit"], p["path"]))
-
-    return [
-        Route("/", index),
-        Route("/kernels/{org}/{name}", kernel),
-        Route("/{org}/{name}", kernel),
-        Route("/-/plot/{org}/{name}/{commit}/{path:path}.svg", plot),
-    ]
-
-
-async def _page(request: Request, make: Callable[[], Awaitable[Response]]) -> Response:
-    try:
-        return await make()
-    except ApiError as error:
-        html = _env.get_template("error.html").render(status=error.status, message=error.message)
-        return HTMLResponse(html, status_code=error.status)
-
-
-async def _index(ctx: HubContext, request: Request) -> Response:
-    caller = ctx.caller(request)
-
-    def collect() -> list[dict[str, Any]]:
-        rows = []
-        for repo_id in ctx.store.repo_ids():
-            path = ctx.store.path_of(repo_id)
-            if not caller.may_read(repo_id.split("/")[0], path):
-                continue
-            repo = ctx.store.open(repo_id)
-            refs = list_refs(ctx.store, repo)
-            ref = default_ref(refs)
-            variants = ([e for e in ctx.store.entries(repo, ref.commit, "build/")
-                         if e.kind == "directory"] if ref else [])
-            releases = [r for r in refs if r.kind == "release"]
-            rows.append({"id": repo_id, "ref": ref, "variants": len(variants),
-                         "release": releases[0] if releases else None,
-                         "branches": sum(r.kind == "branch" for r in refs)})
-        return rows
-
-    rows = await threaded(collect)
+def index(call: Call) -> Response:
+    ctx, caller = call.ctx, call.caller
+    rows = []
+    for repo_id in ctx.store.repo_ids():
+        if not caller.may_read(repo_id.split("/")[0], ctx.store.path_of(repo_id)):
+            continue
+        repo = ctx.store.open(repo_id)
+        refs = list_refs(ctx.store, repo)
+        ref = default_ref(refs)
+        variants = ([e for e in ctx.store.entries(repo, ref.commit, "build/")
+                     if e.kind == "directory"] if ref else [])
+        releases = [r for r in refs if r.kind == "release"]
+        rows.append({"id": repo_id, "ref": ref, "variants": len(variants),
+                     "release": releases[0] if releases else None,
+                     "branches": sum(r.kind == "branch" for r in refs)})
     kernels = [r for r in rows if r["variants"]]
     others = [r for r in rows if not r["variants"]]
     return _html("index.html", kernels=kernels, others=others, hub=str(ctx.settings.hub))
 
 
-async def _kernel(ctx: HubContext, request: Request, repo_id: str) -> Response:
-    caller = ctx.caller(request)
-    caller.check_read(repo_id, ctx.store.path_of(repo_id))
-    rev = request.query_params.get("rev")
-    view = await threaded(lambda: kernel_view(ctx.store, ctx.store.open(repo_id), repo_id, rev))
+def kernel(call: Call) -> Response:
+    """A kernel's page at ``?rev=`` (or the commit a ``…/commit/<sha>`` URL names: the
+    URL a commit answer hands back)."""
+    ctx, repo_id = call.ctx, call.repo_id
+    rev = call.params.get("rev") or call.request.query_params.get("rev")
+    view = kernel_view(ctx.store, ctx.store.open(repo_id), repo_id,
+                       names.revision(rev) if rev else None)
     rows, cols, cells = view.matrix()
-    base = ctx.base_url(request)
     return _html("kernel.html", k=view, rows=rows, cols=cols, cells=cells,
-                 endpoint=base, org=repo_id.split("/")[0])
+                 endpoint=ctx.base_url(call.request), org=call.org)
 
 
-async def _plot(ctx: HubContext, request: Request, repo_id: str, commit: str, path: str
-                ) -> Response:
+def plot(call: Call) -> Response:
     """The plot of the document at ``commit:path`` (a full commit id: the URL names bytes
     that never change, so it may be cached for good)."""
-    caller = ctx.caller(request)
-    caller.check_read(repo_id, ctx.store.path_of(repo_id))
-    if not is_commit_id(commit):
-        raise ApiError(404, f"{commit!r:.80} is not a full commit id")
-
-    def draw() -> bytes:
-        from .bench_results import read_run
-
-        repo = ctx.store.open(repo_id)
-        full = ctx.store.commit_of(repo, repo_id, commit)
-        return plot_svg(repo_id, full, path,
-                        lambda: read_run(ctx.store, repo, repo_id, full, path))
-
-    svg = await threaded(draw)
+    ctx, repo_id, commit = call.ctx, call.repo_id, call.params["commit"]
+    path = call.params["path"]
+    if not is_commit_id(commit) or not path.endswith(".svg"):
+        raise ApiError(404, f"{commit!r:.80} is not a full commit id, or not a plot URL")
+    path = names.file_path(path.removesuffix(".svg"))
+    repo = ctx.store.open(repo_id)
+    full = ctx.store.commit_of(repo, repo_id, commit)
+    svg = plot_svg(repo_id, full, path, lambda: read_run(ctx.store, repo, repo_id, full, path))
     return Response(svg, media_type="image/svg+xml",
                     headers={"Cache-Control": "public, max-age=86400, immutable"})
+
+
+def error_page(error: ApiError) -> HTMLResponse:
+    html = _env.get_template("error.html").render(status=error.status, message=error.message)
+    return HTMLResponse(html, status_code=error.status, headers=error.headers)
 
 
 def _html(template: str, **values: object) -> HTMLResponse:

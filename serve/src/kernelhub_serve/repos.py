@@ -13,6 +13,8 @@ LocalHub readers read them like any other file.
 
 from __future__ import annotations
 
+import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -28,6 +30,7 @@ URL_TYPES = {"models": "model", "kernels": "kernel"}
 URL_PREFIXES = {"model": "", "kernel": "kernels/"}
 """A repository type → its prefix in file URLs (``/<prefix><id>/resolve/…``)."""
 OTHER_TYPES = ("datasets", "spaces")
+CHUNK = 1024**2
 
 
 def repo_type_of(segment: str) -> str:
@@ -161,6 +164,30 @@ class RepoStore:
     @staticmethod
     def read(repo: GitRepo, oid: str) -> bytes:
         return repo.run("cat-file", "blob", oid).stdout
+
+    @staticmethod
+    def stream(repo: GitRepo, oid: str, start: int, length: int) -> Iterator[bytes]:
+        """``length`` bytes of a blob from ``start``, in chunks: a download (or a range of
+        one) holds one chunk in memory, whatever the file's size."""
+        proc = subprocess.Popen(["git", "-C", str(repo.path), "cat-file", "blob", oid],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        assert proc.stdout is not None
+        try:
+            while start > 0:
+                skipped = len(proc.stdout.read(min(start, CHUNK)))
+                if not skipped:
+                    return
+                start -= skipped
+            while length > 0:
+                chunk = proc.stdout.read(min(length, CHUNK))
+                if not chunk:
+                    return
+                length -= len(chunk)
+                yield chunk
+        finally:
+            proc.stdout.close()
+            proc.kill()
+            proc.wait()
 
     # -- history -----------------------------------------------------------------------
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from kernelhub.hub.git import ZERO_OID, GitRepo, IndexEntry, RefUpdate
 from kernelhub_builder.ship import LocalPublisher
 
-from .commit_ops import AddFile, CommitRequest
+from .commit_ops import AddFile, AddLfsFile, CommitRequest
 from .errors import ApiError, entry_not_found, repo_not_found, revision_not_found
 from .lfs import LfsStore
 from .repos import RepoStore
@@ -104,7 +104,14 @@ class HubWriter:
         repo = self.store.open(repo_id)
         ref = f"refs/heads/{branch}"
         adds = [IndexEntry("100644", oid, add.path)
-                for add, oid in zip(request.adds, self._blobs(repo, request), strict=True)]
+                for add, oid in zip(request.adds, self._blobs(repo, repo_id, request),
+                                    strict=True)]
+        head = self._commit(repo, repo_id, ref, branch, request, adds, author)
+        self.lfs.forget(repo_id, [a.sha256 for a in request.adds if isinstance(a, AddLfsFile)])
+        return head
+
+    def _commit(self, repo: GitRepo, repo_id: str, ref: str, branch: str,
+                request: CommitRequest, adds: list[IndexEntry], author: str) -> str:
         with self._lock(repo.path):
             for _ in range(_MAX_ATTEMPTS):
                 current = repo.refs(ref).get(ref)
@@ -127,19 +134,19 @@ class HubWriter:
         raise ApiError(409, f"{repo_id} branch {branch} kept moving under {_MAX_ATTEMPTS} "
                             "attempts; nothing was changed, try again")
 
-    def _blobs(self, repo: GitRepo, request: CommitRequest) -> list[str]:
-        """Write every added file as a git blob, before taking the lock."""
-        oids = []
+    def _blobs(self, repo: GitRepo, repo_id: str, request: CommitRequest) -> list[str]:
+        """Write every added file as a git blob (one git process), before taking the lock."""
+        sources = []
         for add in request.adds:
             if isinstance(add, AddFile):
-                oids.append(repo.hash_blob(add.data))
-                continue
-            if not self.lfs.has(add.sha256, add.size):
+                sources.append(add.source)
+            elif self.lfs.has(repo_id, add.sha256, add.size):
+                sources.append(self.lfs.path(repo_id, add.sha256))
+            else:
                 raise ApiError(422, f"{add.path}: LFS object {add.sha256[:12]} was not uploaded "
-                                    "(or has another size); upload it through the LFS batch "
-                                    "API first")
-            oids.append(repo.hash_files([self.lfs.path(add.sha256)])[0])
-        return oids
+                                    f"to {repo_id} (or has another size); upload it through "
+                                    "the LFS batch API first")
+        return repo.hash_files(sources)
 
     def _removed(self, repo: GitRepo, repo_id: str, commit: str, request: CommitRequest
                  ) -> list[str]:
