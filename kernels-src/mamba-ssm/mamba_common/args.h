@@ -65,6 +65,7 @@ struct ScanArgs {
   const void* z;
   const float* init;
   float* final_state;
+  float* workspace;  // GPU only: batch * heads * headdim * dstate floats (null on CPU)
   int64_t batch, len, heads, headdim, groups, dstate;
   int64_t x_sb, x_sl, x_sh;
   int64_t B_sb, B_sl, B_sg;
@@ -115,6 +116,7 @@ struct SelectiveScanArgs {
   const float* D;
   const void* z;
   float* last_state;
+  float* workspace;  // GPU only: batch * dim * dstate floats (null on CPU)
   int64_t batch, dim, len, dstate, groups;
   int64_t u_sb, u_sd;
   int64_t B_sb, B_sg, B_sn;

@@ -74,7 +74,29 @@ inline void store_row(bf16_bits* dst, const float* src, int64_t n) {
   for (; i < n; ++i) dst[i] = float_to_bf16(src[i]);
 }
 
-inline float silu(float v) { return v / (1.0f + std::exp(-v)); }
+// exp(x) in float without a libm call, so loops that use it vectorize (calls to
+// std::exp, fminf or floorf keep GCC from vectorizing them; the SiLU of the conv
+// took 18x the time of the conv itself with std::exp). Range reduction by ln 2
+// (round half away from zero through an int conversion) and a degree-6 Taylor
+// polynomial on |r| <= ln(2)/2: relative error below 2e-7. NaN stays NaN.
+inline float exp_approx(float x) {
+  x = x < -87.0f ? -87.0f : x;
+  x = x > 88.0f ? 88.0f : x;
+  const float y = x * 1.44269504f;
+  const int32_t ni = static_cast<int32_t>(y + (y >= 0.0f ? 0.5f : -0.5f));
+  const float n = static_cast<float>(ni);
+  float r = x - n * 0.693145752f;
+  r = r - n * 1.42860677e-6f;
+  const float p =
+      1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6.0f + r * (1.0f / 24.0f +
+                                                         r * (1.0f / 120.0f + r * (1.0f / 720.0f))))));
+  const int32_t bits = (ni + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return p * scale;
+}
+
+inline float silu(float v) { return v / (1.0f + exp_approx(-v)); }
 
 // A per-thread scratch buffer of at least n floats (reused across calls).
 inline float* scratch(int slot, int64_t n) {
@@ -222,7 +244,7 @@ void scan_t(const ScanArgs& a, int64_t begin, int64_t end) {
     const float* Dh = a.D ? a.D + h * P : nullptr;
     for (int64_t t = 0; t < L; ++t) {
       const float dtv = a.dt[(b * L + t) * H + h];
-      const float da = std::exp(dtv * Ah);
+      const float da = exp_approx(dtv * Ah);
       load_row(Bf, Bm + b * a.B_sb + t * a.B_sl + g * a.B_sg, N);
       load_row(Cf, Cm + b * a.C_sb + t * a.C_sl + g * a.C_sg, N);
       const T* xr = x + b * a.x_sb + t * a.x_sl + h * a.x_sh;
@@ -269,7 +291,7 @@ void step_t(const StepArgs& a, int64_t begin, int64_t end) {
   for (int64_t item = begin; item < end; ++item) {
     const int64_t b = item / H, h = item % H, g = h / per_group;
     const float dtv = a.dt[item];
-    const float da = std::exp(dtv * a.A[h]);
+    const float da = exp_approx(dtv * a.A[h]);
     load_row(Bf, Bm + b * a.B_sb + g * a.B_sg, N);
     load_row(Cf, Cm + b * a.C_sb + g * a.C_sg, N);
     const T* xr = x + b * a.x_sb + h * a.x_sh;
@@ -338,7 +360,7 @@ void selective_scan_t(const SelectiveScanArgs& a, int64_t begin, int64_t end) {
       float acc = 0.0f;
 #pragma omp simd reduction(+ : acc)
       for (int64_t n = 0; n < N; ++n) {
-        const float v = std::exp(dl * Ad[n]) * s[n] + du * Bf[n];
+        const float v = exp_approx(dl * Ad[n]) * s[n] + du * Bf[n];
         s[n] = v;
         acc += v * Cf[n];
       }

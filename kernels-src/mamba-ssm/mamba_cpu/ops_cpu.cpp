@@ -51,10 +51,12 @@ std::atomic<const CpuTable*>& active_table() {
 }
 
 // Split `items` work items so each task gets about `work_per_task` flops'
-// worth (`work_per_item` each): small calls stay on the calling thread.
+// worth (`work_per_item` each): a decode step of one sequence (~1.5 M flops for
+// a Mamba-2 layer) stays on the calling thread, where waking the pool costs
+// more than it saves (and far more on a machine other processes keep busy).
 template <typename F>
 void parallel(int64_t items, int64_t work_per_item, F&& body) {
-  constexpr int64_t work_per_task = 1 << 16;
+  constexpr int64_t work_per_task = 1 << 21;
   const int64_t grain = std::max<int64_t>(1, work_per_task / std::max<int64_t>(1, work_per_item));
   at::parallel_for(0, items, grain, [&](int64_t begin, int64_t end) { body(begin, end); });
 }

@@ -1,10 +1,14 @@
-// The CUDA loops. Straightforward mappings of the recurrences: one thread per
+// The CUDA backend (mamba_common/backend.h): the loops and their launches on
+// torch's current stream. Only c10's stream and error headers come in, no ATen.
+// Straightforward mappings of the recurrences: one thread per
 // output element for the conv, one block per (batch, head) with a thread per
 // head channel for Mamba-2, one thread per (batch, channel) for Mamba-1. The
 // scan states live in a float workspace laid out so a warp's accesses are
 // coalesced ([.., dstate, headdim]).
-#include "launch.h"
+#include "../mamba_common/backend.h"
 
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAStream.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -176,67 +180,64 @@ int threads_for(int64_t width) {
   return t;
 }
 
+cudaStream_t stream() { return c10::cuda::getCurrentCUDAStream().stream(); }
+
 }  // namespace
 
-int launch_conv(const ConvArgs& a, void* stream) {
+void run_conv(const ConvArgs& a) {
   const int64_t total = a.batch * a.dim * a.len;
-  auto s = static_cast<cudaStream_t>(stream);
   if (a.dtype == DType::BFloat16) {
-    conv_kernel<__nv_bfloat16><<<blocks_for(total, 256), 256, 0, s>>>(a);
+    conv_kernel<__nv_bfloat16><<<blocks_for(total, 256), 256, 0, stream()>>>(a);
   } else {
-    conv_kernel<float><<<blocks_for(total, 256), 256, 0, s>>>(a);
+    conv_kernel<float><<<blocks_for(total, 256), 256, 0, stream()>>>(a);
   }
-  return static_cast<int>(cudaGetLastError());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-int launch_conv_update(const ConvUpdateArgs& a, void* stream) {
+void run_conv_update(const ConvUpdateArgs& a) {
   const int64_t total = a.batch * a.dim;
-  auto s = static_cast<cudaStream_t>(stream);
   if (a.dtype == DType::BFloat16) {
-    conv_update_kernel<__nv_bfloat16><<<blocks_for(total, 256), 256, 0, s>>>(a);
+    conv_update_kernel<__nv_bfloat16><<<blocks_for(total, 256), 256, 0, stream()>>>(a);
   } else {
-    conv_update_kernel<float><<<blocks_for(total, 256), 256, 0, s>>>(a);
+    conv_update_kernel<float><<<blocks_for(total, 256), 256, 0, stream()>>>(a);
   }
-  return static_cast<int>(cudaGetLastError());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-int launch_scan(const ScanArgs& a, float* workspace, void* stream) {
-  auto s = static_cast<cudaStream_t>(stream);
+void run_scan(const ScanArgs& a) {
   const unsigned blocks = static_cast<unsigned>(a.batch * a.heads);
   const int threads = threads_for(a.headdim);
   if (a.dtype == DType::BFloat16) {
-    scan_kernel<__nv_bfloat16><<<blocks, threads, 0, s>>>(a, workspace);
+    scan_kernel<__nv_bfloat16><<<blocks, threads, 0, stream()>>>(a, a.workspace);
   } else {
-    scan_kernel<float><<<blocks, threads, 0, s>>>(a, workspace);
+    scan_kernel<float><<<blocks, threads, 0, stream()>>>(a, a.workspace);
   }
-  return static_cast<int>(cudaGetLastError());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-int launch_step(const StepArgs& a, void* stream) {
-  auto s = static_cast<cudaStream_t>(stream);
+void run_step(const StepArgs& a) {
   const unsigned blocks = static_cast<unsigned>(a.batch * a.heads);
   const int threads = threads_for(a.headdim);
   if (a.dtype == DType::BFloat16) {
     if (a.state_fp32) {
-      step_kernel<__nv_bfloat16, float><<<blocks, threads, 0, s>>>(a);
+      step_kernel<__nv_bfloat16, float><<<blocks, threads, 0, stream()>>>(a);
     } else {
-      step_kernel<__nv_bfloat16, __nv_bfloat16><<<blocks, threads, 0, s>>>(a);
+      step_kernel<__nv_bfloat16, __nv_bfloat16><<<blocks, threads, 0, stream()>>>(a);
     }
   } else {
-    step_kernel<float, float><<<blocks, threads, 0, s>>>(a);
+    step_kernel<float, float><<<blocks, threads, 0, stream()>>>(a);
   }
-  return static_cast<int>(cudaGetLastError());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-int launch_selective_scan(const SelectiveScanArgs& a, float* workspace, void* stream) {
+void run_selective_scan(const SelectiveScanArgs& a) {
   const int64_t total = a.batch * a.dim;
-  auto s = static_cast<cudaStream_t>(stream);
   if (a.dtype == DType::BFloat16) {
-    selective_scan_kernel<__nv_bfloat16><<<blocks_for(total, 128), 128, 0, s>>>(a, workspace);
+    selective_scan_kernel<__nv_bfloat16><<<blocks_for(total, 128), 128, 0, stream()>>>(a, a.workspace);
   } else {
-    selective_scan_kernel<float><<<blocks_for(total, 128), 128, 0, s>>>(a, workspace);
+    selective_scan_kernel<float><<<blocks_for(total, 128), 128, 0, stream()>>>(a, a.workspace);
   }
-  return static_cast<int>(cudaGetLastError());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
 }  // namespace mamba_ssm

@@ -163,6 +163,10 @@ std::tuple<at::Tensor, at::Tensor> ssd_scan(
   a.z = z.has_value() ? z->data_ptr() : nullptr;
   a.init = opt_float(initial_states, x, "initial_states", op, b * H * P * N);
   a.final_state = return_final_states ? final_state.data_ptr<float>() : nullptr;
+  // The GPU loops keep the states in global memory; the CPU ones in their own buffers.
+  at::Tensor workspace = x.is_cpu() ? at::Tensor()
+                                    : at::empty({b * H * P * N}, x.options().dtype(at::kFloat));
+  a.workspace = x.is_cpu() ? nullptr : workspace.data_ptr<float>();
   a.batch = b;
   a.len = L;
   a.heads = H;
@@ -293,6 +297,9 @@ std::tuple<at::Tensor, at::Tensor> selective_scan(
   a.D = opt_float(D, u, "D", op, Dm);
   a.z = z.has_value() ? z->data_ptr() : nullptr;
   a.last_state = return_last_state ? last.data_ptr<float>() : nullptr;
+  at::Tensor workspace = u.is_cpu() ? at::Tensor()
+                                    : at::empty({b * Dm * N}, u.options().dtype(at::kFloat));
+  a.workspace = u.is_cpu() ? nullptr : workspace.data_ptr<float>();
   a.batch = b;
   a.dim = Dm;
   a.len = L;
