@@ -1,0 +1,160 @@
+"""Time the Mamba kernels on CPU against what Transformers runs today (its PyTorch
+fallbacks, eager) and against torch.compile of those fallbacks, at real layer shapes.
+
+Usage (a built variant dir, or any path kernelhub.get_local_kernel accepts):
+
+    python benchmarks/timing.py build/mamba-ssm/torch213-cxx11-cpu-x86_64-linux
+
+Shapes (batch 1 prefill, batch 1 and 8 decode): Mamba-2 780m's mixer (48 heads x 64,
+dstate 128, one group, conv over 3328 channels, width 4, chunk 256) and Mamba-1 130m's
+(1536 channels, dstate 16). The inputs are views into one projection, as the models
+pass them. Options: --tokens (default 256 1024), --dtypes, --capability,
+--min-run-time. Baselines are Transformers 5.25's functions from
+transformers.models.mamba2/mamba (which must be installed). A few minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import torch
+from kernelhub.benchmarking import cpu_header, interleaved
+
+HEADS, HEADDIM, DSTATE, GROUPS, WIDTH, CHUNK = 48, 64, 128, 1, 4, 256
+INNER = HEADS * HEADDIM
+CONV_DIM = INNER + 2 * GROUPS * DSTATE
+M1_INNER, M1_DSTATE = 1536, 16
+
+
+def _row(label: str, kernel: Callable[[], Any], eager: Callable[[], Any],
+         compiled: Callable[[], Any], min_run_time: float) -> None:
+    for _ in range(3):  # compile and reach the steady state before timing
+        compiled()
+    t = interleaved({"kernel": kernel, "eager": eager, "compile": compiled}, min_run_time)
+    print(f"  {label:<34}{t['kernel'] * 1e3:10.3f}{t['eager'] * 1e3:10.3f}"
+          f"{t['compile'] * 1e3:10.3f}{t['eager'] / t['kernel']:9.2f}x"
+          f"{t['compile'] / t['kernel']:9.2f}x")
+
+
+def _compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return torch.compile(lambda *a, **k: fn(*a, **k), dynamic=False)
+
+
+def _prefill(kernel: ModuleType, tm: ModuleType, dtype: torch.dtype, T: int,
+             params: dict[str, torch.Tensor], min_run_time: float) -> None:
+    name, w, bias = str(dtype)[6:], params["w"], params["bias"]
+    A, D, dt_bias = params["A"], params["D"], params["dt_bias"]
+    proj = torch.randn(1, T, CONV_DIM + HEADS, dtype=dtype)
+    xbc = proj[..., :CONV_DIM].transpose(1, 2)
+    conv_cmp = _compiled(tm.causal_conv1d_fn)
+    _row(f"conv1d prefill {T} {name}",
+         lambda: kernel.causal_conv1d_fn(xbc, w, bias, activation="silu"),
+         lambda: tm.causal_conv1d_fn(xbc, w, bias, activation="silu"),
+         lambda: conv_cmp(xbc, w, bias, activation="silu"), min_run_time)
+    act = torch.randn(1, T, CONV_DIM, dtype=dtype)
+    x = act[..., :INNER].view(1, T, HEADS, HEADDIM)
+    B = act[..., INNER: INNER + DSTATE].view(1, T, GROUPS, DSTATE)
+    C = act[..., INNER + DSTATE:].view(1, T, GROUPS, DSTATE)
+    dt = proj[..., CONV_DIM:]
+    kw: dict[str, Any] = dict(D=D, dt_bias=dt_bias, dt_softplus=True, return_final_states=True,
+                              dt_limit=(0.0, float("inf")))
+    scan_cmp = _compiled(tm.mamba2_chunk_scan)
+    _row(f"mamba2 chunk scan {T} {name}",
+         lambda: kernel.mamba_chunk_scan_combined(x, dt, A, B, C, CHUNK, **kw),
+         lambda: tm.mamba2_chunk_scan(x, dt, A, B, C, CHUNK, **kw),
+         lambda: scan_cmp(x, dt, A, B, C, CHUNK, **kw), min_run_time)
+
+
+def _decode(kernel: ModuleType, tm: ModuleType, dtype: torch.dtype, batch: int,
+            params: dict[str, torch.Tensor], min_run_time: float) -> None:
+    """One token, with the arguments as Mamba2's decode passes them (broadcast views)."""
+    name, w, bias = str(dtype)[6:], params["w"], params["bias"]
+    state = torch.randn(batch, HEADS, HEADDIM, DSTATE)
+    x = torch.randn(batch, HEADS, HEADDIM, dtype=dtype)
+    dt = torch.randn(batch, HEADS, 1, dtype=dtype).expand(-1, -1, HEADDIM)
+    A = params["A"][:, None, None].expand(-1, HEADDIM, DSTATE)
+    B = torch.randn(batch, GROUPS, DSTATE, dtype=dtype)
+    C = torch.randn(batch, GROUPS, DSTATE, dtype=dtype)
+    D, dt_bias = params["D"][:, None].expand(-1, HEADDIM), params["dt_bias"][:, None].expand(-1, HEADDIM)
+    step_cmp = _compiled(tm.mamba2_selective_state_update)
+    _row(f"mamba2 decode step b{batch} {name}",
+         lambda: kernel.selective_state_update(state, x, dt, A, B, C, D, dt_bias=dt_bias, dt_softplus=True),
+         lambda: tm.mamba2_selective_state_update(state, x, dt, A, B, C, D, dt_bias=dt_bias, dt_softplus=True),
+         lambda: step_cmp(state, x, dt, A, B, C, D, dt_bias=dt_bias, dt_softplus=True), min_run_time)
+    cstate = torch.randn(batch, CONV_DIM, WIDTH, dtype=dtype)
+    xs = torch.randn(batch, CONV_DIM, 1, dtype=dtype)
+    upd_cmp = _compiled(tm.causal_conv1d_update)
+    _row(f"conv1d decode step b{batch} {name}",
+         lambda: kernel.causal_conv1d_update(xs, cstate, w, bias, activation="silu"),
+         lambda: tm.causal_conv1d_update(xs, cstate, w, bias, activation="silu"),
+         lambda: upd_cmp(xs, cstate, w, bias, activation="silu"), min_run_time)
+
+
+def mamba2(kernel: ModuleType, tm: ModuleType, dtype: torch.dtype, tokens: list[int],
+           min_run_time: float) -> None:
+    params = dict(A=-torch.exp(torch.rand(HEADS) * 2), D=torch.randn(HEADS),
+                  dt_bias=torch.randn(HEADS) - 2,
+                  w=torch.randn(CONV_DIM, WIDTH, dtype=dtype) * 0.3,
+                  bias=torch.randn(CONV_DIM, dtype=dtype))
+    for T in tokens:
+        _prefill(kernel, tm, dtype, T, params, min_run_time)
+    for batch in (1, 8):
+        _decode(kernel, tm, dtype, batch, params, min_run_time)
+
+
+def _mamba1_case(kernel: ModuleType, tm1: ModuleType, dtype: torch.dtype, T: int,
+                 min_run_time: float) -> None:
+    A = -torch.exp(torch.rand(M1_INNER, M1_DSTATE))
+    u = torch.randn(1, M1_INNER, T, dtype=dtype)
+    delta, z = torch.randn_like(u), torch.randn_like(u)
+    B = torch.randn(1, T, M1_DSTATE, dtype=dtype).transpose(1, 2)
+    C = torch.randn(1, T, M1_DSTATE, dtype=dtype).transpose(1, 2)
+    kw: dict[str, Any] = dict(D=torch.randn(M1_INNER), z=z, delta_bias=torch.randn(M1_INNER) - 2,
+                              delta_softplus=True, return_last_state=True)
+    cmp = _compiled(tm1.mamba_selective_scan)
+    _row(f"mamba1 selective scan {T} {str(dtype)[6:]}",
+         lambda: kernel.selective_scan_fn(u, delta, A, B, C, **kw),
+         lambda: tm1.mamba_selective_scan(u, delta, A, B, C, **kw),
+         lambda: cmp(u, delta, A, B, C, **kw), min_run_time)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("path", type=Path, help="built variant (or kernel) path")
+    parser.add_argument("--tokens", type=int, nargs="+", default=[256, 1024])
+    parser.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
+    parser.add_argument("--capability", choices=["DEFAULT", "AVX2", "AVX512", "AVX512_BF16"])
+    parser.add_argument("--min-run-time", type=float, default=0.5)
+    parser.add_argument("--mamba1", action=argparse.BooleanOptionalAction, default=True)
+    args = parser.parse_args(argv)
+    torch._dynamo.config.recompile_limit = 64
+    logging.getLogger("transformers").setLevel(logging.ERROR)  # the fallback warning, once per name
+
+    import kernelhub
+    from transformers.models.mamba import modeling_mamba as tm1
+    from transformers.models.mamba2 import modeling_mamba2 as tm
+
+    kernel = kernelhub.get_local_kernel(args.path)
+    if args.capability is not None:
+        kernel.set_cpu_capability(args.capability)
+    torch.manual_seed(0)
+    print(cpu_header())
+    print(f"threads {torch.get_num_threads()}, loops {kernel.cpu_capability()}; eager = "
+          "Transformers' PyTorch fallback, compile = torch.compile of it; ratios: their time / ours")
+    print(f"  {'case':<34}{'ours ms':>10}{'eager ms':>10}{'compile':>10}{'eager/us':>10}{'cmp/us':>10}")
+    with torch.inference_mode():
+        for name in args.dtypes:
+            mamba2(kernel, tm, getattr(torch, name), args.tokens, args.min_run_time)
+        if args.mamba1:
+            for name in args.dtypes:
+                for T in [t for t in args.tokens if t <= 256]:  # PyTorch's loop is slow
+                    _mamba1_case(kernel, tm1, getattr(torch, name), T, args.min_run_time)
+
+
+if __name__ == "__main__":
+    main()

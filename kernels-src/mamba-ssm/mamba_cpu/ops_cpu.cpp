@@ -1,0 +1,112 @@
+// The CPU backend: choose the loop copy for this CPU (kernels_<cap>.cpp) and
+// split each op's work items over torch's thread pool.
+#include "../mamba_common/backend.h"
+#include "../torch-ext/torch_binding.h"
+#include "kernels.h"
+
+#include <ATen/Version.h>
+#include <ATen/Parallel.h>
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <atomic>
+#include <string>
+
+namespace mamba_ssm {
+namespace {
+
+bool cpu_has_avx512_bf16() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  return __builtin_cpu_supports("avx512bf16");
+#else
+  return false;
+#endif
+}
+
+// The loops torch itself would use on this CPU (it honours ATEN_CPU_CAPABILITY),
+// limited to those compiled here; AVX512_BF16 is AVX512 plus the bf16 extension.
+const CpuTable* table_for(const std::string& capability) {
+  const std::string torch_best = at::get_cpu_capability();
+  const bool avx512_ok = torch_best == "AVX512";
+  const bool avx2_ok = avx512_ok || torch_best == "AVX2";
+  if (capability == "AVX512_BF16") {
+    return avx512_ok && cpu_has_avx512_bf16() ? cpu_table_AVX512_BF16() : nullptr;
+  }
+  if (capability == "AVX512") return avx512_ok ? cpu_table_AVX512() : nullptr;
+  if (capability == "AVX2") return avx2_ok ? cpu_table_AVX2() : nullptr;
+  if (capability == "DEFAULT") return cpu_table_DEFAULT();
+  return nullptr;
+}
+
+const CpuTable* best_table() {
+  for (const char* capability : {"AVX512_BF16", "AVX512", "AVX2"}) {
+    if (const CpuTable* table = table_for(capability)) return table;
+  }
+  return cpu_table_DEFAULT();
+}
+
+std::atomic<const CpuTable*>& active_table() {
+  static std::atomic<const CpuTable*> table{best_table()};
+  return table;
+}
+
+// Split `items` work items so each task gets about `work_per_task` flops'
+// worth (`work_per_item` each): a decode step of one sequence (~1.5 M flops for
+// a Mamba-2 layer) stays on the calling thread, where waking the pool costs
+// more than it saves (and far more on a machine other processes keep busy).
+template <typename F>
+void parallel(int64_t items, int64_t work_per_item, F&& body) {
+  constexpr int64_t work_per_task = 1 << 21;
+  const int64_t grain = std::max<int64_t>(1, work_per_task / std::max<int64_t>(1, work_per_item));
+  at::parallel_for(0, items, grain, [&](int64_t begin, int64_t end) { body(begin, end); });
+}
+
+}  // namespace
+
+void run_conv(const ConvArgs& a) {
+  const CpuTable* t = active_table().load();
+  if (a.x_sd == 1 && a.o_sd == 1) {
+    parallel(a.batch * a.len, a.dim * a.width,
+             [&](int64_t b, int64_t e) { t->conv(a, b, e); });
+  } else {
+    parallel(a.batch * a.dim, a.len * a.width,
+             [&](int64_t b, int64_t e) { t->conv(a, b, e); });
+  }
+}
+
+void run_conv_update(const ConvUpdateArgs& a) {
+  const CpuTable* t = active_table().load();
+  parallel(a.batch * a.dim, (a.len + a.state_len) * a.width,
+           [&](int64_t b, int64_t e) { t->conv_update(a, b, e); });
+}
+
+void run_scan(const ScanArgs& a) {
+  const CpuTable* t = active_table().load();
+  parallel(a.batch * a.heads, std::max<int64_t>(1, a.len) * a.headdim * a.dstate * 4,
+           [&](int64_t b, int64_t e) { t->scan(a, b, e); });
+}
+
+void run_step(const StepArgs& a) {
+  const CpuTable* t = active_table().load();
+  parallel(a.batch * a.heads, a.headdim * a.dstate * 4,
+           [&](int64_t b, int64_t e) { t->step(a, b, e); });
+}
+
+void run_selective_scan(const SelectiveScanArgs& a) {
+  const CpuTable* t = active_table().load();
+  parallel(a.batch * a.dim, a.len * a.dstate * 8,
+           [&](int64_t b, int64_t e) { t->selective_scan(a, b, e); });
+}
+
+}  // namespace mamba_ssm
+
+std::string cpu_capability() { return mamba_ssm::active_table().load()->capability; }
+
+std::string set_cpu_capability(const std::string& capability) {
+  const mamba_ssm::CpuTable* table = mamba_ssm::table_for(capability);
+  TORCH_CHECK(table != nullptr, "set_cpu_capability: '", capability,
+              "' is not available here (one of DEFAULT, AVX2, AVX512, AVX512_BF16 that this CPU "
+              "supports; torch reports ",
+              at::get_cpu_capability(), ")");
+  return mamba_ssm::active_table().exchange(table)->capability;
+}
