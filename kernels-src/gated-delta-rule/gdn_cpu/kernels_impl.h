@@ -13,6 +13,7 @@
 // outputs are exp(G) Q S + (exp(G_i - G_j) q_i.k_j)_{j<=i} U, and the state
 // becomes exp(G_L) S + (exp(G_L - G) K)^T U. Inputs of any float dtype are
 // widened to float32 row by row; every sum runs in float32.
+#include "gemm.h"
 #include "kernels.h"
 
 #include <c10/util/BFloat16.h>
@@ -126,14 +127,18 @@ template <typename T>
 void chunked_range(const GdnArgs& a, int64_t begin, int64_t end) {
   const int64_t C = a.chunk, dk = a.dk, dv = a.dv;
   const int64_t group = a.hv / a.hk;
-  std::vector<float> q(C * dk), k(C * dk), u(C * dv), o(C * dv), attn(C * C), ut(C * C);
-  std::vector<float> G(C), beta(C), w(C), ks(4 * dv);
+  // qk holds the chunk's L queries in rows [0, L) and its keys in rows
+  // [L, 2L), so one product reads S for both and one gives q.k and k.k.
+  std::vector<float> qk(2 * C * dk), u(C * dv), o(2 * C * dv), prod(2 * C * C), kw(C * dk);
+  std::vector<float> G(C), beta(C);
+  float* q = qk.data();
   for (int64_t task = begin; task < end; ++task) {
     const HeadView hv{task / a.hv, task % a.hv, (task % a.hv) / group};
     float* S = a.state + task * dk * dv;
     for (int64_t t0 = 0; t0 < a.seq; t0 += C) {
       const int64_t L = std::min(C, a.seq - t0);
-      load_tokens<T>(a, hv, t0, L, q.data(), k.data(), u.data());
+      float* k = q + L * dk;
+      load_tokens<T>(a, hv, t0, L, q, k, u.data());
       float running = 0.f;
       for (int64_t i = 0; i < L; ++i) {
         const int64_t gi = gate_index(a, hv, t0 + i);
@@ -141,72 +146,57 @@ void chunked_range(const GdnArgs& a, int64_t begin, int64_t end) {
         G[i] = running;
         beta[i] = a.beta[gi];
       }
-      // The decayed products inside the chunk: attn (q.k, j <= i) and the
-      // strictly lower UT system (beta k.k, j < i).
+      // prod rows [0, L): q.k (the attention), rows [L, 2L): k.k (the UT system);
+      // o rows [0, L): S^T q, rows [L, 2L): S^T k.
+      mm_nt(2 * L, L, dk, 1.f, q, dk, k, dk, 0.f, prod.data(), C);
+      mm_nn(2 * L, dv, dk, 1.f, q, dk, S, dv, 0.f, o.data(), dv);
       for (int64_t i = 0; i < L; ++i) {
-        const float* qi = q.data() + i * dk;
-        const float* ki = k.data() + i * dk;
+        float* attn = prod.data() + i * C;
+        float* ut = prod.data() + (L + i) * C;
         for (int64_t j = 0; j <= i; ++j) {
-          const float* kj = k.data() + j * dk;
           const float decay = std::exp(G[i] - G[j]);
-          attn[i * C + j] = decay * dot(qi, kj, dk);
-          if (j < i) {
-            ut[i * C + j] = beta[i] * decay * dot(ki, kj, dk);
-          }
+          attn[j] *= decay;
+          ut[j] *= beta[i] * decay;
         }
-      }
-      // What the state carried in predicts: u_i = beta_i (v_i - exp(G_i) S^T k_i)
-      // and the inter-chunk output o_i = exp(G_i) S^T q_i, one pass over S
-      // per four rows so S's rows are reused while in L1.
-      std::fill(o.begin(), o.begin() + L * dv, 0.f);
-      for (int64_t i0 = 0; i0 < L; i0 += 4) {
-        const int64_t rows = std::min<int64_t>(4, L - i0);
-        std::fill(ks.begin(), ks.end(), 0.f);
-        for (int64_t d = 0; d < dk; ++d) {
-          const float* s = S + d * dv;
-          for (int64_t r = 0; r < rows; ++r) {
-            axpy(ks.data() + r * dv, k[(i0 + r) * dk + d], s, dv);
-            axpy(o.data() + (i0 + r) * dv, q[(i0 + r) * dk + d], s, dv);
-          }
+        for (int64_t j = i + 1; j < L; ++j) {
+          attn[j] = 0.f;
         }
-        for (int64_t r = 0; r < rows; ++r) {
-          const int64_t i = i0 + r;
-          const float eg = std::exp(G[i]);
-          float* ui = u.data() + i * dv;
+        // What the state carried in predicts: u_i = beta_i (v_i - exp(G_i) S^T k_i),
+        // and the inter-chunk output exp(G_i) S^T q_i.
+        const float eg = std::exp(G[i]);
+        float* ui = u.data() + i * dv;
+        const float* ks = o.data() + (L + i) * dv;
 #pragma omp simd
-          for (int64_t c = 0; c < dv; ++c) {
-            ui[c] = beta[i] * (ui[c] - eg * ks[r * dv + c]);
-          }
-          scale_row(o.data() + i * dv, eg, dv);
+        for (int64_t c = 0; c < dv; ++c) {
+          ui[c] = beta[i] * (ui[c] - eg * ks[c]);
         }
+        scale_row(o.data() + i * dv, eg, dv);
       }
       // Forward substitution through (I + A): the new values of the chunk.
       for (int64_t i = 1; i < L; ++i) {
         float* ui = u.data() + i * dv;
+        const float* ut = prod.data() + (L + i) * C;
         for (int64_t j = 0; j < i; ++j) {
-          axpy(ui, -ut[i * C + j], u.data() + j * dv, dv);
+          axpy(ui, -ut[j], u.data() + j * dv, dv);
         }
       }
+      // Intra-chunk outputs, added to the inter-chunk ones.
+      mm_nn(L, dv, L, 1.f, prod.data(), C, u.data(), dv, 1.f, o.data(), dv);
       for (int64_t i = 0; i < L; ++i) {
-        float* oi = o.data() + i * dv;
-        for (int64_t j = 0; j <= i; ++j) {
-          axpy(oi, attn[i * C + j], u.data() + j * dv, dv);
-        }
-        store_row(oi, out_row<T>(a, hv, t0 + i), dv);
+        store_row(o.data() + i * dv, out_row<T>(a, hv, t0 + i), dv);
       }
-      // The state at the end of the chunk.
+      // The state at the end of the chunk: exp(G_L) S + (exp(G_L - G) K)^T U.
       const float last = G[L - 1];
       for (int64_t j = 0; j < L; ++j) {
-        w[j] = std::exp(last - G[j]);
-      }
-      const float chunk_decay = std::exp(last);
-      for (int64_t d = 0; d < dk; ++d) {
-        float* s = S + d * dv;
-        scale_row(s, chunk_decay, dv);
-        for (int64_t j = 0; j < L; ++j) {
-          axpy(s, w[j] * k[j * dk + d], u.data() + j * dv, dv);
+        const float w = std::exp(last - G[j]);
+        const float* kj = k + j * dk;
+        float* kwj = kw.data() + j * dk;
+#pragma omp simd
+        for (int64_t d = 0; d < dk; ++d) {
+          kwj[d] = w * kj[d];
         }
       }
+      mm_tn(dk, dv, L, 1.f, kw.data(), dk, u.data(), dv, std::exp(last), S, dv);
     }
   }
 }
