@@ -50,13 +50,23 @@ class GatedDeltaRule(Benchmark):
 
     def _chunk(self):
         self.out = self.kernel.chunk_gated_delta_rule(
-            self.q, self.k, self.v, g=self.g, beta=self.beta, initial_state=self.state,
+            self.q,
+            self.k,
+            self.v,
+            g=self.g,
+            beta=self.beta,
+            initial_state=self.state,
             use_qk_l2norm_in_kernel=True,
         )[0]
 
     def _decode(self):
         self.out = self.kernel.fused_recurrent_gated_delta_rule(
-            self.q, self.k, self.v, g=self.g, beta=self.beta, initial_state=self.state,
+            self.q,
+            self.k,
+            self.v,
+            g=self.g,
+            beta=self.beta,
+            initial_state=self.state,
             use_qk_l2norm_in_kernel=True,
         )[0]
 

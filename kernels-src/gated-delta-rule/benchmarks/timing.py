@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from types import ModuleType
 
 import torch
 import torch.nn.functional as F
@@ -65,6 +66,28 @@ def case(label: str, ours, theirs, compiled, x: dict, min_run_time: float, round
     )
 
 
+def layer_case(kernel: ModuleType, name: str, seq: int, min_run_time: float, rounds: int) -> None:
+    """The whole Qwen3_5GatedDeltaNet (hidden 1024, the issue's tiny-but-real shape, with
+    the real head counts and dims), PyTorch's forward vs this kernel's layer forward."""
+    from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5GatedDeltaNet, Qwen3_5TextConfig
+
+    config = Qwen3_5TextConfig(
+        hidden_size=1024, num_hidden_layers=1, layer_types=["linear_attention"]
+    )
+    dtype = getattr(torch, name)
+    layer = Qwen3_5GatedDeltaNet(config, 0).to(dtype).eval()
+    ours = kernel.layers.Qwen3_5GatedDeltaNet.forward.__get__(layer)  # what kernelize does
+    x = torch.randn(1, seq, 1024, dtype=dtype)
+    with torch.no_grad():
+        t = interleaved(
+            {"kernel": lambda: ours(x), "pytorch": lambda: layer(x)}, min_run_time, rounds=rounds
+        )
+    print(
+        f"  {name + ' layer prefill ' + str(seq):<26}{t['kernel'] * 1e3:11.3f}{t['pytorch'] * 1e3:12.3f}"
+        f"{'-':>12}{t['pytorch'] / t['kernel']:11.2f}x{'-':>11}"
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("path", type=Path, help="built variant (or kernel) path")
@@ -72,6 +95,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
     parser.add_argument("--min-run-time", type=float, default=2.0)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--layer",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also the whole layer at prefill 256 (default on)",
+    )
     args = parser.parse_args(argv)
     torch._dynamo.config.recompile_limit = 64
     import kernelhub
