@@ -7,8 +7,10 @@
 #include "../torch-ext/gdn_common.h"
 #include "../torch-ext/torch_binding.h"
 
-#include <ATen/cuda/CUDAContext.h>
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
@@ -124,7 +126,7 @@ std::tuple<at::Tensor, at::Tensor> run(const char* op, const at::Tensor& q_in,
          v.stride(0), v.stride(1), v.stride(2), static_cast<float>(scale), l2norm};
   const int threads = static_cast<int>(s.dv < 128 ? ((s.dv + 31) / 32) * 32 : 128);
   const size_t smem = 2 * s.dk * sizeof(float);
-  const auto stream = at::cuda::getCurrentCUDAStream();
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   const unsigned blocks = static_cast<unsigned>(s.batch * s.hv);
   switch (q.scalar_type()) {
     case at::kBFloat16:

@@ -14,8 +14,8 @@ import torch
 transformers = pytest.importorskip("transformers")
 kernelhub = pytest.importorskip("kernelhub")
 
-from kernelhub import LocalLayerRepository, Mode, kernelize, use_kernel_mapping  # noqa: E402
-from kernelhub.layer import kernel_of  # noqa: E402
+from kernelhub import LocalFuncRepository, LocalLayerRepository, Mode, kernelize, use_kernel_mapping  # noqa: E402
+from kernelhub.layer import get_kernelized_layers, kernel_of  # noqa: E402
 from transformers.models.qwen3_5 import Qwen3_5ForCausalLM, Qwen3_5TextConfig  # noqa: E402
 
 VARIANT = os.environ.get("KERNELHUB_TEST_VARIANT")
@@ -84,3 +84,25 @@ def test_training_gradients_match_pytorch():
     for (name, p), q in zip(model.named_parameters(), ours.parameters(), strict=True):
         assert q.grad is not None, name
         torch.testing.assert_close(q.grad, p.grad, atol=1e-4, rtol=1e-3, msg=name)
+
+
+def test_function_entries_swap_the_models_fallbacks():
+    """Transformers also maps the two functions by name (``use_kernelized_func``): with
+    only those entries the model's own layer runs, calling this kernel's functions."""
+    model = tiny_model(torch.float32)
+    swapped = copy.deepcopy(model)
+    names = ("chunk_gated_delta_rule", "fused_recurrent_gated_delta_rule")
+    mapping = {name: {"cpu": LocalFuncRepository(VARIANT, func_name=name)} for name in names}
+    with use_kernel_mapping(mapping, inherit_mapping=False):
+        kernelize(swapped, mode=Mode.INFERENCE, device="cpu")
+    layer = swapped.model.layers[0].linear_attn
+    assert kernel_of(layer) is None  # the layer itself keeps PyTorch's forward
+    funcs = {func for (_, func) in get_kernelized_layers(swapped).funcs}
+    assert set(names) <= funcs, f"both functions should run this kernel, got {funcs}"
+    ids = torch.randint(0, 96, (1, 40), generator=torch.Generator().manual_seed(5))
+    generate = dict(max_new_tokens=5, do_sample=False, use_cache=True)
+    with torch.no_grad():
+        torch.testing.assert_close(
+            swapped(ids).logits, model(ids).logits, **TOLERANCE[torch.float32]
+        )
+    assert torch.equal(swapped.generate(ids, **generate), model.generate(ids, **generate))

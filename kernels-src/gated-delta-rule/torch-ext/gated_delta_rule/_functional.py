@@ -73,3 +73,12 @@ def fused_recurrent_gated_delta_rule(
     else:
         out, state = ops.recurrent_gated_delta_rule_fwd(*args)
     return out, state if output_final_state else None
+
+
+# Read by kernelize when it wraps these functions in pure layers: both have gradients
+# (``_autograd``); torch.compile is left to PyTorch, since the backward's recompute
+# calls autograd itself.
+for _func in (chunk_gated_delta_rule, fused_recurrent_gated_delta_rule):
+    _func.has_backward = True  # type: ignore[attr-defined]
+    _func.can_torch_compile = False  # type: ignore[attr-defined]
+del _func
