@@ -91,7 +91,9 @@ def _prefill(
 class Qwen3_5GatedDeltaNet(nn.Module):
     """Qwen3.5 / Qwen3-Next gated delta net with the gated delta rule kernels."""
 
-    can_torch_compile = True
+    # Not yet run under torch.compile (the ops have fake implementations, but the
+    # training path's recomputing backward calls autograd itself): compile keeps PyTorch.
+    can_torch_compile = False
     has_backward = True
 
     def forward(
