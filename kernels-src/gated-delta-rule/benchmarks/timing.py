@@ -1,0 +1,145 @@
+"""Time the gated delta rule at Qwen3.5 / Qwen3-Next shapes: this kernel vs the PyTorch
+fallbacks Transformers runs today and torch.compile of them.
+
+Usage (a built variant dir, or any path kernelhub.get_local_kernel accepts):
+
+    python benchmarks/timing.py build/gated-delta-rule/torch213-cxx11-cpu-x86_64-linux
+
+Shapes: 16 key heads, 32 value heads, head dims 128 (the Qwen3.5 config defaults, as in
+Qwen3-Next), batch 1; prefill of --seqs tokens (``chunk_gated_delta_rule``) and one decode
+token against a state (``fused_recurrent_gated_delta_rule``), q/k L2-normalised in the
+kernel as the models call it. Ratios are the baseline's time over ours, one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from types import ModuleType
+
+import torch
+import torch.nn.functional as F
+from kernelhub.benchmarking import cpu_header, interleaved
+
+KEY_HEADS, VALUE_HEADS, DIM = 16, 32, 128
+
+
+def fallbacks():
+    """Transformers' fallbacks (the torch functions under its hub wrappers)."""
+    from transformers.models.qwen3_5 import modeling_qwen3_5 as m
+
+    return (
+        getattr(m.torch_chunk_gated_delta_rule, "__wrapped__", m.torch_chunk_gated_delta_rule),
+        getattr(
+            m.torch_recurrent_gated_delta_rule, "__wrapped__", m.torch_recurrent_gated_delta_rule
+        ),
+    )
+
+
+def inputs(seq: int, dtype: torch.dtype) -> dict:
+    return dict(
+        query=torch.randn(1, seq, KEY_HEADS, DIM, dtype=dtype),
+        key=torch.randn(1, seq, KEY_HEADS, DIM, dtype=dtype),
+        value=torch.randn(1, seq, VALUE_HEADS, DIM, dtype=dtype),
+        g=-F.softplus(torch.randn(1, seq, VALUE_HEADS)),
+        beta=torch.rand(1, seq, VALUE_HEADS, dtype=dtype),
+        initial_state=0.1 * torch.randn(1, VALUE_HEADS, DIM, DIM),
+    )
+
+
+def case(label: str, ours, theirs, compiled, x: dict, min_run_time: float, rounds: int) -> None:
+    kwargs = dict(output_final_state=True, use_qk_l2norm_in_kernel=True)
+    for _ in range(2):  # compile and reach the steady state before timing
+        compiled(**x, **kwargs)
+    t = interleaved(
+        {
+            "kernel": lambda: ours(**x, **kwargs),
+            "fallback": lambda: theirs(**x, **kwargs),
+            "compile": lambda: compiled(**x, **kwargs),
+        },
+        min_run_time,
+        rounds=rounds,
+    )
+    print(
+        f"  {label:<26}{t['kernel'] * 1e3:11.3f}{t['fallback'] * 1e3:12.3f}{t['compile'] * 1e3:12.3f}"
+        f"{t['fallback'] / t['kernel']:11.2f}x{t['compile'] / t['kernel']:11.2f}x"
+    )
+
+
+def layer_case(kernel: ModuleType, name: str, seq: int, min_run_time: float, rounds: int) -> None:
+    """The whole Qwen3_5GatedDeltaNet (hidden 1024, the issue's tiny-but-real shape, with
+    the real head counts and dims), PyTorch's forward vs this kernel's layer forward."""
+    from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5GatedDeltaNet, Qwen3_5TextConfig
+
+    config = Qwen3_5TextConfig(
+        hidden_size=1024, num_hidden_layers=1, layer_types=["linear_attention"]
+    )
+    dtype = getattr(torch, name)
+    layer = Qwen3_5GatedDeltaNet(config, 0).to(dtype).eval()
+    ours = kernel.layers.Qwen3_5GatedDeltaNet.forward.__get__(layer)  # what kernelize does
+    x = torch.randn(1, seq, 1024, dtype=dtype)
+    with torch.no_grad():
+        t = interleaved(
+            {"kernel": lambda: ours(x), "pytorch": lambda: layer(x)}, min_run_time, rounds=rounds
+        )
+    print(
+        f"  {name + ' layer prefill ' + str(seq):<26}{t['kernel'] * 1e3:11.3f}{t['pytorch'] * 1e3:12.3f}"
+        f"{'-':>12}{t['pytorch'] / t['kernel']:11.2f}x{'-':>11}"
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("path", type=Path, help="built variant (or kernel) path")
+    parser.add_argument("--seqs", type=int, nargs="+", default=[256, 1024])
+    parser.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
+    parser.add_argument("--min-run-time", type=float, default=2.0)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--layer",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also the whole layer at prefill 256 (default on)",
+    )
+    args = parser.parse_args(argv)
+    torch._dynamo.config.recompile_limit = 64
+    import kernelhub
+
+    kernel = kernelhub.get_local_kernel(args.path)
+    chunk_ref, recurrent_ref = fallbacks()
+    chunk_compiled = torch.compile(chunk_ref, dynamic=False)
+    recurrent_compiled = torch.compile(recurrent_ref, dynamic=False)
+    print(cpu_header())
+    print(
+        f"gated delta rule, {KEY_HEADS} key / {VALUE_HEADS} value heads, head dims {DIM}, batch 1 "
+        f"(loops {kernel.cpu_capability()}); ratios: baseline time / kernel time"
+    )
+    print(
+        f"  {'case':<26}{'kernel ms':>11}{'fallback ms':>12}{'compile ms':>12}"
+        f"{'vs fallback':>12}{'vs compile':>11}"
+    )
+    for name in args.dtypes:
+        dtype = getattr(torch, name)
+        for seq in args.seqs:
+            case(
+                f"{name} prefill {seq}",
+                kernel.chunk_gated_delta_rule,
+                chunk_ref,
+                chunk_compiled,
+                inputs(seq, dtype),
+                args.min_run_time,
+                args.rounds,
+            )
+        case(
+            f"{name} decode 1",
+            kernel.fused_recurrent_gated_delta_rule,
+            recurrent_ref,
+            recurrent_compiled,
+            inputs(1, dtype),
+            args.min_run_time,
+            args.rounds,
+        )
+
+
+if __name__ == "__main__":
+    main()

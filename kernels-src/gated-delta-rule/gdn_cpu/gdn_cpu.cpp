@@ -1,0 +1,144 @@
+// The CPU ops: check arguments, widen g/beta to float32, start the state, and
+// hand plain pointers to the loops for this CPU, one thread per group of
+// (batch, value head) problems.
+#include "../torch-ext/gdn_common.h"
+#include "../torch-ext/torch_binding.h"
+#include "kernels.h"
+
+#include <ATen/Parallel.h>
+#include <ATen/Version.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace gdn_cpu {
+namespace {
+
+bool cpu_supports(const char* feature) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  if (std::strcmp(feature, "avx512") == 0) {
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  }
+  if (std::strcmp(feature, "avx512bf16") == 0) {
+    return __builtin_cpu_supports("avx512bf16");
+  }
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+  (void)feature;
+  return false;
+#endif
+}
+
+// The loops this CPU can run, limited to those compiled. The loops use no ATen
+// vector code, so torch's own choice (AVX2 on some AVX-512 CPUs) does not bind
+// them, except where the user caps it with ATEN_CPU_CAPABILITY.
+const KernelTable* table_for(const std::string& capability) {
+  const bool capped = std::getenv("ATEN_CPU_CAPABILITY") != nullptr;
+  const std::string torch_best = at::get_cpu_capability();
+  const bool avx512_ok = cpu_supports("avx512") && (!capped || torch_best == "AVX512");
+  const bool avx2_ok = cpu_supports("avx2") && (!capped || avx512_ok || torch_best == "AVX2");
+  if (capability == "AVX512_BF16") {
+    return avx512_ok && cpu_supports("avx512bf16") ? kernel_table_AVX512_BF16() : nullptr;
+  }
+  if (capability == "AVX512") {
+    return avx512_ok ? kernel_table_AVX512() : nullptr;
+  }
+  if (capability == "AVX2") {
+    return avx2_ok ? kernel_table_AVX2() : nullptr;
+  }
+  if (capability == "DEFAULT") {
+    return kernel_table_DEFAULT();
+  }
+  return nullptr;
+}
+
+const KernelTable* best_table() {
+  for (const char* capability : {"AVX512_BF16", "AVX512", "AVX2"}) {
+    if (const KernelTable* table = table_for(capability)) {
+      return table;
+    }
+  }
+  return kernel_table_DEFAULT();
+}
+
+std::atomic<const KernelTable*>& active_table() {
+  static std::atomic<const KernelTable*> table{best_table()};
+  return table;
+}
+
+void fill_strides(int64_t* dst, const at::Tensor& t) {
+  dst[0] = t.stride(0);
+  dst[1] = t.stride(1);
+  dst[2] = t.stride(2);
+}
+
+// The head dimension must have unit stride; anything else is copied once.
+at::Tensor rows_contiguous(const at::Tensor& t) {
+  return t.stride(3) == 1 ? t : t.contiguous();
+}
+
+std::tuple<at::Tensor, at::Tensor> run(const char* op, const at::Tensor& q_in,
+                                       const at::Tensor& k_in, const at::Tensor& v_in,
+                                       const at::Tensor& g_in, const at::Tensor& beta_in,
+                                       double scale, const std::optional<at::Tensor>& initial_state,
+                                       bool l2norm, int64_t chunk, bool chunked) {
+  const gdn_common::Shape s = gdn_common::check(op, q_in, k_in, v_in, g_in, beta_in, initial_state);
+  TORCH_CHECK_VALUE(q_in.device().is_cpu(), op, ": expected CPU tensors, got ", q_in.device());
+  const at::Tensor q = rows_contiguous(q_in), k = rows_contiguous(k_in), v = rows_contiguous(v_in);
+  const at::Tensor g = g_in.to(at::kFloat).contiguous();
+  const at::Tensor beta = beta_in.to(at::kFloat).contiguous();
+  at::Tensor state = gdn_common::start_state(s, initial_state, q.options());
+  at::Tensor out = at::empty({s.batch, s.seq, s.hv, s.dv}, v.options());
+  if (s.batch * s.hv == 0 || s.seq == 0) {
+    return {out, state};
+  }
+  GdnArgs args{q.const_data_ptr(), k.const_data_ptr(), v.const_data_ptr(), g.const_data_ptr<float>(),
+               beta.const_data_ptr<float>(), state.data_ptr<float>(), out.data_ptr(),
+               s.batch, s.seq, s.hk, s.hv, s.dk, s.dv, {}, {}, {},
+               static_cast<float>(scale), l2norm, chunk, q.scalar_type()};
+  fill_strides(args.q_stride, q);
+  fill_strides(args.k_stride, k);
+  fill_strides(args.v_stride, v);
+  const KernelTable* table = active_table().load();
+  const auto loop = chunked ? table->chunked : table->recurrent;
+  at::parallel_for(0, s.batch * s.hv, 1,
+                   [&](int64_t begin, int64_t end) { loop(args, begin, end); });
+  return {out, state};
+}
+
+}  // namespace
+}  // namespace gdn_cpu
+
+std::tuple<at::Tensor, at::Tensor> chunk_gated_delta_rule_fwd(
+    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& g,
+    const at::Tensor& beta, double scale, const std::optional<at::Tensor>& initial_state,
+    bool use_qk_l2norm, int64_t chunk_size) {
+  TORCH_CHECK_VALUE(chunk_size >= 1 && chunk_size <= 256,
+                    "chunk_gated_delta_rule: chunk_size must be in [1, 256], got ", chunk_size);
+  return gdn_cpu::run("chunk_gated_delta_rule", q, k, v, g, beta, scale, initial_state,
+                      use_qk_l2norm, chunk_size, true);
+}
+
+std::tuple<at::Tensor, at::Tensor> recurrent_gated_delta_rule_fwd(
+    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& g,
+    const at::Tensor& beta, double scale, const std::optional<at::Tensor>& initial_state,
+    bool use_qk_l2norm) {
+  return gdn_cpu::run("fused_recurrent_gated_delta_rule", q, k, v, g, beta, scale, initial_state,
+                      use_qk_l2norm, 1, false);
+}
+
+std::string cpu_capability() {
+  return gdn_cpu::active_table().load()->capability;
+}
+
+std::string set_cpu_capability(const std::string& capability) {
+  const gdn_cpu::KernelTable* table = gdn_cpu::table_for(capability);
+  TORCH_CHECK_VALUE(table != nullptr, "set_cpu_capability: '", capability,
+                    "' loops are not available on this CPU/build; choose DEFAULT, AVX2, AVX512 or "
+                    "AVX512_BF16 (what this CPU supports)");
+  return gdn_cpu::active_table().exchange(table)->capability;
+}

@@ -1,0 +1,271 @@
+// The gated delta rule loops, compiled once per CPU capability (the including
+// kernels_<capability>.cpp sets the instruction set). Every helper has
+// internal linkage, so the copies never stand in for each other at link time.
+//
+// Per (batch, value head) the state S [Dk, Dv] (float32) follows
+//   S_t = exp(g_t) S_{t-1} + k_t (beta_t (v_t - exp(g_t) S_{t-1}^T k_t))^T,
+//   o_t = S_t^T q_t,
+// read from the Gated DeltaNet paper (Yang, Kautz, Hatamizadeh, 2024). The
+// chunked form applies it C tokens at a time with the UT transform of the
+// DeltaNet chunkwise algorithm (Yang et al., 2024): inside a chunk, with G the
+// running sum of g, A_ij = beta_i exp(G_i - G_j) k_i.k_j (j < i), the new
+// values solve (I + A) U = beta (V - exp(G) K S) by forward substitution, the
+// outputs are exp(G) Q S + (exp(G_i - G_j) q_i.k_j)_{j<=i} U, and the state
+// becomes exp(G_L) S + (exp(G_L - G) K)^T U. Inputs of any float dtype are
+// widened to float32 row by row; every sum runs in float32.
+#include "gemm.h"
+#include "kernels.h"
+
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#ifdef GDN_HW_BF16
+#include <immintrin.h>
+#endif
+
+namespace gdn_cpu {
+namespace {
+
+template <typename T>
+inline void load_row(const T* __restrict src, float* __restrict dst, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    dst[i] = static_cast<float>(src[i]);
+  }
+}
+
+template <typename T>
+inline void store_row(const float* __restrict src, T* __restrict dst, int64_t n) {
+  int64_t i = 0;
+#ifdef GDN_HW_BF16
+  if constexpr (std::is_same_v<T, c10::BFloat16>) {
+    for (; i + 16 <= n; i += 16) {
+      const __m256bh packed = _mm512_cvtneps_pbh(_mm512_loadu_ps(src + i));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), reinterpret_cast<const __m256i&>(packed));
+    }
+  }
+#endif
+  for (; i < n; ++i) {
+    dst[i] = static_cast<T>(src[i]);
+  }
+}
+
+inline float dot(const float* __restrict a, const float* __restrict b, int64_t n) {
+  float acc = 0.f;
+#pragma omp simd reduction(+ : acc)
+  for (int64_t i = 0; i < n; ++i) {
+    acc += a[i] * b[i];
+  }
+  return acc;
+}
+
+// y += a * x
+inline void axpy(float* __restrict y, float a, const float* __restrict x, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    y[i] += a * x[i];
+  }
+}
+
+inline void scale_row(float* __restrict y, float a, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    y[i] *= a;
+  }
+}
+
+// The same normalisation as the models' reference (x / sqrt(sum x^2 + 1e-6)),
+// then the query scale.
+inline void normalize(float* x, int64_t n, bool l2norm, float scale) {
+  float factor = scale;
+  if (l2norm) {
+    factor *= 1.f / std::sqrt(dot(x, x, n) + 1e-6f);
+  }
+  scale_row(x, factor, n);
+}
+
+// Where the rows of one (batch, head) problem live.
+struct HeadView {
+  int64_t b, h, hk;
+};
+
+template <typename T>
+const T* row_of(const void* base, const int64_t* stride, int64_t b, int64_t t, int64_t h) {
+  return static_cast<const T*>(base) + b * stride[0] + t * stride[1] + h * stride[2];
+}
+
+// Rows [t0, t0 + n) of q (scaled), k and v of one head into float buffers.
+template <typename T>
+void load_tokens(const GdnArgs& a, const HeadView& hv, int64_t t0, int64_t n, float* q, float* k,
+                 float* v) {
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t t = t0 + i;
+    load_row(row_of<T>(a.q, a.q_stride, hv.b, t, hv.hk), q + i * a.dk, a.dk);
+    load_row(row_of<T>(a.k, a.k_stride, hv.b, t, hv.hk), k + i * a.dk, a.dk);
+    load_row(row_of<T>(a.v, a.v_stride, hv.b, t, hv.h), v + i * a.dv, a.dv);
+    normalize(q + i * a.dk, a.dk, a.l2norm, a.scale);
+    normalize(k + i * a.dk, a.dk, a.l2norm, 1.f);
+  }
+}
+
+template <typename T>
+T* out_row(const GdnArgs& a, const HeadView& hv, int64_t t) {
+  return static_cast<T*>(a.out) + ((hv.b * a.seq + t) * a.hv + hv.h) * a.dv;
+}
+
+inline int64_t gate_index(const GdnArgs& a, const HeadView& hv, int64_t t) {
+  return (hv.b * a.seq + t) * a.hv + hv.h;
+}
+
+template <typename T>
+void chunked_range(const GdnArgs& a, int64_t begin, int64_t end) {
+  const int64_t C = a.chunk, dk = a.dk, dv = a.dv;
+  const int64_t group = a.hv / a.hk;
+  // qk holds the chunk's L queries in rows [0, L) and its keys in rows
+  // [L, 2L), so one product reads S for both and one gives q.k and k.k.
+  std::vector<float> qk(2 * C * dk), u(C * dv), o(2 * C * dv), prod(2 * C * C), kw(C * dk);
+  std::vector<float> G(C), beta(C);
+  float* q = qk.data();
+  for (int64_t task = begin; task < end; ++task) {
+    const HeadView hv{task / a.hv, task % a.hv, (task % a.hv) / group};
+    float* S = a.state + task * dk * dv;
+    for (int64_t t0 = 0; t0 < a.seq; t0 += C) {
+      const int64_t L = std::min(C, a.seq - t0);
+      float* k = q + L * dk;
+      load_tokens<T>(a, hv, t0, L, q, k, u.data());
+      float running = 0.f;
+      for (int64_t i = 0; i < L; ++i) {
+        const int64_t gi = gate_index(a, hv, t0 + i);
+        running += a.g[gi];
+        G[i] = running;
+        beta[i] = a.beta[gi];
+      }
+      // prod rows [0, L): q.k (the attention), rows [L, 2L): k.k (the UT system);
+      // o rows [0, L): S^T q, rows [L, 2L): S^T k.
+      mm_nt(2 * L, L, dk, 1.f, q, dk, k, dk, 0.f, prod.data(), C);
+      mm_nn(2 * L, dv, dk, 1.f, q, dk, S, dv, 0.f, o.data(), dv);
+      for (int64_t i = 0; i < L; ++i) {
+        float* attn = prod.data() + i * C;
+        float* ut = prod.data() + (L + i) * C;
+        for (int64_t j = 0; j <= i; ++j) {
+          const float decay = std::exp(G[i] - G[j]);
+          attn[j] *= decay;
+          ut[j] *= beta[i] * decay;
+        }
+        for (int64_t j = i + 1; j < L; ++j) {
+          attn[j] = 0.f;
+        }
+        // What the state carried in predicts: u_i = beta_i (v_i - exp(G_i) S^T k_i),
+        // and the inter-chunk output exp(G_i) S^T q_i.
+        const float eg = std::exp(G[i]);
+        float* ui = u.data() + i * dv;
+        const float* ks = o.data() + (L + i) * dv;
+#pragma omp simd
+        for (int64_t c = 0; c < dv; ++c) {
+          ui[c] = beta[i] * (ui[c] - eg * ks[c]);
+        }
+        scale_row(o.data() + i * dv, eg, dv);
+      }
+      // Forward substitution through (I + A): the new values of the chunk.
+      for (int64_t i = 1; i < L; ++i) {
+        float* ui = u.data() + i * dv;
+        const float* ut = prod.data() + (L + i) * C;
+        for (int64_t j = 0; j < i; ++j) {
+          axpy(ui, -ut[j], u.data() + j * dv, dv);
+        }
+      }
+      // Intra-chunk outputs, added to the inter-chunk ones.
+      mm_nn(L, dv, L, 1.f, prod.data(), C, u.data(), dv, 1.f, o.data(), dv);
+      for (int64_t i = 0; i < L; ++i) {
+        store_row(o.data() + i * dv, out_row<T>(a, hv, t0 + i), dv);
+      }
+      // The state at the end of the chunk: exp(G_L) S + (exp(G_L - G) K)^T U.
+      const float last = G[L - 1];
+      for (int64_t j = 0; j < L; ++j) {
+        const float w = std::exp(last - G[j]);
+        const float* kj = k + j * dk;
+        float* kwj = kw.data() + j * dk;
+#pragma omp simd
+        for (int64_t d = 0; d < dk; ++d) {
+          kwj[d] = w * kj[d];
+        }
+      }
+      mm_tn(dk, dv, L, 1.f, kw.data(), dk, u.data(), dv, std::exp(last), S, dv);
+    }
+  }
+}
+
+// One token at a time (decode, and any length where chunking does not pay):
+// two passes over S per token, the first decays it and reads S^T k, the
+// second writes the update and reads S^T q.
+template <typename T>
+void recurrent_range(const GdnArgs& a, int64_t begin, int64_t end) {
+  const int64_t dk = a.dk, dv = a.dv;
+  const int64_t group = a.hv / a.hk;
+  std::vector<float> q(dk), k(dk), v(dv), kv(dv), o(dv);
+  for (int64_t task = begin; task < end; ++task) {
+    const HeadView hv{task / a.hv, task % a.hv, (task % a.hv) / group};
+    float* S = a.state + task * dk * dv;
+    for (int64_t t = 0; t < a.seq; ++t) {
+      load_tokens<T>(a, hv, t, 1, q.data(), k.data(), v.data());
+      const int64_t gi = gate_index(a, hv, t);
+      const float decay = std::exp(a.g[gi]);
+      const float beta = a.beta[gi];
+      std::fill(kv.begin(), kv.end(), 0.f);
+      for (int64_t d = 0; d < dk; ++d) {
+        float* s = S + d * dv;
+        scale_row(s, decay, dv);
+        axpy(kv.data(), k[d], s, dv);
+      }
+#pragma omp simd
+      for (int64_t c = 0; c < dv; ++c) {
+        v[c] = beta * (v[c] - kv[c]);
+      }
+      std::fill(o.begin(), o.end(), 0.f);
+      for (int64_t d = 0; d < dk; ++d) {
+        float* s = S + d * dv;
+        axpy(s, k[d], v.data(), dv);
+        axpy(o.data(), q[d], s, dv);
+      }
+      store_row(o.data(), out_row<T>(a, hv, t), dv);
+    }
+  }
+}
+
+void chunked(const GdnArgs& a, int64_t begin, int64_t end) {
+  switch (a.dtype) {
+    case c10::ScalarType::BFloat16:
+      return chunked_range<c10::BFloat16>(a, begin, end);
+    case c10::ScalarType::Half:
+      return chunked_range<c10::Half>(a, begin, end);
+    default:
+      return chunked_range<float>(a, begin, end);
+  }
+}
+
+void recurrent(const GdnArgs& a, int64_t begin, int64_t end) {
+  switch (a.dtype) {
+    case c10::ScalarType::BFloat16:
+      return recurrent_range<c10::BFloat16>(a, begin, end);
+    case c10::ScalarType::Half:
+      return recurrent_range<c10::Half>(a, begin, end);
+    default:
+      return recurrent_range<float>(a, begin, end);
+  }
+}
+
+const KernelTable table{GDN_CAPABILITY, &chunked, &recurrent};
+
+}  // namespace
+
+const KernelTable* GDN_KERNEL_TABLE() {
+  return &table;
+}
+
+}  // namespace gdn_cpu

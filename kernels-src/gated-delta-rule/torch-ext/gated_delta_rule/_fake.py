@@ -1,0 +1,48 @@
+"""Fake (meta) implementations, so the ops trace under torch.compile.
+
+Checks happen in the real kernel; the fakes only describe the results: the output
+``[batch, seq, value_heads, value_dim]`` in the dtype of ``v`` and the float32 state
+``[batch, value_heads, key_dim, value_dim]``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ._ops import add_op_namespace_prefix
+
+
+def _results(k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    batch, seq, heads, value_dim = v.shape
+    out = v.new_empty((batch, seq, heads, value_dim))
+    state = v.new_empty((batch, heads, k.shape[3], value_dim), dtype=torch.float32)
+    return out, state
+
+
+@torch.library.register_fake(add_op_namespace_prefix("chunk_gated_delta_rule_fwd"))
+def _chunk_fake(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    scale: float,
+    initial_state: torch.Tensor | None,
+    use_qk_l2norm: bool,
+    chunk_size: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    return _results(k, v)
+
+
+@torch.library.register_fake(add_op_namespace_prefix("recurrent_gated_delta_rule_fwd"))
+def _recurrent_fake(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    scale: float,
+    initial_state: torch.Tensor | None,
+    use_qk_l2norm: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    return _results(k, v)
