@@ -40,8 +40,15 @@ let
   buildable = v: isPure v || (v.system == system && elem v.backend hermeticBackends);
 
   # Pure-Python variants are import-checked under the newest torch of the matrix
-  # (kernel_tests.py), so they need that torch env too, as their host builds do.
-  torchMinorOf = v: if isPure v then matrix.newestTorch else v.torch;
+  # (kernel_tests.py), so they need that torch env too, as their host builds do; here,
+  # the newest the package set carries (nixpkgs trails torch releases: none has 2.15
+  # yet), and the newest of the matrix (stopping with torchFor's message) when none.
+  carried = filter (m: filter (t: builtins.substring 0 (builtins.stringLength m + 1) t.version == "${m}.")
+    [ py.torch py.torch-bin ] != [ ]) manifest.matrix.torch;
+  pureTorch = if carried == [ ] then matrix.newestTorch
+    else builtins.foldl' (a: b: if manifest.versionKey b > manifest.versionKey a then b else a)
+      (builtins.head carried) carried;
+  torchMinorOf = v: if isPure v then pureTorch else v.torch;
 
   variantDrv = kernel: v:
     let

@@ -27,15 +27,16 @@ let
   };
 
   # Variants of this system that the host toolchain is expected to build: CPU, pure
-  # Python, and CUDA where the variant's torch env is the newest torch of the matrix —
-  # the only one pinned to a CUDA build (matrix.py build_env_minor; torch 2.13 is CPU-only
-  # here), with nvcc of the variant's CUDA on the host, as on this project's CI machines.
+  # Python, and CUDA where the variant's torch env is the GPU torch ([toolchain]
+  # gpu-torch, default the newest) — the only one pinned to a build for the matrix's CUDA
+  # (matrix.py build_env_minor; torch 2.13 is CPU-only here, PyPI's 2.15 is CUDA 13.2),
+  # with nvcc of the variant's CUDA on the host, as on this project's CI machines.
   # Every other variant (older-torch CUDA, ROCm, XPU, Metal) has its own package, whose
   # build stops with the builder's reason where the toolchain is missing.
   isPure = v: v.kind == "noarch" || v.kind == "universal";
   ofSystem = v: isPure v || v.system == system;
-  inherit (matrix) newestTorch;
-  inDefault = v: isPure v || v.backend == "cpu" || (v.backend == "cuda" && v.torch == newestTorch);
+  inherit (matrix) gpuTorch;
+  inDefault = v: isPure v || v.backend == "cpu" || (v.backend == "cuda" && v.torch == gpuTorch);
   inCpu = v: isPure v || v.backend == "cpu";
 
   variantDrvs = kernel: v: rec {

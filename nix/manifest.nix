@@ -278,4 +278,10 @@ in
   inherit matrix kernels versionKey BACKENDS;
   torchPins = let tc = top.sub "toolchain"; in
     if tc == null || tc.sub "torch" == null then { } else (tc.sub "torch").data;
+  # [toolchain] gpu-torch (project.py): the torch pinned to the matrix's CUDA; null → newest.
+  gpuTorch = let tc = top.sub "toolchain"; in
+    if tc == null || !(tc.has "gpu-torch") then null
+    else let v = majorMinor tc "gpu-torch" (tc.str "gpu-torch" false) "torch"; in
+      if elem v matrix.torch then v
+      else tc.fail "gpu-torch" "'${v}' is not in [matrix] torch (${join ", " matrix.torch}); name one of those";
 }

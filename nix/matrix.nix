@@ -39,10 +39,13 @@ let
     if kernel.torch.stableAbiByBackend != { } then kernel.torch.stableAbiByBackend.${backend} or null
     else kernel.torch.stableAbi;
 
+  # The torch pinned to the matrix's CUDA: [toolchain] gpu-torch, else the newest.
+  gpuTorch = if manifest.gpuTorch != null then manifest.gpuTorch else maxBy versionKey matrix.torch;
+
   # The torch minor whose env compiles a variant (matrix.py build_env_minor).
   buildEnvMinor = kind: torch: backend:
     if kind == "stable-abi" && backend != "cpu" then
-      let newer = filter (v: versionKey v >= versionKey torch) matrix.torch; in
+      let newer = filter (v: versionKey v >= versionKey torch && versionKey v <= versionKey gpuTorch) matrix.torch; in
       if newer == [ ] then torch else maxBy versionKey newer
     else torch;
 
@@ -90,9 +93,9 @@ let
     sort (a: b: a.variant < b.variant) rows;
 in
 {
-  inherit variantsOf;
-  # The newest torch of the matrix: the only one pinned to a CUDA build, and the one
-  # pure-Python variants are import-checked under (kernel_tests.py).
+  inherit variantsOf gpuTorch;
+  # The newest torch of the matrix: the one pure-Python variants are import-checked
+  # under (kernel_tests.py).
   newestTorch = maxBy versionKey matrix.torch;
   byKernel = builtins.listToAttrs (map (k: { name = k.name; value = variantsOf k; }) manifest.kernels);
 }

@@ -17,10 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import tomllib
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-TORCH_MINORS = ("2.13", "2.14")
+TORCH_MINORS: tuple[str, ...] = tuple(
+    sorted(tomllib.loads((REPO / "kernels.toml").read_text())["matrix"]["torch"],
+           key=lambda v: tuple(int(p) for p in v.split("."))))
+"""Every torch of the repository's matrix, oldest first (kernels.toml, not a second list)."""
 PUBLISHED = "KERNELHUB_E2E_PUBLISHED"
 """A workspace root (``build/``, ``hub/``) an earlier session built and published: a
 session with it set uses it as it is (the seed tests on another Transformers release

@@ -62,8 +62,8 @@ def test_variants_list_every_matrix_entry_with_a_reason() -> None:
     proc = run([str(REPO / ".venv/bin/builder"), "--project", str(REPO), "list-variants",
                 "activation", "--json"])
     rows = {r["variant"]: r for r in json.loads(proc.stdout)["activation"]}
-    assert rows["torch213-cxx11-cpu-x86_64-linux"]["buildable"] is True
-    assert rows["torch214-cxx11-cpu-x86_64-linux"]["buildable"] is True
+    for minor in TORCH_MINORS:
+        assert rows[f"torch{minor.replace('.', '')}-cxx11-cpu-x86_64-linux"]["buildable"] is True
     darwin = rows["torch213-cpu-aarch64-darwin"]
     assert darwin["buildable"] is False and "macOS" in darwin["reason"]
 
@@ -88,14 +88,15 @@ def test_kernel_versions_cli_explains_every_variant(published: Workspace) -> Non
     proc = run([str(REPO / ".venv/bin/kernelhub"), "versions", "kernels-community/activation",
                 "--hub", str(published.hub)], env=published.env())
     assert "v1" in proc.stdout and "v1.0.0" in proc.stdout
-    assert "torch213-cxx11-cpu-x86_64-linux" in proc.stdout
-    assert "torch214-cxx11-cpu-x86_64-linux" in proc.stdout
+    for minor in TORCH_MINORS:
+        assert f"torch{minor.replace('.', '')}-cxx11-cpu-x86_64-linux" in proc.stdout
 
 
 def test_builder_test_runs_the_kernel_tests_against_each_variant(built: Workspace) -> None:
     proc = builder(built, "test", "activation")
-    assert "PASS  activation  torch213-cxx11-cpu-x86_64-linux" in proc.stdout, proc.stdout
-    assert "PASS  activation  torch214-cxx11-cpu-x86_64-linux" in proc.stdout, proc.stdout
+    for minor in TORCH_MINORS:
+        variant = f"torch{minor.replace('.', '')}-cxx11-cpu-x86_64-linux"
+        assert f"PASS  activation  {variant}  (torch {minor})" in proc.stdout, proc.stdout
 
 
 @pytest.mark.parametrize("kernel", [k for k in KERNELS if k != "activation"])
@@ -109,6 +110,9 @@ def test_every_kernel_passes_its_own_tests_on_every_runnable_variant(
                 if line.startswith(("PASS", "FAIL", "SKIP"))]
     assert any(line.startswith("PASS") for line in verdicts), proc.stdout
     assert not any(line.startswith("FAIL") for line in verdicts), proc.stdout
+    # … the newest torch of the matrix included (its own build, or a stable-ABI one)
+    newest = f"(torch {TORCH_MINORS[-1]})"
+    assert any(line.startswith("PASS") and line.endswith(newest) for line in verdicts), proc.stdout
 
 
 def test_model_demo_runs_hub_kernels_in_a_model(published: Workspace) -> None:

@@ -28,6 +28,8 @@ from kernelhub.variants import (
 LEGACY = {
     "torch213-cxx11-cpu-x86_64-linux": (VariantKind.COMPILED, (2, 13), Compute("cpu")),
     "torch214-cxx11-cu130-x86_64-linux": (VariantKind.COMPILED, (2, 14), Compute("cuda", (13, 0))),
+    "torch215-cxx11-cpu-x86_64-linux": (VariantKind.COMPILED, (2, 15), Compute("cpu")),
+    "torch215-cxx11-cu132-x86_64-linux": (VariantKind.COMPILED, (2, 15), Compute("cuda", (13, 2))),
     "torch213-cxx11-rocm70-x86_64-linux": (VariantKind.COMPILED, (2, 13), Compute("rocm", (7, 0))),
     "torch213-cxx11-rocm714-x86_64-linux": (VariantKind.COMPILED, (2, 13),
                                             Compute("rocm", (7, 14))),
@@ -43,6 +45,8 @@ LEGACY = {
 }
 
 CURRENT = {
+    "torch-2.15-cpu-cpython-3.9-abi3-x86_64-linux":
+        (VariantKind.COMPILED, (2, 15), Compute("cpu"), PythonTag((3, 9))),
     "torch-2.13-cuda-13.0-cpython-3.12-abi3-x86_64-linux":
         (VariantKind.COMPILED, (2, 13), Compute("cuda", (13, 0)), PythonTag((3, 12))),
     "torch-stable-abi-2.13-cpu-cpython-3.10-abi3-x86_64-linux":

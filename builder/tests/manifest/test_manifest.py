@@ -91,6 +91,18 @@ def test_project_without_kernels_key_discovers_kernel_dirs(tmp_path: Path) -> No
     assert project.matrix == Matrix()  # defaults when [matrix] is absent
 
 
+def test_project_gpu_torch_is_read_and_must_be_in_the_matrix(tmp_path: Path) -> None:
+    write_kernel(tmp_path / "kernels-src" / "alpha", BASE)
+    head = '[matrix]\ntorch = ["2.14", "2.15"]\n[toolchain]\n'
+    (tmp_path / "kernels.toml").write_text(head + 'gpu-torch = "2.14.1"\n')
+    assert load_project(tmp_path).gpu_torch == "2.14"
+    (tmp_path / "kernels.toml").write_text(head + 'gpu-torch = "2.13"\n')
+    with pytest.raises(ManifestError, match=r"toolchain\.gpu-torch: '2\.13' is not in \[matrix\] torch"):
+        load_project(tmp_path)
+    (tmp_path / "kernels.toml").write_text('[matrix]\ntorch = ["2.14"]\n')
+    assert load_project(tmp_path).gpu_torch is None
+
+
 def test_project_kernel_entry_with_slash_is_a_path_from_root(tmp_path: Path) -> None:
     write_kernel(tmp_path / "extra" / "demo", BASE)
     (tmp_path / "kernels.toml").write_text('kernels = ["extra/demo"]\n')

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -235,6 +236,22 @@ def test_stable_abi_gives_one_variant_per_compute_and_system(project: Project) -
     }
     assert {p.torch_version for p in planned if "-cpu-" in p.name} == {"2.13"}
     assert all(p.variant.kind is VariantKind.STABLE_ABI for p in planned)
+
+
+def test_gpu_stable_abi_builds_in_the_gpu_torch_env_not_a_newer_one(project: Project) -> None:
+    """PyPI's torch 2.15.0 is a CUDA 13.2 build: with a 13.0 matrix, GPU stable-ABI variants
+    must keep compiling in the 2.14 (CUDA 13.0) env that ``[toolchain] gpu-torch`` names."""
+    newer = replace(project, matrix=replace(project.matrix, torch=("2.13", "2.14", "2.15")))
+    planned = plan_variants(newer, kernel(newer, "relu-stable"), LINUX_X86, FULL_LINUX)
+    gpu = {p.name: p.torch_version for p in planned if "cu130" in p.name}
+    assert set(gpu.values()) == {"2.15"}  # default: the newest torch of the matrix
+    pinned = replace(newer, gpu_torch="2.14")
+    planned = plan_variants(pinned, kernel(pinned, "relu-stable"), LINUX_X86, FULL_LINUX)
+    assert {p.name: p.torch_version for p in planned if "cu130" in p.name} == {
+        name: "2.14" for name in gpu}
+    assert {p.torch_version for p in planned if "-cpu-" in p.name} == {"2.13"}
+    compiled = plan_variants(pinned, kernel(pinned, "activation"), LINUX_X86, FULL_LINUX)
+    assert "torch215-cxx11-cu130-x86_64-linux" in {p.name for p in compiled}
 
 
 def test_backend_missing_from_stable_abi_table_builds_per_torch(tmp_path: Path) -> None:

@@ -64,6 +64,11 @@ class Project:
     matrix: Matrix = toml(nested=Matrix, default_factory=Matrix)
     torch_pins: dict[str, str] = toml("toolchain.torch", default_factory=dict)
     """torch major.minor → pip requirement used for its toolchain env (e.g. 'torch==2.14.1')."""
+    gpu_torch: str | None = toml("toolchain.gpu-torch", default=None)
+    """The torch minor whose pin is a build for the matrix's CUDA release: GPU stable-ABI
+    variants compile in its env, and the Nix flake's default set builds its CUDA variants.
+    None: the newest torch of the matrix. Needed once the newest pin is a torch whose CUDA
+    no nvcc here matches (PyPI's torch 2.15.0 is a CUDA 13.2 build; the matrix is 13.0)."""
     build_dir: Path | None = toml("build-dir", default=None)
     """Where built variants go; default <root>/build."""
     releases: dict[str, str] = toml("releases", default_factory=dict)

@@ -22,6 +22,10 @@ and every error names the file, the dotted key, what was wrong and what is allow
     cuda = ["13.0"]
     rocm = ["7.0"]
     xpu = ["2025.2"]
+    [toolchain]
+    gpu-torch = "2.14"                # optional: the torch whose pin is a build for the
+                                      # matrix's CUDA (GPU stable-ABI builds use its env);
+                                      # default: the newest torch of the matrix
     [toolchain.torch]                 # optional pip requirement per torch major.minor
     "2.13" = "torch==2.13.0"
     [releases]                        # optional semver release per kernel name
@@ -100,7 +104,12 @@ def load_project(path: Path, *, only: Sequence[str] | None = None) -> Project:
                                          "the names kernels 0.19 prefers and 0.17/0.18 find)")
 
     matrix = _load_matrix(top.get_table("matrix") or Table({}, file, "matrix"))
-    pins = _load_torch_pins(top.get_table("toolchain") or Table({}, file, "toolchain"), matrix)
+    toolchain = top.get_table("toolchain") or Table({}, file, "toolchain")
+    pins = _load_torch_pins(toolchain, matrix)
+    gpu_torch = major_minor(toolchain, "gpu-torch", toolchain.get_str("gpu-torch"), "torch")
+    if gpu_torch is not None and gpu_torch not in matrix.torch:
+        raise toolchain.error("gpu-torch", f"{gpu_torch!r} is not in [matrix] torch "
+                                           f"({', '.join(matrix.torch)}); name one of those")
 
     kernels = top.get_strs("kernels") if "kernels" in top else _discover_kernels(root)
     seen: set[str] = set()
@@ -117,7 +126,7 @@ def load_project(path: Path, *, only: Sequence[str] | None = None) -> Project:
     build_dir = top.get_str("build-dir")
     releases = _load_releases(top.get_table("releases") or Table({}, file, "releases"))
     project = Project(root=root, kernels=kernels, org=org, hub=target, matrix=matrix,
-                      torch_pins=pins, build_dir=(root / build_dir) if build_dir else None,
+                      torch_pins=pins, gpu_torch=gpu_torch, build_dir=(root / build_dir) if build_dir else None,
                       releases=releases, variant_names=VariantNames(names))
     for name in kernels:
         if not (project.kernel_dir(name) / KERNEL_FILE).is_file():

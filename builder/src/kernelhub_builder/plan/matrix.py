@@ -121,17 +121,20 @@ def build_env_minor(project: Project, variant: Variant) -> str:
     """The torch minor whose env compiles ``variant``.
 
     A regular variant: its own torch. A CPU stable-ABI variant: the ABI minimum (what it
-    targets). A GPU stable-ABI variant: the newest torch of the matrix, with
+    targets). A GPU stable-ABI variant: the project's GPU torch (``[toolchain] gpu-torch``,
+    default the newest torch of the matrix) when it is at least the minimum, with
     ``TORCH_TARGET_VERSION`` set to the ABI minimum so only stable APIs of that minimum
-    are usable. GPU builds need a torch built for the variant's toolkit, and only the
-    newest torch of the matrix is pinned to one (torch 2.13 is CPU-only here, 2.14 is
-    the CUDA 13.0 build); the stable ABI promises that the result loads on every torch
-    from the minimum on, whichever headers compiled it.
+    are usable. GPU builds need a torch built for the variant's toolkit, and only that
+    torch is pinned to one (torch 2.13 is CPU-only here, 2.14 is the CUDA 13.0 build,
+    PyPI's 2.15 is CUDA 13.2); the stable ABI promises that the result loads on every
+    torch from the minimum on, whichever headers compiled it.
     """
     assert variant.torch is not None
     minimum = f"{variant.torch[0]}.{variant.torch[1]}"
     if variant.kind is VariantKind.STABLE_ABI and variant.backend != "cpu":
-        newer = [v for v in project.matrix.torch if version_key(v) >= variant.torch]
+        gpu = version_key(project.gpu_torch) if project.gpu_torch else None
+        newer = [v for v in project.matrix.torch if version_key(v) >= variant.torch
+                 and (gpu is None or version_key(v) <= gpu)]
         if newer:
             return max(newer, key=version_key)
     return minimum

@@ -210,7 +210,7 @@ def _prepare(minor: str, root: Path, requirement: Requirement) -> TorchEnv:
     installed = _installed_torch(python)
     if installed is None or not requirement.specifier.contains(installed, prereleases=True):
         note(f"installing {requirement}, numpy and pytest into {root} (this takes a while)")
-        pip_install(python, [str(requirement), "numpy", "pytest"])
+        pip_install(python, [str(requirement), "numpy", "pytest"], constraints=False)
     target = loader_requirement()
     if not _can_import(python, "kernelhub") or _marker_loader(root) != _loader_stamp_now():
         # The env must run the loader of the checkout that builds and tests with it, not
@@ -323,13 +323,18 @@ def create_venv(root: Path) -> None:
     _run([sys.executable, "-m", "venv", str(root)], f"create a venv at {root}")
 
 
-def pip_install(python: Path, args: list[str]) -> None:
+def pip_install(python: Path, args: list[str], *, constraints: bool = True) -> None:
+    """``constraints=False`` installs the project's torch pin whatever pip constraints the
+    machine's pip configuration sets (a machine capped at an older torch, as ours are at
+    2.14.1, would refuse the 2.15 env): the pin in kernels.toml is what the env is for.
+    Indexes, find-links and certificates from that configuration still apply."""
+    env = None if constraints else {**os.environ, "PIP_CONSTRAINT": os.devnull}
     _run([str(python), "-m", "pip", "install", "--disable-pip-version-check", *args],
-         f"pip install {' '.join(args)}")
+         f"pip install {' '.join(args)}", env=env)
 
 
-def _run(cmd: list[str], what: str) -> str:
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+def _run(cmd: list[str], what: str, env: dict[str, str] | None = None) -> str:
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
     if done.returncode != 0:
         raise TorchEnvError(
             f"could not {what} (exit {done.returncode}):\n{done.stdout}{done.stderr}\n"
