@@ -18,7 +18,14 @@ from .lazy_names import deferred
 from .load import pipeline
 from .load.fetch import fetch
 from .load.request import HubArg, kernel_request, open_hub_arg
-from .load.resolve import Resolution, default_spec, refs_of, release_files, resolve_request
+from .load.resolve import (
+    Resolution,
+    default_spec,
+    refs_of,
+    release_files,
+    resolve_request,
+    serving_hub,
+)
 from .load.verify import verify
 from .metadata import METADATA_FILE, read_metadata
 from .selection import select_variant
@@ -60,10 +67,11 @@ __all__ = [
 
 
 def list_refs(repo_id: str, *, hub: HubArg = None) -> Refs:
-    """The repository's refs from the hub, or from the cache in offline mode."""
+    """The repository's refs from the hub that serves it (the first on a search path that
+    has it), or from the cache in offline mode."""
     check_repo_id(repo_id)
-    hub = open_hub_arg(hub)
-    return refs_of(repo_id, hub, cache.KernelCache())
+    store = cache.KernelCache()
+    return refs_of(repo_id, serving_hub(open_hub_arg(hub), repo_id, None, store), store)
 
 
 def resolve_kernel(repo_id: str, version: int | str | None = None, revision: str | None = None,

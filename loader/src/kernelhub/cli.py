@@ -16,11 +16,12 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import api, cli_benchmark, cli_describe, cli_signature, cli_variants
+from . import api, cli_benchmark, cli_describe, cli_env, cli_signature, cli_variants
 from .cache import KernelCache
 from .cli_args import add_target_args
 from .cli_text import ArgumentParser, error_line
 from .errors import KernelHubError
+from .hub.calls import hub_name
 from .lazy_names import deferred
 from .metadata import read_metadata
 from .printable import printable
@@ -45,7 +46,10 @@ def _print_versions(args: argparse.Namespace) -> None:
           "--version N or --revision R)", file=sys.stderr)
     hub = api.open_hub_arg(args.hub)
     refs = api.list_refs(args.repo, hub=hub)
-    print(f"{args.repo} on {hub.key}")
+    resolution = api.resolve_kernel(
+        args.repo, args.version, args.revision, hub=hub, backend=args.backend
+    )
+    print(f"{args.repo} on {hub_name(resolution.hub)}")
     print("refs:")
     rows = [("branch", printable(n), printable(c)) for n, c in sorted(refs.branches.items())]
     rows += [("tag", printable(n), printable(c)) for n, c in sorted(refs.tags.items())]
@@ -54,9 +58,6 @@ def _print_versions(args: argparse.Namespace) -> None:
         print(f"  {kind:<6} {name:<{width}}  {commit}")
     if not rows:
         print("  (none)")
-    resolution = api.resolve_kernel(
-        args.repo, args.version, args.revision, hub=hub, backend=args.backend
-    )
     print(f"resolved: {printable(resolution.ref)} -> {printable(resolution.commit)}")
     print(f"release:  {printable(api.describe_signature(resolution))}")
     print(f"system:   {resolution.system.describe()}")
@@ -196,6 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_describe.add_parsers(sub)
     cli_signature.add_parsers(sub)
     cli_benchmark.add_parsers(sub)
+    cli_env.add_parsers(sub)
 
     check = sub.add_parser(
         "check", help="check every variant of a published repository (nothing is imported)"

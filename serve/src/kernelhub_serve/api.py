@@ -173,17 +173,16 @@ def _preupload(ctx: HubContext, repo_id: str, rev: str, payload: dict[str, Any]
 
 def _org_overview(ctx: HubContext, caller: Caller, org: str) -> dict[str, object]:
     """What the ``kernels`` 0.19 loader asks before loading without ``trust_remote_code``:
-    ``trustedKernelPublisher`` — here, whether the hub's own ``kernelhub.toml`` lists the
-    org under ``[trust] orgs`` (the LocalHub's trust setting, one place for both)."""
+    ``trustedKernelPublisher`` — here, :meth:`HubContext.trusted_publishers` (the default
+    ``kernels-community`` plus the hub's ``kernelhub.toml`` ``[trust] orgs``)."""
     from kernelhub.errors import KernelHubError
-    from kernelhub.hub.local import LocalHub
 
     repos = [r for r in ctx.store.repo_ids() if r.split("/")[0] == org]
     if not repos or not caller.may_read(org):
         error = ApiError(404, f"this hub has no organisation {org!r} you may read", "RepoNotFound")
         raise error
     try:
-        trusted = org in LocalHub(ctx.settings.hub).trusted_orgs()
+        trusted = org in ctx.trusted_publishers()
     except KernelHubError as exc:
         raise ApiError(500, str(exc)) from None
     return {"name": org, "fullname": org, "type": "org", "numModels": len(repos),

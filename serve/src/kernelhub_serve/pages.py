@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from kernelhub.errors import KernelHubError
 from kernelhub.versions import is_commit_id
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
@@ -20,6 +21,7 @@ from .context import HubContext, threaded
 from .errors import ApiError
 from .hubview import default_ref, kernel_view, list_refs
 from .plots import plot_svg
+from .writer import is_private
 
 TEMPLATES = Path(__file__).parent / "templates"
 _env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]),
@@ -88,8 +90,26 @@ async def _kernel(ctx: HubContext, request: Request, repo_id: str) -> Response:
     view = await threaded(lambda: kernel_view(ctx.store, ctx.store.open(repo_id), repo_id, rev))
     rows, cols, cells = view.matrix()
     base = ctx.base_url(request)
+    load_line = await threaded(lambda: _load_line(ctx, repo_id, view.selected, base))
     return _html("kernel.html", k=view, rows=rows, cols=cols, cells=cells,
-                 endpoint=base, org=repo_id.split("/")[0])
+                 endpoint=base, org=repo_id.split("/")[0], load_line=load_line)
+
+
+def _load_line(ctx: HubContext, repo_id: str, selected: object, base: str) -> str:
+    """The command the page shows: the ecosystem's loader at this server, for the ref
+    shown, trusting the org only where this server's publisher-trust answer will not,
+    with ``HF_TOKEN`` where the repository is private — so it works as shown."""
+    name = str(getattr(selected, "name", "") or "")
+    spec = f"version={name[1:]}" if name[1:].isdigit() and name[:1] == "v" else (
+        f"revision={name!r}" if name else "version=1")
+    try:
+        trusted = repo_id.split("/")[0] in ctx.trusted_publishers()
+    except KernelHubError:
+        trusted = False
+    token = "HF_TOKEN=<your token> " if is_private(ctx.store.path_of(repo_id)) else ""
+    flag = "" if trusted else ", trust_remote_code=True"
+    return (f"{token}HF_ENDPOINT={base} python -c \"import kernels; "
+            f"kernels.get_kernel('{repo_id}', {spec}{flag})\"")
 
 
 async def _plot(ctx: HubContext, request: Request, repo_id: str, commit: str, path: str
