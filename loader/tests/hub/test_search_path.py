@@ -132,3 +132,22 @@ def test_a_hubs_declared_trust_covers_only_what_it_serves(tmp_path: Path) -> Non
         api.get_kernel("team/scale", 1, hub=f"{vouching},{plain}")
     _publish(vouching, tmp_path, 6, "team/scale")
     assert api.get_kernel("team/scale", 1, hub=f"{vouching},{plain}").VALUE == 6
+
+
+def test_nothing_set_and_offline_is_one_line_naming_the_hubs(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import kernelhub
+    from kernelhub import ecosystem
+
+    for var in ("KERNELHUB_HUB", "HF_ENDPOINT"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    for load in (lambda: kernelhub.get_kernel(REPO, 1),
+                 lambda: ecosystem.get_kernel(REPO, version=1)):
+        with pytest.raises(OfflineError) as err:
+            load()
+        message = str(err.value)
+        assert "\n" not in message
+        assert str(tmp_path / ".local/share/kernelhub/hub") in message
+        assert "https://huggingface.co" in message and "HF_HUB_OFFLINE" in message
