@@ -34,7 +34,7 @@ from ..redact import redact, redact_logs
 from ..variants import check_variant_dir
 from ..versions import Refs, is_commit_id
 from .base import BUILD_DIR, check_relative
-from .endpoints import check_endpoint, endpoint_key
+from .endpoints import check_endpoint, check_reachable, endpoint_key
 from .hf_files import ListedFile, VariantFiles, by_variant, download, listed_file
 
 if TYPE_CHECKING:
@@ -109,6 +109,7 @@ class HfHub:
     def api(self) -> HfApi:
         """The huggingface_hub client, made (and the library imported) on first use."""
         if self._api is None:
+            check_reachable(self.endpoint)  # fail in seconds, not after the OS gives up
             _import_huggingface_hub()
             self._api = hf_api.HfApi(endpoint=self.endpoint, token=self.token)
         return self._api
