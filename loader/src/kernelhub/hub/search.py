@@ -82,8 +82,8 @@ class SearchPath:
         for hub in self.hubs:
             try:
                 hub.list_refs(repo_id)
-            except RepoNotFoundError as e:
-                misses.append(f"{hub_name(hub)}: {e}")
+            except RepoNotFoundError:
+                misses.append(f"{hub_name(hub)} (no such repository)")
                 continue
             return self.settle(repo_id, hub)
         raise not_found(repo_id, misses)
@@ -110,7 +110,8 @@ class SearchPath:
 
 
 def not_found(repo_id: str, misses: Sequence[str]) -> RepoNotFoundError:
-    """One error naming every hub of the path that was asked, and why each missed."""
+    """One error naming every hub of the path that was asked (each said it has no such
+    repository; its own longer message is left out to keep this one line short)."""
     tried = "; ".join(" ".join(m.split()) for m in misses)
     return RepoNotFoundError(
         f"no hub on the search path has {repo_id} (tried, in order: {tried}); check the "

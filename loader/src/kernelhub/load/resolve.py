@@ -170,8 +170,8 @@ def serving_hub(hub: Hub, repo_id: str, commit: str | None, cache: KernelCache) 
             return path.settle(repo_id, each)
         try:
             refs = each.list_refs(repo_id)
-        except RepoNotFoundError as e:
-            misses.append(f"{hub_name(each)}: {e}")
+        except RepoNotFoundError:
+            misses.append(f"{hub_name(each)} (no such repository)")
             continue
         except HubError as e:
             if not misses:
