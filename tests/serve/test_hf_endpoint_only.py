@@ -99,3 +99,36 @@ def test_the_pages_load_line_runs_as_shown_with_the_ecosystems_loader(
     proc = subprocess.run(["bash", "-c", line + " && echo LOADED"], env=env, capture_output=True,
                           text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0 and "LOADED" in proc.stdout, proc.stderr[-3000:]
+
+
+def test_a_variant_the_ecosystem_already_downloaded_is_not_downloaded_again(
+        only_hf_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After the ecosystem's loader fetched it (into HF_HOME's cache), kernelhub takes the
+    variant from there, each file checked against the hub's listed hash; a file that was
+    altered there makes it download instead."""
+    import kernelhub
+
+    line = _load_line(only_hf_endpoint, REPO)
+    env = {**os.environ, "KERNELHUB_TRANSFORMERS": "0",
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    proc = subprocess.run(["bash", "-c", line], env=env, capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    snapshots = list((tmp_path / "hf-home" / "hub").glob("*--kernels-community--scale/snapshots/*"))
+    assert snapshots, "the ecosystem's loader cached nothing"
+
+    downloads: list[object] = []
+    real = hf.download
+    monkeypatch.setattr(hf, "download", lambda files, headers: (
+        downloads.append(files), real(files, headers))[1])
+    assert kernelhub.get_kernel(REPO, 1).VALUE == 3
+    assert downloads == []
+
+    init = next(snapshots[0].glob("build/torch-universal/__init__.py"))
+    altered = init.read_text().replace("VALUE = 3", "VALUE = 666")
+    init.unlink()  # a link into huggingface_hub's blobs: replace it, not the blob
+    init.write_text(altered)
+    monkeypatch.setenv("KERNELHUB_CACHE", str(tmp_path / "cache-2"))
+    monkeypatch.setattr(pipeline, "_memo", {})
+    assert kernelhub.get_kernel(REPO, 1).VALUE == 3
+    assert downloads, "an altered file in the ecosystem's cache must not be used"

@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 from . import settings
+from .ecosystem_cache import hf_hub_cache
 from .hub.calls import hub_name
 from .hub.select import hub_words, open_address, word_address
 from .records import Record
@@ -34,16 +35,6 @@ class Effective(Record, frozen=True):
     offline_from: str
     token: str
     """Where a Hub-API token comes from (never the token)."""
-
-
-def hf_hub_cache() -> Path:
-    """huggingface_hub's cache: ``$HF_HUB_CACHE``, else ``$HF_HOME/hub``, else
-    ``~/.cache/huggingface/hub`` (read at call time, as huggingface_hub reads it at import)."""
-    if value := os.environ.get("HF_HUB_CACHE"):
-        return Path(value).expanduser()
-    home = os.environ.get("HF_HOME") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join("~", ".cache"), "huggingface")
-    return Path(home).expanduser() / "hub"
 
 
 def _offline_source() -> str:
