@@ -74,12 +74,15 @@ def _print_versions(args: argparse.Namespace) -> None:
 
 def _print_info(args: argparse.Namespace) -> None:
     target = user_path(args.target, "the target")
+    served_by = "-"
     if target.exists():
         path = api.find_local_variant(target, backend=args.backend)
     else:
-        path = api.locate_kernel(
-            args.target, args.version, args.revision, hub=args.hub, backend=args.backend
-        )
+        resolution = api.resolve_kernel(args.target, args.version, args.revision, hub=args.hub,
+                                        backend=args.backend)
+        served_by = hub_name(resolution.hub)  # on a search path: the hub that has it
+        path = api.locate_kernel(args.target, revision=resolution.commit, hub=resolution.hub,
+                                 backend=args.backend)
     meta = read_metadata(path)
     made_by, source = (meta.provenance.get(key) for key in ("kernel-builder", "kernel"))
     builder = made_by.get("version", "unknown") if isinstance(made_by, dict) else "unknown"
@@ -88,6 +91,7 @@ def _print_info(args: argparse.Namespace) -> None:
     fields = [
         ("variant", path.name),
         ("path", str(path)),
+        ("hub", served_by),
         ("name", meta.name),
         ("id", meta.id),
         ("version", str(meta.version)),

@@ -151,3 +151,16 @@ def test_nothing_set_and_offline_is_one_line_naming_the_hubs(
         assert "\n" not in message
         assert str(tmp_path / ".local/share/kernelhub/hub") in message
         assert "https://huggingface.co" in message and "HF_HUB_OFFLINE" in message
+
+
+def test_info_and_variants_say_which_hub_served(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    from kernelhub.cli import main
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    _publish(second, tmp_path, 2)
+    path = f"{first},{second}"
+    assert main(["info", REPO, "--hub", path]) == 0
+    assert f"hub:            {second}" in capsys.readouterr().out
+    assert main(["variants", REPO, "--hub", path]) == 0
+    assert f"hub:     {second}" in capsys.readouterr().out
