@@ -3,12 +3,13 @@ name that hub, a failing hub stops the search, offline mode names every hub sear
 
 from __future__ import annotations
 
+import json
 import socket
 from pathlib import Path
 
 import pytest
 from kernelhub import api
-from kernelhub.errors import HubError, OfflineError, RepoNotFoundError, TrustError
+from kernelhub.errors import HubError, KernelHubError, OfflineError, RepoNotFoundError, TrustError
 from kernelhub.hub import HfHub, LocalHub, SearchPath, open_hub
 from kernelhub.hub.calls import hub_name
 from kernelhub.hub.select import hub_address
@@ -164,3 +165,20 @@ def test_info_and_variants_say_which_hub_served(tmp_path: Path,
     assert f"hub:            {second}" in capsys.readouterr().out
     assert main(["variants", REPO, "--hub", path]) == 0
     assert f"hub:     {second}" in capsys.readouterr().out
+
+
+def test_a_lock_records_its_hub_and_a_locked_load_reads_the_pin_there(tmp_path: Path) -> None:
+    """Locked when only the second hub had the repository; the first one has a repository
+    of that name now. The pin is read from the hub it was locked from, not the first."""
+    from kernelhub.lock import LockEntry, parse_lock
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    commit = _publish(second, tmp_path, 2)
+    _publish(first, tmp_path, 1)
+    entry = LockEntry(REPO, commit, hub=str(second))
+    assert parse_lock(json.dumps([entry.to_json()]).encode(), "kernels.lock")[REPO].hub == str(second)
+    assert api.load_locked_entry(entry, hub=f"{first},{second}").VALUE == 2
+    # A hub that is not on the path is never added to it.
+    with pytest.raises(KernelHubError):
+        api.load_locked_entry(LockEntry(REPO, commit, hub=str(tmp_path / "elsewhere")),
+                              hub=f"{first},{tmp_path / 'empty'}")
