@@ -104,6 +104,8 @@ class HfHub:
         self._api: HfApi | None = None
         self._listings: dict[tuple[str, str], dict[str, VariantFiles]] = {}
         """(repo id, commit id) → what :meth:`_build_listing` found there."""
+        self._trusts: dict[str, bool] = {}
+        """org → the server's publisher-trust answer, for this HfHub's life (one load)."""
 
     @property
     def api(self) -> HfApi:
@@ -312,13 +314,16 @@ class HfHub:
         """
         if settings.offline():
             return False
+        if (known := self._trusts.get(org)) is not None:  # asked before and after resolving
+            return known
         try:
             overview = self.api.get_organization_overview(org)
         except Exception as exc:  # any failure of the server or the client: not trusted
             _log.info("could not ask %s whether %r is a trusted publisher: %s",
                       redact(self.endpoint), org, " ".join(redact(str(exc)).split())[:200])
             return False
-        return getattr(overview, "trustedKernelPublisher", False) is True
+        self._trusts[org] = answer = getattr(overview, "trustedKernelPublisher", False) is True
+        return answer
 
 
 def absent(exc: hf_errors.HfHubHTTPError) -> bool:
