@@ -14,6 +14,14 @@ collect_ignore_glob = ["fixtures/*"]
 """Kernel trees used as test data; their own tests run under `builder test`, not here."""
 
 
+@pytest.fixture(autouse=True)
+def no_internet(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where a test names no hub server, 'hf' (on the default search path too) is a
+    loopback port nothing listens on: refused at once, never the real Hub."""
+    if not os.environ.get("HF_ENDPOINT"):
+        monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+
+
 @pytest.fixture(scope="session")
 def workspace(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
     given = os.environ.get(PUBLISHED)

@@ -513,6 +513,7 @@ KERNELHUB: dict[str, Argv] = {
     "info": lambda d, w: ["info", d.draw(st.one_of(repo_values(), path_values(w, "dir"))),
                           *d.draw(spec_args(w))],
     "cache": lambda d, w: ["cache", d.draw(st.sampled_from(["path", "clear", "clear", "ls"]))],
+    "env": lambda d, w: ["env", *_maybe(d, "--json")],
     "check": lambda d, w: ["check", d.draw(repo_values()), *d.draw(spec_args(w))],
     "lock": lambda d, w: ["lock", *_maybe(d, d.draw(path_values(w, "dir")))],
     "download": lambda d, w: ["download", *_maybe(d, d.draw(path_values(w, "dir"))),

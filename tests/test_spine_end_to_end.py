@@ -84,10 +84,10 @@ def test_republishing_identical_content_makes_no_commit(published: Workspace) ->
     assert "no change" in proc.stdout.lower(), proc.stdout
 
 
-def test_kernel_versions_cli_explains_every_variant(published: Workspace) -> None:
-    proc = run([str(REPO / ".venv/bin/kernelhub"), "versions", "kernels-community/activation",
+def test_kernel_variants_cli_explains_every_variant(published: Workspace) -> None:
+    proc = run([str(REPO / ".venv/bin/kernelhub"), "variants", "kernels-community/activation",
                 "--hub", str(published.hub)], env=published.env())
-    assert "v1" in proc.stdout and "v1.0.0" in proc.stdout
+    assert "version 1 (v1 -> " in proc.stdout and f"hub:     {published.hub}" in proc.stdout
     for minor in TORCH_MINORS:
         assert f"torch{minor.replace('.', '')}-cxx11-cpu-x86_64-linux" in proc.stdout
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -10,6 +11,10 @@ import pytest
 if TYPE_CHECKING:
     from kh_doubles import DirHub
 
+
+NO_INTERNET = "http://127.0.0.1:9"
+"""The discard port on loopback: nothing listens, a connection is refused at once. Where a
+test names no hub server, the Hugging Face Hub is this."""
 
 _SETTINGS_VARS = (
     "KERNELHUB_OFFLINE",
@@ -34,6 +39,8 @@ def isolated_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("KERNELHUB_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("KERNELHUB_CONFIG", str(tmp_path / "config.toml"))
     monkeypatch.setenv("KERNELHUB_HUB", str(tmp_path / "default-hub"))
+    if not os.environ.get("HF_ENDPOINT"):  # 'hf' on a search path: refused at once, never the internet
+        monkeypatch.setenv("HF_ENDPOINT", NO_INTERNET)
     monkeypatch.setattr(pipeline, "_memo", {})
     monkeypatch.setattr(release_policy, "_verified", {})
     return tmp_path / "cache"

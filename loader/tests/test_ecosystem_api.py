@@ -166,13 +166,33 @@ def test_loading_the_ecosystems_way_reports_what_was_loaded(toy: ToyHub):
     metadata = loaded[0].metadata
     assert metadata.name == "toy_activation" and metadata.name.python_name == "toy_activation"
     assert metadata.id == module.__name__ and metadata.version == 1
-    assert metadata.backend.backend_type == "universal"
+    assert metadata.backend.backend_type is None  # backend-agnostic, as kernels 0.19.1 says
     assert metadata.digest is not None and "layers.py" in metadata.digest.files
     again = ours.Metadata.read_from_file(toy.variant_dir / "metadata.json")
     assert again.id == metadata.id
     with pytest.raises(ValueError):
         ours.Metadata.from_bytes(b"{not json")
     assert ours.get_local_kernel(toy.variant_dir) is module  # the same build: one import
+    # ...but two loads: kernels 0.19.1 lists the local one too.
+    paths = [k for k in ours.get_loaded_kernels() if k.module is module]
+    assert len(paths) == 2 and paths[1].repo_info is None
+
+
+def test_has_kernel_raises_for_a_missing_version_as_theirs_does(toy: ToyHub):
+    from kernelhub.errors import VersionSpecError
+
+    with pytest.raises(VersionSpecError, match="99"):
+        ours.has_kernel(TRUSTED_REPO, version=99)
+    assert isinstance(VersionSpecError("x"), ValueError)  # what kernels 0.19.1 raises
+
+
+def test_backend_type_is_the_ecosystems_enum() -> None:
+    from kernelhub.ecosystem.records import Backend
+
+    assert Backend.from_str("cuda") is Backend.CUDA and str(Backend.ROCm) == "rocm"
+    assert Backend.from_str("npu") is Backend.CANN
+    with pytest.raises(ValueError):
+        Backend.from_str("abacus")
 
 
 def test_variants_are_judged_for_this_system(toy: ToyHub):

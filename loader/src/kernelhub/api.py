@@ -15,11 +15,20 @@ from typing import TYPE_CHECKING
 
 from .build_layout import local_build_dirs, variant_dirs
 from .errors import KernelHubError, NoCompatibleVariantError, RepoNotFoundError, VersionSpecError
+from .hub.calls import hub_name
+from .hub.search import as_search_path
 from .lazy_names import deferred
 from .load import pipeline
 from .load.fetch import fetch
 from .load.request import HubArg, kernel_request, open_hub_arg
-from .load.resolve import Resolution, default_spec, refs_of, release_files, resolve_request
+from .load.resolve import (
+    Resolution,
+    default_spec,
+    refs_of,
+    release_files,
+    resolve_request,
+    serving_hub,
+)
 from .load.verify import verify
 from .metadata import METADATA_FILE, read_metadata
 from .selection import select_variant
@@ -61,10 +70,11 @@ __all__ = [
 
 
 def list_refs(repo_id: str, *, hub: HubArg = None) -> Refs:
-    """The repository's refs from the hub, or from the cache in offline mode."""
+    """The repository's refs from the hub that serves it (the first on a search path that
+    has it), or from the cache in offline mode."""
     check_repo_id(repo_id)
-    hub = open_hub_arg(hub)
-    return refs_of(repo_id, hub, cache.KernelCache())
+    store = cache.KernelCache()
+    return refs_of(repo_id, serving_hub(open_hub_arg(hub), repo_id, None, store), store)
 
 
 def resolve_kernel(repo_id: str, version: int | str | None = None, revision: str | None = None,
@@ -149,9 +159,23 @@ def load_locked_entry(entry: LockEntry, *, pins: LockPins | None = None,
     pins = pins if pins is not None else lock.LockPins(
         {entry.repo_id: entry}, "given to load_locked_entry alone (pass pins=, the whole lock, "
         "for the kernel's dependencies)")
-    return pipeline.load(kernel_request(entry.repo_id, revision=entry.sha, hub=hub,
-                                        backend=backend, trust_remote_code=trust_remote_code,
-                                        lock=entry, pins=pins, check_arch=check_arch))
+    request = kernel_request(entry.repo_id, revision=entry.sha, hub=hub, backend=backend,
+                             trust_remote_code=trust_remote_code, lock=entry, pins=pins,
+                             check_arch=check_arch)
+    _prefer_locked_hub(request.hub, entry)
+    return pipeline.load(request)
+
+
+def _prefer_locked_hub(hub: object, entry: LockEntry) -> None:
+    """Through a search path holding the hub ``entry`` was locked from, read the pin from
+    that hub (a hub not on the path is never added: the user's path decides where code
+    may come from)."""
+    if entry.hub is None or (path := as_search_path(hub)) is None:
+        return
+    for each in path.hubs:
+        if hub_name(each) == entry.hub:
+            path.settle(entry.repo_id, each)
+            return
 
 
 def describe_signature(resolution: Resolution) -> str:

@@ -38,11 +38,12 @@ from .versions import Refs, is_commit_id, is_plain_name
 if TYPE_CHECKING:
     import filelock
 
-    from . import hub_hashes, release_manifest
+    from . import ecosystem_cache, hub_hashes, release_manifest
     from .hub.base import Hub
     from .release_manifest import ReleaseFiles
 else:  # a warm load takes no lock, reads no release and hashes nothing
     filelock = deferred("filelock")
+    ecosystem_cache = deferred("kernelhub.ecosystem_cache")
     hub_hashes = deferred("kernelhub.hub_hashes")
     release_manifest = deferred("kernelhub.release_manifest")
 
@@ -247,12 +248,13 @@ class KernelCache:
             self._remove_stale_partials(dest.parent, variant)
             tmp = Path(tempfile.mkdtemp(prefix=f".{variant}.", suffix=_TMP_SUFFIX, dir=dest.parent))
             try:
-                hub.fetch_variant(repo_id, commit, variant, tmp)
+                listed = hub_hashes.hub_hashes(hub, repo_id, commit, variant)
+                if not ecosystem_cache.copy_variant(hub, repo_id, commit, variant, tmp, listed):
+                    hub.fetch_variant(repo_id, commit, variant, tmp)
                 if not any(tmp.iterdir()):
                     raise HubError(
                         f"{repo_id}@{commit[:12]}: the hub returned no files for {variant}"
                     )
-                listed = hub_hashes.hub_hashes(hub, repo_id, commit, variant)
                 try:
                     metadata = parse_metadata(read_metadata_bytes(tmp), str(tmp))
                     if not metadata.digest_files:  # an ecosystem build: the hub vouches

@@ -16,11 +16,12 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import api, cli_benchmark, cli_describe, cli_signature, cli_variants
+from . import api, cli_benchmark, cli_describe, cli_env, cli_signature, cli_variants
 from .cache import KernelCache
 from .cli_args import add_target_args
 from .cli_text import ArgumentParser, error_line
 from .errors import KernelHubError
+from .hub.calls import hub_name
 from .lazy_names import deferred
 from .metadata import read_metadata
 from .printable import printable
@@ -45,7 +46,10 @@ def _print_versions(args: argparse.Namespace) -> None:
           "--version N or --revision R)", file=sys.stderr)
     hub = api.open_hub_arg(args.hub)
     refs = api.list_refs(args.repo, hub=hub)
-    print(f"{args.repo} on {hub.key}")
+    resolution = api.resolve_kernel(
+        args.repo, args.version, args.revision, hub=hub, backend=args.backend
+    )
+    print(f"{args.repo} on {hub_name(resolution.hub)}")
     print("refs:")
     rows = [("branch", printable(n), printable(c)) for n, c in sorted(refs.branches.items())]
     rows += [("tag", printable(n), printable(c)) for n, c in sorted(refs.tags.items())]
@@ -54,9 +58,6 @@ def _print_versions(args: argparse.Namespace) -> None:
         print(f"  {kind:<6} {name:<{width}}  {commit}")
     if not rows:
         print("  (none)")
-    resolution = api.resolve_kernel(
-        args.repo, args.version, args.revision, hub=hub, backend=args.backend
-    )
     print(f"resolved: {printable(resolution.ref)} -> {printable(resolution.commit)}")
     print(f"release:  {printable(api.describe_signature(resolution))}")
     print(f"system:   {resolution.system.describe()}")
@@ -73,12 +74,15 @@ def _print_versions(args: argparse.Namespace) -> None:
 
 def _print_info(args: argparse.Namespace) -> None:
     target = user_path(args.target, "the target")
+    served_by = "-"
     if target.exists():
         path = api.find_local_variant(target, backend=args.backend)
     else:
-        path = api.locate_kernel(
-            args.target, args.version, args.revision, hub=args.hub, backend=args.backend
-        )
+        resolution = api.resolve_kernel(args.target, args.version, args.revision, hub=args.hub,
+                                        backend=args.backend)
+        served_by = hub_name(resolution.hub)  # on a search path: the hub that has it
+        path = api.locate_kernel(args.target, revision=resolution.commit, hub=resolution.hub,
+                                 backend=args.backend)
     meta = read_metadata(path)
     made_by, source = (meta.provenance.get(key) for key in ("kernel-builder", "kernel"))
     builder = made_by.get("version", "unknown") if isinstance(made_by, dict) else "unknown"
@@ -87,6 +91,7 @@ def _print_info(args: argparse.Namespace) -> None:
     fields = [
         ("variant", path.name),
         ("path", str(path)),
+        ("hub", served_by),
         ("name", meta.name),
         ("id", meta.id),
         ("version", str(meta.version)),
@@ -196,6 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_describe.add_parsers(sub)
     cli_signature.add_parsers(sub)
     cli_benchmark.add_parsers(sub)
+    cli_env.add_parsers(sub)
 
     check = sub.add_parser(
         "check", help="check every variant of a published repository (nothing is imported)"

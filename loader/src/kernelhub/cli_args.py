@@ -13,7 +13,8 @@ def add_target_args(parser: argparse.ArgumentParser, *, spec: bool = True,
                     trust: bool = False) -> None:
     """``--hub`` and ``--backend``; with ``spec`` ``--version``/``--revision`` (one of
     them), with ``trust`` ``--trust-remote-code``."""
-    parser.add_argument("--hub", help="hub path, URL or 'hf' (default: $KERNELHUB_HUB)")
+    parser.add_argument("--hub", help="hub path, URL or 'hf', or several separated by commas, "
+                        "searched in order (default: see `kernelhub env`)")
     if spec:
         group = parser.add_mutually_exclusive_group()
         group.add_argument("--version", help="int major, tag, branch, specifier or commit")

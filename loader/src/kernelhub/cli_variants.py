@@ -16,6 +16,7 @@ from typing import Any
 from . import api
 from .cli_args import add_target_args
 from .errors import KernelHubError
+from .hub.calls import hub_name
 from .printable import printable
 from .versions import branch_major
 
@@ -79,6 +80,7 @@ def _revision_report(args: argparse.Namespace, version: int | None, ref: str) ->
                  for name, why in sorted(selection.rejected.items())]
     return {"version": version, "revision": ref, "commit": resolution.commit, "variants": rows,
             "system": resolution.system.describe(), "hub": resolution.hub.key,
+            "hub_name": hub_name(resolution.hub),
             "release": api.describe_signature(resolution)}
 
 
@@ -93,6 +95,7 @@ def _variants(args: argparse.Namespace) -> None:
                  else f"revision {revision}")
         print(f"{'' if i == 0 else chr(10)}{args.repo} {label} "
               f"({revision} -> {printable(report['commit'][:12])}) on {report['system']}:")
+        print(f"  hub:     {printable(report['hub_name'])}")
         print(f"  release: {printable(report['release'])}")
         if not report["variants"]:
             print("  (no compatible variant)" if args.only_compatible else "  (no build variants)")

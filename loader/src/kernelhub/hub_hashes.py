@@ -46,6 +46,13 @@ def _content_hash(data: bytes, kind: str) -> str:
     raise IntegrityError(f"unknown content hash kind {kind!r} from the hub")
 
 
+def matches_hash(data: bytes, expected: str) -> bool:
+    """Whether ``data`` has the hub's content hash ``expected`` (``git:…``/``sha256:…``;
+    an unknown kind never matches)."""
+    kind, _, want = expected.partition(":")
+    return kind in ("git", "sha256") and _content_hash(data, kind) == want
+
+
 def hub_hashes(hub: Hub, repo_id: str, commit: str, variant: str) -> HubHashes | None:
     """The hub's content hash of every file of a variant; None for a hub that cannot list
     them (a variant with a digest is then still verified by it)."""

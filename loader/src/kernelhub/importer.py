@@ -48,6 +48,11 @@ class LoadedVariant(Record, frozen=True):
 _loaded: dict[str, LoadedVariant] = {}
 """id → what was imported under it. Entries are never removed: torch cannot unload ops."""
 
+_loads: dict[Path, LoadedVariant] = {}
+"""Every variant directory a load read, in load order, with the module it got: a build
+loaded again from another path (a local copy of an already-loaded hub build) is one
+module under one id, but two loads — the ecosystem's ``get_loaded_kernels`` lists both."""
+
 _import_lock = threading.RLock()
 """Two threads importing one build would register its torch namespace twice (an abort)."""
 
@@ -55,6 +60,11 @@ _import_lock = threading.RLock()
 def loaded_variants() -> dict[str, LoadedVariant]:
     """A snapshot of the variants imported by this process, by id."""
     return dict(_loaded)
+
+
+def loads() -> list[LoadedVariant]:
+    """A snapshot of every variant directory loaded by this process, in load order."""
+    return list(_loads.values())
 
 
 def _already_loaded(metadata: Metadata, path: Path) -> ModuleType | None:
@@ -180,6 +190,7 @@ def _import(variant: VerifiedVariant, path: Path) -> ModuleType:
     metadata = variant.metadata
     if (module := _already_loaded(metadata, path)) is not None:
         variant.discard()
+        _loads[path] = LoadedVariant(path, dict(metadata.digest_files), module)
         return module
     if "__init__.py" not in variant.python_sources:
         raise KernelLoadError(f"{path} has no __init__.py; it is not a loadable variant")
@@ -198,7 +209,7 @@ def _import(variant: VerifiedVariant, path: Path) -> ModuleType:
         raise KernelLoadError(
             f"importing {metadata.name} from {path} failed: {type(e).__name__}: {e}"
         ) from e
-    _loaded[namespace] = LoadedVariant(path, dict(metadata.digest_files), module)
+    _loaded[namespace] = _loads[path] = LoadedVariant(path, dict(metadata.digest_files), module)
     return module
 
 

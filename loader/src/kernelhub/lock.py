@@ -83,6 +83,10 @@ class LockEntry(Record, frozen=True):
     """variant → ``sha256-<hex>`` (``git_lfs_concat``)."""
     metadata_sha256: dict[str, str] = field(default_factory=dict)
     """variant → sha256 hex of its metadata.json (kernelhub's addition)."""
+    hub: str | None = None
+    """The hub the pin came from (a LocalHub path or a Hub-API URL, as messages name it;
+    kernelhub's addition): a locked load through a search path that has this hub reads
+    the pin from it (docs/decisions.md, issue 30)."""
 
     def to_json(self) -> dict[str, object]:
         out: dict[str, object] = {
@@ -91,8 +95,13 @@ class LockEntry(Record, frozen=True):
             "variants": {v: {"hash": h, "hash_type": GIT_LFS_CONCAT}
                          for v, h in sorted(self.variant_hashes.items())},
         }
+        ours: dict[str, object] = {}
         if self.metadata_sha256:
-            out[OURS] = {"metadata-sha256": dict(sorted(self.metadata_sha256.items()))}
+            ours["metadata-sha256"] = dict(sorted(self.metadata_sha256.items()))
+        if self.hub is not None:
+            ours["hub"] = self.hub
+        if ours:
+            out[OURS] = ours
         return out
 
     def to_ecosystem_json(self, version: int | str | None) -> dict[str, object]:
@@ -155,7 +164,10 @@ def _entry(raw: object, path: Path | str) -> LockEntry:
     meta = ours.get("metadata-sha256", {}) if isinstance(ours, dict) else {}
     if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
         raise bad
-    return LockEntry(raw["repo_id"], sha, hashes, dict(meta))
+    hub = ours.get("hub") if isinstance(ours, dict) else None
+    if hub is not None and not isinstance(hub, str):
+        raise bad
+    return LockEntry(raw["repo_id"], sha, hashes, dict(meta), hub)
 
 
 def read_lock(path: Path) -> dict[str, LockEntry]:
@@ -200,7 +212,7 @@ def with_hashes(pins: dict[str, LockEntry], hashed: dict[str, LockEntry], path: 
                 f"{path} pins {pin.sha[:12]}: the two were written apart. Run `kernelhub lock` "
                 f"to rewrite both, or delete {beside} to load without kernelhub's hashes")
         out[repo_id] = replace(pin, variant_hashes=found.variant_hashes,
-                               metadata_sha256=found.metadata_sha256)
+                               metadata_sha256=found.metadata_sha256, hub=found.hub)
     return out
 
 

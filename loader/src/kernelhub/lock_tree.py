@@ -18,6 +18,7 @@ from collections.abc import Mapping
 
 from .deps import DepNode, KernelDependency, Located, declared_depends, resolve_tree
 from .errors import LockFileError
+from .hub.calls import hub_name
 from .hub_hashes import cached_variant_hash
 from .load.fetch import fetch
 from .load.request import HubArg, kernel_request
@@ -80,7 +81,8 @@ def _locate(resolution: Resolution) -> Located:
         metas[variant] = metadata_sha256(raw)
         declared = declared_depends(parse_metadata(raw, str(path / METADATA_FILE)), str(path))
         depends += [dep for dep in declared if dep not in depends]
-    entry = LockEntry(resolution.repo_id, resolution.commit, hashes, metas)
+    entry = LockEntry(resolution.repo_id, resolution.commit, hashes, metas,
+                      hub_name(resolution.hub))
     return Located(resolution.repo_id, resolution.commit, EVERY_VARIANT, tuple(depends),
                    handle=entry)
 

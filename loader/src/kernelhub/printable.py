@@ -1,7 +1,7 @@
 """Text from a hub or a file, made safe to print: one line, no terminal escapes.
 
 Ref names, file names and metadata strings come from whoever published them. Printed
-raw, a newline in a ref name forges a line of ``kernelhub versions`` and an ESC starts a
+raw, a newline in a ref name forges a line of ``kernelhub variants`` and an ESC starts a
 terminal control sequence (clearing the screen, setting the title, hiding text). The
 command lines print every such value through :func:`printable`; the library's error
 messages quote such names (:func:`kernelhub.versions.shown_name`).

@@ -150,7 +150,7 @@ def signed_metadata_digest(manifest: ReleaseManifest, variant: str, where: str) 
 def describe_release(
     files: ReleaseFiles, policy: OrgPolicy, repo_id: str, ref: str, commit: str
 ) -> str:
-    """One line for ``kernelhub versions``: who signed, and what the user's policy says."""
+    """One line for ``kernelhub variants``: who signed, and what the user's policy says."""
     if files.signed:
         assert files.signature is not None
         try:

@@ -144,6 +144,23 @@ def trusted_orgs() -> frozenset[str]:
     return frozenset(_env_list("KERNELHUB_TRUSTED_ORGS") | _config_trusted_orgs())
 
 
+def hub_path() -> list[str]:
+    """The hubs ``[hub] path`` of the config file names, in order (``[]``: not set).
+
+    Config file::
+
+        [hub]
+        path = ["~/team-hub", "https://hub.example.org", "hf"]
+
+    ``$KERNELHUB_HUB`` (comma-separated) replaces it when set, and ``--hub`` replaces both:
+    the nearer word wins whole, hubs are never merged across settings.
+    """
+    table = read_config().get("hub", {})
+    if not isinstance(table, dict):
+        raise KernelHubError(f'{config_path()}: [hub] must be a table, e.g. path = ["hf"]')
+    return _config_strings(table, "path", "[hub]", '["~/team-hub", "hf"]')
+
+
 def hub_kernels_enabled() -> bool:
     """False when ``USE_HUB_KERNELS`` is 0/off/no/false; warns the first time it is off.
 

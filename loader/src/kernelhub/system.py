@@ -14,7 +14,7 @@ because two worlds name the same hardware differently, and only this module tran
 Metal kernels run on torch's ``mps`` device: ``metal`` and ``mps`` are accepted for each
 other wherever a user writes one. Detection reads torch lazily (importing kernelhub must
 stay cheap and must not import torch before the user does). :class:`SystemInfo` is a
-plain frozen record so tests (and ``kernelhub versions --backend``) can describe
+plain frozen record so tests (and ``kernelhub variants --backend``) can describe
 systems this machine is not, e.g. a ROCm box or a Mac.
 """
 

@@ -65,7 +65,17 @@ def is_trusted(repo_id: str, hub: Hub | None) -> bool:
         return True
     if hub is None:
         return False
+    if (asks := getattr(hub, "trusts", None)) is not None:  # a Hub-API server, per org
+        return bool(asks(org))
     return org in hub.trusted_orgs()
+
+
+def served_trusted_orgs(declared: frozenset[str]) -> frozenset[str]:
+    """What a hub server answers to "is this org a trusted publisher?": kernelhub's
+    default (``kernels-community``, as the Hugging Face Hub answers for it) plus the orgs
+    its operator ``declared`` — so the loader, ``kernelhub serve``'s endpoint and the
+    ecosystem's loader reading that endpoint give one answer out of the box."""
+    return DEFAULT_TRUSTED_ORGS | declared
 
 
 def require_bool(value: object, name: str) -> bool:

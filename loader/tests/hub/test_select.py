@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernelhub.hub import HfHub, Hub, LocalHub, open_hub
+from kernelhub.hub import HfHub, Hub, LocalHub, SearchPath, open_hub
 
 
 def test_default_is_the_env_var_read_at_call_time(monkeypatch, tmp_path):
     monkeypatch.delenv("KERNELHUB_HUB", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
-    default = open_hub()
-    assert isinstance(default, LocalHub)
-    assert default.root == tmp_path / ".local/share/kernelhub/hub"
+    default = open_hub()  # the default search path: the local hub, then hf
+    assert isinstance(default, SearchPath)
+    assert default.hubs[0].root == tmp_path / ".local/share/kernelhub/hub"
 
     monkeypatch.setenv("KERNELHUB_HUB", str(tmp_path / "team-hub"))
     assert open_hub().root == tmp_path / "team-hub"

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml  # type: ignore[import-untyped]  # huggingface_hub's dependency; no stubs
 from kernelhub.errors import KernelHubError
-from kernelhub.hub.local import LocalHub, split_repo_id
+from kernelhub.hub.local import split_repo_id
 from starlette.responses import Response
 
 from . import names
@@ -85,8 +85,9 @@ def whoami(call: Call) -> Response:
 
 def org_overview(call: Call) -> Response:
     """What the ``kernels`` 0.19 loader asks before loading without ``trust_remote_code``:
-    ``trustedKernelPublisher`` — here, whether the hub's own ``kernelhub.toml`` lists the
-    org under ``[trust] orgs`` (the LocalHub's trust setting, one place for both). Only
+    ``trustedKernelPublisher`` — here, :meth:`HubContext.trusted_publishers` (the default
+    ``kernels-community`` plus the hub's ``kernelhub.toml`` ``[trust] orgs``), the answer the
+    loader gives, so endpoint, pages and loaders agree. Only
     repositories the caller may read are counted, so a private one stays unseen."""
     ctx, org, caller = call.ctx, call.org, call.caller
     repos = [r for r in ctx.store.repo_ids()
@@ -94,7 +95,7 @@ def org_overview(call: Call) -> Response:
     if not repos:
         raise ApiError(404, f"this hub has no organisation {org!r} you may read", "RepoNotFound")
     try:
-        trusted = org in LocalHub(ctx.settings.hub).trusted_orgs()
+        trusted = org in ctx.trusted_publishers()
     except KernelHubError as exc:
         raise ApiError(500, str(exc)) from None
     return json_response({"name": org, "fullname": org, "type": "org", "numModels": len(repos),

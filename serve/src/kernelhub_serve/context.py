@@ -7,7 +7,9 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 from urllib.parse import unquote
 
+from kernelhub.hub.local import LocalHub
 from kernelhub.printable import printable
+from kernelhub.trust import served_trusted_orgs
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Scope
@@ -38,6 +40,12 @@ class HubContext:
         grant = self.settings.tokens.identify(request.headers.get("authorization"))
         request.state.caller = grant.name if grant is not None else "anonymous"
         return Caller(grant, self.settings.tokens)
+
+    def trusted_publishers(self) -> frozenset[str]:
+        """The orgs this server calls trusted publishers: kernelhub's default plus its
+        hub's ``[trust] orgs`` — the answer the loader gives, so the publisher-trust
+        endpoint, the pages and every loader agree (a KernelHubError for a bad config)."""
+        return served_trusted_orgs(LocalHub(self.settings.hub).trusted_orgs())
 
     def base_url(self, request: Request) -> str:
         if self.settings.public_url:

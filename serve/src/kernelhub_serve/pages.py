@@ -9,15 +9,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from kernelhub.errors import KernelHubError
 from kernelhub.versions import is_commit_id
 from starlette.responses import HTMLResponse, Response
 
 from . import names
 from .bench_results import read_run
-from .context import Call
+from .context import Call, HubContext
 from .errors import ApiError
 from .hubview import default_ref, kernel_view, list_refs
 from .plots import plot_svg
+from .writer import is_private
 
 TEMPLATES = Path(__file__).parent / "templates"
 _env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]),
@@ -52,8 +54,27 @@ def kernel(call: Call) -> Response:
     view = kernel_view(ctx.store, ctx.store.open(repo_id), repo_id,
                        names.revision(rev) if rev else None)
     rows, cols, cells = view.matrix()
+    base = ctx.base_url(call.request)
     return _html("kernel.html", k=view, rows=rows, cols=cols, cells=cells,
-                 endpoint=ctx.base_url(call.request), org=call.org)
+                 endpoint=base, org=call.org,
+                 load_line=_load_line(ctx, repo_id, view.selected, base))
+
+
+def _load_line(ctx: HubContext, repo_id: str, selected: object, base: str) -> str:
+    """The command the page shows: the ecosystem's loader at this server, for the ref
+    shown, trusting the org only where this server's publisher-trust answer will not,
+    with ``HF_TOKEN`` where the repository is private — so it works as shown."""
+    name = str(getattr(selected, "name", "") or "")
+    spec = f"version={name[1:]}" if name[1:].isdigit() and name[:1] == "v" else (
+        f"revision={name!r}" if name else "version=1")
+    try:
+        trusted = repo_id.split("/")[0] in ctx.trusted_publishers()
+    except KernelHubError:
+        trusted = False
+    token = "HF_TOKEN=<your token> " if is_private(ctx.store.path_of(repo_id)) else ""
+    flag = "" if trusted else ", trust_remote_code=True"
+    return (f"{token}HF_ENDPOINT={base} python -c \"import kernels; "
+            f"kernels.get_kernel('{repo_id}', {spec}{flag})\"")
 
 
 def plot(call: Call) -> Response:

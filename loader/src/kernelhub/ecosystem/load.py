@@ -88,14 +88,20 @@ def has_kernel(
 ) -> bool:
     """Whether the hub has a build of ``repo_id`` this system can load.
 
-    Nothing is loaded, so neither trust nor the GPU architectures are consulted:
-    ``trust_remote_code`` and ``check_arch`` are accepted for the ecosystem's signature.
+    As kernels 0.19.1 answers: False only when the repository and version exist but hold
+    no build for this system; a missing repository or version raises
+    (:class:`~kernelhub.errors.RepoNotFoundError`,
+    :class:`~kernelhub.errors.VersionSpecError`, a ``ValueError`` as theirs is), so a
+    typo is not read as "no kernel". Nothing is loaded, so neither trust nor the GPU
+    architectures are consulted: ``trust_remote_code`` and ``check_arch`` are accepted
+    for the ecosystem's signature.
     """
     del trust_remote_code, check_arch
 
     if (local := local_override(repo_id)) is not None:
         return local.exists()
-    return api.has_kernel(repo_id, version, revision, backend=backend)
+    resolution = api.resolve_kernel(repo_id, version, revision, backend=backend)
+    return resolution.selection.chosen is not None
 
 
 def get_local_kernel(repo_path: Path | str, package_name: str | None = None,

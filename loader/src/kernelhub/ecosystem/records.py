@@ -49,10 +49,40 @@ class KernelName(str):
         return self.replace("-", "_")
 
 
-class BackendInfo(Record, frozen=True):
-    """The backend a build is for, and the GPU architectures it declares."""
+class Backend(enum.Enum):
+    """A build's backend, as the ecosystem's ``kernels.Backend`` names it (its members and
+    values; ``str()`` is the lower-case name a variant uses)."""
 
-    backend_type: str
+    CANN = "CANN"
+    CPU = "CPU"
+    CUDA = "CUDA"
+    Metal = "Metal"
+    Neuron = "Neuron"
+    ROCm = "ROCm"
+    TPU = "TPU"
+    XPU = "XPU"
+
+    def __str__(self) -> str:
+        return self.value.lower()
+
+    @staticmethod
+    def from_str(s: str) -> Backend:
+        """The member named ``s`` (any case; ``npu`` is Ascend's CANN); ValueError else."""
+        name = "cann" if s.lower() == "npu" else s.lower()
+        for member in Backend:
+            if member.value.lower() == name:
+                return member
+        raise ValueError(f"unknown backend {s!r}; known: "
+                         f"{', '.join(str(m) for m in Backend)}")
+
+
+class BackendInfo(Record, frozen=True):
+    """The backend a build is for, and the GPU architectures it declares.
+
+    ``backend_type`` is a :class:`Backend`, None for a backend-agnostic build
+    (``universal``), as kernels 0.19.1 returns."""
+
+    backend_type: Backend | None
     archs: list[str] | None
 
 
@@ -128,7 +158,9 @@ class Metadata:
 
     @property
     def backend(self) -> BackendInfo:
-        return BackendInfo(self._m.backend.type, list(self._m.backend.archs) or None)
+        kind = self._m.backend.type
+        return BackendInfo(None if kind == "universal" else Backend.from_str(kind),
+                           list(self._m.backend.archs) or None)
 
     @property
     def digest(self) -> Digest | None:
@@ -170,9 +202,11 @@ def _repo_info(path: Path) -> RepoInfo | None:
 
 
 def get_loaded_kernels() -> list[LoadedKernel]:
-    """Every kernel variant this process has imported (a new list each call)."""
+    """Every kernel variant directory this process has loaded (a new list each call):
+    like kernels 0.19.1, one entry per path, so a local load of a build already loaded
+    from the hub is listed too (both name the one module)."""
     found = []
-    for loaded in importer.loaded_variants().values():
+    for loaded in importer.loads():
         parsed = _metadata.read_metadata(loaded.path)
         found.append(LoadedKernel(Metadata(parsed), loaded.module, _repo_info(loaded.path)))
     return found

@@ -5,4 +5,5 @@ from .base import BUILD_DIR as BUILD_DIR
 from .base import Hub as Hub
 from .hf import HfHub as HfHub
 from .local import LocalHub as LocalHub
+from .search import SearchPath as SearchPath
 from .select import open_hub as open_hub

@@ -14,6 +14,8 @@ be different servers, and one host may serve several mirrors under different pat
 from __future__ import annotations
 
 import hashlib
+import os
+import socket
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -24,6 +26,37 @@ if TYPE_CHECKING:
     from .. import user_files
 else:  # for messages only
     user_files = deferred("kernelhub.user_files")
+
+CONNECT_TIMEOUT = 5.0
+"""Seconds a first connection to a Hub-API server may take before the hub counts as
+unreachable. huggingface_hub's client waits without limit; on a machine with no route
+out, the default search path's ``hf`` entry would then hang a load for minutes."""
+
+_PROXY_VARS = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
+
+_reached: set[tuple[str, int]] = set()
+"""(host, port) pairs this process has connected to: asked once per process."""
+
+
+def check_reachable(endpoint: str) -> None:
+    """Raise a one-line HubError unless a TCP connection to ``endpoint`` opens within
+    :data:`CONNECT_TIMEOUT` (once per host and port per process; skipped where a proxy is
+    configured, since then the proxy, not the host, is what is connected to)."""
+    parts = urlsplit(endpoint)
+    host = parts.hostname or ""
+    port = parts.port or (443 if parts.scheme.lower() == "https" else 80)
+    if (host, port) in _reached or any(os.environ.get(v) for v in _PROXY_VARS):
+        return
+    try:
+        socket.create_connection((host, port), timeout=CONNECT_TIMEOUT).close()
+    except OSError as e:
+        why = "timed out" if isinstance(e, TimeoutError) else (e.strerror or type(e).__name__)
+        raise HubError(
+            f"cannot reach the hub at {user_files.shown_path(endpoint)} ({why}); check the "
+            "network or HF_ENDPOINT, set HF_HUB_OFFLINE=1 to load from the cache, or leave "
+            "it off the search path (KERNELHUB_HUB)") from None
+    _reached.add((host, port))
+
 
 _SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.-")
 

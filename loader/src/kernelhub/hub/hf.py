@@ -20,19 +20,21 @@ Publishing to such a server lives in :mod:`kernelhub_builder.ship.hf`.
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from .. import settings
 from ..errors import HubError, RepoNotFoundError, VersionSpecError
 from ..lazy_names import deferred
 from ..redact import redact, redact_logs
 from ..variants import check_variant_dir
 from ..versions import Refs, is_commit_id
 from .base import BUILD_DIR, check_relative
-from .endpoints import check_endpoint, endpoint_key
+from .endpoints import check_endpoint, check_reachable, endpoint_key
 from .hf_files import ListedFile, VariantFiles, by_variant, download, listed_file
 
 if TYPE_CHECKING:
@@ -52,6 +54,7 @@ else:  # a warm load (pinned, locked or offline) needs only the hub's cache key
     release_manifest = deferred("kernelhub.release_manifest")
 
 T = TypeVar("T")
+_log = logging.getLogger(__name__)
 
 REPO_TYPES = ("kernel", "model")
 """Where a repository is looked for, in this order: the Hub's kernel repositories, then
@@ -101,11 +104,14 @@ class HfHub:
         self._api: HfApi | None = None
         self._listings: dict[tuple[str, str], dict[str, VariantFiles]] = {}
         """(repo id, commit id) → what :meth:`_build_listing` found there."""
+        self._trusts: dict[str, bool] = {}
+        """org → the server's publisher-trust answer, for this HfHub's life (one load)."""
 
     @property
     def api(self) -> HfApi:
         """The huggingface_hub client, made (and the library imported) on first use."""
         if self._api is None:
+            check_reachable(self.endpoint)  # fail in seconds, not after the OS gives up
             _import_huggingface_hub()
             self._api = hf_api.HfApi(endpoint=self.endpoint, token=self.token)
         return self._api
@@ -293,8 +299,31 @@ class HfHub:
                                              found.get(release_manifest.SIGNATURE_FILE))
 
     def trusted_orgs(self) -> frozenset[str]:
-        """A remote hub declares no trust of its own; the user's configuration decides."""
+        """No list: the server is asked about one org at a time (:meth:`trusts`)."""
         return frozenset()
+
+    def trusts(self, org: str) -> bool:
+        """The server's own answer, the one the ecosystem's loader reads: whether its
+        overview of ``org`` says ``trustedKernelPublisher`` (the Hugging Face Hub's
+        publisher-trust flag; ``kernelhub serve`` answers it from its hub's config).
+
+        Asked only for an org the user does not trust already. Offline, or on any
+        failure, the answer is no (never trust what could not be asked; the refusal
+        says how to trust it). One line is logged for a failure, so "not trusted" on a
+        hub that could not be reached is explainable.
+        """
+        if settings.offline():
+            return False
+        if (known := self._trusts.get(org)) is not None:  # asked before and after resolving
+            return known
+        try:
+            overview = self.api.get_organization_overview(org)
+        except Exception as exc:  # any failure of the server or the client: not trusted
+            _log.info("could not ask %s whether %r is a trusted publisher: %s",
+                      redact(self.endpoint), org, " ".join(redact(str(exc)).split())[:200])
+            return False
+        self._trusts[org] = answer = getattr(overview, "trustedKernelPublisher", False) is True
+        return answer
 
 
 def absent(exc: hf_errors.HfHubHTTPError) -> bool:

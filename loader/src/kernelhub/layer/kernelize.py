@@ -28,6 +28,8 @@ import enum
 import logging
 import warnings
 from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 from .. import settings
@@ -62,6 +64,34 @@ else:
 logger = logging.getLogger(__name__)
 
 _layer_cache: dict[tuple[CacheKey, type], type] = {}
+
+_collecting: ContextVar[list[tuple[str, str]] | None] = ContextVar(
+    "kernelhub_collected_load_failures", default=None)
+"""Where load failures go instead of one warning each (see :func:`collected_failures`)."""
+
+
+@contextmanager
+def collected_failures() -> Iterator[list[tuple[str, str]]]:
+    """Inside the block (this thread or task), each kernel that fails to load is recorded
+    as ``(layer or function name, why)`` in the list yielded instead of being warned about
+    on its own: a caller applying a whole table of kernels (Transformers' seams) says
+    once what it declined, not once per layer."""
+    sink: list[tuple[str, str]] = []
+    token = _collecting.set(sink)
+    try:
+        yield sink
+    finally:
+        _collecting.reset(token)
+
+
+def declined(name: str, why: str) -> bool:
+    """Record that ``name`` keeps PyTorch because of ``why`` where failures are being
+    collected; False (nothing recorded) outside :func:`collected_failures`."""
+    sink = _collecting.get()
+    if sink is None:
+        return False
+    sink.append((name, why))
+    return True
 """(repository cache key, model class) → validated layer; loading and checking run once."""
 
 
@@ -230,8 +260,9 @@ def kernelize(
         for reason in reasons:
             if reason.load_failed and (target.layer_name, reason.text) not in warned:
                 warned.add((target.layer_name, reason.text))
-                warnings.warn(f"{target.layer_name}: {reason.text}; using PyTorch's forward",
-                              stacklevel=2)
+                if not declined(target.layer_name, reason.text):
+                    warnings.warn(f"{target.layer_name}: {reason.text}; using PyTorch's forward",
+                                  stacklevel=2)
     return model
 
 

@@ -15,8 +15,16 @@ from typing import TYPE_CHECKING, TypeVar
 
 from .. import settings
 from ..cache import KernelCache
-from ..errors import NoCompatibleVariantError, OfflineError, VersionSpecError
+from ..errors import (
+    HubError,
+    NoCompatibleVariantError,
+    OfflineError,
+    RepoNotFoundError,
+    VersionSpecError,
+)
 from ..hub.base import Hub
+from ..hub.calls import hub_name
+from ..hub.search import as_search_path, not_found
 from ..records import Record
 from ..selection import Selection, select_variant
 from ..system import SystemInfo, detect_system
@@ -128,10 +136,61 @@ def per_commit(
     return value
 
 
+def serving_hub(hub: Hub, repo_id: str, commit: str | None, cache: KernelCache) -> Hub:
+    """The hub that serves ``repo_id``: ``hub`` itself, or for a search path
+    (:mod:`kernelhub.hub.search`) the first of its hubs that has the repository, asking
+    none where the cache can answer:
+
+    * a pinned ``commit`` whose variant list a hub's cache holds → that hub (first such);
+    * offline → the first hub whose cache holds the repository's refs, else one
+      OfflineError naming the hubs whose caches were searched;
+    * a remote hub whose refs were seen within ``KERNELHUB_REFS_TTL`` → it, unasked;
+    * else each hub in turn is asked for the refs (written to the cache): the first that
+      has the repository serves it; a hub that fails ends the search (never fall through
+      to a same-named repository elsewhere), and the error names the hubs tried.
+    """
+    path = as_search_path(hub)
+    if path is None:
+        return hub
+    if (known := path.chosen(repo_id)) is not None:
+        return known
+    if commit is not None:
+        for each in path.hubs:
+            if cache.read_variants(each.key, repo_id, commit) is not None:
+                return path.settle(repo_id, each)
+    if settings.offline():
+        for each in path.hubs:
+            if cache.read_refs(each.key, repo_id) is not None:
+                return path.settle(repo_id, each)
+        raise OfflineError(f"{repo_id} (searched the cache of every hub on the search path: "
+                           f"{path.describe()})")
+    misses: list[str] = []
+    for each in path.hubs:
+        if recent_refs(repo_id, each, cache) is not None:
+            return path.settle(repo_id, each)
+        try:
+            refs = each.list_refs(repo_id)
+        except RepoNotFoundError:
+            misses.append(f"{hub_name(each)} (no such repository)")
+            continue
+        except HubError as e:
+            if not misses:
+                raise
+            raise HubError(f"{' '.join(str(e).split())} (the search for {repo_id} stopped "
+                           f"there; before it: {'; '.join(misses)})") from e
+        cache.write_refs(each.key, repo_id, refs)
+        return path.settle(repo_id, each)
+    raise not_found(repo_id, misses)
+
+
 def resolve_request(request: KernelRequest) -> Resolution:
-    """The commit ``request`` names, its variants, and the one this system loads."""
-    repo_id, spec, hub = request.repo_id, request.spec, request.hub
+    """The commit ``request`` names, its variants, and the one this system loads; for a
+    search path of hubs, the hub that serves the repository (:func:`serving_hub`) is the
+    resolution's ``hub``, so caches and messages name the hub a load came from."""
+    repo_id, spec = request.repo_id, request.spec
     cache = KernelCache()
+    pinned = spec.commit if spec is not None else None
+    hub = serving_hub(request.hub, repo_id, pinned, cache)
     if spec is not None and spec.commit is not None:
         ref, commit = spec.commit, spec.commit
     else:

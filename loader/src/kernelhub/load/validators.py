@@ -35,11 +35,12 @@ import json
 from typing import TYPE_CHECKING
 
 from ..errors import IntegrityError, LockFileError, SignatureError
+from ..hub import search
 from ..lazy_names import deferred
 from ..minver import KERNELS_MINVER, check_kernels_minver
 from ..provenance import warn_if_dirty
 from ..selection import check_archs
-from ..trust import OrgPolicy, Vouch, check_trusted, policy_for
+from ..trust import OrgPolicy, Vouch, check_trusted, is_trusted, policy_for, vouches_for
 
 if TYPE_CHECKING:
     from .. import hub_hashes, release_policy, sigstore_signatures
@@ -83,7 +84,17 @@ class TrustValidator(Validator):
         self.trust_remote_code = trust_remote_code
 
     def on_request(self, request: KernelRequest) -> None:
+        if search.is_search_path(request.hub) \
+                and not vouches_for(self.trust_remote_code, request.repo_id) \
+                and not is_trusted(request.repo_id, None):
+            return  # which hub's operator vouches is known once one serves it (below)
         check_trusted(request.repo_id, request.hub, self.trust_remote_code)
+
+    def on_resolution(self, resolution: Resolution) -> None:
+        """Again with the hub that serves it: through a search path, the trust its
+        operator declares applies only to what that hub serves, so it is asked only
+        now (refs and the variant list have been read; nothing of the code)."""
+        check_trusted(resolution.repo_id, resolution.hub, self.trust_remote_code)
 
     def key(self) -> object:
         return self.trust_remote_code

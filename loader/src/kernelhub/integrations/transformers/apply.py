@@ -36,6 +36,7 @@ from ...layer import (
     use_kernel_mapping,
 )
 from ...layer.autotune import autotune_from_env, autotuned_function
+from ...layer.kernelize import collected_failures, declined
 from ...layer.mapping import MODE_FALLBACK_ORDER, Repository
 from . import attention
 from .failures import load_failure
@@ -215,7 +216,8 @@ def _apply_functions(model: nn.Module, entries: dict[str, list[Entry]], explicit
             except (KernelHubError, AttributeError) as e:
                 if name in explicit:
                     raise load_failure(spec, name, device, e) from None
-                logger.warning("%s: keeping PyTorch (%s)", name, e)
+                if not declined(name, str(e)):
+                    logger.warning("%s: keeping PyTorch (%s)", name, e)
         if replacement is not None and _supports(replacement, mode):
             if autotune:
                 replacement = autotuned_function(name, replacement, getattr(module, attr),
@@ -256,7 +258,8 @@ def _apply_attention(model: nn.Module, entries: dict[str, list[Entry]], explicit
     except KernelHubError as e:
         if ATTENTION_KEY in explicit:
             raise load_failure(spec, ATTENTION_KEY, device, e) from None
-        logger.warning("attention: keeping %s (%s)", current, e)
+        if not declined("attention", f"keeping {current}: {e}"):
+            logger.warning("attention: keeping %s (%s)", current, e)
         return
     chosen = attention.attention_function(name)
     if _supports(chosen, mode):
@@ -300,11 +303,28 @@ def apply_kernels(model: nn.Module, kernel_config: object, mode: Mode, device: s
         logger.warning(coverage_message(model))
     entries, explicit = effective_entries(config, device)
     autotune = (config is not None and config.autotune) or autotune_from_env()
-    _apply_layers(model, entries, explicit, device, mode, autotune)
-    apply_fusions(model, config, device, mode, repository)
-    _apply_functions(model, entries, explicit, device, mode, autotune)
-    _apply_attention(model, entries, explicit, device, mode, autotune)
+    with collected_failures() as failed:
+        _apply_layers(model, entries, explicit, device, mode, autotune)
+        apply_fusions(model, config, device, mode, repository)
+        _apply_functions(model, entries, explicit, device, mode, autotune)
+        _apply_attention(model, entries, explicit, device, mode, autotune)
+    if failed:
+        logger.warning(declined_line(failed))
     setattr(model, APPLIED_MODE_ATTR, mode)
+
+
+def declined_line(failed: list[tuple[str, str]]) -> str:
+    """The one line a model's kernelization says about every kernel it could not load
+    (the table's kernels are optional: PyTorch runs there), with the first reason; the
+    same model loaded by the ecosystem's path says nothing, so this says no more than
+    once per model."""
+    names = list(dict.fromkeys(name for name, _ in failed))
+    why = " ".join(failed[0][1].split())
+    if len(why) > 400:
+        why = why[:400] + "…"
+    return (f"kernelhub: {len(names)} of this model's kernels did not load, PyTorch runs "
+            f"there ({', '.join(names)}); first reason: {why} (`kernelhub env` shows the hubs "
+            "searched)")
 
 
 def remove_kernels(model: nn.Module) -> None:

@@ -42,7 +42,7 @@ def load_failure(spec: KernelSpec, key: object, device: str, error: Exception) -
         has = ", ".join(f"version {m}" for m in majors) or "no major versions"
         hint = (f"{spec.source} has no version newer than {asked if asked is not None else 'this'} "
                 f"(it has: {has}); check that this device, its driver and this torch are among "
-                "the builds it provides (`kernelhub versions REPO` lists each build and why it "
+                "the builds it provides (`kernelhub variants REPO` lists each build and why it "
                 "does or does not fit).")
     return KernelConfigError(
         f"kernel_mapping[{key!r}] = {spec.describe()} could not be loaded on {device}: {error}\n"
