@@ -19,7 +19,7 @@ from .load import pipeline
 from .load.fetch import fetch
 from .load.request import HubArg, kernel_request, open_hub_arg
 from .load.resolve import Resolution, default_spec, refs_of, release_files, resolve_request
-from .load.verify import verify
+from .load.verify import verify_fetched
 from .metadata import METADATA_FILE, read_metadata
 from .selection import select_variant
 from .system import detect_system
@@ -205,8 +205,7 @@ def download_locked(project_dir: Path, *, all_variants: bool = False, hub: HubAr
         variants = resolution.variants if all_variants else [resolution.variant]
         for variant in variants:
             fetched = fetch(resolution, variant)
-            pipeline.checked(verify(fetched.path, variant, cached=True),
-                             [validators.LockValidator(entry)]).discard()
+            pipeline.checked(verify_fetched(fetched), [validators.LockValidator(entry)]).discard()
             paths.append(fetched.path)
     return paths
 
