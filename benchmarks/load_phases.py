@@ -8,7 +8,8 @@ time is only ever inflated by waiting for a core):
   import load path     every module a hub load needs (``kernelhub.api`` and what it imports)
   pipeline             request → resolve → fetch → verify → checks, up to the import
   kernel import        the kernel's own modules executed from the verified snapshot
-    of which compile   compiling its verified sources (no bytecode cache may be trusted)
+    of which compile   compiling its verified sources (none once this user's verified code
+                       records hold them: ``kernelhub.verified_import.compiled``)
     of which fakes     ``torch.library.register_fake`` calls (torch's ``inspect`` walk of
                        ``sys.modules`` pays a ``realpath`` per module imported since torch)
 
