@@ -361,8 +361,8 @@ def targets(by: dict[str, Row]) -> list[str]:
             continue
         best, cpu = min(r.totals()) * 1000, min(r.cpus) * 1000
         hf = "huggingface_hub imported" if True in r.hf_imported else "no huggingface_hub"
-        verdict = "met" if best <= 20 and True not in r.hf_imported else "NOT met"
-        lines.append(f"  {key:3}import+load <= 20 ms: {verdict} ({best:.1f} ms wall, {cpu:.1f} ms "
+        verdict = "met" if best <= 15 and True not in r.hf_imported else "NOT met"
+        lines.append(f"  {key:3}import+load <= 15 ms: {verdict} ({best:.1f} ms wall, {cpu:.1f} ms "
                      f"cpu, {hf})  {r.label}")
     lines += hub_api_targets(by)
     return lines

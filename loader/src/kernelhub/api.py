@@ -29,7 +29,7 @@ from .load.resolve import (
     resolve_request,
     serving_hub,
 )
-from .load.verify import verify
+from .load.verify import verify_fetched
 from .metadata import METADATA_FILE, read_metadata
 from .selection import select_variant
 from .system import detect_system
@@ -232,8 +232,7 @@ def download_locked(project_dir: Path, *, all_variants: bool = False, hub: HubAr
         variants = resolution.variants if all_variants else [resolution.variant]
         for variant in variants:
             fetched = fetch(resolution, variant)
-            pipeline.checked(verify(fetched.path, variant, cached=True),
-                             [validators.LockValidator(entry)]).discard()
+            pipeline.checked(verify_fetched(fetched), [validators.LockValidator(entry)]).discard()
             paths.append(fetched.path)
     return paths
 

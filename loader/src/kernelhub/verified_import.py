@@ -13,7 +13,8 @@ prefer a ``__pycache__/*.pyc`` whose header matches the source's size and mtime 
 no digest covers. So the import hook (:class:`VerifiedFinder`, installed as
 :data:`FINDER`) answers for every module under a loaded variant's name and only from
 the :class:`VerifiedVariant`: sources are compiled from the bytes that were hashed
-(no ``__pycache__`` is read or written), native extensions are loaded from the private
+(no ``__pycache__`` is read or written; the code compiled from a verified source is
+kept under an HMAC only this user's loader can make, :func:`compiled`), native extensions are loaded from the private
 verified copy (whose paths are what the variant's own ``__file__`` points at), and a
 module that is not part of the verified build cannot be imported at all. The copy and
 the hook are one guarantee, so they live in one module.
@@ -32,6 +33,7 @@ import importlib.abc
 import importlib.machinery
 import importlib.util
 import linecache
+import marshal
 import os
 import shutil
 import stat
@@ -43,6 +45,7 @@ from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 from types import CodeType, ModuleType
 
+from . import verified_marks
 from .errors import IntegrityError, KernelLoadError, MetadataError
 from .metadata import (
     METADATA_FILE,
@@ -263,7 +266,7 @@ class _VerifiedSourceLoader(importlib.abc.InspectLoader):
         return importlib.util.decode_source(self.source)
 
     def get_code(self, fullname: str) -> CodeType:
-        return compile(self.source, self.path, "exec", dont_inherit=True)
+        return compiled(self.source, self.path)
 
     def exec_module(self, module: ModuleType) -> None:
         # Tracebacks and inspect.getsource (which Triton uses to compile kernels) read
@@ -271,6 +274,40 @@ class _VerifiedSourceLoader(importlib.abc.InspectLoader):
         lines = self.get_source(module.__name__).splitlines(keepends=True)
         linecache.cache[self.path] = (len(self.source), None, lines, self.path)
         exec(self.get_code(module.__name__), module.__dict__)
+
+
+CODE_RECORDS = "code"
+"""Where :mod:`kernelhub.verified_marks` keeps the code compiled from verified sources."""
+_BYTECODE_FORMAT = importlib.util.MAGIC_NUMBER + bytes([sys.flags.optimize])
+"""What else than the source a compiled code object depends on: the interpreter's
+bytecode format and its optimisation level."""
+
+
+def compiled(source: bytes, path: str) -> CodeType:
+    """``source`` (verified bytes) compiled as the module at ``path``.
+
+    Compiling a kernel's sources costs a few milliseconds on every warm load, so the code
+    is remembered by the sha256 of the source and the bytecode format, under an HMAC
+    only this user's loader can make (:mod:`kernelhub.verified_marks`): a record anyone
+    else wrote, or one for other bytes, is never read as code; the source is compiled
+    instead. The record holds no path: the code is given ``path`` as it is loaded."""
+    key = hashlib.sha256(_BYTECODE_FORMAT + source).digest()
+    if (data := verified_marks.recall_data(CODE_RECORDS, key)) is not None:
+        try:
+            code = marshal.loads(data)
+        except (EOFError, ValueError, TypeError):
+            code = None
+        if isinstance(code, CodeType):
+            return _at(code, path)
+    code = compile(source, path, "exec", dont_inherit=True)
+    verified_marks.remember_data(CODE_RECORDS, key, marshal.dumps(code))
+    return code
+
+
+def _at(code: CodeType, path: str) -> CodeType:
+    """``code`` and the code objects it holds, named as compiled from ``path``."""
+    consts = tuple(_at(c, path) if isinstance(c, CodeType) else c for c in code.co_consts)
+    return code.replace(co_filename=path, co_consts=consts)
 
 
 class VerifiedFinder(importlib.abc.MetaPathFinder):

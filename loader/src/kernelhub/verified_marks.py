@@ -1,4 +1,4 @@
-"""Signature checks remembered across processes, without trusting whoever writes the cache.
+"""Verification remembered across processes, without trusting whoever writes the cache.
 
 Verifying an Ed25519 signature takes a fraction of a millisecond, but the first one in a
 process loads cryptography's native library, which after torch costs around 100 ms — more
@@ -8,6 +8,11 @@ than the rest of a warm load. So a successful check is remembered on disk, keyed
 user can read. Anyone who can write the cache (a shared cluster cache, another user) can
 delete records — which only costs a re-verification — but cannot make one that passes:
 that would need the secret.
+
+The same secret authenticates the bytecode compiled from verified sources
+(:func:`recall_data`, :func:`remember_data`): compiling a kernel's Python files costs a
+few milliseconds on every warm load, and a record only this user's loader could have
+made is as good as the source it was compiled from.
 
 The secret is 32 random bytes in ``verify-secret`` next to the user's config file, created
 on first use with mode 0600, and ignored unless it is a regular file owned by this user and
@@ -30,6 +35,7 @@ from . import settings
 SECRET_FILE = "verify-secret"
 MARKS_DIR = "verified"
 _SECRET_SIZE = 32
+_TAG_SIZE = 32
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
@@ -99,6 +105,42 @@ def remember(content_key: bytes, fingerprint: str) -> None:
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp.write_text(f"{fingerprint}\n{_tag(secret, content_key, fingerprint)}\n")
+        os.replace(tmp, path)
+    with contextlib.suppress(OSError):
+        tmp.unlink(missing_ok=True)
+
+
+def _data_path(kind: str, content_key: bytes) -> Path:
+    return settings.cache_dir() / MARKS_DIR / kind / content_key.hex()
+
+
+def recall_data(kind: str, content_key: bytes) -> bytes | None:
+    """The bytes this user's loader recorded for ``content_key`` under ``kind``; None
+    when there is no record, or one whose HMAC does not match (made by anyone else)."""
+    secret = _secret()
+    if secret is None:
+        return None
+    try:
+        with open(_data_path(kind, content_key), "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    tag, data = raw[:_TAG_SIZE], raw[_TAG_SIZE:]
+    expected = hmac.new(secret, content_key + data, hashlib.sha256).digest()
+    return data if hmac.compare_digest(tag, expected) else None
+
+
+def remember_data(kind: str, content_key: bytes, data: bytes) -> None:
+    """Record ``data`` for ``content_key`` under ``kind`` (best effort, like
+    :func:`remember`)."""
+    secret = _secret()
+    if secret is None:
+        return
+    path = _data_path(kind, content_key)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_bytes(hmac.new(secret, content_key + data, hashlib.sha256).digest() + data)
         os.replace(tmp, path)
     with contextlib.suppress(OSError):
         tmp.unlink(missing_ok=True)

@@ -1,7 +1,7 @@
 """The pipeline, top to bottom: request → resolve → fetch → verify → import.
 
-Every path that yields loadable code runs here, with the checks :func:`validators_for`
-chooses: :func:`load` (``get_kernel``, locked loads, layer repositories, the
+Every path that yields loadable code runs here, with the checks
+:func:`~kernelhub.load.validators.validators_for` chooses: :func:`load` (``get_kernel``, locked loads, layer repositories, the
 compatibility module), :func:`locate` (the variant a load would import, checked but not
 imported: ``locate_kernel``, ``kernels.install_kernel``) and :func:`load_local` (a build
 named by its path; one inside the kernel cache is a hub variant, and its org's signing
@@ -13,31 +13,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING
 
 from .. import settings
-from ..errors import SignatureError
-from ..lazy_names import deferred
-from ..trust import policy_for
 from ..versions import is_commit_id
 from .dependencies import load_with_dependencies
 from .fetch import fetch
 from .request import KernelRequest
-from .resolve import resolve_request
-from .validators import (
-    SignatureValidator,
-    SigstoreValidator,
-    Validator,
-    format_checks,
-    validators_for,
-)
-from .verify import Snapshot, verify
-
-if TYPE_CHECKING:
-    from .. import cache, sigstore_signatures
-else:  # read only for a variant handed over by its path
-    cache = deferred("kernelhub.cache")
-    sigstore_signatures = deferred("kernelhub.sigstore_signatures")
+from .resolve import ReleaseVerdict, resolve_request
+from .validators import SignatureValidator, Validator, validators_for
+from .verify import Snapshot, verify, verify_fetched
 
 _memo: dict[tuple[object, ...], ModuleType] = {}
 """What a request loaded in this process, keyed by the request and what its checks depend
@@ -46,9 +30,7 @@ on (policy, lock), so repeated loads cost a dict lookup and a changed policy che
 
 def load(request: KernelRequest) -> ModuleType:
     """Load what ``request`` names: checked, fetched if needed, read once, imported."""
-    checks = validators_for(request)
-    for check in checks:
-        check.on_request(request)
+    checks = admitted(request)
     key = (request.hub.key, request.repo_id, request.describe(), request.backend,
            request.pins.key() if request.pins is not None else None,
            *(check.key() for check in checks))
@@ -63,30 +45,32 @@ def load(request: KernelRequest) -> ModuleType:
 def checked_snapshot(request: KernelRequest) -> Snapshot:
     """The verified snapshot a load of ``request`` would import, with every check run
     (a kernel's dependencies are read this way before anything of the tree is imported)."""
-    checks = validators_for(request)
-    for check in checks:
-        check.on_request(request)
-    return _snapshot(request, checks)
+    return _snapshot(request, admitted(request))
 
 
 def locate(request: KernelRequest) -> Path:
     """The cache directory of the variant :func:`load` would import, fetched and checked
     like a load (trust, signature, lock), but not imported."""
-    checks = validators_for(request)
-    for check in checks:
-        check.on_request(request)
-    snapshot = _snapshot(request, checks)
+    snapshot = _snapshot(request, admitted(request))
     snapshot.discard()
     assert snapshot.cached is not None
     return snapshot.cached
 
 
+def admitted(request: KernelRequest) -> list[Validator]:
+    """The checks of ``request``, once each has admitted the request itself (before the
+    hub is asked anything)."""
+    checks = validators_for(request.repo_id, request)
+    for check in checks:
+        check.on_request(request)
+    return checks
+
+
 def _snapshot(request: KernelRequest, checks: list[Validator]) -> Snapshot:
     resolution = resolve_request(request)
     for check in checks:
-        check.on_resolution(resolution)
-    fetched = fetch(resolution)
-    return checked(verify(fetched.path, fetched.variant, cached=True), checks)
+        resolution = check.on_resolution(resolution)
+    return checked(verify_fetched(fetch(resolution)), checks)
 
 
 def checked(snapshot: Snapshot, checks: Sequence[Validator]) -> Snapshot:
@@ -106,9 +90,10 @@ def load_local(path: Path) -> ModuleType:
     kernel cache came from a hub, and its org's signing policy applies."""
     path = Path(path).resolve()
     cached = _cached_variant(path)
-    checks = _cached_checks(*cached) if cached is not None else []
-    snapshot = checked(verify(path, path.name, cached=cached is not None),
-                       [*checks, *format_checks()])
+    checks = validators_for(cached[1] if cached is not None else None)
+    release = _cached_release(checks, *cached) if cached is not None else None
+    snapshot = checked(verify(path, path.name, cached=cached is not None, release=release),
+                       checks)
     return load_with_dependencies(str(path), snapshot, None, checked_snapshot)
 
 
@@ -124,22 +109,11 @@ def _cached_variant(path: Path) -> tuple[str, str, str, str] | None:
     return hub_key, f"{org}/{name}", commit, variant
 
 
-def _cached_checks(hub_key: str, repo_id: str, commit: str, variant: str) -> list[Validator]:
-    """The signing policies' checks of a cached variant: the org's sigstore policy on its
-    bundle, and its release-signing policy from the release files the cache holds for its
-    commit (a load never asks a hub for a path it was handed)."""
-    sigstore = sigstore_signatures.sigstore_policy_for(repo_id.partition("/")[0])
-    checks: list[Validator] = [SigstoreValidator(repo_id, sigstore)] if sigstore else []
-    policy = policy_for(repo_id.partition("/")[0])
-    if not policy.active:
-        return checks
-    files = cache.KernelCache().read_release(hub_key, repo_id, commit)
-    if files is None:
-        raise SignatureError(
-            f"refusing to load {variant} of {repo_id} at {commit[:12]} from the cache: your "
-            f"policy requires signed releases from {policy.org!r}, and the release files of "
-            "that commit are not cached; load it with get_kernel, which checks them"
-        )
-    check = SignatureValidator(policy)
-    check.check_release(files, repo_id, commit, commit, variant)
-    return [*checks, check]
+def _cached_release(checks: list[Validator], hub_key: str, repo_id: str, commit: str,
+                    variant: str) -> ReleaseVerdict | None:
+    """The release signature's verdict on a cached variant, from the release files the
+    cache holds (None: no signing policy applies)."""
+    for check in checks:
+        if isinstance(check, SignatureValidator):
+            return check.on_cached(hub_key, repo_id, commit, variant)
+    return None

@@ -37,6 +37,14 @@ if TYPE_CHECKING:  # read only where a signing policy applies
 T = TypeVar("T")
 
 
+class ReleaseVerdict(Record, frozen=True):
+    """What the org's signing policy found in the release files of a commit."""
+
+    metadata_sha256: str | None
+    """The sha256 the signed manifest records for the variant's metadata.json; None where
+    the policy allows the release unsigned."""
+
+
 class Resolution(Record, frozen=True):
     """Where a repository spec led: the commit, its variants and the pick for this system."""
 
@@ -47,6 +55,9 @@ class Resolution(Record, frozen=True):
     variants: list[str]
     system: SystemInfo
     selection: Selection
+    release: ReleaseVerdict | None = None
+    """The release signature's verdict, added by the signing check
+    (:class:`kernelhub.load.validators.SignatureValidator`); None: not checked."""
 
     @property
     def where(self) -> str:

@@ -8,7 +8,17 @@ hooks only refuse sooner, where the answer needs no bytes — an untrusted organ
 refused before the hub is asked anything, an unsigned release before anything of it is
 fetched.
 
-:func:`validators_for` decides, in one place, which checks a request gets:
+A check holds only what it was configured with (a policy, a lock entry, a flag): what it
+learns before the bytes travels in the pipeline's values, not in the check.
+:meth:`Validator.on_resolution` returns the :class:`~kernelhub.load.resolve.Resolution`
+with it added (the release signature's verdict, :class:`ReleaseVerdict`); the fetched
+variant carries that resolution, and its :class:`~kernelhub.load.verify.Snapshot` carries
+what the check on the bytes needs (the verdict, the system the variant was picked for).
+So one set of checks can serve any number of loads, and a check's configuration is all
+the memo of loads needs to know about it (:meth:`Validator.key`).
+
+:func:`validators_for` decides, in one place, which checks a load gets — a hub load of a
+request, a variant inside the kernel cache named by its path, or a local build:
 
 * :class:`TrustValidator` — the organisation is trusted, or the caller vouched for it;
 * :class:`SignatureValidator` — where the org's signing policy applies: the release is
@@ -23,7 +33,7 @@ fetched.
   reads;
 * :class:`DirtyBuildValidator` — one warning for a build from a dirty git tree.
 
-:func:`format_checks` are the last two, which local builds get too.
+The last two are the format checks, which local builds get too.
 
 A new check is one more class here and one more line in :func:`validators_for`.
 """
@@ -39,34 +49,37 @@ from ..hub import search
 from ..lazy_names import deferred
 from ..minver import KERNELS_MINVER, check_kernels_minver
 from ..provenance import warn_if_dirty
+from ..records import replace
 from ..selection import check_archs
 from ..trust import OrgPolicy, Vouch, check_trusted, is_trusted, policy_for, vouches_for
+from .resolve import ReleaseVerdict, release_files
 
 if TYPE_CHECKING:
-    from .. import hub_hashes, release_policy, sigstore_signatures
+    from .. import cache, hub_hashes, release_policy, sigstore_signatures
     from ..lock import LockEntry
     from ..release_manifest import ReleaseFiles
     from ..sigstore_signatures import SigstorePolicy
-    from ..system import SystemInfo
-    from . import resolve
     from .request import KernelRequest
     from .resolve import Resolution
     from .verify import Snapshot
 else:  # each read only by the check that needs it: a load has few of them
+    cache = deferred("kernelhub.cache")
     hub_hashes = deferred("kernelhub.hub_hashes")
     release_policy = deferred("kernelhub.release_policy")
     sigstore_signatures = deferred("kernelhub.sigstore_signatures")
-    resolve = deferred("kernelhub.load.resolve")
 
 
 class Validator:
-    """One check. Each hook refuses by raising a KernelHubError; the defaults admit."""
+    """One check, holding only its configuration. Each hook refuses by raising a
+    KernelHubError; the defaults admit."""
 
     def on_request(self, request: KernelRequest) -> None:
         """Before the hub is asked anything."""
 
-    def on_resolution(self, resolution: Resolution) -> None:
-        """Before anything of the variant is fetched."""
+    def on_resolution(self, resolution: Resolution) -> Resolution:
+        """Before anything of the variant is fetched: ``resolution``, with what the check
+        learned added for its :meth:`on_snapshot` (the next steps carry it there)."""
+        return resolution
 
     def on_snapshot(self, snapshot: Snapshot) -> None:
         """On the bytes that will be imported: the check that decides."""
@@ -90,11 +103,12 @@ class TrustValidator(Validator):
             return  # which hub's operator vouches is known once one serves it (below)
         check_trusted(request.repo_id, request.hub, self.trust_remote_code)
 
-    def on_resolution(self, resolution: Resolution) -> None:
+    def on_resolution(self, resolution: Resolution) -> Resolution:
         """Again with the hub that serves it: through a search path, the trust its
         operator declares applies only to what that hub serves, so it is asked only
         now (refs and the variant list have been read; nothing of the code)."""
         check_trusted(resolution.repo_id, resolution.hub, self.trust_remote_code)
+        return resolution
 
     def key(self) -> object:
         return self.trust_remote_code
@@ -106,36 +120,47 @@ class SignatureValidator(Validator):
 
     def __init__(self, policy: OrgPolicy) -> None:
         self.policy = policy
-        self.signed_sha256: str | None = None
-        """What the signed manifest records for the variant's metadata.json; None where
-        the policy allows the release unsigned."""
-        self.checked = False
 
-    def on_resolution(self, resolution: Resolution) -> None:
-        self.check_release(resolve.release_files(resolution), resolution.repo_id, resolution.ref,
-                           resolution.commit, resolution.variant)
+    def on_resolution(self, resolution: Resolution) -> Resolution:
+        return replace(resolution, release=self.verdict(
+            release_files(resolution), resolution.repo_id, resolution.ref,
+            resolution.commit, resolution.variant))
 
-    def check_release(self, files: ReleaseFiles, repo_id: str, ref: str, commit: str,
-                      variant: str) -> None:
-        """Verify the release files of ``commit``; remember what they sign for ``variant``."""
+    def on_cached(self, hub_key: str, repo_id: str, commit: str, variant: str) -> ReleaseVerdict:
+        """The verdict on a variant inside the kernel cache named by its path, from the
+        release files the cache holds for its commit (a load never asks a hub for a path it
+        was handed)."""
+        files = cache.KernelCache().read_release(hub_key, repo_id, commit)
+        if files is None:
+            raise SignatureError(
+                f"refusing to load {variant} of {repo_id} at {commit[:12]} from the cache: "
+                f"your policy requires signed releases from {self.policy.org!r}, and the "
+                "release files of that commit are not cached; load it with get_kernel, which "
+                "checks them"
+            )
+        return self.verdict(files, repo_id, commit, commit, variant)
+
+    def verdict(self, files: ReleaseFiles, repo_id: str, ref: str, commit: str,
+                variant: str) -> ReleaseVerdict:
+        """Verify the release files of ``commit``: what they sign for ``variant``."""
         manifest = release_policy.check_release(files, self.policy, repo_id, ref, commit)
-        if manifest is not None:
-            self.signed_sha256 = release_policy.signed_metadata_digest(
-                manifest, variant, f"{repo_id} at {ref} ({commit[:12]})")
-        self.checked = True
+        if manifest is None:
+            return ReleaseVerdict(None)
+        return ReleaseVerdict(release_policy.signed_metadata_digest(
+            manifest, variant, f"{repo_id} at {ref} ({commit[:12]})"))
 
     def on_snapshot(self, snapshot: Snapshot) -> None:
-        if not self.checked:
+        if snapshot.release is None:
             raise SignatureError(f"refusing to load {snapshot.verified.source}: its release signature "
                                  "was not checked; load it through get_kernel")
-        if self.signed_sha256 is None:
+        if (signed := snapshot.release.metadata_sha256) is None:
             return
         where = snapshot.verified.source
         actual = hashlib.sha256(snapshot.verified.metadata_bytes).hexdigest()
-        if actual != self.signed_sha256:
+        if actual != signed:
             raise SignatureError(
                 f"refusing to load {where}: its metadata.json (sha256 {actual[:16]}…) is not "
-                f"the one the release signature covers ({self.signed_sha256[:16]}…); it was "
+                f"the one the release signature covers ({signed[:16]}…); it was "
                 "changed after signing. Run `kernelhub cache clear` to fetch it again, and "
                 "tell the publisher if the hub serves it so"
             )
@@ -160,8 +185,9 @@ class LockValidator(Validator):
     def _where(self, variant: str) -> str:
         return f"{variant} of {self.entry.repo_id} at {self.entry.sha[:12]}"
 
-    def on_resolution(self, resolution: Resolution) -> None:
+    def on_resolution(self, resolution: Resolution) -> Resolution:
         self._wanted(resolution.variant)  # refused before it is fetched
+        return resolution
 
     def _wanted(self, variant: str) -> tuple[str, str] | None:
         """(kind, hash) the lock records for ``variant``; None for a pin without hashes (the
@@ -202,16 +228,10 @@ class LockValidator(Validator):
 class ArchValidator(Validator):
     """A build without code for this GPU fails here, not at its first kernel launch."""
 
-    def __init__(self) -> None:
-        self.system: SystemInfo | None = None
-
-    def on_resolution(self, resolution: Resolution) -> None:
-        self.system = resolution.system
-
     def on_snapshot(self, snapshot: Snapshot) -> None:
-        if self.system is not None:
+        if snapshot.system is not None:
             check_archs(snapshot.variant_name, snapshot.verified.metadata.backend.archs,
-                        self.system)
+                        snapshot.system)
 
 
 class SigstoreValidator(Validator):
@@ -252,20 +272,23 @@ class DirtyBuildValidator(Validator):
         warn_if_dirty(metadata.provenance, metadata.name, snapshot.variant_name)
 
 
-def format_checks() -> list[Validator]:
-    """The checks every load gets, from a hub or a local path."""
-    return [MinverValidator(), DirtyBuildValidator()]
-
-
-def validators_for(request: KernelRequest) -> list[Validator]:
-    """Every check a hub load of ``request`` gets, in the order they run."""
-    checks: list[Validator] = [TrustValidator(request.trust_remote_code)]
-    if (policy := policy_for(request.org)).active:
-        checks.append(SignatureValidator(policy))
-    if request.lock is not None:
-        checks.append(LockValidator(request.lock))
-    if (sigstore := sigstore_signatures.sigstore_policy_for(request.org)) is not None:
-        checks.append(SigstoreValidator(request.repo_id, sigstore))
-    if request.check_arch:
-        checks.append(ArchValidator())
-    return [*checks, *format_checks()]
+def validators_for(repo_id: str | None, request: KernelRequest | None = None
+                   ) -> list[Validator]:
+    """Every check a load gets, in the order they run: a hub load of ``request`` (of
+    ``repo_id``); a variant inside the kernel cache named by its path (``request`` None:
+    naming it trusts it, but its org's signing policies apply as to any load from a hub);
+    a local build (``repo_id`` None too: the format checks only)."""
+    checks: list[Validator] = []
+    if repo_id is not None:
+        org = repo_id.partition("/")[0]
+        if request is not None:
+            checks.append(TrustValidator(request.trust_remote_code))
+        if (policy := policy_for(org)).active:
+            checks.append(SignatureValidator(policy))
+        if request is not None and request.lock is not None:
+            checks.append(LockValidator(request.lock))
+        if (sigstore := sigstore_signatures.sigstore_policy_for(org)) is not None:
+            checks.append(SigstoreValidator(repo_id, sigstore))
+        if request is not None and request.check_arch:
+            checks.append(ArchValidator())
+    return [*checks, MinverValidator(), DirtyBuildValidator()]

@@ -11,7 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..records import Record
+from ..system import SystemInfo
 from ..verified_import import VerifiedVariant, snapshot_variant
+from .fetch import Fetched
+from .resolve import ReleaseVerdict
 
 
 class Snapshot(Record, frozen=True):
@@ -22,6 +25,11 @@ class Snapshot(Record, frozen=True):
     """The variant's name (its directory's name in a hub repository)."""
     cached: Path | None = None
     """The cache directory it was read from (None: a local build named by the caller)."""
+    system: SystemInfo | None = None
+    """The system the variant was picked for (None: a variant named by its path)."""
+    release: ReleaseVerdict | None = None
+    """The release signature's verdict, as the checks before the bytes found it (None: not
+    checked)."""
 
     # The validators read the fields (``snapshot.verified.metadata``, ``.metadata_bytes``,
     # ``.source``): plain values, so checking calls nothing back in this module.
@@ -30,7 +38,17 @@ class Snapshot(Record, frozen=True):
         self.verified.discard()
 
 
-def verify(path: Path, variant_name: str, *, cached: bool) -> Snapshot:
+def verify(path: Path, variant_name: str, *, cached: bool,
+           release: ReleaseVerdict | None = None) -> Snapshot:
     """Read the variant at ``path`` once into a private copy, every file checked against
     the digest read in the same pass."""
-    return Snapshot(snapshot_variant(path), variant_name, path if cached else None)
+    return Snapshot(snapshot_variant(path), variant_name, path if cached else None,
+                    release=release)
+
+
+def verify_fetched(fetched: Fetched) -> Snapshot:
+    """:func:`verify` of a fetched variant, carrying what the checks learned of its
+    resolution to the checks on its bytes."""
+    resolution = fetched.resolution
+    return Snapshot(snapshot_variant(fetched.path), fetched.variant, fetched.path,
+                    resolution.system, resolution.release)
