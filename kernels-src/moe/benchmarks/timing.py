@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from kernelhub import get_local_kernel
 from kernelhub.benchmarking import cpu_header, interleaved
 from torch import nn
+from transformers.integrations import moe as tmoe
 
 SHAPES = {"qwen3_moe": (2048, 768, 128, 8), "mixtral": (4096, 14336, 8, 2)}
 """Family → (hidden, expert intermediate, experts, top-k)."""
@@ -45,9 +46,7 @@ class Experts(nn.Module):
                                       / inter**0.5, requires_grad=False)
         self.act_fn = nn.SiLU()
 
-    def _apply_gate(self, gate_up: torch.Tensor) -> torch.Tensor:
-        gate, up = gate_up.chunk(2, dim=-1)
-        return self.act_fn(gate) * up
+    _apply_gate = tmoe._default_apply_gate
 
     def eager(self, hidden: torch.Tensor, index: torch.Tensor, weights: torch.Tensor
               ) -> torch.Tensor:
@@ -77,7 +76,7 @@ def _row(label: str, times: dict[str, float]) -> None:
     print(f"  {label:<28} kernel {ours * 1e3:9.2f} ms   {cells}", flush=True)
 
 
-def _experts_candidates(moe: Any, tmoe: Any, args: tuple[Any, ...]
+def _experts_candidates(moe: Any, args: tuple[Any, ...]
                         ) -> dict[str, Callable[[], Any]]:
     module, hidden, index, weights = args
     compiled = torch.compile(tmoe.grouped_mm_experts_forward, dynamic=False)
@@ -104,8 +103,6 @@ def _router_candidates(moe: Any, hidden: torch.Tensor, weight: torch.Tensor, top
 
 def experts_rows(moe: Any, family: str, tokens: list[int], dtypes: list[torch.dtype],
                  min_run_time: float) -> None:
-    from transformers.integrations import moe as tmoe
-
     hidden_size, inter, experts, top_k = SHAPES[family]
     for dtype in dtypes:
         module = Experts(hidden_size, inter, experts, dtype)
@@ -116,7 +113,7 @@ def experts_rows(moe: Any, family: str, tokens: list[int], dtypes: list[torch.dt
             weights, index = torch.topk(probs, top_k, dim=-1)
             weights = (weights / weights.sum(-1, keepdim=True)).to(dtype)
             args = (module, hidden, index, weights)
-            candidates = _experts_candidates(moe, tmoe, args)
+            candidates = _experts_candidates(moe, args)
             with torch.inference_mode():
                 got = moe.experts_forward(*args).float()
                 want = tmoe.grouped_mm_experts_forward(*args).float()

@@ -2,9 +2,10 @@
 //
 // Experts: the (token, slot) pairs are counting-sorted by expert once, their rows
 // gathered into one contiguous block, each expert's rows multiplied by its
-// gate/up and down weights with ATen's GEMMs (oneDNN/MKL: AVX-512, AVX-512-BF16,
-// AMX where the CPU has it), the gated activation applied to the whole block in
-// two vectorised passes, and each token's output summed from its slots in
+// gate/up and down weights — with ATen's GEMMs (oneDNN/MKL: AVX-512, AVX-512-BF16,
+// AMX where the CPU has it) where experts get many rows, and with the few-rows
+// kernel below (all experts in one parallel region) where none gets more than 32 —
+// the gated activation applied to the whole block in two vectorised passes, and each token's output summed from its slots in
 // float32 in slot order, weights applied on the way (the weighted scatter). The
 // PyTorch paths Transformers runs instead sort with torch.sort, gather, permute
 // back and reduce as separate tensor ops, or loop over experts with one_hot
@@ -22,6 +23,10 @@
 #include <cstring>
 #include <numeric>
 #include <vector>
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include <immintrin.h>
+#endif
 
 namespace {
 
@@ -60,6 +65,98 @@ MOE_CLONES void store_bf16(c10::BFloat16* out, const float* acc, int64_t h) {
                                  : static_cast<uint16_t>(rounded >> 16);
   }
 }
+
+// Few rows per expert (a decode token, or the handful of rows each expert gets when many
+// experts share a short prefill): y[r, o] = sum_h x[r, h] w_e[o, h] with x in float32,
+// each weight row read once for up to kSmallRows rows, bfloat16 weights widened in
+// registers, FMAs in float32. All experts' (expert, output block) pieces run in one
+// parallel region: a GEMM call per expert would open one region per expert (and, for
+// bfloat16 on a CPU without AVX-512-BF16, ATen widens the weights through memory).
+// AVX2 + FMA; the caller checks the CPU.
+constexpr int64_t kSmallRows = 8;
+constexpr int64_t kSmallMaxRows = 32;
+constexpr int64_t kOutBlock = 64;
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define MOE_HAVE_SMALL_GEMM 1
+
+__attribute__((target("avx2,fma"))) inline __m256 load8(const float* p) {
+  return _mm256_loadu_ps(p);
+}
+__attribute__((target("avx2,fma"))) inline __m256 load8(const uint16_t* p) {
+  __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(b), 16));
+}
+inline float widen(float v) { return v; }
+inline float widen(uint16_t v) {
+  uint32_t u = static_cast<uint32_t>(v) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+template <typename W, int N>
+__attribute__((target("avx2,fma"))) void small_gemm_rows(const float* x, int64_t h, const W* w,
+                                                          float* y, int64_t ldy, int64_t o0,
+                                                          int64_t o1) {
+  for (int64_t o = o0; o < o1; ++o) {
+    const W* wr = w + o * h;
+    __m256 acc[N];
+    for (int r = 0; r < N; ++r) acc[r] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= h; i += 8) {
+      __m256 wv = load8(wr + i);
+      for (int r = 0; r < N; ++r)
+        acc[r] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + r * h + i), acc[r]);
+    }
+    for (int r = 0; r < N; ++r) {
+      __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(acc[r]), _mm256_extractf128_ps(acc[r], 1));
+      __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+      float sum = _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 0x55)));
+      for (int64_t j = i; j < h; ++j) sum += widen(wr[j]) * x[r * h + j];
+      y[r * ldy + o] = sum;
+    }
+  }
+}
+
+template <typename W>
+using SmallGemm = void (*)(const float*, int64_t, const W*, float*, int64_t, int64_t, int64_t);
+template <typename W>
+constexpr SmallGemm<W> kSmallGemm[kSmallRows] = {
+    small_gemm_rows<W, 1>, small_gemm_rows<W, 2>, small_gemm_rows<W, 3>, small_gemm_rows<W, 4>,
+    small_gemm_rows<W, 5>, small_gemm_rows<W, 6>, small_gemm_rows<W, 7>, small_gemm_rows<W, 8>};
+
+bool small_gemm_usable() {
+  static const bool usable = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return usable;
+}
+
+// y [rows, O] (float32) = each expert's rows of x [rows, H] (float32) times w_e^T, where
+// w is [E, O, H] (contiguous) and expert e owns rows count[e] .. count[e + 1].
+template <typename W>
+void grouped_small_gemm(const float* x, int64_t h, const W* w, int64_t out_dim,
+                        const std::vector<int64_t>& count, float* y) {
+  std::vector<int64_t> active;
+  for (size_t e = 0; e + 1 < count.size(); ++e)
+    if (count[e + 1] > count[e]) active.push_back(static_cast<int64_t>(e));
+  const int64_t blocks = (out_dim + kOutBlock - 1) / kOutBlock;
+  const int64_t items = static_cast<int64_t>(active.size()) * blocks;
+  at::parallel_for(0, items, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t e = active[item / blocks];
+      const int64_t o0 = (item % blocks) * kOutBlock, o1 = std::min(out_dim, o0 + kOutBlock);
+      for (int64_t r0 = count[e]; r0 < count[e + 1]; r0 += kSmallRows) {
+        const int64_t rows = std::min(kSmallRows, count[e + 1] - r0);
+        kSmallGemm<W>[rows - 1](x + r0 * h, h, w + e * out_dim * h, y + r0 * out_dim,
+                                out_dim, o0, o1);
+      }
+    }
+  });
+}
+#else
+#define MOE_HAVE_SMALL_GEMM 0
+bool small_gemm_usable() { return false; }
+#endif
 
 void check_experts_args(const at::Tensor& hidden, const at::Tensor& index,
                         const at::Tensor& weights, const at::Tensor& gate_up,
@@ -147,25 +244,57 @@ at::Tensor moe_experts(const at::Tensor& hidden_in, const at::Tensor& index_in,
       std::memcpy(dst + r * row_bytes, src + source[r] * row_bytes, row_bytes);
   });
 
-  at::Tensor gu = at::empty({rows, 2 * inter}, hidden.options());
-  at::Tensor y = at::empty({rows, h}, hidden.options());
-  for (int64_t e = 0; e < experts; ++e) {
-    const int64_t n = count[e + 1] - count[e];
-    if (n == 0) continue;
-    at::Tensor gu_e = gu.narrow(0, count[e], n);
-    at::mm_out(gu_e, xs.narrow(0, count[e], n), gate_up[e].t());
+  int64_t most = 0;
+  for (int64_t e = 0; e < experts; ++e) most = std::max(most, count[e + 1] - count[e]);
+  const bool bf16 = hidden.scalar_type() == at::kBFloat16;
+  at::Tensor y;  // [rows, h]: each slot's expert output (float32 on the small path)
+#if MOE_HAVE_SMALL_GEMM
+  if (most <= kSmallMaxRows && small_gemm_usable() && gate_up.is_contiguous() &&
+      down.is_contiguous()) {
+    at::Tensor xs32 = xs.to(at::kFloat);
+    at::Tensor gu = at::empty({rows, 2 * inter}, xs32.options());
+    at::Tensor act = at::empty({rows, inter}, xs32.options());
+    y = at::empty({rows, h}, xs32.options());
+    if (bf16) {
+      grouped_small_gemm(xs32.data_ptr<float>(), h,
+                         reinterpret_cast<const uint16_t*>(gate_up.data_ptr()), 2 * inter,
+                         count, gu.data_ptr<float>());
+    } else {
+      grouped_small_gemm(xs32.data_ptr<float>(), h, gate_up.data_ptr<float>(), 2 * inter,
+                         count, gu.data_ptr<float>());
+    }
+    if (rows > 0) gated_activation(act, gu, activation);
+    if (bf16) {
+      grouped_small_gemm(act.data_ptr<float>(), inter,
+                         reinterpret_cast<const uint16_t*>(down.data_ptr()), h, count,
+                         y.data_ptr<float>());
+    } else {
+      grouped_small_gemm(act.data_ptr<float>(), inter, down.data_ptr<float>(), h, count,
+                         y.data_ptr<float>());
+    }
   }
-  at::Tensor act = at::empty({rows, inter}, hidden.options());
-  if (rows > 0) gated_activation(act, gu, activation);
-  for (int64_t e = 0; e < experts; ++e) {
-    const int64_t n = count[e + 1] - count[e];
-    if (n == 0) continue;
-    at::Tensor y_e = y.narrow(0, count[e], n);
-    at::mm_out(y_e, act.narrow(0, count[e], n), down[e].t());
+#endif
+  if (!y.defined()) {
+    at::Tensor gu = at::empty({rows, 2 * inter}, hidden.options());
+    y = at::empty({rows, h}, hidden.options());
+    for (int64_t e = 0; e < experts; ++e) {
+      const int64_t n = count[e + 1] - count[e];
+      if (n == 0) continue;
+      at::Tensor gu_e = gu.narrow(0, count[e], n);
+      at::mm_out(gu_e, xs.narrow(0, count[e], n), gate_up[e].t());
+    }
+    at::Tensor act = at::empty({rows, inter}, hidden.options());
+    if (rows > 0) gated_activation(act, gu, activation);
+    for (int64_t e = 0; e < experts; ++e) {
+      const int64_t n = count[e + 1] - count[e];
+      if (n == 0) continue;
+      at::Tensor y_e = y.narrow(0, count[e], n);
+      at::mm_out(y_e, act.narrow(0, count[e], n), down[e].t());
+    }
   }
+  const bool y_bf16 = y.scalar_type() == at::kBFloat16;
 
   const float* w = weights.data_ptr<float>();
-  const bool bf16 = hidden.scalar_type() == at::kBFloat16;
   at::parallel_for(0, tokens, 16, [&](int64_t begin, int64_t end) {
     std::vector<float> acc(bf16 ? h : 0);
     for (int64_t t = begin; t < end; ++t) {
@@ -174,7 +303,7 @@ at::Tensor moe_experts(const at::Tensor& hidden_in, const at::Tensor& index_in,
       for (int64_t j = 0; j < k; ++j) {
         const int64_t p = pos[t * k + j];
         if (p < 0) continue;
-        if (bf16)
+        if (y_bf16)
           accumulate_bf16(a, y.data_ptr<c10::BFloat16>() + p * h, w[t * k + j], h);
         else
           accumulate_f32(a, y.data_ptr<float>() + p * h, w[t * k + j], h);

@@ -42,7 +42,7 @@ def _problem(tokens, experts=8, k=2, h=64, inter=32, dtype=torch.float32, seed=0
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("tokens", [1, 5, 67])
+@pytest.mark.parametrize("tokens", [1, 5, 67, 300])  # 300: > 32 rows per expert, ATen's GEMMs
 @pytest.mark.parametrize("act", [0, 1, 2])
 def test_experts_matches_the_loop(moe, dtype, tokens, act):
     hidden, index, weights, gate_up, down = _problem(tokens, dtype=dtype)
