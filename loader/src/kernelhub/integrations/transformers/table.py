@@ -175,10 +175,10 @@ BY_LAYER_NAME: tuple[tuple[str, str, int, str, tuple[str, ...], tuple[Mode, ...]
     ("RMSNormZeroCentered", "rmsnorm", 1, "GemmaRMSNorm", ("cpu", "cuda", "rocm"), _TI),
     ("SoftmaxTopKRouter", "moe", 1, "SoftmaxTopKRouter", ("cpu",), (_I,)),
     (EXPERTS_KEY, "moe", 1, "experts_forward", ("cpu",), (_I,)),
-    # Kernel trees still being written (issue 31) get their rows here once they are in
-    # kernels.toml; until a repository exists every kernelize would ask the hub for it
-    # and warn, so the rows stay out:
-    #   ("RMSNormGated", "gated-delta-rule", 1, "RMSNormGated", ("cpu",), _TI),
+    # Kernels still being written (issue 31) get their rows here once their trees are in
+    # kernels.toml; until a repository (or layer) exists every kernelize would ask the hub
+    # for it and warn, so the rows stay out:
+    #   ("RMSNormGated", "rmsnorm", 1, "RMSNormGated", ("cpu",), _TI),
     #   ("Qwen3_5GatedDeltaNet", "gated-delta-rule", 1, "Qwen3_5GatedDeltaNet", ("cpu",), _TI),
     #   ("causal_conv1d_forward", "mamba-ssm", 1, "causal_conv1d_forward", ("cpu",), _TI),
     #   ("mamba2_scan_forward", "mamba-ssm", 1, "mamba2_scan_forward", ("cpu",), _TI),
