@@ -76,16 +76,21 @@ def _row(label: str, times: dict[str, float]) -> None:
     print(f"  {label:<28} kernel {ours * 1e3:9.2f} ms   {cells}", flush=True)
 
 
+COMPILE = True
+"""Whether the torch.compile baselines run (``--no-compile``: compiling takes minutes)."""
+
+
 def _experts_candidates(moe: Any, args: tuple[Any, ...]
                         ) -> dict[str, Callable[[], Any]]:
     module, hidden, index, weights = args
-    compiled = torch.compile(tmoe.grouped_mm_experts_forward, dynamic=False)
     candidates: dict[str, Callable[[], Any]] = {
         "kernel": lambda: moe.experts_forward(*args),
         "grouped_mm": lambda: tmoe.grouped_mm_experts_forward(*args),
         "eager": lambda: module.eager(hidden, index, weights),
-        "compile(grouped_mm)": lambda: compiled(*args),
     }
+    if COMPILE:
+        compiled = torch.compile(tmoe.grouped_mm_experts_forward, dynamic=False)
+        candidates["compile(grouped_mm)"] = lambda: compiled(*args)
     if hidden.shape[0] == 1:
         candidates["batched_mm"] = lambda: tmoe.batched_mm_experts_forward(*args)
     return candidates
@@ -93,12 +98,14 @@ def _experts_candidates(moe: Any, args: tuple[Any, ...]
 
 def _router_candidates(moe: Any, hidden: torch.Tensor, weight: torch.Tensor, top_k: int
                        ) -> dict[str, Callable[[], Any]]:
-    compiled = torch.compile(router_reference, dynamic=False)
-    return {
+    candidates: dict[str, Callable[[], Any]] = {
         "kernel": lambda: moe.router(hidden, weight, top_k),
         "pytorch": lambda: router_reference(hidden, weight, top_k),
-        "compile": lambda: compiled(hidden, weight, top_k),
     }
+    if COMPILE:
+        compiled = torch.compile(router_reference, dynamic=False)
+        candidates["compile"] = lambda: compiled(hidden, weight, top_k)
+    return candidates
 
 
 def experts_rows(moe: Any, family: str, tokens: list[int], dtypes: list[torch.dtype],
@@ -144,7 +151,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
     parser.add_argument("--min-run-time", type=float, default=1.0)
     parser.add_argument("--no-router", action="store_true")
+    parser.add_argument("--no-compile", action="store_true")
     args = parser.parse_args(argv)
+    global COMPILE
+    COMPILE = not args.no_compile
     moe = get_local_kernel(args.variant)
     dtypes = [getattr(torch, d) for d in args.dtypes]
     print(cpu_header())
