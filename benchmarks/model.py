@@ -1,14 +1,19 @@
-"""End to end: a Llama- and a Qwen3-shaped model with and without hub kernels.
+"""End to end: models of today's families with and without hub kernels.
 
 Each model is built from a Transformers config with random weights (nothing is
-downloaded): 4 layers, hidden 2048, intermediate 5632, 16 heads, GQA with 4 KV heads.
+downloaded). Llama and Qwen3: 4 layers, hidden 2048, intermediate 5632, 16 heads, GQA with
+4 KV heads. The other families (:data:`FAMILIES`) keep the released model's sizes that
+Transformers' config defaults carry — hidden size, intermediate and expert sizes, heads,
+state sizes — and cut what multiplies memory so that a family fits 24 GiB in float32:
+the number of layers (``--layers``, default per family), the vocabulary (32000) and, for
+the 512-expert Qwen3-Next, the experts (64). The header prints each model's shape.
 Per family and dtype (float32, bfloat16) it times a prefill of 512 tokens and 32 decode
 steps (one token each, on the prefill's KV cache; logits for the last position only) in
 these configurations, all in one process and one run, so the ratios are comparable:
 
-* ``pytorch``     — Transformers as is (sdpa attention);
+* ``pytorch``     — Transformers as is (sdpa attention, its default experts implementation);
 * ``use_kernels`` — ``set_use_kernels(True)``: the hub kernels of kernelhub's table
-  (RMSNorm, SiLU, rotary, flash-attn2 attention);
+  (RMSNorm, SiLU, rotary, flash-attn2 attention, MoE router and experts, …);
 * ``autotune``    — the same with ``KernelConfig(autotune=True)``: each kernel is kept only
   where it is right and not slower (decisions made during warm-up, cached on disk);
 * ``compile``     — ``torch.compile`` of the PyTorch model;
@@ -18,9 +23,11 @@ The kernels come from the hub at ``--hub`` (default ``$KERNELHUB_HUB``, else the
 ``.kernelhub/hub`` that ``ci/main-job`` publishes to). Prints the CPU (with AVX-512/AMX
 presence), torch, threads, and one table: milliseconds and speed relative to
 ``pytorch`` (higher is faster). ``--no-compile`` skips the two compiled configurations
-(their compilation takes minutes on 2 cores).
+(their compilation takes minutes on 2 cores). ``benchmarks/model_profile.py`` prints
+where the time goes (the share table) for the same models.
 
-    .venv/bin/python benchmarks/model.py [--families llama qwen3] [--dtypes float32 bfloat16]
+    .venv/bin/python benchmarks/model.py [--families llama qwen3 qwen3_moe mixtral ...]
+        [--dtypes float32 bfloat16] [--layers N]
 """
 
 from __future__ import annotations
@@ -42,14 +49,50 @@ SHAPE = dict(num_hidden_layers=4, hidden_size=2048, intermediate_size=5632,
              max_position_embeddings=4096)
 
 
-def make_model(family: str, dtype: Any) -> Any:
-    import torch
-    from transformers import AutoModelForCausalLM, LlamaConfig, Qwen3Config
+_SCALED = dict(vocab_size=32000)
+FAMILIES: dict[str, tuple[str, dict[str, Any]]] = {
+    "llama": ("llama", SHAPE),
+    "qwen3": ("qwen3", SHAPE),
+    # Released sizes from Transformers' config defaults; layers, vocabulary (and experts
+    # where noted) cut to fit 24 GiB in float32.
+    "qwen3_5": ("qwen3_5_text", dict(_SCALED, num_hidden_layers=4)),   # 3 linear + 1 full
+    "qwen3_next": ("qwen3_next", dict(_SCALED, num_hidden_layers=4, num_experts=64)),
+    "mamba2": ("mamba2", dict(_SCALED, num_hidden_layers=4)),
+    "falcon_h1": ("falcon_h1", dict(_SCALED, num_hidden_layers=4)),
+    "qwen3_moe": ("qwen3_moe", dict(_SCALED, num_hidden_layers=2)),    # 128 experts, top 8
+    "mixtral": ("mixtral", dict(_SCALED, num_hidden_layers=2)),        # 8 experts, top 2
+    "gpt_oss": ("gpt_oss", dict(_SCALED, num_hidden_layers=2, num_local_experts=32)),
+}
+"""Family → (Transformers model type, config overrides)."""
 
-    config_cls = {"llama": LlamaConfig, "qwen3": Qwen3Config}[family]
+_SHAPE_KEYS = ("num_hidden_layers", "hidden_size", "intermediate_size", "moe_intermediate_size",
+               "num_experts", "num_local_experts", "num_experts_per_tok", "num_attention_heads",
+               "num_key_value_heads", "head_dim", "state_size", "vocab_size")
+
+
+def family_config(family: str, layers: int | None = None) -> Any:
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    model_type, overrides = FAMILIES[family]
+    kwargs = dict(overrides, attn_implementation="sdpa")
+    if layers is not None:
+        kwargs["num_hidden_layers"] = layers
+    return CONFIG_MAPPING[model_type](**kwargs)
+
+
+def describe(family: str, config: Any) -> str:
+    """The shape line printed for a family."""
+    sizes = ", ".join(f"{k.replace('num_', '')} {v}" for k in _SHAPE_KEYS
+                      if (v := getattr(config, k, None)) is not None)
+    return f"{family} ({config.model_type}): {sizes}"
+
+
+def make_model(family: str, dtype: Any, layers: int | None = None) -> Any:
+    import torch
+    from transformers import AutoModelForCausalLM
+
     torch.manual_seed(0)
-    config = config_cls(**SHAPE, attn_implementation="sdpa")
-    model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    model = AutoModelForCausalLM.from_config(family_config(family, layers), dtype=dtype)
     return model.eval()
 
 
@@ -148,14 +191,17 @@ def print_rows(family: str, dtype_name: str, times: dict[str, tuple[float, float
             seconds = times[config][index]
             ratio = f" ({ref / seconds:4.2f}x)" if ref else ""
             cells.append(f"{seconds * 1e3 / scale:11.2f} ms{ratio}")
-        print(f"{family:<8}{dtype_name:<10}{phase:<9}" + "".join(f"{c:>22}" for c in cells),
+        print(f"{family:<11}{dtype_name:<10}{phase:<9}" + "".join(f"{c:>22}" for c in cells),
               flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hub", default=os.environ.get("KERNELHUB_HUB", str(ROOT / ".kernelhub/hub")))
-    parser.add_argument("--families", nargs="+", default=["llama", "qwen3"])
+    parser.add_argument("--families", nargs="+", default=["llama", "qwen3"],
+                        choices=sorted(FAMILIES))
+    parser.add_argument("--layers", type=int, default=None,
+                        help="layers per model (default: the family's, see FAMILIES)")
     parser.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
     parser.add_argument("--prefill", type=int, default=512)
     parser.add_argument("--decode", type=int, default=32)
@@ -184,18 +230,18 @@ def main(argv: list[str] | None = None) -> int:
     print(cpu_summary())
     print(f"torch {torch.__version__} (loops {torch.backends.cpu.get_cpu_capability()}), "
           f"transformers {transformers.__version__}, {torch.get_num_threads()} threads; "
-          f"{SHAPE['num_hidden_layers']} layers, hidden {SHAPE['hidden_size']}, intermediate "
-          f"{SHAPE['intermediate_size']}, {SHAPE['num_attention_heads']} heads / "
-          f"{SHAPE['num_key_value_heads']} KV heads; prefill {args.prefill}, decode "
-          f"{args.decode}; median of {args.repeats} rounds after {args.warmup} warm-up round(s)")
-    header = f"{'model':<8}{'dtype':<10}{'phase':<9}" + "".join(f"{c:>22}" for c in configs)
+          f"prefill {args.prefill}, decode {args.decode}; median of {args.repeats} rounds "
+          f"after {args.warmup} warm-up round(s)")
+    for family in args.families:
+        print("  " + describe(family, family_config(family, args.layers)))
+    header = f"{'model':<11}{'dtype':<10}{'phase':<9}" + "".join(f"{c:>22}" for c in configs)
     print("\n" + header, flush=True)
     notes = []
     for family in args.families:
         for dtype_name in args.dtypes:
             dtype = getattr(torch, dtype_name)
-            base = make_model(family, dtype)
-            ids = torch.randint(0, SHAPE["vocab_size"], (1, args.prefill),
+            base = make_model(family, dtype, args.layers)
+            ids = torch.randint(0, base.config.vocab_size, (1, args.prefill),
                                 generator=torch.Generator().manual_seed(0))
             models = {config: prepare(base, config) for config in configs}
             for config in ("pytorch", "compile"):

@@ -109,7 +109,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hub", default=os.environ.get("KERNELHUB_HUB",
                                                         str(bench.ROOT / ".kernelhub/hub")))
-    parser.add_argument("--families", nargs="+", default=["llama", "qwen3"])
+    parser.add_argument("--families", nargs="+", default=["llama", "qwen3"],
+                        choices=sorted(bench.FAMILIES))
+    parser.add_argument("--layers", type=int, default=None,
+                        help="layers per model (default: the family's, see model.FAMILIES)")
     parser.add_argument("--dtypes", nargs="+", default=["bfloat16", "float32"])
     parser.add_argument("--configs", nargs="+", default=["pytorch", "use_kernels"])
     parser.add_argument("--prefill", type=int, default=512)
@@ -141,7 +144,8 @@ def main(argv: list[str] | None = None) -> int:
                         generator=torch.Generator().manual_seed(0))
     for family in args.families:
         for dtype_name in args.dtypes:
-            base = bench.make_model(family, getattr(torch, dtype_name))
+            print("  " + bench.describe(family, bench.family_config(family, args.layers)))
+            base = bench.make_model(family, getattr(torch, dtype_name), args.layers)
             for config in args.configs:
                 label = f"{family} {dtype_name} {config}"
                 tables += profile_config(bench.prepare(base, config), ids, args.decode, label)

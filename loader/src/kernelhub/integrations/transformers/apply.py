@@ -1,14 +1,15 @@
 """Apply kernels to a Transformers model for a mode, and take them all off again.
 
-Four parts, in this order: layers and the function modules a model attaches
+Five parts, in this order: layers and the function modules a model attaches
 (``_kernel_funcs``), both through :func:`kernelhub.layer.kernelize`; module fusion
 (explicit KernelConfig entries only, :mod:`.fusion`); module-global functions of models
-that attach none (seen replaced by this model's modules only, :mod:`.rebind`); and
-attention (an ``AttentionInterface`` registration). Default entries that cannot load
+that attach none (seen replaced by this model's modules only, :mod:`.rebind`); experts
+(an ``ExpertsInterface`` registration, :mod:`.experts`); and attention (an
+``AttentionInterface`` registration). Default entries that cannot load
 fall back to PyTorch with a warning; entries the user named explicitly raise,
 suggesting a newer ``version`` first.
 
-:func:`remove_kernels` undoes all four: what ``reset_kernels()``, ``use_kernels=False``
+:func:`remove_kernels` undoes all five: what ``reset_kernels()``, ``use_kernels=False``
 and Transformers' ``nn.DataParallel`` wrapping ask for.
 """
 
@@ -38,7 +39,7 @@ from ...layer import (
 from ...layer.autotune import autotune_from_env, autotuned_function
 from ...layer.kernelize import collected_failures, declined
 from ...layer.mapping import MODE_FALLBACK_ORDER, Repository
-from . import attention
+from . import attention, experts
 from .failures import load_failure
 from .fusion import apply_fusions
 from .kernel_config import (
@@ -51,6 +52,7 @@ from .rebind import bind_attention, bind_globals, unbind_attention, unbind_globa
 from .table import (
     ATTENTION_KEY,
     DEFAULT_MAPPING,
+    EXPERTS_KEY,
     FUNCTION_NAMES,
     UNVERIFIABLE_LAYERS,
     KernelRef,
@@ -175,7 +177,7 @@ def _apply_layers(model: nn.Module, entries: dict[str, list[Entry]], explicit: s
                   device: str, mode: Mode, autotune: bool) -> None:
     mapping: dict[str, dict[str | Device, dict[Mode, Repository]]] = {}
     for name, candidates in entries.items():
-        if name == ATTENTION_KEY:
+        if name in (ATTENTION_KEY, EXPERTS_KEY):
             continue
         if autotune and name in UNVERIFIABLE_LAYERS:
             if name not in _told_unverifiable:
@@ -225,6 +227,29 @@ def _apply_functions(model: nn.Module, entries: dict[str, list[Entry]], explicit
             bind_globals(model, module, {attr: replacement})
         else:
             unbind_globals(model, module, [attr])
+
+
+def _apply_experts(model: nn.Module, entries: dict[str, list[Entry]], explicit: set[str],
+                   device: str, mode: Mode, autotune: bool) -> None:
+    if not experts.experts_modules(model):
+        return
+    spec = first_serving(entries.get(EXPERTS_KEY, []), mode)
+    function = None
+    if spec is not None:
+        try:
+            kernel = kernel_module(spec)
+            function = getattr(kernel, spec.name)
+        except (KernelHubError, AttributeError) as e:
+            if EXPERTS_KEY in explicit:
+                raise load_failure(spec, EXPERTS_KEY, device, e) from None
+            if not declined(EXPERTS_KEY, str(e)):
+                logger.warning("%s: keeping PyTorch (%s)", EXPERTS_KEY, e)
+    if spec is None or function is None or not _supports(function, mode):
+        experts.uninstall(model)
+        return
+    reason = getattr(kernel, "unsupported_reason", None)
+    if not experts.install(model, spec.source, function, reason if callable(reason) else None):
+        experts.uninstall(model)
 
 
 _ATTN_PREVIOUS = "_kernelhub_attn_previous"
@@ -298,7 +323,8 @@ def apply_kernels(model: nn.Module, kernel_config: object, mode: Mode, device: s
         config.check_keys(model)
         if getattr(model, ALLOW_ALL_ATTR, False):
             config = config.trusting_all()
-    if not is_covered(model) and not getattr(model, "_kernelhub_coverage_told", False):
+    if (not is_covered(model) and not experts.experts_modules(model)
+            and not getattr(model, "_kernelhub_coverage_told", False)):
         model.__dict__["_kernelhub_coverage_told"] = True
         logger.warning(coverage_message(model))
     entries, explicit = effective_entries(config, device)
@@ -307,6 +333,7 @@ def apply_kernels(model: nn.Module, kernel_config: object, mode: Mode, device: s
         _apply_layers(model, entries, explicit, device, mode, autotune)
         apply_fusions(model, config, device, mode, repository)
         _apply_functions(model, entries, explicit, device, mode, autotune)
+        _apply_experts(model, entries, explicit, device, mode, autotune)
         _apply_attention(model, entries, explicit, device, mode, autotune)
     if failed:
         logger.warning(declined_line(failed))
@@ -336,6 +363,7 @@ def remove_kernels(model: nn.Module) -> None:
             restore_forward(func)
     for module, attr in function_targets(model).values():
         unbind_globals(model, module, [attr])
+    experts.uninstall(model)
     unbind_attention(model)
     _restore_attention(model)
     if hasattr(model, APPLIED_MODE_ATTR):

@@ -160,6 +160,38 @@ def _kernelhub_additions(m: dict[str, dict[str, list[KernelRef]]]) -> None:
     m[ATTENTION_KEY] = {d: [KernelRef(FLASH_ATTN2, "attention_forward", FLASH_ATTN2_VERSION,
                                       modes=(_I | Mode.TORCH_COMPILE,))]
                         for d in ("cpu", "cuda")}
+    _by_layer_name(m)
+
+
+EXPERTS_KEY = "experts"
+"""The KernelConfig key of the experts kernel: a function with Transformers' experts-interface
+signature, registered in ``ALL_EXPERTS_FUNCTIONS`` for the experts modules
+(``@use_experts_implementation``) of any model (:mod:`.experts`)."""
+
+BY_LAYER_NAME: tuple[tuple[str, str, int, str, tuple[str, ...], tuple[Mode, ...]], ...] = (
+    # (name the model registers, kernels-community repository, major, the kernel's layer or
+    #  function, devices, modes). One row per name: every model class that registers the
+    #  name gets the kernel, whatever its model type.
+    ("RMSNormZeroCentered", "rmsnorm", 1, "GemmaRMSNorm", ("cpu", "cuda", "rocm"), _TI),
+    ("SoftmaxTopKRouter", "moe", 1, "SoftmaxTopKRouter", ("cpu",), (_I,)),
+    (EXPERTS_KEY, "moe", 1, "experts_forward", ("cpu",), (_I,)),
+    # Kernels still being written (issue 31) get their rows here once their trees are in
+    # kernels.toml; until a repository (or layer) exists every kernelize would ask the hub
+    # for it and warn, so the rows stay out:
+    #   ("RMSNormGated", "rmsnorm", 1, "RMSNormGated", ("cpu",), _TI),
+    #   ("Qwen3_5GatedDeltaNet", "gated-delta-rule", 1, "Qwen3_5GatedDeltaNet", ("cpu",), _TI),
+    #   ("causal_conv1d_forward", "mamba-ssm", 1, "causal_conv1d_forward", ("cpu",), _TI),
+    #   ("mamba2_scan_forward", "mamba-ssm", 1, "mamba2_scan_forward", ("cpu",), _TI),
+    #   ("mamba_scan_forward", "mamba-ssm", 1, "mamba_scan_forward", ("cpu",), _TI),
+)
+"""Ours, beyond 5.25: kernels for the layer names Transformers registers (``RMSNormZeroCentered``
+is Gemma's ``(1 + weight)`` norm over ``weight`` and ``eps``, the same computation, so
+rmsnorm's ``GemmaRMSNorm`` serves it)."""
+
+
+def _by_layer_name(m: dict[str, dict[str, list[KernelRef]]]) -> None:
+    for key, repo, version, layer, devices, modes in BY_LAYER_NAME:
+        _entries(repo, version, [(key, layer, devices, modes)], m)
 
 
 DEFAULT_MAPPING: dict[str, dict[str, list[KernelRef]]] = _transformers_5_25()
@@ -260,22 +292,31 @@ def model_type(model: Any) -> str | None:
     return getattr(config, "model_type", None)
 
 
+_ACTIVATION_NAMES = frozenset({"SiLU", "GeLU", "GeluTanh", "NewGELU", "FastGELU", "QuickGELU"})
+
+
 def is_covered(model: Any) -> bool:
-    """Whether the table (or the model's own marks) names its norms or rotary embedding."""
+    """Whether the table serves more than the model's activations: its family is one whose
+    classes the table names itself, or a layer or function name it registers has entries
+    (whatever its model type)."""
     if model_type(model) in COVERED_MODEL_TYPES:
         return True
-    return bool({"RMSNorm", "rotary_pos_emb"} & set(registered_names(model).values()))
+    served = set(DEFAULT_MAPPING) - _ACTIVATION_NAMES - {ATTENTION_KEY}
+    return bool(served & set(registered_names(model).values()))
 
 
 def coverage_message(model: Any) -> str:
-    """What a user of an uncovered model is told (and what they can do about it)."""
+    """What a user of a model none of whose names the table serves is told (and what they
+    can do about it)."""
     name = type(model).__name__
     kind = model_type(model)
+    names = sorted(set(registered_names(model).values()) - _ACTIVATION_NAMES)
+    registers = (f"the layer names it registers ({', '.join(names)}) have" if names
+                 else "it registers no layer names, so its classes have")
     return (
-        f"kernelhub's Transformers table does not cover {name} (model_type={kind!r}); it covers "
-        f"{', '.join(COVERED_MODEL_TYPES)}. Its activation layers still get kernels; for its "
-        "norms, rotary embedding or attention, name them in KernelConfig(kernel_mapping=…) by "
-        "the layer names the model registers, or pass attn_implementation='org/repo'."
+        f"kernelhub's Transformers table has no kernel for {name} (model_type={kind!r}): "
+        f"{registers} no entry, beyond its activations. Name kernels for them in "
+        "KernelConfig(kernel_mapping=…), or pass attn_implementation='org/repo'."
     )
 
 

@@ -1,0 +1,200 @@
+"""The moe ops against the computations Transformers' MoE models run in PyTorch.
+
+The references are the models' own formulas (Qwen3.5-MoE's experts loop and router,
+Laguna's sigmoid router), written out here with torch ops; float32 must match to
+rounding, bfloat16 within its tolerance (the kernel sums in float32 and rounds once,
+where the loop rounds every product).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+TOL = {torch.float32: dict(atol=1e-5, rtol=1e-4), torch.bfloat16: dict(atol=2e-2, rtol=2e-2)}
+ACTS = {0: F.silu, 1: F.gelu, 2: lambda x: F.gelu(x, approximate="tanh")}
+
+
+def experts_reference(hidden, index, weights, gate_up, down, act):
+    """The experts loop of Transformers' MoE models (one expert at a time, index_add_)."""
+    out = torch.zeros_like(hidden, dtype=torch.float32)
+    experts = gate_up.shape[0]
+    for e in range(experts):
+        token, slot = torch.where(index == e)
+        if token.numel() == 0:
+            continue
+        gate, up = F.linear(hidden[token].float(), gate_up[e].float()).chunk(2, dim=-1)
+        y = F.linear(ACTS[act](gate) * up, down[e].float())
+        out.index_add_(0, token, y * weights[token, slot, None].float())
+    return out.to(hidden.dtype)
+
+
+def _problem(tokens, experts=8, k=2, h=64, inter=32, dtype=torch.float32, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    hidden = torch.randn(tokens, h, generator=g).to(dtype)
+    logits = torch.randn(tokens, experts, generator=g)
+    weights, index = torch.topk(logits.softmax(-1), k, dim=-1)
+    gate_up = (torch.randn(experts, 2 * inter, h, generator=g) / h**0.5).to(dtype)
+    down = (torch.randn(experts, h, inter, generator=g) / inter**0.5).to(dtype)
+    return hidden, index, weights.to(dtype), gate_up, down
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("tokens", [1, 5, 67, 300])  # 300: > 32 rows per expert, ATen's GEMMs
+@pytest.mark.parametrize("act", [0, 1, 2])
+def test_experts_matches_the_loop(moe, dtype, tokens, act):
+    hidden, index, weights, gate_up, down = _problem(tokens, dtype=dtype)
+    got = moe.experts(hidden, index, weights, gate_up, down, act)
+    want = experts_reference(hidden, index, weights, gate_up, down, act)
+    assert got.dtype == dtype and got.shape == hidden.shape
+    torch.testing.assert_close(got, want, **TOL[dtype])
+
+
+def test_experts_ignores_sentinel_slots(moe):
+    hidden, index, weights, gate_up, down = _problem(9)
+    index[::2, 1] = gate_up.shape[0]  # expert-parallel sentinels: no expert here
+    got = moe.experts(hidden, index, weights, gate_up, down, 0)
+    kept = index < gate_up.shape[0]
+    want = experts_reference(hidden, torch.where(kept, index, -1), weights, gate_up, down, 0)
+    torch.testing.assert_close(got, want, **TOL[torch.float32])
+
+
+def test_experts_int32_index_and_no_tokens(moe):
+    hidden, index, weights, gate_up, down = _problem(4)
+    got = moe.experts(hidden, index.int(), weights, gate_up, down, 0)
+    torch.testing.assert_close(got, experts_reference(hidden, index, weights, gate_up, down, 0),
+                               **TOL[torch.float32])
+    empty = moe.experts(hidden[:0], index[:0], weights[:0], gate_up, down, 0)
+    assert empty.shape == (0, hidden.shape[1])
+
+
+@pytest.mark.parametrize("bad, message", [
+    ("down", "down must be"), ("dtype", "float32 and bfloat16 only"),
+    ("activation", "activation must be"), ("weights", "top_k_weights must have"),
+])
+def test_experts_rejects_bad_input_in_one_line(moe, bad, message):
+    hidden, index, weights, gate_up, down = _problem(3)
+    act = 0
+    if bad == "down":
+        down = down[:, :, :-1]
+    elif bad == "dtype":
+        hidden, gate_up, down = hidden.half(), gate_up.half(), down.half()
+    elif bad == "activation":
+        act = 7
+    else:
+        weights = weights[:, :1]
+    with pytest.raises(RuntimeError, match=message):
+        moe.experts(hidden, index, weights, gate_up, down, act)
+
+
+class _Experts(nn.Module):
+    """The attributes Transformers' ``@use_experts_implementation`` classes have."""
+
+    has_gate, is_concatenated, is_transposed = True, True, False
+    has_bias, has_post_expert_norm, _is_expert_parallel = False, False, False
+
+    def __init__(self, gate_up, down, act_fn):
+        super().__init__()
+        self.gate_up_proj = nn.Parameter(gate_up, requires_grad=False)
+        self.down_proj = nn.Parameter(down, requires_grad=False)
+        self.act_fn = act_fn
+
+
+def test_experts_forward_serves_the_interface(moe):
+    hidden, index, weights, gate_up, down = _problem(6)
+    module = _Experts(gate_up, down, nn.SiLU())
+    assert moe.unsupported_reason(module, hidden) is None
+    got = moe.experts_forward(module, hidden, index, weights)
+    torch.testing.assert_close(got, experts_reference(hidden, index, weights, gate_up, down, 0),
+                               **TOL[torch.float32])
+
+
+def test_unsupported_layouts_are_named(moe):
+    hidden, _, _, gate_up, down = _problem(2)
+    module = _Experts(gate_up, down, nn.SiLU())
+    module.has_bias = True
+    assert "has_bias" in moe.unsupported_reason(module)
+    module = _Experts(gate_up, down, nn.ReLU())
+    assert "ReLU" in moe.unsupported_reason(module)
+    module = _Experts(gate_up, down, nn.SiLU())
+    assert "float16" in moe.unsupported_reason(module, hidden.half())
+    with pytest.raises(ValueError, match="cannot serve"):
+        moe.experts_forward(_Experts(gate_up, down, nn.ReLU()), hidden,
+                            torch.zeros(2, 1, dtype=torch.long), torch.ones(2, 1))
+
+
+def softmax_router_reference(hidden, weight, top_k):
+    """Qwen3.5-MoE's router."""
+    logits = F.linear(hidden, weight)
+    probs = torch.softmax(logits, dtype=torch.float, dim=-1)
+    top, idx = torch.topk(probs, top_k, dim=-1)
+    top /= top.sum(dim=-1, keepdim=True)
+    return logits, top.to(logits.dtype), idx
+
+
+def sigmoid_router_reference(hidden, weight, top_k, bias, softcap):
+    """Laguna's router."""
+    logits = F.linear(hidden, weight).float()
+    if softcap > 0:
+        logits = torch.tanh(logits / softcap) * softcap
+    scores = torch.sigmoid(logits)
+    _, idx = torch.topk(scores + bias.float(), top_k, dim=-1)
+    top = scores.gather(-1, idx)
+    return logits, (top / top.sum(-1, keepdim=True)).to(hidden.dtype), idx
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_softmax_router(moe, dtype):
+    g = torch.Generator().manual_seed(1)
+    hidden = torch.randn(33, 64, generator=g).to(dtype)
+    weight = torch.randn(16, 64, generator=g).to(dtype)
+    logits, top, idx = moe.router(hidden, weight, 4)
+    want_logits, want_top, want_idx = softmax_router_reference(hidden, weight, 4)
+    # bfloat16 logits tie often; tied experts may come in either order (as in torch.topk),
+    # so the chosen experts must have exactly the reference's probabilities, in order.
+    probs = torch.softmax(want_logits, dtype=torch.float, dim=-1)
+    assert torch.equal(probs.gather(-1, idx), probs.gather(-1, want_idx))
+    assert torch.equal(idx, want_idx) or dtype == torch.bfloat16
+    torch.testing.assert_close(logits, want_logits, **TOL[dtype])
+    torch.testing.assert_close(top, want_top, **TOL[dtype])
+
+
+@pytest.mark.parametrize("softcap", [0.0, 30.0])
+def test_sigmoid_router(moe, softcap):
+    g = torch.Generator().manual_seed(2)
+    hidden = torch.randn(9, 32, generator=g)
+    weight = torch.randn(12, 32, generator=g)
+    bias = torch.randn(12, generator=g) * 0.1
+    got = moe.router(hidden, weight, 3, sigmoid=True, bias=bias, softcap=softcap)
+    want = sigmoid_router_reference(hidden, weight, 3, bias, softcap)
+    assert torch.equal(got[2], want[2])
+    torch.testing.assert_close(got[0], want[0], **TOL[torch.float32])
+    torch.testing.assert_close(got[1], want[1], **TOL[torch.float32])
+
+
+def test_router_layer_tells_the_two_routers_apart(moe):
+    g = torch.Generator().manual_seed(3)
+    layer = nn.Module()
+    layer.weight = nn.Parameter(torch.randn(8, 16, generator=g))
+    layer.top_k = 2
+    hidden = torch.randn(2, 3, 16, generator=g)
+    got = moe.layers.SoftmaxTopKRouter.forward(layer, hidden)
+    want = softmax_router_reference(hidden.reshape(-1, 16), layer.weight, 2)
+    assert torch.equal(got[2], want[2])
+    layer.e_score_correction_bias = nn.Parameter(torch.randn(8, generator=g))
+    layer.router_logit_softcapping = 0.0
+    got = moe.layers.SoftmaxTopKRouter.forward(layer, hidden)
+    want = sigmoid_router_reference(hidden.reshape(-1, 16), layer.weight, 2,
+                                    layer.e_score_correction_bias, 0.0)
+    assert torch.equal(got[2], want[2]) and got[0].dtype == torch.float32
+    torch.testing.assert_close(got[1], want[1], **TOL[torch.float32])
+
+
+def test_ops_trace_under_torch_compile(moe):
+    hidden, index, weights, gate_up, down = _problem(5)
+    compiled = torch.compile(lambda *a: moe.experts(*a, 0), fullgraph=True, backend="eager")
+    torch.testing.assert_close(compiled(hidden, index, weights, gate_up, down),
+                               experts_reference(hidden, index, weights, gate_up, down, 0),
+                               **TOL[torch.float32])
