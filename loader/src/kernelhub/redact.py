@@ -85,7 +85,10 @@ def redacted_error(error: BaseException, message: str | None = None) -> BaseExce
     texts are what named the credential, and a traceback would print them.
     """
     text = redact(str(error) if message is None else message)
-    clone = BaseException.__new__(type(error))
+    try:  # the type's own __new__: OSError subclasses refuse BaseException's
+        clone = type(error).__new__(type(error))
+    except TypeError:  # a __new__ that needs arguments
+        return errors.KernelHubError(text)
     clone.__dict__.update(error.__dict__)
     clone.args = (text,)
     if redact(str(clone)) != str(clone):  # a type that builds its text from attributes
