@@ -29,6 +29,8 @@ from served import serving
 
 WRITE_TOKEN = "hf_test_write_token"
 """A token that may write every organisation of the served hub."""
+READ_TOKEN = "hf_test_read_token"
+"""A token that may read every organisation and write none."""
 
 
 @dataclass
@@ -114,7 +116,8 @@ class ServedHub:
 def tokens_file(path: Path, anonymous_read: str = '["*"]') -> Path:
     path.write_text(f"anonymous-read = {anonymous_read}\n"
                     f'[[token]]\nname = "kernelhub-test"\ntoken = "{WRITE_TOKEN}"\n'
-                    'write = ["*"]\n')
+                    'write = ["*"]\n'
+                    f'[[token]]\nname = "reader"\ntoken = "{READ_TOKEN}"\nread = ["*"]\n')
     return path
 
 
