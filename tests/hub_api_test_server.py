@@ -1,62 +1,13 @@
-"""A test server for the Hub's write API: the smallest one huggingface_hub can publish to.
+"""A Hub-API server that reports chosen files as stored with Git LFS, for the tests of
+the ecosystem's LFS-aware lock hashes (tests/test_ecosystem_locks_and_installs.py).
 
-No installable server accepts the Hub's commit API (olah, the mirror the read tests use,
-is read-only), so this one exists for the publishing tests. It is a TEST SERVER, not a
-hub: one process, no users but one write token, no LFS/Xet, no discussions but the pull
-requests a commit opens, no YAML validation. It implements the documented endpoints that
-``HfApi`` calls when it publishes, with the request and response shapes huggingface_hub
-expects:
-
-  GET    /api/{models|kernels}/{repo}[/revision/{rev}]      repo info (sha, siblings,
-                                                            private)
-  GET    /api/{type}/{repo}/refs[?include_prs=1]            branches and tags (and the
-                                                            pull requests' refs/pr/<n>)
-  GET    /api/{type}/{repo}/tree/{rev}[/{path}]             listing (recursive=1)
-  POST   /api/{type}/{repo}/paths-info/{rev}                entries for given paths
-  GET    /api/{type}/{repo}/commits/{rev}                   history
-  POST   /api/repos/create                                  new repo (409 if it exists)
-  POST   /api/{type}/{repo}/preupload/{rev}                 upload mode: always "regular"
-  POST   /api/{type}/{repo}/commit/{rev}[?create_pr=1]      ndjson commit (header,
-                                                            file base64, deletedFile,
-                                                            deletedFolder); parentCommit
-                                                            is compare-and-swap (412).
-                                                            create_pr=1: the commit goes
-                                                            to a new refs/pr/<n> opened
-                                                            against branch {rev} (from
-                                                            parentCommit when given),
-                                                            the branch does not move, and
-                                                            pullRequestUrl names
-                                                            .../discussions/<n>
-  POST   /api/{type}/{repo}/branch/{branch}                 new branch (409 if it exists)
-  POST   /api/{type}/{repo}/tag/{rev}                       new tag (409 if it exists)
-  DELETE /api/{type}/{repo}/tag/{tag}
-  POST   /api/validate-yaml                                 accepts everything
-  GET    /api/whoami-v2                                     the token's user
-  GET|HEAD /[kernels/]{repo}/resolve/{rev}/{path}           file bytes, X-Repo-Commit, ETag
-
-Because the preupload answer is always "regular", huggingface_hub sends every file
-base64-encoded inside the commit; an ``lfsFile`` line is refused (422), so large-file
-transfer stays huggingface_hub's own business against a real Hub.
-
-Repositories are bare git repositories at ``<root>/<models|kernels>/<org>/<name>``:
-the LocalHub layout, so olah (pointed at ``root``) serves what was published here, and
-both loaders can then read it through a real Hub-API mirror. A new repository gets an
-initial commit on ``main`` holding ``.gitattributes``, as the Hub makes it.
-
-``POST /api/repos/create`` with ``"visibility": "private"`` (huggingface_hub 1.x and 2.x;
-``"private": true`` before) makes a private repository: its info
-says so, and every read of it needs the write token (without: 401 Repository Not Found,
-as the Hub answers for a private repository it will not show).
-
-Knobs for error tests: ``kernel_type`` (whether the ``kernel`` repo type exists),
-``read_only`` (every write answers 405, as olah does), ``delay`` (seconds before each
-answer, for timeouts), ``write_token`` (writes need ``Authorization: Bearer <it>``:
-none → 401, another → 403), ``fail`` (answer chosen requests with a chosen status, e.g. a
-409 for a conflicting concurrent write), ``lfs_patterns`` (paths, as fnmatch patterns, that
-listings and downloads report as stored with Git LFS — ``lfs.oid`` the sha256, the ETag
-too — as the Hub reports the files ``.gitattributes`` sends to LFS; the bytes themselves
-stay plain git blobs, since no LFS transfer happens here). Every request is recorded in
-``requests``.
+Every other Hub-API test runs against ``kernelhub serve`` (tests/hub_api_served.py), whose
+route table is the protocol's one declaration; serve stores LFS uploads as plain git blobs
+and reports no ``lfs`` entries (docs/serve.md), so the listings these tests need — the
+public Hub's, where a variant's files carry ``lfs.oid`` = their sha256 — come from here
+until serve reports LFS. ``lfs_patterns``: paths (fnmatch) reported so, the ETag too; the
+bytes stay plain git blobs. Every request is recorded in ``requests``. One write token; no
+pull requests, private repositories or fault knobs (serve's tests have those).
 """
 
 from __future__ import annotations
@@ -66,7 +17,6 @@ import fnmatch
 import hashlib
 import json
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -74,7 +24,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from kernelhub.hub.git import ZERO_OID, GitRepo, IndexEntry, RefUpdate, RefValue
+from kernelhub.hub.git import ZERO_OID, GitRepo, IndexEntry, RefUpdate
 
 _TYPES = {"models": "model", "kernels": "kernel"}
 GITATTRIBUTES = b"# made by the kernelhub Hub-API test server: no LFS here\n"
@@ -90,12 +40,7 @@ class ApiError(Exception):
 class HubApiTestServer:
     root: Path
     write_token: str = "hf_test_write_token"
-    kernel_type: bool = True
-    read_only: bool = False
-    delay: float = 0.0
     lfs_patterns: list[str] = field(default_factory=list)
-    fail: dict[str, int] = field(default_factory=dict)
-    """``"METHOD path-fragment"`` → the status to answer such requests with (after auth)."""
     requests: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -125,8 +70,6 @@ class HubApiTestServer:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
                 server.requests.append(f"{self.command} {urlsplit(self.path).path}")
-                if server.delay:
-                    time.sleep(server.delay)
                 try:
                     status, headers, payload = server.handle(self.command, self.path,
                                                              dict(self.headers), body)
@@ -168,10 +111,6 @@ class HubApiTestServer:
         reads_by_post = segs[:2] == ["api", "validate-yaml"] or segs[4:5] == ["paths-info"]
         if method in ("POST", "PUT", "DELETE") and not reads_by_post:
             self._authorize(headers, write=True)
-        for key, status in self.fail.items():
-            want_method, _, fragment = key.partition(" ")
-            if method == want_method and fragment in parts.path:
-                raise ApiError(status, f"test server: injected {status} for {key}")
         if segs[:2] == ["api", "whoami-v2"]:
             user = self._authorize(headers, write=False)
             return self._json({"type": "user", "name": user,
@@ -181,28 +120,19 @@ class HubApiTestServer:
         if segs[:3] == ["api", "repos", "create"] and method == "POST":
             return self._create_repo(json.loads(body or b"{}"))
         if len(segs) >= 4 and segs[0] == "api" and segs[1] in _TYPES:
-            kind = self._kind(segs[1])
+            kind = _TYPES[segs[1]]
             repo_id = f"{segs[2]}/{segs[3]}"
             return self._repo_api(method, kind, repo_id, segs[4:], query, headers, body)
         if "resolve" in segs and method in ("GET", "HEAD"):
             kind = "model"
             if segs[0] == "kernels":
-                kind, segs = self._kind("kernels"), segs[1:]
+                kind, segs = "kernel", segs[1:]
             if len(segs) >= 5 and segs[2] == "resolve":
                 repo_id = f"{segs[0]}/{segs[1]}"
-                self._check_private(self._repo(kind, repo_id), repo_id, headers)
                 return self._resolve(kind, repo_id, segs[3], "/".join(segs[4:]))
         raise ApiError(404, f"test server: no route for {method} {parts.path}")
 
-    def _kind(self, prefix: str) -> str:
-        kind = _TYPES[prefix]
-        if kind == "kernel" and not self.kernel_type:
-            raise ApiError(404, "test server: this server has no kernel repository type")
-        return kind
-
     def _authorize(self, headers: dict[str, str], *, write: bool) -> str:
-        if write and self.read_only:
-            raise ApiError(405, "test server: read-only (Method Not Allowed)")
         auth = {k.lower(): v for k, v in headers.items()}.get("authorization", "")
         token = auth.removeprefix("Bearer ").strip() if auth.startswith("Bearer ") else ""
         if not token:
@@ -212,30 +142,15 @@ class HubApiTestServer:
                                 "the token has no write access")
         return "kernelhub-test"
 
-    def _check_private(self, repo: GitRepo, repo_id: str, headers: dict[str, str]) -> None:
-        """A private repository shows itself only to the token's holder."""
-        if self.is_private(repo):
-            try:
-                self._authorize(headers, write=False)
-            except ApiError:
-                raise ApiError(401, f"Repository Not Found for url: {repo_id}",
-                               "RepoNotFound") from None
-
-    @staticmethod
-    def is_private(repo: GitRepo) -> bool:
-        return repo.run("config", "--get", "kernelhub.private", check=False
-                        ).stdout.decode().strip() == "true"
-
     def _repo_api(self, method: str, kind: str, repo_id: str, rest: list[str],
                   query: dict[str, list[str]], headers: dict[str, str], body: bytes
                   ) -> tuple[int, dict[str, str], bytes]:
         repo = self._repo(kind, repo_id)
-        self._check_private(repo, repo_id, headers)
         action = rest[0] if rest else ""
         if method == "GET" and action in ("", "revision"):
             return self._info(repo, repo_id, rest[1] if action == "revision" else "main")
         if method == "GET" and action == "refs":
-            return self._json(self._refs(repo, with_prs=query.get("include_prs") == ["1"]))
+            return self._json(self._refs(repo))
         if method == "GET" and action == "tree" and len(rest) >= 2:
             recursive = query.get("recursive", ["false"])[0].lower() in ("1", "true")
             return self._json(self._tree(repo, rest[1], "/".join(rest[2:]), recursive))
@@ -248,8 +163,7 @@ class HubApiTestServer:
         if method == "POST" and action == "preupload" and len(rest) == 2:
             return self._preupload(repo, rest[1], json.loads(body))
         if method == "POST" and action == "commit" and len(rest) == 2:
-            create_pr = query.get("create_pr") == ["1"]
-            return self._commit(kind, repo, repo_id, rest[1], body, create_pr=create_pr)
+            return self._commit(kind, repo, repo_id, rest[1], body)
         if action == "branch" and len(rest) == 2:
             return self._branch(repo, method, rest[1], json.loads(body or b"{}"))
         if action == "tag" and len(rest) == 2:
@@ -293,27 +207,17 @@ class HubApiTestServer:
         commit = self._commit_of(repo, rev)
         files = [e.path for e in repo.ls_tree(commit, recursive=True)]
         return self._json({"id": repo_id, "_id": repo_id, "modelId": repo_id, "sha": commit,
-                           "private": self.is_private(repo), "disabled": False, "gated": False,
+                           "private": False, "disabled": False, "gated": False,
                            "downloads": 0, "likes": 0, "tags": [],
                            "siblings": [{"rfilename": f} for f in files]})
 
-    def _refs(self, repo: GitRepo, with_prs: bool = False) -> dict[str, object]:
-        def listing(prefix: str, keep: str = "") -> list[dict[str, str]]:
-            return [{"name": keep + ref.removeprefix(prefix), "ref": ref,
-                     "targetCommit": value.commit}
+    def _refs(self, repo: GitRepo) -> dict[str, object]:
+        def listing(prefix: str) -> list[dict[str, str]]:
+            return [{"name": ref.removeprefix(prefix), "ref": ref, "targetCommit": value.commit}
                     for ref, value in sorted(repo.refs(prefix).items())]
 
-        refs: dict[str, object] = {"branches": listing("refs/heads/"),
-                                   "tags": listing("refs/tags/"), "converts": []}
-        if with_prs:
-            refs["pullRequests"] = listing("refs/pr/", keep="refs/pr/")
-        return refs
-
-    def pull_request_target(self, kind: str, repo_id: str, number: int) -> str | None:
-        """The branch pull request ``number`` was opened against (None: there is none)."""
-        repo = self._repo(kind, repo_id)
-        return repo.run("config", "--get", f"kernelhub.pr{number}.target", check=False
-                        ).stdout.decode().strip() or None
+        return {"branches": listing("refs/heads/"), "tags": listing("refs/tags/"),
+                "converts": []}
 
     def _tree(self, repo: GitRepo, rev: str, path: str, recursive: bool) -> list[dict]:
         commit = self._commit_of(repo, rev)
@@ -365,9 +269,8 @@ class HubApiTestServer:
 
     def _create_repo(self, payload: dict) -> tuple[int, dict[str, str], bytes]:
         kind = payload.get("type") or "model"
-        if kind not in _TYPES.values() or (kind == "kernel" and not self.kernel_type):
-            raise ApiError(400, f"Invalid repo type {kind!r}: this server has "
-                                f"{', '.join(t for t in _TYPES.values() if t != 'kernel' or self.kernel_type)}")
+        if kind not in _TYPES.values():
+            raise ApiError(400, f"Invalid repo type {kind!r}")
         org, name = payload.get("organization"), payload.get("name", "")
         repo_id = f"{org}/{name}" if org else name
         if repo_id.count("/") != 1:
@@ -378,8 +281,6 @@ class HubApiTestServer:
                 raise ApiError(409, f"You already created this {kind} repo")
             GitRepo.init_bare(path, initial_branch="main")
             repo = GitRepo(path)
-            if payload.get("visibility") == "private" or payload.get("private") is True:
-                repo.run("config", "kernelhub.private", "true")
             blob = repo.out("hash-object", "-w", "--stdin", input=GITATTRIBUTES)
             tree = repo.write_tree(None, [], [IndexEntry("100644", blob, ".gitattributes")])
             commit = repo.commit_tree(tree, None, "initial commit")
@@ -400,8 +301,8 @@ class HubApiTestServer:
                           "oid": oid})
         return self._json({"files": files, "commitOid": commit})
 
-    def _commit(self, kind: str, repo: GitRepo, repo_id: str, rev: str, body: bytes,
-                create_pr: bool = False) -> tuple[int, dict[str, str], bytes]:
+    def _commit(self, kind: str, repo: GitRepo, repo_id: str, rev: str, body: bytes
+                ) -> tuple[int, dict[str, str], bytes]:
         lines = [json.loads(line) for line in body.splitlines() if line.strip()]
         if not lines or lines[0].get("key") != "header":
             raise ApiError(400, "commit payload must start with a header line")
@@ -412,18 +313,9 @@ class HubApiTestServer:
             if head is None:
                 raise ApiError(404, f"Invalid rev id: {rev}", "RevisionNotFound")
             parent = header.get("parentCommit")
-            number = None
-            if create_pr:  # a new refs/pr/<n> from parentCommit (or the branch head)
-                number = 1 + len(repo.refs("refs/pr/"))
-                base = repo.resolve_commit(parent) if parent else head.commit
-                if base is None:
-                    raise ApiError(404, f"Invalid rev id: {parent}", "RevisionNotFound")
-                ref, current = f"refs/pr/{number}", RefValue(ZERO_OID, base)
-            else:
-                if parent and parent != head.commit:
-                    raise ApiError(412, "A commit has happened since. Please refresh and try "
-                                        "again.")
-                ref, current = branch, head
+            if parent and parent != head.commit:
+                raise ApiError(412, "A commit has happened since. Please refresh and try again.")
+            ref, current = branch, head
             remove: list[str] = []
             add: dict[str, IndexEntry] = {}
             for line in lines[1:]:
@@ -452,13 +344,9 @@ class HubApiTestServer:
             commit = repo.commit_tree(tree, current.commit, message)
             if repo.update_refs([RefUpdate(ref, commit, current.oid)]) is not None:
                 raise ApiError(412, "A commit has happened since. Please refresh and try again.")
-            if number is not None:
-                repo.run("config", f"kernelhub.pr{number}.target", rev)
         prefix = "" if kind == "model" else f"{kind}s/"
-        pull_request = (f"{self.url}/{prefix}{repo_id}/discussions/{number}"
-                        if number is not None else None)
         return self._json({"commitUrl": f"{self.url}/{prefix}{repo_id}/commit/{commit}",
-                           "commitOid": commit, "pullRequestUrl": pull_request})
+                           "commitOid": commit, "pullRequestUrl": None})
 
     def _branch(self, repo: GitRepo, method: str, branch: str, payload: dict
                 ) -> tuple[int, dict[str, str], bytes]:

@@ -1,7 +1,7 @@
 """``builder publish --hub http://…`` against a Hub-API server on loopback, for real.
 
-The server is tests/hub_api_test_server.py (no installable server accepts the Hub's commit
-API); huggingface_hub does all the talking. The kernel published is triton-activation
+The server is ``kernelhub serve`` (tests/hub_api_served.py); huggingface_hub does all the
+talking. The kernel published is triton-activation
 (pure Python, so building it costs no compiler), copied into a throwaway project whose
 release the tests can bump. Loads of a published compiled kernel through olah, with both
 loaders, are in test_hub_api_publish_loads.py.
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from e2e import BIN, kernel_project, run
-from hub_api_test_server import HubApiTestServer
+from hub_api_served import READ_TOKEN, WRITE_TOKEN, ServedHub, hub_api_server
 from kernelhub.hub.git import GitRepo
 from kernelhub.hub.local import LocalHub
 from kh_doubles import new_signing_key
@@ -27,7 +27,6 @@ from kh_doubles import new_signing_key
 KERNEL = "triton-activation"
 REPO_ID = "kernels-community/triton-activation"
 VARIANTS = ["torch-cuda", "torch-xpu"]
-TOKEN = "hf_test_write_token"
 
 
 @pytest.fixture
@@ -39,12 +38,12 @@ def project(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[HubApiTestServer]:
-    with HubApiTestServer(tmp_path / "server-root").running() as running:
+def server(tmp_path: Path) -> Iterator[ServedHub]:
+    with hub_api_server(tmp_path / "server-root") as running:
         yield running
 
 
-def env(tmp_path: Path, token: str | None = TOKEN, **extra: str) -> dict[str, str]:
+def env(tmp_path: Path, token: str | None = WRITE_TOKEN, **extra: str) -> dict[str, str]:
     base = {k: v for k, v in os.environ.items()
             if not k.startswith(("HF_", "KERNELHUB_HUB", "KERNELHUB_ALLOW"))}
     base.update({"HF_HOME": str(tmp_path / "hf-home"), "NO_PROXY": "127.0.0.1,localhost",
@@ -77,8 +76,8 @@ def bump(project: Path, release: str, keep: list[str]) -> None:
     build(project, *keep)
 
 
-def git(server: HubApiTestServer, kind: str = "kernel") -> GitRepo:
-    return GitRepo(server.repo_path(kind, REPO_ID))
+def git(server: ServedHub) -> GitRepo:
+    return server.git(REPO_ID)
 
 
 def tree(repo: GitRepo, rev: str) -> list[str]:
@@ -98,11 +97,11 @@ def one_line_error(proc: subprocess.CompletedProcess[str]) -> str:
 
 
 def test_publish_creates_the_kernel_repo_branch_tag_and_readme_and_is_idempotent(
-    project: Path, server: HubApiTestServer, tmp_path: Path
+    project: Path, server: ServedHub, tmp_path: Path
 ) -> None:
     proc = builder(project, "publish", "--hub", server.url, environ=env(tmp_path))
     assert "(new repository)" in proc.stdout and "note:" not in proc.stdout
-    repo = git(server, "kernel")  # the Hub's kernel repository type, on a server that has it
+    repo = git(server)
     found = refs(repo)
     assert set(found) == {"refs/heads/main", "refs/heads/v1", "refs/tags/v1.0.0"}
     assert found["refs/tags/v1.0.0"] == found["refs/heads/v1"]
@@ -127,7 +126,7 @@ def test_publish_creates_the_kernel_repo_branch_tag_and_readme_and_is_idempotent
 
 
 def test_a_signed_publish_signs_every_variant_in_the_commit_that_adds_them(
-    project: Path, server: HubApiTestServer, tmp_path: Path
+    project: Path, server: ServedHub, tmp_path: Path
 ) -> None:
     key = tmp_path / "release_key"
     fingerprint = new_signing_key(key).public.fingerprint
@@ -147,12 +146,12 @@ def test_a_server_without_the_kernel_type_gets_a_model_repo_only_when_allowed(
 ) -> None:
     """The ecosystem's loaders read kernel repositories only (test_hub_api_publish_loads.py
     shows them failing on the model repository): refused by default, and said when allowed."""
-    with HubApiTestServer(tmp_path / "root", kernel_type=False).running() as server:
+    with hub_api_server(tmp_path / "root", kernel_type=False) as server:
         refused = builder(project, "publish", "--hub", server.url, environ=env(tmp_path),
                           check=False)
         line = one_line_error(refused)
         assert "has no kernel repository type" in line and "--allow-model-repo" in line
-        assert not server.repo_path("model", REPO_ID).exists()
+        assert not server.repo_path(REPO_ID).exists()
         dry = builder(project, "publish", "--hub", server.url, "--dry-run",
                       environ=env(tmp_path))
         assert "refused where the server has no kernel type" in dry.stdout
@@ -164,18 +163,16 @@ def test_a_server_without_the_kernel_type_gets_a_model_repo_only_when_allowed(
     assert "has no kernel repository type" in proc.stdout
     assert "created kernels-community/triton-activation as a model repository" in proc.stdout
     assert "will not find it" in proc.stdout
-    assert sorted(refs(git(server, "model"))) == [
-        "refs/heads/main", "refs/heads/v1", "refs/tags/v1.0.0"]
-    assert not server.repo_path("kernel", REPO_ID).exists()
+    assert sorted(refs(git(server))) == ["refs/heads/main", "refs/heads/v1", "refs/tags/v1.0.0"]
 
 
 def test_dry_run_reads_the_server_and_prints_the_real_operations(
-    project: Path, server: HubApiTestServer, tmp_path: Path
+    project: Path, server: ServedHub, tmp_path: Path
 ) -> None:
     fresh = builder(project, "publish", "--hub", server.url, "--dry-run", environ=env(tmp_path))
     assert "would publish" in fresh.stdout and "(new repository)" in fresh.stdout
     assert "create kernel repository kernels-community/triton-activation" in fresh.stdout
-    assert not server.repo_path("kernel", REPO_ID).exists()
+    assert not server.repo_path(REPO_ID).exists()
 
     builder(project, "publish", "--hub", server.url, environ=env(tmp_path))
     before = refs(git(server))
@@ -205,11 +202,11 @@ def test_unreachable_server_is_one_line_and_nonzero(project: Path, tmp_path: Pat
 
 @pytest.mark.parametrize(("token", "status", "words", "source"), [
     (None, 401, "rejected the token", "token from nowhere"),
-    ("hf_not_the_write_token", 403, "gave the token no write access",
+    (READ_TOKEN, 403, "gave the token no write access",
      "token from the HF_TOKEN environment variable"),
 ])
 def test_auth_errors_say_how_to_get_write_access_and_which_token_was_used(
-    project: Path, server: HubApiTestServer, tmp_path: Path, token: str | None, status: int,
+    project: Path, server: ServedHub, tmp_path: Path, token: str | None, status: int,
     words: str, source: str
 ) -> None:
     proc = builder(project, "publish", "--hub", server.url, environ=env(tmp_path, token=token),
@@ -217,12 +214,11 @@ def test_auth_errors_say_how_to_get_write_access_and_which_token_was_used(
     line = one_line_error(proc)
     assert words in line and f"({status}:" in line and source in line
     assert "set HF_TOKEN" in line and "Nothing was published" in line
-    assert not server.repo_path("kernel", REPO_ID).exists()
-    assert not server.repo_path("model", REPO_ID).exists()
+    assert not server.repo_path(REPO_ID).exists()
 
 
 def test_token_from_the_token_file_is_named(
-    project: Path, server: HubApiTestServer, tmp_path: Path
+    project: Path, server: ServedHub, tmp_path: Path
 ) -> None:
     (tmp_path / "hf-home").mkdir()
     (tmp_path / "hf-home" / "token").write_text("hf_wrong_file_token")
@@ -231,21 +227,22 @@ def test_token_from_the_token_file_is_named(
     assert f"token from the token file {tmp_path / 'hf-home' / 'token'}" in one_line_error(proc)
 
 
-def test_404_405_409_and_timeouts_are_one_line_and_publish_nothing(
+def test_404_read_only_409_and_timeouts_are_one_line_and_publish_nothing(
     project: Path, tmp_path: Path
 ) -> None:
-    with HubApiTestServer(tmp_path / "a").running() as server:
+    with hub_api_server(tmp_path / "a") as server:
         proc = builder(project, "publish", "--hub", f"{server.url}/no/such/prefix",
                        environ=env(tmp_path), check=False)
         assert "answered 404" in one_line_error(proc)
 
-    with HubApiTestServer(tmp_path / "b", read_only=True).running() as server:
+    with hub_api_server(tmp_path / "b", writable=False) as server:
         proc = builder(project, "publish", "--hub", server.url, environ=env(tmp_path),
                        check=False)
-        assert "does not accept writes (405" in one_line_error(proc)
+        # serve without a tokens file is read-only: it knows no token, so none may write
+        assert "rejected the token" in (line := one_line_error(proc)) and "(401:" in line
         assert not (tmp_path / "b").exists() or not any((tmp_path / "b").rglob("HEAD"))
 
-    with HubApiTestServer(tmp_path / "c").running() as server:
+    with hub_api_server(tmp_path / "c") as server:
         server.fail = {"POST /commit/v1": 409}
         proc = builder(project, "publish", "--hub", server.url, environ=env(tmp_path),
                        check=False)
@@ -254,7 +251,7 @@ def test_404_405_409_and_timeouts_are_one_line_and_publish_nothing(
         assert set(refs(repo)) == {"refs/heads/main", "refs/heads/v1"}  # no tag, no variants
         assert not [p for p in tree(repo, "v1") if p.startswith("build/")]
 
-    with HubApiTestServer(tmp_path / "d", delay=3).running() as server:
+    with hub_api_server(tmp_path / "d", delay=3) as server:
         proc = builder(project, "publish", "--hub", server.url,
                        environ=env(tmp_path, KERNELHUB_HUB_TIMEOUT="1"), check=False)
         assert "did not answer within 1 s" in one_line_error(proc)
@@ -267,7 +264,7 @@ def test_a_new_release_never_silently_carries_an_older_release(
 ) -> None:
     """1.0.1 with only torch-cuda rebuilt: refused by default; --carry-stale keeps 1.0.0's
     torch-xpu under v1.0.1 and says so; --drop-stale removes it from the branch."""
-    with HubApiTestServer(tmp_path / "root").running() as server:
+    with hub_api_server(tmp_path / "root") as server:
         hub = server.url if hub_kind == "hub-api" else str(tmp_path / "local-hub")
         e = env(tmp_path)
 
@@ -301,7 +298,7 @@ def _rev(hub: LocalHub, rev: str) -> str:
     return found.branches.get(rev) or found.tags[rev]
 
 
-def _tags(hub_kind: str, server: HubApiTestServer, tmp_path: Path) -> list[str]:
+def _tags(hub_kind: str, server: ServedHub, tmp_path: Path) -> list[str]:
     if hub_kind == "local":
         return sorted(LocalHub(tmp_path / "local-hub").list_refs(REPO_ID).tags)
     return sorted(r.removeprefix("refs/tags/") for r in refs(git(server)) if "tags" in r)

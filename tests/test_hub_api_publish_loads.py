@@ -3,7 +3,7 @@ and with the ecosystem's loaders (``kernels`` 0.17.2 and 0.19.1), each talking t
 server directly: no proxy maps the kernel repository type onto models, so what each loader
 finds here is what a user's finds.
 
-* A server with kernel repositories (tests/hub_api_test_server.py, as the Hub): the
+* A server with kernel repositories (``kernelhub serve``, tests/hub_api_served.py): the
   publish makes a kernel repository, and all three loaders load the variant from it.
 * A server without them: the publish refuses unless ``--allow-model-repo``; allowed, it
   makes a model repository and says that the ecosystem's loaders will not find it. Then,
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from e2e import BIN, REPO, Workspace, builder, last_json, run
-from hub_api_test_server import HubApiTestServer
+from hub_api_served import WRITE_TOKEN, hub_api_server
 from reference_loader import (
     ecosystem_loaders,
     olah_cli,
@@ -36,7 +36,6 @@ CURRENT = "torch-2.13-cpu-cpython-3.9-abi3-x86_64-linux"
 kernelhub and kernels 0.19.1 load; kernels 0.17.2 reads only the legacy name."""
 PICKS = {"0.17.2": VARIANT, "0.19.1": CURRENT}
 REPO_ID = "kernels-community/activation"
-TOKEN = "hf_test_write_token"
 
 CHECK = r"""
 import json, sys, torch, torch.nn.functional as F
@@ -69,7 +68,7 @@ def ecosystem(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 def client_env(tmp_path: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "KERNELHUB_"))}
-    env.update(HF_TOKEN=TOKEN, HF_HOME=str(tmp_path / "hf-home"), NO_PROXY="127.0.0.1",
+    env.update(HF_TOKEN=WRITE_TOKEN, HF_HOME=str(tmp_path / "hf-home"), NO_PROXY="127.0.0.1",
                no_proxy="127.0.0.1", HF_HUB_DISABLE_PROGRESS_BARS="1")
     return env
 
@@ -98,12 +97,11 @@ def test_a_kernel_repository_loads_with_our_loader_and_both_ecosystem_loaders(
 ) -> None:
     env = client_env(tmp_path)
     built_meta = (built.out / "activation" / VARIANT / "metadata.json").read_bytes()
-    with HubApiTestServer(tmp_path / "storage").running() as server:
+    with hub_api_server(tmp_path / "storage") as server:
         proc = publish(built, server.url, env)
         assert f"added     {VARIANT}" in proc.stdout and f"added     {CURRENT}" in proc.stdout
         assert "model repository" not in proc.stdout
-        assert server.repo_path("kernel", REPO_ID).is_dir()
-        assert not server.repo_path("model", REPO_ID).exists()
+        assert server.repo_path(REPO_ID).is_dir()
 
         ours = load_ours(server.url, env, tmp_path)
         assert CURRENT in ours["file"] and ours["err"] < 1e-5
@@ -125,13 +123,13 @@ def test_without_kernel_repositories_the_publish_refuses_unless_allowed_and_says
         pytest.skip("olah is not installed (pip install olah)")
     env = client_env(tmp_path)
     storage = tmp_path / "storage"
-    with HubApiTestServer(storage, kernel_type=False).running() as server:
+    with hub_api_server(storage, kernel_type=False) as server:
         refused = publish(built, server.url, env, check=False)
         assert refused.returncode == 1, refused.stdout + refused.stderr
         (line,) = refused.stderr.strip().splitlines()
         assert "has no kernel repository type" in line and "--allow-model-repo" in line
         assert "will not find it" in line and "Nothing was published" in line
-        assert not server.repo_path("model", REPO_ID).exists()
+        assert not server.repo_path(REPO_ID).exists()
 
         allowed = publish(built, server.url, env, "--allow-model-repo")
     assert "created kernels-community/activation as a model repository" in allowed.stdout

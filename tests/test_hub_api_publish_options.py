@@ -1,21 +1,20 @@
 """``builder publish --branch/--private/--create-pr`` and ``builder build-and-publish``
 against a Hub-API server on loopback, through huggingface_hub.
 
-The server is tests/hub_api_test_server.py (no installable server accepts the Hub's commit
-API; it follows the documented protocol, pull requests and private repositories
-included). The kernel is triton-activation, pure Python, so a build costs no compiler.
+The server is ``kernelhub serve`` (tests/hub_api_served.py): private repositories are
+served; pull requests are not (its documented refusal is what ``--create-pr`` meets). The
+kernel is triton-activation, pure Python, so a build costs no compiler.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from e2e import BIN, kernel_project, run
-from hub_api_test_server import HubApiTestServer
+from hub_api_served import WRITE_TOKEN, ServedHub, hub_api_server
 from huggingface_hub import HfApi
 from huggingface_hub.errors import RepositoryNotFoundError
 from kh_doubles import new_signing_key
@@ -23,7 +22,6 @@ from kh_doubles import new_signing_key
 KERNEL = "triton-activation"
 REPO_ID = "kernels-community/triton-activation"
 VARIANTS = ["torch-cuda", "torch-xpu"]  # pure Python: both generations spell them alike
-TOKEN = "hf_test_write_token"
 
 
 @pytest.fixture
@@ -32,8 +30,8 @@ def project(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[HubApiTestServer]:
-    with HubApiTestServer(tmp_path / "server-root").running() as running:
+def server(tmp_path: Path) -> Iterator[ServedHub]:
+    with hub_api_server(tmp_path / "server-root") as running:
         yield running
 
 
@@ -41,7 +39,7 @@ def builder(project: Path, tmp_path: Path, *args: str, check: bool = True
             ) -> tuple[int, str]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("HF_", "KERNELHUB_HUB", "KERNELHUB_ALLOW"))}
-    env.update(HF_HOME=str(tmp_path / "hf-home"), HF_TOKEN=TOKEN,
+    env.update(HF_HOME=str(tmp_path / "hf-home"), HF_TOKEN=WRITE_TOKEN,
                NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost",
                HF_HUB_DISABLE_PROGRESS_BARS="1", KERNELHUB_HUB_TIMEOUT="20")
     done = run([str(BIN / "builder"), "--project", str(project), *args], env=env,
@@ -49,12 +47,12 @@ def builder(project: Path, tmp_path: Path, *args: str, check: bool = True
     return done.returncode, done.stdout + done.stderr
 
 
-def api(server: HubApiTestServer) -> HfApi:
-    return HfApi(endpoint=server.url, token=TOKEN)
+def api(server: ServedHub) -> HfApi:
+    return HfApi(endpoint=server.url, token=WRITE_TOKEN)
 
 
-def test_build_and_publish_in_one_step_then_a_pull_request_against_the_branch(
-        project: Path, server: HubApiTestServer, tmp_path: Path) -> None:
+def test_build_and_publish_in_one_step_then_a_pull_request_is_refused_as_serve_does(
+        project: Path, server: ServedHub, tmp_path: Path) -> None:
     status, said = builder(project, tmp_path, "build-and-publish", "--hub", server.url,
                            "--no-import-check")
     assert status == 0, said
@@ -63,37 +61,33 @@ def test_build_and_publish_in_one_step_then_a_pull_request_against_the_branch(
     head = {b.name: b.target_commit for b in refs.branches}["v1"]
     assert [t.name for t in refs.tags] == ["v1.0.0"] and refs.pull_requests == []
 
-    # A change proposed, not committed: the branch and the tag stay where they were.
+    # A change proposed: kernelhub serve has no pull requests and says so (docs/serve.md);
+    # the branch and the tag stay where they were, and no pull request ref appears.
     init = project / "kernels-src" / KERNEL / "torch-ext" / "triton_activation" / "__init__.py"
     init.write_text(init.read_text() + "\n# proposed change\n")
     builder(project, tmp_path, "build", "--no-import-check")
-    status, said = builder(project, tmp_path, "publish", "--hub", server.url, "--create-pr")
-    assert status == 0, said
-    assert re.search(rf"opened pull request {re.escape(server.url)}/kernels/{REPO_ID}"
-                     r"/discussions/1 against " + re.escape(f"{REPO_ID}@v1"), said), said
+    status, said = builder(project, tmp_path, "publish", "--hub", server.url, "--create-pr",
+                           check=False)
+    assert status == 1, said
+    assert "this hub has no pull requests" in said and "Traceback" not in said, said
     refs = api(server).list_repo_refs(REPO_ID, repo_type="kernel", include_pull_requests=True)
     assert {b.name: b.target_commit for b in refs.branches}["v1"] == head
-    assert [t.name for t in refs.tags] == ["v1.0.0"]
-    assert [p.ref for p in refs.pull_requests] == ["refs/pr/1"]
-    assert server.pull_request_target("kernel", REPO_ID, 1) == "v1"
-    proposed = api(server).hf_hub_download(
-        REPO_ID, "build/torch-cuda/__init__.py", repo_type="kernel", revision="refs/pr/1",
-        cache_dir=tmp_path / "dl")
-    assert "# proposed change" in Path(proposed).read_text()
+    assert [t.name for t in refs.tags] == ["v1.0.0"] and refs.pull_requests == []
+    assert not server.git(REPO_ID).refs("refs/pr/")
 
 
-def test_a_pull_request_needs_a_branch_to_target(project: Path, server: HubApiTestServer,
+def test_a_pull_request_needs_a_branch_to_target(project: Path, server: ServedHub,
                                                  tmp_path: Path) -> None:
     builder(project, tmp_path, "build", "--no-import-check")
     status, said = builder(project, tmp_path, "publish", "--hub", server.url, "--create-pr",
                            check=False)
     assert status == 1
     assert "does not exist" in said and "a pull request needs a repository" in said
-    assert not server.repo_path("kernel", REPO_ID).exists()  # nothing was created
+    assert not server.repo_path(REPO_ID).exists()  # nothing was created
 
 
 def test_private_creates_a_private_repository_and_branch_is_a_preview(
-        project: Path, server: HubApiTestServer, tmp_path: Path) -> None:
+        project: Path, server: ServedHub, tmp_path: Path) -> None:
     builder(project, tmp_path, "build", "--no-import-check")
     status, said = builder(project, tmp_path, "publish", "--hub", server.url, "--private",
                            "--branch", "preview")

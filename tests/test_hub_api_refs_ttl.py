@@ -7,7 +7,8 @@
   (a new major) is asked of the server, never failed.
 * A bad ``KERNELHUB_REFS_TTL`` is one typed line.
 
-The server is tests/hub_api_test_server.py; releases are published through HfPublisher.
+The server is ``kernelhub serve`` (tests/hub_api_served.py); releases are published through
+HfPublisher.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hub_api_test_server import HubApiTestServer
+from hub_api_served import WRITE_TOKEN, ServedHub, hub_api_server
 from kernelhub import api
 from kernelhub.errors import KernelHubError
 from kernelhub.load import pipeline
@@ -25,22 +26,21 @@ from kernelhub_builder.ship.hf import HfPublisher
 from kh_doubles import make_variant
 
 REPO_ID = "acme/ttl"
-TOKEN = "hf_test_write_token"
 VARIANT = "torch-universal"
 pytestmark = pytest.mark.usefixtures("hub_api_client")
 
 
-def publish(server: HubApiTestServer, staging: Path, branch: str, version: str,
+def publish(server: ServedHub, staging: Path, branch: str, version: str,
             value: int) -> None:
     staged = staging / version / VARIANT
     make_variant(staged, name="ttl", init=f"VALUE = {value}\n", backend="universal")
-    HfPublisher(server.url, token=TOKEN).publish(
+    HfPublisher(server.url, token=WRITE_TOKEN).publish(
         REPO_ID, branch, {VARIANT: staged}, tag=f"v{version}", message=version)
 
 
 @pytest.fixture
-def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HubApiTestServer]:
-    with HubApiTestServer(tmp_path / "server").running() as running:
+def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ServedHub]:
+    with hub_api_server(tmp_path / "server") as running:
         publish(running, tmp_path / "staged", "v1", "1.0.0", 1)
         monkeypatch.setenv("KERNELHUB_HUB", running.url)
         monkeypatch.delenv("KERNELHUB_REFS_TTL", raising=False)
@@ -59,14 +59,14 @@ def loaded_commit(version: int) -> str:
     return api.locate_kernel(REPO_ID, version).parent.name
 
 
-def requests_during(server: HubApiTestServer, load: int | None = None) -> list[str]:
+def requests_during(server: ServedHub, load: int | None = None) -> list[str]:
     seen = len(server.requests)
     load_value(load if load is not None else 1)
     return server.requests[seen:]
 
 
 def test_a_warm_versioned_load_inside_the_ttl_asks_nothing(
-    server: HubApiTestServer, monkeypatch: pytest.MonkeyPatch
+    server: ServedHub, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cold = requests_during(server)
     assert any(r.endswith(f"/api/kernels/{REPO_ID}/refs") for r in cold), cold
@@ -78,7 +78,7 @@ def test_a_warm_versioned_load_inside_the_ttl_asks_nothing(
 
 
 def test_inside_the_ttl_a_new_release_of_the_branch_is_seen_only_when_asked_for(
-    server: HubApiTestServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    server: ServedHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert load_value(1) == 1
     old = loaded_commit(1)
@@ -102,7 +102,7 @@ def test_inside_the_ttl_a_new_release_of_the_branch_is_seen_only_when_asked_for(
 
 
 def test_refs_older_than_the_ttl_are_asked_again(
-    server: HubApiTestServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    server: ServedHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert load_value(1) == 1
     publish(server, tmp_path / "staged", "v1", "1.1.0", 11)
@@ -115,7 +115,7 @@ def test_refs_older_than_the_ttl_are_asked_again(
 
 @pytest.mark.parametrize("value", ["soon", "-1", "inf", "nan"])
 def test_a_bad_ttl_is_one_typed_line(
-    server: HubApiTestServer, monkeypatch: pytest.MonkeyPatch, value: str
+    server: ServedHub, monkeypatch: pytest.MonkeyPatch, value: str
 ) -> None:
     monkeypatch.setenv("KERNELHUB_REFS_TTL", value)
     with pytest.raises(KernelHubError, match=r"KERNELHUB_REFS_TTL=.* is not a number of "

@@ -1,7 +1,7 @@
 """Signed releases published to a Hub-API server and loaded back under a signing policy.
 
 The publisher is HfPublisher (what ``builder publish --hub http://… --sign KEY`` runs), the
-server tests/hub_api_test_server.py, the loader ours, reading the kernel repository type.
+server ``kernelhub serve`` (tests/hub_api_served.py), the loader ours, reading the kernel repository type.
 Keys are real OpenSSH Ed25519 keys; the forgery is made as an attacker with write access
 to the server's storage would make it, with git plumbing.
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import kernelhub
 import pytest
-from hub_api_test_server import HubApiTestServer
+from hub_api_served import WRITE_TOKEN, ServedHub, hub_api_server
 from kernelhub.errors import HubError, SignatureError
 from kernelhub.hub.git import GitRepo
 from kernelhub.load import pipeline
@@ -28,13 +28,12 @@ from kernelhub_builder.ship.hf import HfPublisher
 from kh_doubles import make_variant, new_signing_key, rewrite_on_branch
 
 REPO_ID = "acme/signed"
-TOKEN = "hf_test_write_token"
 pytestmark = pytest.mark.usefixtures("hub_api_client")
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[HubApiTestServer]:
-    with HubApiTestServer(tmp_path / "server").running() as running:
+def server(tmp_path: Path) -> Iterator[ServedHub]:
+    with hub_api_server(tmp_path / "server") as running:
         yield running
 
 
@@ -57,16 +56,16 @@ def stage(tmp_path: Path, variant: str, value: int) -> Path:
     return dest
 
 
-def publish(server: HubApiTestServer, variants: dict[str, Path], release: str,
+def publish(server: ServedHub, variants: dict[str, Path], release: str,
             key: SigningKey | None, dry_run: bool = False):
     sign = (lambda data: key.sign(data, NAMESPACE)) if key is not None else None
-    return HfPublisher(server.url, token=TOKEN).publish(
+    return HfPublisher(server.url, token=WRITE_TOKEN).publish(
         REPO_ID, "v1", variants, tag=f"v{release}", message=release, sign=sign,
         dry_run=dry_run)
 
 
-def git(server: HubApiTestServer) -> GitRepo:
-    return GitRepo(server.repo_path("kernel", REPO_ID))
+def git(server: ServedHub) -> GitRepo:
+    return server.git(REPO_ID)
 
 
 def show(repo: GitRepo, rev: str, path: str) -> bytes:
@@ -75,7 +74,7 @@ def show(repo: GitRepo, rev: str, path: str) -> bytes:
 
 
 def test_signature_lands_with_the_variants_and_loads_only_under_the_allowed_key(
-    server: HubApiTestServer, key: SigningKey, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    server: ServedHub, key: SigningKey, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     staged = stage(tmp_path, "torch-universal", 7)
     result = publish(server, {"torch-universal": staged}, "1.0.0", key)
@@ -111,7 +110,7 @@ def test_signature_lands_with_the_variants_and_loads_only_under_the_allowed_key(
 
 
 def test_the_signature_covers_variants_earlier_publishes_left_on_the_branch(
-    server: HubApiTestServer, key: SigningKey, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    server: ServedHub, key: SigningKey, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cpu = stage(tmp_path, "torch-cpu", 1)
     publish(server, {"torch-cpu": cpu}, "1.0.0", None)
@@ -136,7 +135,7 @@ def test_the_signature_covers_variants_earlier_publishes_left_on_the_branch(
 
 
 def test_metadata_rewritten_on_the_server_is_refused(
-    server: HubApiTestServer, key: SigningKey, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    server: ServedHub, key: SigningKey, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     publish(server, {"torch-universal": stage(tmp_path, "torch-universal", 7)}, "1.0.0", key)
     repo = git(server)
@@ -151,7 +150,7 @@ def test_metadata_rewritten_on_the_server_is_refused(
 
 
 def test_an_unsigned_publish_removes_the_release_files_it_would_leave_wrong(
-    server: HubApiTestServer, key: SigningKey, tmp_path: Path
+    server: ServedHub, key: SigningKey, tmp_path: Path
 ) -> None:
     publish(server, {"torch-universal": stage(tmp_path, "torch-universal", 1)}, "1.0.0", key)
     result = publish(server, {"torch-cpu": stage(tmp_path, "torch-cpu", 2)}, "1.1.0", None)
@@ -164,7 +163,7 @@ def test_an_unsigned_publish_removes_the_release_files_it_would_leave_wrong(
 
 
 def test_a_branch_variant_without_file_digests_cannot_be_signed(
-    server: HubApiTestServer, key: SigningKey, tmp_path: Path
+    server: ServedHub, key: SigningKey, tmp_path: Path
 ) -> None:
     ecosystem = tmp_path / "ecosystem-build"
     ecosystem.mkdir()
@@ -179,7 +178,7 @@ def test_a_branch_variant_without_file_digests_cannot_be_signed(
 
 
 def test_signing_a_release_already_published_unsigned_is_reported_as_a_change(
-    server: HubApiTestServer, key: SigningKey, tmp_path: Path
+    server: ServedHub, key: SigningKey, tmp_path: Path
 ) -> None:
     staged = stage(tmp_path, "torch-universal", 3)
     first = publish(server, {"torch-universal": staged}, "1.0.0", None)
@@ -192,7 +191,7 @@ def test_signing_a_release_already_published_unsigned_is_reported_as_a_change(
 
 
 def test_a_signature_only_dry_run_counts_the_release_files_it_would_commit(
-    server: HubApiTestServer, key: SigningKey, tmp_path: Path
+    server: ServedHub, key: SigningKey, tmp_path: Path
 ) -> None:
     from kernelhub_builder.ship.publish import describe_result
 

@@ -1,5 +1,5 @@
 """Lock files both ways, with the ecosystem's real loaders (``kernels`` 0.17.2 and 0.19.1,
-each installed in a directory of its own) over a Hub-API server (tests/hub_api_test_server.py):
+each installed in a directory of its own) over ``kernelhub serve`` (tests/hub_api_served.py):
 
 * the ``kernels.lock`` that ``kernelhub lock`` writes parses with their strict parser
   (``KernelLocks.from_json``, which refuses any key it does not know) and loads with
@@ -23,13 +23,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hub_api_test_server import HubApiTestServer
+from hub_api_served import WRITE_TOKEN, ServedHub, hub_api_server
 from huggingface_hub import HfApi
 from kh_doubles import make_variant
 from reference_loader import ecosystem_loaders, reference_env
 
 REPO_ID = "acme/locked"
-TOKEN = "hf_test_write_token"
 VARIANT = "torch213-cxx11-cpu-x86_64-linux"  # what every loader picks in this venv
 
 # What the ecosystem's user runs: their strict parser, then both locked loads.
@@ -73,13 +72,13 @@ def loaders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[HubApiTestServer]:
+def server(tmp_path: Path) -> Iterator[ServedHub]:
     from kernelhub_builder.ship.hf import HfPublisher
 
-    with HubApiTestServer(tmp_path / "server").running() as running:
+    with hub_api_server(tmp_path / "server") as running:
         staged = tmp_path / "staged" / VARIANT
         make_variant(staged, name="locked", init="VALUE = 7\n")
-        HfPublisher(running.url, token=TOKEN).publish(
+        HfPublisher(running.url, token=WRITE_TOKEN).publish(
             REPO_ID, "v1", {VARIANT: staged}, tag="v1.0.0", message="1.0.0")
         yield running
 
@@ -103,7 +102,7 @@ def last_json(proc: subprocess.CompletedProcess[str]) -> dict[str, object]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def commit_of(server: HubApiTestServer) -> str:
+def commit_of(server: ServedHub) -> str:
     refs = HfApi(endpoint=server.url, token=False).list_repo_refs(REPO_ID, repo_type="kernel")
     return next(b.target_commit for b in refs.branches if b.name == "v1")
 
@@ -124,7 +123,7 @@ def their_loads(lock: Path, commit: str, loaders: dict[str, Path], env: dict[str
 
 
 def test_the_lock_kernelhub_writes_loads_with_both_ecosystem_loaders_and_ours(
-        server: HubApiTestServer, loaders: dict[str, Path], tmp_path: Path) -> None:
+        server: ServedHub, loaders: dict[str, Path], tmp_path: Path) -> None:
     project = tmp_path / "project"
     project.mkdir()
     (project / "pyproject.toml").write_text(
@@ -148,7 +147,7 @@ def test_the_lock_kernelhub_writes_loads_with_both_ecosystem_loaders_and_ours(
 
 
 def test_the_lock_the_ecosystem_writes_loads_with_kernelhub(
-        server: HubApiTestServer, loaders: dict[str, Path], tmp_path: Path) -> None:
+        server: ServedHub, loaders: dict[str, Path], tmp_path: Path) -> None:
     env = base_env(tmp_path, server.url)
     commit = commit_of(server)
     for version, target in loaders.items():
@@ -164,7 +163,7 @@ def test_the_lock_the_ecosystem_writes_loads_with_kernelhub(
     their_loads(lock, commit, loaders, env, server.url, tmp_path / "hf-cache")
 
 
-def test_a_distribution_ships_its_hashes_beside_its_lock(server: HubApiTestServer,
+def test_a_distribution_ships_its_hashes_beside_its_lock(server: ServedHub,
                                                          tmp_path: Path) -> None:
     """An installed library whose metadata carries ``kernels.lock`` (as the ecosystem's
     build hook puts it there) and ``kernelhub.lock``: a kernelhub load from its code reads
@@ -220,14 +219,14 @@ print(json.dumps({"pins": pins, "online": online, "cached": cached}))
 """
 
 
-def _publish(running: HubApiTestServer, staging: Path, repo_id: str, init: str,
+def _publish(running: ServedHub, staging: Path, repo_id: str, init: str,
              depends: list[dict[str, object]], tag: str) -> str:
     """Publish a one-variant kernel on branch v1; return the branch's new commit."""
     from kernelhub_builder.ship.hf import HfPublisher
 
     staged = staging / repo_id.replace("/", "--") / tag / VARIANT
     make_variant(staged, name=repo_id.split("/")[1], init=init, kernel_depends=depends)
-    HfPublisher(running.url, token=TOKEN).publish(repo_id, "v1", {VARIANT: staged}, tag=tag,
+    HfPublisher(running.url, token=WRITE_TOKEN).publish(repo_id, "v1", {VARIANT: staged}, tag=tag,
                                                   message=tag)
     refs = HfApi(endpoint=running.url, token=False).list_repo_refs(repo_id, repo_type="kernel")
     return next(b.target_commit for b in refs.branches if b.name == "v1")
@@ -235,7 +234,7 @@ def _publish(running: HubApiTestServer, staging: Path, repo_id: str, init: str,
 
 def test_a_kernel_with_a_dependency_loads_from_kernelhubs_lock_with_their_loader_and_ours(
         loaders: dict[str, Path], tmp_path: Path) -> None:
-    with HubApiTestServer(tmp_path / "server").running() as running:
+    with hub_api_server(tmp_path / "server") as running:
         staging = tmp_path / "staged"
         scale = _publish(running, staging, SCALE, "VALUE = 5\n", [], "v1.0.0")
         relu = _publish(running, staging, RELU, RELU_INIT,

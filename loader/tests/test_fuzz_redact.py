@@ -212,3 +212,16 @@ def test_no_hub_error_names_a_credential(echoing_hub: tuple[str, type[_EchoingHu
         logging.getLogger().removeHandler(records)
     logged = "\n".join(records.lines)
     assert secret not in logged, logged
+
+
+def test_an_error_that_is_also_an_oserror_is_redacted_as_its_own_type() -> None:
+    """A hub's refusal raised as a PermissionError (an OSError: BaseException.__new__
+    refuses to make one) keeps its type and loses the credential."""
+    from kernelhub.redact import redacted_error
+
+    class AuthRefused(KernelHubError, PermissionError):
+        pass
+
+    clone = redacted_error(AuthRefused("401: pass token=hf_abcdefghijklmnopqrstuvwxyz"))
+    assert type(clone) is AuthRefused
+    assert "hf_abcdefghijklmnopqrstuvwxyz" not in str(clone)

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -16,6 +16,7 @@ import uvicorn
 from kernelhub_serve import ServeSettings, create_app
 from kernelhub_serve.tokens import TokenTable
 from reference_loader import free_port
+from starlette.types import ASGIApp
 
 WRITE_TOKEN = "hf_kernelhub_serve_test_writer"
 READ_TOKEN = "hf_kernelhub_serve_test_reader"
@@ -38,10 +39,15 @@ def write_tokens_file(path: Path, anonymous_read: str = '["*"]') -> Path:
 
 
 @contextmanager
-def serving(hub: Path, tokens: TokenTable | None = None, **settings: object) -> Iterator[str]:
-    """The server on uvicorn in a thread; yields its URL."""
-    app = create_app(ServeSettings(hub=hub, tokens=tokens or TokenTable.read_only(),
-                                   **settings))  # type: ignore[arg-type]
+def serving(hub: Path, tokens: TokenTable | None = None,
+            wrap: Callable[[ASGIApp], ASGIApp] | None = None, **settings: object
+            ) -> Iterator[str]:
+    """The server on uvicorn in a thread; yields its URL. ``wrap`` puts an ASGI layer of
+    the test's around the application (a request record, injected faults)."""
+    app: ASGIApp = create_app(ServeSettings(hub=hub, tokens=tokens or TokenTable.read_only(),
+                                            **settings))  # type: ignore[arg-type]
+    if wrap is not None:
+        app = wrap(app)
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
                                            access_log=False))

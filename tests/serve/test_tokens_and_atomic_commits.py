@@ -65,7 +65,10 @@ def test_reads_can_require_a_token_and_private_repos_need_read_rights(
                                                           private=True)
         with pytest.raises(RepositoryNotFoundError):
             HfApi(endpoint=url, token=False).repo_info("acme/secret", repo_type="kernel")
-        assert HfApi(endpoint=url, token=READ_TOKEN).repo_info("acme/secret", repo_type="kernel")
+        info = HfApi(endpoint=url, token=READ_TOKEN).repo_info("acme/secret", repo_type="kernel")
+        assert info.private is True  # as created, read back as create_repo's caller expects
+        HfApi(endpoint=url, token=WRITE_TOKEN).create_repo("acme/open", repo_type="kernel")
+        assert HfApi(endpoint=url, token=False).repo_info("acme/open").private is False
     closed = TokenTable(table.grants, frozenset())
     with serving(hub, closed) as url:
         HfApi(endpoint=url, token=WRITE_TOKEN).create_repo(REPO, repo_type="kernel")

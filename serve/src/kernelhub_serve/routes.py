@@ -60,43 +60,75 @@ class Row:
     body: Body = "none"
     page: bool = False
     """A page for people: its errors are HTML."""
+    used_by: str = ""
+    """Which client call reaches it, and what of the answer that client relies on (found
+    from the clients' sources, exercised by the tests with those clients)."""
 
 
 R = "api/{type}/{org}/{name}"
+_RESOLVE = ("`hf_hub_download`: `X-Repo-Commit`, `ETag` (git blob id), `Range` → 206, "
+            "`If-None-Match` → 304, missing → 404 `EntryNotFound` with the commit")
+_LFS_BATCH = ("LFS `basic` uploads; the `PUT`/`verify` hrefs it hands out carry an HMAC "
+              "ticket (huggingface_hub sends no token there)")
 TABLE: tuple[Row, ...] = (
-    Row("GET", "api/whoami-v2", api.whoami),
-    Row("POST", "api/validate-yaml", api.validate_yaml, body="json"),
-    Row("POST", "api/repos/create", api.create_repo, "writer", "json"),
-    Row("DELETE", "api/repos/delete", api.delete_repo, "writer", "json"),
-    Row("GET", "api/organizations/{org}/overview", api.org_overview),
-    Row("GET", R, api.info, "read"),
-    Row("GET", f"{R}/revision/{{rev}}", api.info, "read"),
-    Row("GET", f"{R}/refs", api.refs, "read"),
-    Row("GET", f"{R}/tree/{{rev}}", api.tree, "read"),
-    Row("GET", f"{R}/tree/{{rev}}/{{path*}}", api.tree, "read"),
-    Row("POST", f"{R}/paths-info/{{rev}}", api.paths_info, "read", "form"),
-    Row("GET", f"{R}/commits/{{rev*}}", api.commits, "read"),
-    Row("GET", f"{R}/auth-check", api.auth_check, "read"),
-    Row("GET", f"{R}/auth-check/write", api.auth_check, "write"),
-    Row("POST", f"{R}/preupload/{{rev*}}", api.preupload, "write", "json"),
-    Row("POST", f"{R}/commit/{{rev*}}", api.commit, "write", "file"),
-    Row("POST", f"{R}/branch/{{rev*}}", api.create_branch, "write", "json"),
-    Row("DELETE", f"{R}/branch/{{rev*}}", api.delete_branch, "write"),
-    Row("POST", f"{R}/tag/{{rev*}}", api.create_tag, "write", "json"),
-    Row("DELETE", f"{R}/tag/{{rev*}}", api.delete_tag, "write"),
-    Row("GET", "kernels/{org}/{name}/resolve/{rev}/{path*}", files.resolve, "read"),
-    Row("GET", "{org}/{name}/resolve/{rev}/{path*}", files.resolve, "read"),
-    Row("POST", "kernels/{org}/{name}.git/info/lfs/objects/batch", files.lfs_batch, body="json"),
-    Row("POST", "{org}/{name}.git/info/lfs/objects/batch", files.lfs_batch, body="json"),
-    Row("PUT", "-/lfs/{org}/{name}/{oid}", files.lfs_put, body="stream"),
-    Row("POST", "-/lfs/{org}/{name}/{oid}/verify", files.lfs_verify, "write", "json"),
-    Row("GET", "-/lfs/{org}/{name}/{oid}", files.lfs_get, "read"),
-    Row("GET", "", pages.index, page=True),
-    Row("GET", "kernels/{org}/{name}", pages.kernel, "read", page=True),
-    Row("GET", "{org}/{name}", pages.kernel, "read", page=True),
-    Row("GET", "kernels/{org}/{name}/commit/{rev}", pages.kernel, "read", page=True),
-    Row("GET", "{org}/{name}/commit/{rev}", pages.kernel, "read", page=True),
-    Row("GET", "-/plot/{org}/{name}/{commit}/{path*}", pages.plot, "read", page=True),
+    Row("GET", "api/whoami-v2", api.whoami, used_by="`whoami`"),
+    Row("POST", "api/validate-yaml", api.validate_yaml, body="json",
+        used_by="the README front-matter check before a commit (must parse to a mapping)"),
+    Row("POST", "api/repos/create", api.create_repo, "writer", "json",
+        used_by="`create_repo` (409 with `url` for `exist_ok`)"),
+    Row("DELETE", "api/repos/delete", api.delete_repo, "writer", "json",
+        used_by="`delete_repo`"),
+    Row("GET", "api/organizations/{org}/overview", api.org_overview,
+        used_by="kernels 0.19's publisher-trust check"),
+    Row("GET", R, api.info, "read",
+        used_by="`repo_info`/`kernel_info`, `snapshot_download`, HfPublisher"),
+    Row("GET", f"{R}/revision/{{rev}}", api.info, "read", used_by="the same, at a revision"),
+    Row("GET", f"{R}/refs", api.refs, "read",
+        used_by="`list_repo_refs`: kernels' version resolution, HfHub"),
+    Row("GET", f"{R}/tree/{{rev}}", api.tree, "read",
+        used_by="`list_repo_tree` (`recursive`): kernels' variant listing, `snapshot_download`"),
+    Row("GET", f"{R}/tree/{{rev}}/{{path*}}", api.tree, "read", used_by="the same, under a path"),
+    Row("POST", f"{R}/paths-info/{{rev}}", api.paths_info, "read", "form",
+        used_by="`get_paths_info`, `file_exists`, HfPublisher"),
+    Row("GET", f"{R}/commits/{{rev*}}", api.commits, "read",
+        used_by="`list_repo_commits` (HfPublisher's release rule)"),
+    Row("GET", f"{R}/auth-check", api.auth_check, "read", used_by="`auth_check`"),
+    Row("GET", f"{R}/auth-check/write", api.auth_check, "write", used_by="`auth_check`"),
+    Row("POST", f"{R}/preupload/{{rev*}}", api.preupload, "write", "json",
+        used_by="upload modes (`regular`; `lfs` at or above `--lfs-threshold`), the oid a "
+                "path has"),
+    Row("POST", f"{R}/commit/{{rev*}}", api.commit, "write", "file",
+        used_by="`create_commit`, `upload_file`, `upload_folder`: NDJSON `header`, `file`, "
+                "`lfsFile`, `deletedFile`, `deletedFolder`; `parentCommit` → 412; "
+                "`create_pr` → 400 (no pull requests)"),
+    Row("POST", f"{R}/branch/{{rev*}}", api.create_branch, "write", "json",
+        used_by="`create_branch` (`startingPoint`, `emptyBranch`)"),
+    Row("DELETE", f"{R}/branch/{{rev*}}", api.delete_branch, "write", used_by="`delete_branch`"),
+    Row("POST", f"{R}/tag/{{rev*}}", api.create_tag, "write", "json",
+        used_by="`create_tag` (annotated with `message`)"),
+    Row("DELETE", f"{R}/tag/{{rev*}}", api.delete_tag, "write", used_by="`delete_tag`"),
+    Row("GET", "kernels/{org}/{name}/resolve/{rev}/{path*}", files.resolve, "read",
+        used_by=_RESOLVE),
+    Row("GET", "{org}/{name}/resolve/{rev}/{path*}", files.resolve, "read", used_by=_RESOLVE),
+    Row("POST", "kernels/{org}/{name}.git/info/lfs/objects/batch", files.lfs_batch, body="json",
+        used_by=_LFS_BATCH),
+    Row("POST", "{org}/{name}.git/info/lfs/objects/batch", files.lfs_batch, body="json",
+        used_by=_LFS_BATCH),
+    Row("PUT", "-/lfs/{org}/{name}/{oid}", files.lfs_put, body="stream",
+        used_by="an LFS object's upload (objects wait per repository, dropped once committed)"),
+    Row("POST", "-/lfs/{org}/{name}/{oid}/verify", files.lfs_verify, "write", "json",
+        used_by="an LFS upload's verification"),
+    Row("GET", "-/lfs/{org}/{name}/{oid}", files.lfs_get, "read",
+        used_by="an uploaded LFS object not yet committed"),
+    Row("GET", "", pages.index, page=True, used_by="people: the kernels"),
+    Row("GET", "kernels/{org}/{name}", pages.kernel, "read", page=True,
+        used_by="people: a kernel's releases, variants, signatures, benchmarks"),
+    Row("GET", "{org}/{name}", pages.kernel, "read", page=True, used_by="the same"),
+    Row("GET", "kernels/{org}/{name}/commit/{rev}", pages.kernel, "read", page=True,
+        used_by="the `commitUrl` a commit answers with: the kernel's page at that commit"),
+    Row("GET", "{org}/{name}/commit/{rev}", pages.kernel, "read", page=True, used_by="the same"),
+    Row("GET", "-/plot/{org}/{name}/{commit}/{path*}", pages.plot, "read", page=True,
+        used_by="people: a benchmark plot"),
 )
 """Every endpoint, first match wins (the ``kernels/`` forms before the plain ones)."""
 
@@ -167,11 +199,11 @@ class SegmentRoute(BaseRoute):
 def table_markdown() -> str:
     """:data:`TABLE` as the Markdown table docs/serve.md carries (a test keeps them equal,
     so the docs cannot drift from the routes)."""
-    rows = ["| method | path | handler | access | body |", "|---|---|---|---|---|"]
+    rows = ["| method | path | handler | access | body | used by |", "|---|---|---|---|---|---|"]
     for row in TABLE:
         handler = f"{row.handler.__module__.rsplit('.', 1)[-1]}.{row.handler.__name__}"
         rows.append(f"| {row.method} | `/{row.pattern}` | `{handler}` | {row.access} | "
-                    f"{row.body} |")
+                    f"{row.body} | {row.used_by} |")
     return "\n".join(rows) + "\n"
 
 
