@@ -22,6 +22,7 @@ from .commit_ops import parse_commit
 from .context import Call, json_response
 from .errors import ApiError
 from .repos import URL_PREFIXES, URL_TYPES
+from .writer import is_private
 
 MAX_YAML_NESTING = 64
 
@@ -29,11 +30,15 @@ MAX_YAML_NESTING = 64
 
 
 def info(call: Call) -> Response:
-    """``repo_info`` / ``kernel_info`` / ``model_info`` at a revision (``main`` if none)."""
+    """``repo_info`` / ``kernel_info`` / ``model_info`` at a revision (``main`` if none),
+    with file sizes when asked (``blobs``, what ``files_metadata=True`` sends)."""
     store, repo_id = call.ctx.store, call.repo_id
     repo = store.open(repo_id)
     commit = store.commit_of(repo, repo_id, call.params.get("rev", "main"))
-    return json_response(store.info(repo, repo_id, URL_TYPES[call.params["type"]], commit))
+    blobs = call.request.query_params.get("blobs", "false").lower() in ("1", "true")
+    answer = store.info(repo, repo_id, URL_TYPES[call.params["type"]], commit, blobs)
+    answer["private"] = is_private(store.path_of(repo_id))
+    return json_response(answer)
 
 
 def refs(call: Call) -> Response:

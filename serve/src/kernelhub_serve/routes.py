@@ -31,7 +31,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, request_response
 from starlette.types import Receive, Scope, Send
 
-from . import api, files, names, pages
+from . import api, files, listing, names, pages
 from .context import Call, HubContext, segments
 from .errors import ApiError
 from .repos import repo_type_of
@@ -69,6 +69,7 @@ TABLE: tuple[Row, ...] = (
     Row("POST", "api/repos/create", api.create_repo, "writer", "json"),
     Row("DELETE", "api/repos/delete", api.delete_repo, "writer", "json"),
     Row("GET", "api/organizations/{org}/overview", api.org_overview),
+    Row("GET", "api/{type}", listing.list_repos),
     Row("GET", R, api.info, "read"),
     Row("GET", f"{R}/revision/{{rev}}", api.info, "read"),
     Row("GET", f"{R}/refs", api.refs, "read"),
