@@ -13,7 +13,7 @@ from starlette.responses import Response
 
 from .context import Call, json_response
 from .errors import ApiError
-from .repos import URL_TYPES, hub_date
+from .repos import hub_date
 from .writer import is_private
 
 SORT_KEYS = ("id", "lastModified", "createdAt", "downloads", "likes", "trendingScore")
@@ -21,7 +21,15 @@ SORT_KEYS = ("id", "lastModified", "createdAt", "downloads", "likes", "trendingS
 here, so those three leave the order by id."""
 
 
-def list_repos(call: Call) -> Response:
+def list_models(call: Call) -> Response:
+    return _listing(call, "model")
+
+
+def list_kernels(call: Call) -> Response:
+    return _listing(call, "kernel")
+
+
+def _listing(call: Call, repo_type: str) -> Response:
     query = call.request.query_params
     search = query.get("search", "").lower()
     author = query.get("author")
@@ -38,21 +46,21 @@ def list_repos(call: Call) -> Response:
         path = store.path_of(repo_id)
         if not caller.may_read(org, path):
             continue
-        items.append(_item(call, repo_id))
+        items.append(_item(call, repo_id, repo_type))
     if sort in ("lastModified", "createdAt"):
         # Newest first, as the Hub sorts dates; a repository with no commit last.
         items.sort(key=lambda item: str(item.get("lastModified", "")), reverse=True)
     return json_response(items[:limit] if limit is not None else items)
 
 
-def _item(call: Call, repo_id: str) -> dict[str, object]:
+def _item(call: Call, repo_id: str, repo_type: str) -> dict[str, object]:
     store = call.ctx.store
     repo = store.open(repo_id)
     item: dict[str, object] = {
         "id": repo_id, "_id": repo_id, "author": repo_id.split("/")[0],
         "private": is_private(store.path_of(repo_id)), "downloads": 0, "likes": 0, "tags": [],
     }
-    if URL_TYPES[call.params["type"]] == "model":
+    if repo_type == "model":
         item["modelId"] = repo_id
     commit = repo.resolve_commit("refs/heads/main")
     if commit:  # created with one; a hub written by other tools may lack it
