@@ -110,3 +110,24 @@ def test_plots_drawn_from_many_threads_at_once() -> None:
     assert text.index("Act.tokens_1<") < text.index("Act.tokens_32") < text.index(
         "Act.tokens_512")  # natural order
     assert "output does not match" in text and "2.00x" in text
+
+
+def test_the_legend_never_overlaps_the_title() -> None:
+    pytest.importorskip("matplotlib")
+    from kernelhub.benchmark_plots import draw_figure
+    from matplotlib.text import Text
+
+    run = ours()
+    long_name = {**run.kernel, "repoId": "kernels-community/a-rather-long-kernel-name-indeed",
+                 "variant": "torch213-cxx11-cu128-x86_64-linux"}
+    for kernel in (run.kernel, long_name):
+        fig = draw_figure(BenchmarkRun(run.results, run.machine, kernel, run.script_sha,
+                                       run.scripts))
+        renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+        ax = fig.axes[0]
+        title_text = ax.get_title(loc="left")
+        title = next(t for t in fig.findobj(Text) if t.get_text() == title_text
+                     ).get_window_extent(renderer)
+        legend = ax.get_legend().get_window_extent(renderer)
+        assert not title.overlaps(legend), kernel
+        assert legend.y0 >= ax.get_window_extent(renderer).y1 - 1  # above the bars

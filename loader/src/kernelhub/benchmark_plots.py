@@ -34,6 +34,8 @@ else:  # the optional ``benchmark`` extra, imported by the first plot
     backend_agg = deferred("matplotlib.backends.backend_agg")
 
 _drawing = threading.Lock()
+LEGEND_ROW_POINTS = 20.0
+"""How far the title sits above the axes: room for the one-line legend (8 pt text)."""
 
 
 def save_plot(run: BenchmarkRun, path: Path) -> Path:
@@ -53,10 +55,13 @@ def render_plot(run: BenchmarkRun, fmt: str = "png") -> bytes:
         raise KernelHubError("plots need matplotlib: pip install 'kernelhub[benchmark]', or "
                              "pass --no-plots") from None
     with _drawing, rc_context({"svg.fonttype": "none"}):
-        return _draw(run, fmt)
+        out = io.BytesIO()
+        draw_figure(run).savefig(out, format=fmt)
+        return out.getvalue()
 
 
-def _draw(run: BenchmarkRun, fmt: str) -> bytes:
+def draw_figure(run: BenchmarkRun) -> mpl_figure.Figure:
+    """The run's figure, laid out (callers hold the drawing lock: see the module doc)."""
     results = sorted(run.results, key=lambda r: _natural(r.workload))
     fig = mpl_figure.Figure(figsize=(9, 1.2 + 0.55 * len(results)), dpi=110)
     backend_agg.FigureCanvasAgg(fig)
@@ -87,18 +92,18 @@ def _draw(run: BenchmarkRun, fmt: str) -> bytes:
     info = run.kernel
     where = info.get("repoId") or info.get("path") or (
         f"kernel {info['kernelCommitSha'][:12]}" if info.get("kernelCommitSha") else "")
+    # The title sits one legend-row above the axes; the legend fills that row. A long
+    # title (repository and variant) then passes over the legend instead of through it.
     ax.set_title(" — ".join(p for p in (where, info.get("variant", "")) if p), fontsize=10,
-                 loc="left")
+                 loc="left", pad=LEGEND_ROW_POINTS)
     machine = run.machine
     footer = (f"{machine['cpuFeatures']} | {machine.get('system', '')}"
               if machine.get("cpuFeatures") else machine_summary(machine))
     fig.text(0.01, 0.005, footer, fontsize=6, color="#555555")
     ax.legend(fontsize=8, loc="lower right", bbox_to_anchor=(1, 1), ncol=2, frameon=False,
-              borderaxespad=0.2)  # above the bars, right of the title: it hides nothing
+              borderaxespad=0.2)  # in the row between the bars and the title
     fig.tight_layout(rect=(0, 0.03, 1, 1))
-    out = io.BytesIO()
-    fig.savefig(out, format=fmt)
-    return out.getvalue()
+    return fig
 
 
 def _natural(name: str) -> list[str | int]:

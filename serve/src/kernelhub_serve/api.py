@@ -30,14 +30,16 @@ MAX_YAML_NESTING = 64
 
 
 def info(call: Call) -> Response:
-    """``repo_info`` / ``kernel_info`` / ``model_info`` at a revision (``main`` if none);
+    """``repo_info`` / ``kernel_info`` / ``model_info`` at a revision (``main`` if none),
+    with file sizes when asked (``blobs``, what ``files_metadata=True`` sends), and
     ``private`` as the repository was created (what ``create_repo(private=True)`` reads
     back)."""
     store, repo_id = call.ctx.store, call.repo_id
     repo = store.open(repo_id)
     commit = store.commit_of(repo, repo_id, call.params.get("rev", "main"))
-    answer = store.info(repo, repo_id, URL_TYPES[call.params["type"]], commit)
-    answer["private"] = is_private(repo.path)
+    blobs = call.request.query_params.get("blobs", "false").lower() in ("1", "true")
+    answer = store.info(repo, repo_id, URL_TYPES[call.params["type"]], commit, blobs)
+    answer["private"] = is_private(store.path_of(repo_id))
     return json_response(answer)
 
 
@@ -213,6 +215,21 @@ def delete_repo(call: Call) -> Response:
     return json_response({})
 
 
+def move_repo(call: Call) -> Response:
+    """``move_repo``: the caller needs write rights on both organisations. Unlike the Hub,
+    the old name does not redirect afterwards (see docs/serve.md)."""
+    repo_type = call.json.get("type") or "model"
+    if repo_type not in ("model", "kernel"):
+        raise ApiError(400, f"Invalid repo type {str(repo_type)[:40]!r}: this hub serves kernel "
+                            "and model repositories")
+    source, target = (_checked_repo_id(call.json.get(key)) for key in ("fromRepo", "toRepo"))
+    call.caller.check_write(source.split("/")[0])
+    call.caller.check_write(target.split("/")[0])
+    call.ctx.writer.move_repo(source, target)
+    url = f"{call.ctx.base_url(call.request)}/{URL_PREFIXES[repo_type]}{target}"
+    return json_response({"url": url})
+
+
 def create_branch(call: Call) -> Response:
     start = call.json.get("startingPoint")
     if start is not None and not isinstance(start, str):
@@ -247,7 +264,12 @@ def _repo_id_of(payload: dict[str, Any]) -> str:
     if not isinstance(name, str) or not name or (org is not None and not isinstance(org, str)):
         raise ApiError(400, "a repository name is required (name, and organization or "
                             "name = org/name)")
-    repo_id = f"{org}/{name}" if org else name
+    return _checked_repo_id(f"{org}/{name}" if org else name)
+
+
+def _checked_repo_id(repo_id: object) -> str:
+    if not isinstance(repo_id, str):
+        raise ApiError(400, "a repository id (org/name) is required")
     try:
         split_repo_id(repo_id)
     except KernelHubError:

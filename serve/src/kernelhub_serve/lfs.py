@@ -25,6 +25,7 @@ import hashlib
 import hmac
 import os
 import secrets
+import shutil
 import tempfile
 import time
 from collections.abc import AsyncIterator
@@ -89,6 +90,10 @@ class LfsStore:
         """Drop waiting objects a commit has written into git."""
         for oid in oids:
             self.path(repo_id, oid).unlink(missing_ok=True)
+
+    def drop(self, repo_id: str) -> None:
+        """Drop every object waiting in a repository's store (it was moved or deleted)."""
+        shutil.rmtree(self.root / repo_id, ignore_errors=True)
 
     def clean_stale_parts(self) -> list[Path]:
         """Remove ``.part`` files of uploads that died with their server; the removed."""

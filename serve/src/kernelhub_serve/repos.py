@@ -204,16 +204,20 @@ class RepoStore:
                           "authors": [{"user": author}], "date": hub_date(date)})
         return found
 
-    def info(self, repo: GitRepo, repo_id: str, repo_type: str, commit: str
-             ) -> dict[str, object]:
-        """What ``GET /api/<type>s/<id>[/revision/<rev>]`` answers (model/kernel info)."""
+    def info(self, repo: GitRepo, repo_id: str, repo_type: str, commit: str,
+             blobs: bool = False) -> dict[str, object]:
+        """What ``GET /api/<type>s/<id>[/revision/<rev>]`` answers (model/kernel info);
+        ``blobs`` (``files_metadata=True``) adds each file's size and blob id. No file
+        has LFS metadata: an LFS upload is committed as a plain blob (see
+        :mod:`kernelhub_serve.lfs`), so ``lfs`` is always null."""
         date = hub_date(repo.out("show", "-s", "--format=%ct", commit))
-        files = [e.path for e in self.entries(repo, commit, recursive=True) if e.kind == "file"]
+        files = [e for e in self.entries(repo, commit, recursive=True) if e.kind == "file"]
         info: dict[str, object] = {
             "id": repo_id, "_id": repo_id, "author": repo_id.split("/")[0], "sha": commit,
             "lastModified": date, "private": False, "disabled": False, "gated": False,
             "downloads": 0, "likes": 0, "tags": [], "library_name": None,
-            "siblings": [{"rfilename": f} for f in files],
+            "siblings": [{"rfilename": f.path, "size": f.size, "blobId": f.oid, "lfs": None}
+                         if blobs else {"rfilename": f.path} for f in files],
         }
         if repo_type == "model":
             info["modelId"] = repo_id

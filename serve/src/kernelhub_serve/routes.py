@@ -31,7 +31,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, request_response
 from starlette.types import Receive, Scope, Send
 
-from . import api, files, names, pages
+from . import api, files, listing, names, pages
 from .context import Call, HubContext, segments
 from .errors import ApiError
 from .repos import repo_type_of
@@ -78,8 +78,13 @@ TABLE: tuple[Row, ...] = (
         used_by="`create_repo` (409 with `url` for `exist_ok`)"),
     Row("DELETE", "api/repos/delete", api.delete_repo, "writer", "json",
         used_by="`delete_repo`"),
+    Row("POST", "api/repos/move", api.move_repo, "writer", "json",
+        used_by="`move_repo` (writer on both orgs; never overwrites: 409)"),
     Row("GET", "api/organizations/{org}/overview", api.org_overview,
         used_by="kernels 0.19's publisher-trust check"),
+    Row("GET", "api/models", listing.list_models,
+        used_by="`list_models` (`author`, `search`, `limit`, `sort`), `hf models ls`"),
+    Row("GET", "api/kernels", listing.list_kernels, used_by="the same, kernel repositories"),
     Row("GET", R, api.info, "read",
         used_by="`repo_info`/`kernel_info`, `snapshot_download`, HfPublisher"),
     Row("GET", f"{R}/revision/{{rev}}", api.info, "read", used_by="the same, at a revision"),

@@ -18,6 +18,7 @@ won and tried again, so concurrent publishers never lose a commit.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shutil
@@ -95,6 +96,32 @@ class HubWriter:
         trash = path.parent / f".{path.name}.{secrets.token_hex(4)}.deleted"
         os.rename(path, trash)
         shutil.rmtree(trash, ignore_errors=True)
+
+    def move_repo(self, source: str, target: str) -> None:
+        """Rename the bare repository in one step, under the source's write lock (so no
+        commit of this process lands half-way). The target's name is claimed first with
+        an empty directory, which ``rename`` replaces atomically: a repository created
+        under that name meanwhile makes the move fail with 409 instead of being
+        overwritten. LFS objects still waiting for a commit in the source are dropped,
+        so none becomes committable under a name a new repository may take."""
+        path, new = self.store.path_of(source), self.store.path_of(target)
+        with self._lock(path):
+            if not GitRepo(path).is_repo():
+                raise repo_not_found(source)
+            new.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                new.mkdir()
+            except FileExistsError:
+                raise ApiError(409, f"cannot move {source} to {target}: {target} exists "
+                                    "(delete it or choose another name)") from None
+            try:
+                os.rename(path, new)
+            except OSError:
+                with contextlib.suppress(OSError):
+                    new.rmdir()
+                raise ApiError(409, f"cannot move {source} to {target}: {target} was created "
+                                    "meanwhile (choose another name)") from None
+        self.lfs.drop(source)
 
     # -- commits -----------------------------------------------------------------------
 
