@@ -13,6 +13,14 @@ Prints p50/p99 latency per operation and throughput, the CPU and the server's se
 
     .venv/bin/python benchmarks/serve.py                 # 32 loads, 8 publishes, 16 at once
     .venv/bin/python benchmarks/serve.py --loads 200 --publishes 40 --concurrency 32
+
+``--scaling`` instead runs 1, 16 and 64 concurrent cold loads against one serve process
+directly, then through nginx (the configuration ``kernelhub_serve.nginx`` renders, the
+system's nginx) in front of two serve processes over the same hub, and prints one table:
+p50, p99, loads/s and the servers' peak RSS, and the 64-at-once ratio (issue 34's target:
+nginx + 2 processes at least 3x one process). Each level starts with an empty nginx cache.
+
+    .venv/bin/python benchmarks/serve.py --scaling
 """
 
 from __future__ import annotations
@@ -59,7 +67,11 @@ def main() -> int:
     p.add_argument("--size-mb", type=float, default=4.0)
     p.add_argument("--deadline", type=float, default=300.0,
                    help="seconds after which the run stops and fails (default 300)")
+    p.add_argument("--scaling", action="store_true",
+                   help="1/16/64 concurrent cold loads, one process vs nginx + 2 processes")
     args = p.parse_args()
+    if args.scaling:
+        return scaling(args.size_mb, args.deadline)
 
     os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"  # read when huggingface_hub imports
     for var in ("HF_TOKEN", "HF_ENDPOINT"):
@@ -135,6 +147,119 @@ def main() -> int:
           f"{mb / elapsed:.1f} MiB/s of verified variant bytes")
     print(f"  every load verified against metadata.json digests; {args.publishes} of "
           f"{args.publishes} publishes on v1 (no commit lost)")
+    return 0
+
+
+def cpu_line() -> str:
+    flags: set[str] = set()
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name":
+                model = value.strip()
+            elif key.strip() == "flags":
+                flags = set(value.split())
+    except OSError:
+        pass
+    shown = " ".join(f for f in ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile")
+                     if f in flags)
+    return f"CPU: {model}, {os.cpu_count()} CPUs, {shown or 'no AVX flags read'}"
+
+
+def tree_rss_mib(pids: list[int]) -> float:
+    """Peak RSS (VmHWM) of these processes and their children, in MiB."""
+    total, seen, todo = 0, set(), list(pids)
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        proc = Path(f"/proc/{pid}")
+        try:
+            for line in (proc / "status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    total += int(line.split()[1])
+            for task in (proc / "task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return total / 1024
+
+
+def scaling(size_mb: float, deadline: float) -> int:
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+    for var in ("HF_TOKEN", "HF_ENDPOINT"):
+        os.environ.pop(var, None)
+    from huggingface_hub import HfApi, snapshot_download
+    from kernelhub.metadata import verify_variant
+    from proxied import nginx_in_front
+    from served import WRITE_TOKEN, serving_process, write_tokens_file
+
+    levels = (1, 16, 64)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="kernelhub-serve-scaling-") as tmp:
+        work = Path(tmp)
+        make_variant(work / "variant", size_mb)
+        tokens = write_tokens_file(work / "tokens.toml")
+        serves: list = []
+        with serving_process(work / "hub", tokens, work / "a.log", started=serves) as a, \
+                serving_process(work / "hub", tokens, work / "b.log", started=serves) as b:
+            api = HfApi(endpoint=a, token=WRITE_TOKEN)
+            api.create_repo(REPO_ID, repo_type="kernel")
+            api.upload_folder(folder_path=work / "variant", path_in_repo=f"build/{VARIANT}",
+                              repo_id=REPO_ID, repo_type="kernel")
+            run = 0
+
+            def level(url: str, concurrency: int) -> tuple[list[float], float]:
+                nonlocal run
+                run += 1
+                loads = max(2 * concurrency, 8)
+
+                def load(i: int) -> float:
+                    t0 = time.perf_counter()
+                    path = snapshot_download(REPO_ID, repo_type="kernel", endpoint=url,
+                                             cache_dir=work / f"cache-{run}-{i}", token=False,
+                                             allow_patterns=[f"build/{VARIANT}/*"])
+                    verify_variant(Path(path) / "build" / VARIANT)
+                    return time.perf_counter() - t0
+
+                t0 = time.perf_counter()
+                with ThreadPoolExecutor(max_workers=concurrency) as pool:
+                    futures = [pool.submit(load, i) for i in range(loads)]
+                    _, pending = wait(futures, timeout=deadline)
+                    if pending:
+                        raise SystemExit(f"FAILED: {len(pending)} loads still running after "
+                                         f"{deadline:.0f} s")
+                    times = [f.result() for f in futures]
+                return times, time.perf_counter() - t0
+
+            for concurrency in levels:
+                times, elapsed = level(a, concurrency)
+                rows.append(("1 serve, direct", concurrency, times, elapsed,
+                             tree_rss_mib([serves[0].pid])))
+            for concurrency in levels:
+                proxies: list = []
+                with nginx_in_front(work / f"nginx-{concurrency}", [a, b],
+                                    started=proxies) as proxy:
+                    times, elapsed = level(proxy, concurrency)
+                    rss = tree_rss_mib([p.pid for p in serves])
+                    nginx_rss = tree_rss_mib([p.pid for p in proxies])
+                rows.append((f"nginx + 2 serve (nginx {nginx_rss:.0f} MiB)", concurrency, times,
+                             elapsed, rss))
+
+    print(f"kernelhub serve scaling — {cpu_line()}; loopback; cold loads (empty client "
+          f"cache, snapshot_download + digest check) of one {size_mb:g} MiB variant")
+    print("| setup | at once | loads | p50 ms | p99 ms | loads/s | serve peak RSS MiB |")
+    print("|---|---|---|---|---|---|---|")
+    rate = {}
+    for name, concurrency, times, elapsed, rss in rows:
+        rate[(name.split(" (")[0], concurrency)] = len(times) / elapsed
+        print(f"| {name} | {concurrency} | {len(times)} | {percentile(times, 50) * 1000:.0f} | "
+              f"{percentile(times, 99) * 1000:.0f} | {len(times) / elapsed:.1f} | {rss:.0f} |")
+    ratio = rate[("nginx + 2 serve", 64)] / rate[("1 serve, direct", 64)]
+    print(f"64 at once: nginx + 2 serve = {ratio:.2f}x the loads/s of one serve process "
+          "(target 3x)")
     return 0
 
 
