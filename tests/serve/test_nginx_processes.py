@@ -125,3 +125,12 @@ def test_nginx_conf_refuses_values_that_would_change_it(tmp_path: Path) -> None:
     text = render_nginx_conf("8080", ["127.0.0.1:1", "127.0.0.1:2"], tmp_path, tmp_path / "c")
     assert "server 127.0.0.1:1;" in text and "server 127.0.0.1:2;" in text
     assert f"proxy_cache_path {tmp_path / 'c'} " in text
+
+
+def test_docs_show_the_rendered_template() -> None:
+    """docs/serve.md's nginx.conf is the template rendered, so the two cannot drift."""
+    docs = (Path(__file__).resolve().parents[2] / "docs/serve.md").read_text()
+    shown = docs.split("<!-- nginx.conf: begin -->\n```nginx\n")[1].split("```\n<!-- nginx")[0]
+    assert shown == render_nginx_conf(
+        "80", ["127.0.0.1:8901", "127.0.0.1:8902"], Path("/var/lib/kernelhub-nginx"),
+        Path("/var/cache/kernelhub-nginx"), user="www-data")
