@@ -13,6 +13,14 @@ Prints p50/p99 latency per operation and throughput, the CPU and the server's se
 
     .venv/bin/python benchmarks/serve.py                 # 32 loads, 8 publishes, 16 at once
     .venv/bin/python benchmarks/serve.py --loads 200 --publishes 40 --concurrency 32
+
+``--scaling`` instead runs 1, 16 and 64 concurrent cold loads against one serve process
+directly, then through nginx (the configuration ``kernelhub_serve.nginx`` renders, the
+system's nginx) in front of two serve processes over the same hub, and prints one table:
+p50, p99, loads/s and the servers' peak RSS, and the 64-at-once ratio (issue 34's target:
+nginx + 2 processes at least 3x one process). Each level starts with an empty nginx cache.
+
+    .venv/bin/python benchmarks/serve.py --scaling
 """
 
 from __future__ import annotations
@@ -20,11 +28,12 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import resource
 import statistics
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed, wait
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed, wait
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -59,7 +68,11 @@ def main() -> int:
     p.add_argument("--size-mb", type=float, default=4.0)
     p.add_argument("--deadline", type=float, default=300.0,
                    help="seconds after which the run stops and fails (default 300)")
+    p.add_argument("--scaling", action="store_true",
+                   help="1/16/64 concurrent cold loads, one process vs nginx + 2 processes")
     args = p.parse_args()
+    if args.scaling:
+        return scaling(args.size_mb, args.deadline)
 
     os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"  # read when huggingface_hub imports
     for var in ("HF_TOKEN", "HF_ENDPOINT"):
@@ -135,6 +148,176 @@ def main() -> int:
           f"{mb / elapsed:.1f} MiB/s of verified variant bytes")
     print(f"  every load verified against metadata.json digests; {args.publishes} of "
           f"{args.publishes} publishes on v1 (no commit lost)")
+    return 0
+
+
+def cpu_line() -> str:
+    flags: set[str] = set()
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name":
+                model = value.strip()
+            elif key.strip() == "flags":
+                flags = set(value.split())
+    except OSError:
+        pass
+    shown = " ".join(f for f in ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile")
+                     if f in flags)
+    return f"CPU: {model}, {os.cpu_count()} CPUs, {shown or 'no AVX flags read'}"
+
+
+def tree_cpu_s(pids: list[int]) -> float:
+    """CPU seconds (user + system) these processes and their children have used so far."""
+    total, seen, todo = 0, set(), list(pids)
+    tick = os.sysconf("SC_CLK_TCK")
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        proc = Path(f"/proc/{pid}")
+        try:
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+            for task in (proc / "task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return total / tick
+
+
+def children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def tree_rss_mib(pids: list[int]) -> float:
+    """Peak RSS (VmHWM) of these processes and their children, in MiB."""
+    total, seen, todo = 0, set(), list(pids)
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        proc = Path(f"/proc/{pid}")
+        try:
+            for line in (proc / "status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    total += int(line.split()[1])
+            for task in (proc / "task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return total / 1024
+
+
+CLIENT_PROCESSES = 4
+"""The loads of a level run in this many client processes (threads within each), so the
+client's own GIL is not what the comparison measures."""
+
+
+def _warm(_: int) -> None:
+    import huggingface_hub  # noqa: F401  (imported once per client process, untimed)
+
+
+def _load_batch(url: str, cache_root: str, indices: list[int], threads: int) -> list[float]:
+    """One client process's share of a level: cold loads, ``threads`` at once."""
+    from huggingface_hub import snapshot_download
+    from kernelhub.metadata import verify_variant
+
+    def load(i: int) -> float:
+        t0 = time.perf_counter()
+        path = snapshot_download(REPO_ID, repo_type="kernel", endpoint=url,
+                                 cache_dir=f"{cache_root}/{i}", token=False,
+                                 allow_patterns=[f"build/{VARIANT}/*"])
+        verify_variant(Path(path) / "build" / VARIANT)  # raises on any wrong byte
+        return time.perf_counter() - t0
+
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        return list(pool.map(load, indices))
+
+
+def scaling(size_mb: float, deadline: float) -> int:
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+    for var in ("HF_TOKEN", "HF_ENDPOINT"):
+        os.environ.pop(var, None)
+    from huggingface_hub import HfApi
+    from proxied import nginx_in_front
+    from served import WRITE_TOKEN, serving_process, write_tokens_file
+
+    levels = (1, 16, 64)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="kernelhub-serve-scaling-") as tmp:
+        work = Path(tmp)
+        make_variant(work / "variant", size_mb)
+        tokens = write_tokens_file(work / "tokens.toml")
+        serves: list = []
+        with serving_process(work / "hub", tokens, work / "a.log", started=serves) as a, \
+                serving_process(work / "hub", tokens, work / "b.log", started=serves) as b:
+            api = HfApi(endpoint=a, token=WRITE_TOKEN)
+            api.create_repo(REPO_ID, repo_type="kernel")
+            api.upload_folder(folder_path=work / "variant", path_in_repo=f"build/{VARIANT}",
+                              repo_id=REPO_ID, repo_type="kernel")
+            run = 0
+
+            def level(url: str, concurrency: int, servers: list[int]
+                      ) -> tuple[list[float], float, float, float]:
+                """Load times, seconds, and CPU seconds used by the servers (serve
+                processes + nginx) and by the client processes."""
+                nonlocal run
+                run += 1
+                loads = max(2 * concurrency, 8)
+                procs = min(CLIENT_PROCESSES, concurrency)
+                chunks = [list(range(loads))[k::procs] for k in range(procs)]
+                client0 = children_cpu_s()
+                with ProcessPoolExecutor(max_workers=procs) as pool:
+                    list(pool.map(_warm, range(procs)))  # started before the clock
+                    server0 = tree_cpu_s(servers)
+                    t0 = time.perf_counter()
+                    futures = [pool.submit(_load_batch, url, str(work / f"cache-{run}"), chunk,
+                                           concurrency // procs) for chunk in chunks]
+                    _, pending = wait(futures, timeout=deadline)
+                    if pending:
+                        raise SystemExit(f"FAILED: {len(pending)} client processes still "
+                                         f"running after {deadline:.0f} s")
+                    elapsed = time.perf_counter() - t0
+                    server_cpu = tree_cpu_s(servers) - server0
+                    times = [t for f in futures for t in f.result()]
+                return times, elapsed, server_cpu, children_cpu_s() - client0
+
+            for concurrency in levels:
+                times, elapsed, server_cpu, client_cpu = level(a, concurrency, [serves[0].pid])
+                rows.append(("1 serve, direct", concurrency, times, elapsed, server_cpu,
+                             client_cpu, tree_rss_mib([serves[0].pid])))
+            for concurrency in levels:
+                proxies: list = []
+                with nginx_in_front(work / f"nginx-{concurrency}", [a, b],
+                                    started=proxies) as proxy:
+                    times, elapsed, server_cpu, client_cpu = level(
+                        proxy, concurrency, [p.pid for p in serves + proxies])
+                    rss = tree_rss_mib([p.pid for p in serves])
+                    nginx_rss = tree_rss_mib([p.pid for p in proxies])
+                rows.append((f"nginx + 2 serve (nginx {nginx_rss:.0f} MiB)", concurrency, times,
+                             elapsed, server_cpu, client_cpu, rss))
+
+    print(f"kernelhub serve scaling — {cpu_line()}; loopback; cold loads (empty client "
+          f"cache, snapshot_download + digest check) of one {size_mb:g} MiB variant, from "
+          f"{CLIENT_PROCESSES} client processes")
+    print("| setup | at once | loads | p50 ms | p99 ms | loads/s | server CPU ms/load | "
+          "client CPU ms/load | serve peak RSS MiB |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    rate = {}
+    for name, concurrency, times, elapsed, server_cpu, client_cpu, rss in rows:
+        rate[(name.split(" (")[0], concurrency)] = len(times) / elapsed
+        print(f"| {name} | {concurrency} | {len(times)} | {percentile(times, 50) * 1000:.0f} | "
+              f"{percentile(times, 99) * 1000:.0f} | {len(times) / elapsed:.1f} | "
+              f"{server_cpu / len(times) * 1000:.1f} | {client_cpu / len(times) * 1000:.1f} | "
+              f"{rss:.0f} |")
+    ratio = rate[("nginx + 2 serve", 64)] / rate[("1 serve, direct", 64)]
+    print(f"64 at once: nginx + 2 serve = {ratio:.2f}x the loads/s of one serve process "
+          "(target 3x)")
     return 0
 
 

@@ -67,8 +67,10 @@ def serving(hub: Path, tokens: TokenTable | None = None,
 
 @contextmanager
 def serving_process(hub: Path, tokens_file: Path | None, log: Path,
-                    *extra: str) -> Iterator[str]:
-    """``kernelhub-serve`` as its own process, as a team runs it; yields its URL."""
+                    *extra: str, started: list[subprocess.Popen[bytes]] | None = None
+                    ) -> Iterator[str]:
+    """``kernelhub-serve`` as its own process, as a team runs it; yields its URL (and
+    appends the process to ``started``, for a benchmark that reads its memory)."""
     from reference_loader import _wait_for_port, stop_process  # as the olah tests do
 
     port = free_port()
@@ -77,6 +79,8 @@ def serving_process(hub: Path, tokens_file: Path | None, log: Path,
     with log.open("wb") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
                                 env={**os.environ, "NO_PROXY": "127.0.0.1"})
+        if started is not None:
+            started.append(proc)
         try:
             _wait_for_port(port, proc, log, "kernelhub-serve")
             yield f"http://127.0.0.1:{port}"

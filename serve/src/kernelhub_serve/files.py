@@ -8,14 +8,22 @@ commit the revision named), ``ETag`` (the git blob id, which names the bytes), t
 downloads), ``If-None-Match`` with the current ETag gets 304. A missing file is 404
 ``EntryNotFound`` with ``X-Repo-Commit`` set, which lets huggingface_hub cache the
 absence for that commit.
+
+``Cache-Control`` tells a shared cache (nginx in front of several serve processes, see
+docs/serve.md) what it may keep: a file named by a full commit id in a repository anyone
+may read never changes, so it is ``public, immutable``; everything else — a branch or
+tag (it moves), a private repository or one only tokens may read — is ``private``, which
+no shared cache stores.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from starlette.responses import FileResponse, Response, StreamingResponse
 
+from .access import Caller
 from .context import Call, json_response
 from .errors import ApiError
 from .lfs import is_oid
@@ -34,7 +42,7 @@ def resolve(call: Call) -> Response:
         raise
     headers = {"X-Repo-Commit": commit, "ETag": f'"{entry.oid}"', "Accept-Ranges": "bytes",
                "Content-Type": "application/octet-stream",
-               "Cache-Control": "private, max-age=0, must-revalidate"}
+               "Cache-Control": _cache_control(call, repo.path, rev, commit)}
     if call.request.headers.get("if-none-match", "").strip('W/"') == entry.oid:
         return Response(status_code=304, headers=headers)
     size = entry.size
@@ -51,6 +59,17 @@ def resolve(call: Call) -> Response:
                              status_code=206,
                              headers={**headers, "Content-Length": str(end + 1 - start),
                                       "Content-Range": f"bytes {start}-{end}/{size}"})
+
+
+IMMUTABLE = "public, max-age=31536000, immutable"
+PRIVATE = "private, max-age=0, must-revalidate"
+
+
+def _cache_control(call: Call, repo_path: Path, rev: str, commit: str) -> str:
+    anonymous = Caller(None, call.caller.table)
+    if rev == commit and anonymous.may_read(call.org, repo_path):
+        return IMMUTABLE
+    return PRIVATE
 
 
 def _range(header: str | None, size: int) -> tuple[int, int] | str | None:

@@ -5,8 +5,10 @@ An upload goes: batch request (which objects to send, and where) → ``PUT`` of 
 to the ``href`` handed out → ``verify`` → the commit names the object by sha256
 (``lfsFile``). The ``PUT`` carries no Authorization header (huggingface_hub sends none:
 on the Hub that URL is a pre-signed storage URL), so the href carries a ticket instead:
-an HMAC over (repo, oid, size, expiry) under a per-process secret, good for that one
-object for an hour. Query strings are never logged, so neither is a ticket.
+an HMAC over (repo, oid, size, expiry) under the hub's secret, good for that one
+object for an hour. The secret is a file in the hub (:data:`SECRET_FILE`, made once, 0600),
+not per process: behind a proxy over several serve processes, the batch request and the
+``PUT`` it hands out may reach different processes. Query strings are never logged, so neither is a ticket.
 
 Objects wait content-addressed under ``<hub>/.kernelhub-serve/lfs/<org>/<name>/``, one
 store per repository: an object is readable through, and committable into, only the
@@ -21,6 +23,7 @@ it is removed when a server starts.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import os
@@ -31,7 +34,7 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from .errors import ApiError
+from .errors import ApiError, ServeError
 
 TICKET_SECONDS = 3600
 STALE_PART_SECONDS = 600
@@ -39,6 +42,7 @@ STALE_PART_SECONDS = 600
 clients' own timeouts are far shorter), so a starting server removes it."""
 _HEX = frozenset("0123456789abcdef")
 STORE_DIR = ".kernelhub-serve/lfs"
+SECRET_FILE = ".kernelhub-serve/lfs-ticket-secret"
 
 
 class LfsStore:
@@ -46,7 +50,7 @@ class LfsStore:
 
     def __init__(self, hub_root: Path) -> None:
         self.root = hub_root / STORE_DIR
-        self._secret = secrets.token_bytes(32)
+        self._secret = shared_secret(hub_root / SECRET_FILE)
 
     def path(self, repo_id: str, oid: str) -> Path:
         """Where ``repo_id``'s object ``oid`` lives; only a sha256 (64 lowercase hex) names
@@ -132,6 +136,31 @@ class LfsStore:
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
+
+
+def shared_secret(path: Path) -> bytes:
+    """The secret every serve process over this hub signs with: read if there, else made.
+
+    Written whole into a private temporary file and hard-linked into place, so a process
+    racing to make it either wins or reads the winner's complete secret, never a partial
+    one."""
+    try:
+        secret = path.read_bytes()
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")  # 0600
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(secrets.token_bytes(32))
+            with contextlib.suppress(FileExistsError):  # another process made it first
+                os.link(tmp, path)
+        finally:
+            os.unlink(tmp)
+        secret = path.read_bytes()
+    if len(secret) < 32:
+        raise ServeError(f"{path} holds {len(secret)} bytes, not a 32-byte secret; remove "
+                            "it and restart every serve process of this hub")
+    return secret
 
 
 def is_oid(value: object) -> bool:

@@ -14,6 +14,12 @@ whose request fails or is cut off never reaches that step; objects it wrote stay
 unreferenced (git's garbage). With ``parentCommit`` the ref moves only if it is still
 that commit (else 412, as on the Hub); without, the commit is rebuilt on whatever head
 won and tried again, so concurrent publishers never lose a commit.
+
+Several serve processes over one hub: writers of one repository take turns on a file lock
+(:data:`LOCK_DIR`, one per repository, held only around the ref update), so they queue
+instead of spinning on compare-and-swap retries; the compare-and-swap stays what makes a
+write correct (a LocalHub publisher outside serve takes no lock). Nothing about refs is
+cached in a process: every read asks git.
 """
 
 from __future__ import annotations
@@ -22,10 +28,10 @@ import contextlib
 import os
 import secrets
 import shutil
-import threading
 import time
 from pathlib import Path
 
+from filelock import FileLock
 from kernelhub.hub.git import ZERO_OID, GitRepo, IndexEntry, RefUpdate
 from kernelhub_builder.ship import LocalPublisher
 
@@ -39,6 +45,7 @@ GITATTRIBUTES = (b"# kernelhub serve keeps every file as a plain git blob (LFS u
 PRIVATE_MARKER = "kernelhub-private"
 """A file in the bare repository's directory: only tokens with read rights may read it."""
 _MAX_ATTEMPTS = 20
+LOCK_DIR = ".kernelhub-serve/locks"
 
 
 class HubWriter:
@@ -48,14 +55,14 @@ class HubWriter:
         self.store = store
         self.lfs = lfs
         self.publisher = LocalPublisher(store.root)
-        self._locks: dict[Path, threading.Lock] = {}
-        self._locks_guard = threading.Lock()
 
-    def _lock(self, path: Path) -> threading.Lock:
-        """One lock per repository for this process: writers of one repository take turns
-        here instead of racing on git's ref lock (other processes still race safely)."""
-        with self._locks_guard:
-            return self._locks.setdefault(path, threading.Lock())
+    def _lock(self, path: Path) -> FileLock:
+        """The repository's lock, shared by every thread and process of every serve over
+        this hub (an OS file lock, released if its holder dies)."""
+        relative = path.relative_to(self.store.root)
+        lock = self.store.root / LOCK_DIR / relative.parent / f"{relative.name}.lock"
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        return FileLock(lock, thread_local=False, is_singleton=False)
 
     # -- repositories ------------------------------------------------------------------
 
@@ -233,11 +240,17 @@ class HubWriter:
 
 
 def check_ref_name(repo: GitRepo, kind: str, name: str) -> None:
-    """git's own rule for ref names (``git check-ref-format``)."""
+    """git's own rule for ref names (``git check-ref-format``), and no full commit id as a
+    name: a resolve URL by commit id is cached as immutable, so no branch may take its
+    place."""
     proc = repo.run("check-ref-format", f"refs/{kind}/{name}", check=False)
-    if proc.returncode != 0 or name.startswith("-"):
+    if proc.returncode != 0 or name.startswith("-") or _is_commit_id(name):
         raise ApiError(400, f"{name!r} is not a valid {'branch' if kind == 'heads' else 'tag'} "
                             "name (e.g. 'v1' or 'v1.2.0')")
+
+
+def _is_commit_id(name: str) -> bool:
+    return len(name) == 40 and all(c in "0123456789abcdef" for c in name)
 
 
 def _default_branch(repo: GitRepo) -> str:
