@@ -175,14 +175,19 @@ BY_LAYER_NAME: tuple[tuple[str, str, int, str, tuple[str, ...], tuple[Mode, ...]
     ("RMSNormZeroCentered", "rmsnorm", 1, "GemmaRMSNorm", ("cpu", "cuda", "rocm"), _TI),
     ("SoftmaxTopKRouter", "moe", 1, "SoftmaxTopKRouter", ("cpu",), (_I,)),
     (EXPERTS_KEY, "moe", 1, "experts_forward", ("cpu",), (_I,)),
-    # Kernels still being written (issue 31) get their rows here once their trees are in
-    # kernels.toml; until a repository (or layer) exists every kernelize would ask the hub
-    # for it and warn, so the rows stay out:
-    #   ("RMSNormGated", "rmsnorm", 1, "RMSNormGated", ("cpu",), _TI),
-    #   ("Qwen3_5GatedDeltaNet", "gated-delta-rule", 1, "Qwen3_5GatedDeltaNet", ("cpu",), _TI),
-    #   ("causal_conv1d_forward", "mamba-ssm", 1, "causal_conv1d_forward", ("cpu",), _TI),
-    #   ("mamba2_scan_forward", "mamba-ssm", 1, "mamba2_scan_forward", ("cpu",), _TI),
-    #   ("mamba_scan_forward", "mamba-ssm", 1, "mamba_scan_forward", ("cpu",), _TI),
+    # Issue 31's CPU kernels, under the names Transformers 5.25 registers: the gated delta
+    # net layer and the functions its decorators (use_kernel_func_from_hub_with_fallback)
+    # attach to Qwen3.5/Qwen3-Next, Mamba and Mamba-2 mixers. CPU only: kernels-community's
+    # mamba-ssm on the Hugging Face Hub is the GPU kernel at major 5, ours is major 1.
+    ("Qwen3_5GatedDeltaNet", "gated-delta-rule", 1, "Qwen3_5GatedDeltaNet", ("cpu",), _TI),
+    *((name, "gated-delta-rule", 1, name, ("cpu",), _TI)
+      for name in ("chunk_gated_delta_rule", "fused_recurrent_gated_delta_rule")),
+    *((name, "mamba-ssm", 1, name, ("cpu",), _TI)
+      for name in ("causal_conv1d_fn", "causal_conv1d_update", "mamba_chunk_scan_combined",
+                   "selective_state_update", "selective_scan_fn")),
+    # Not served: RMSNormGated (no kernel yet) and the cache-managing wrappers
+    # causal_conv1d_forward / mamba2_scan_forward / mamba_scan_forward (our kernels provide
+    # the functions they call, not the wrappers).
 )
 """Ours, beyond 5.25: kernels for the layer names Transformers registers (``RMSNormZeroCentered``
 is Gemma's ``(1 + weight)`` norm over ``weight`` and ``eps``, the same computation, so
@@ -261,7 +266,17 @@ FUNCTIONS: dict[str, str] = {
 """Dotted module-global function path → the function name it registers as (used where
 the model has no ``_kernel_funcs`` of its own)."""
 
-FUNCTION_NAMES = frozenset(FUNCTIONS.values())
+KERNEL_FUNCTION_NAMES = frozenset({
+    "chunk_gated_delta_rule", "fused_recurrent_gated_delta_rule", "fused_recurrent_kda",
+    "chunk_kda", "causal_conv1d_fn", "causal_conv1d_update", "mamba_chunk_scan_combined",
+    "mamba_split_conv1d_scan_combined", "mamba_inner_fn", "selective_scan_fn",
+    "selective_state_update",
+})
+"""Names Transformers 5.25 registers for functions (``use_kernel_func_from_hub_with_fallback``)
+and attaches to the layers that call them (``_kernel_funcs``): their entries are kernel
+functions, not layers."""
+
+FUNCTION_NAMES = frozenset(FUNCTIONS.values()) | KERNEL_FUNCTION_NAMES
 LAYER_NAMES = frozenset(LAYER_CLASSES.values())
 KNOWN_NAMES = frozenset(DEFAULT_MAPPING) | LAYER_NAMES | FUNCTION_NAMES
 
