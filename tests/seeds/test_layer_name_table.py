@@ -121,7 +121,28 @@ def _output(model: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:
     return out.logits if hasattr(out, "logits") else out.last_hidden_state
 
 
-@pytest.mark.parametrize("model_type", sorted(registering_models()))
+_ROTARY = ("open defect (before issue 31: the rotary_pos_emb entry applies to every model "
+           "that registers the name): served by kernels-community/rotary v2, ")
+KNOWN_MISMATCH = {
+    "flint": _ROTARY + "the logits differ from PyTorch (max 0.18); the experts kernel alone "
+                       "matches (1e-7)",
+    "granite_swa": _ROTARY + "the logits differ from PyTorch (max 0.18)",
+    "granitemoe_swa": _ROTARY + "the logits differ from PyTorch (max 0.15)",
+    "mimo_v2_flash": _ROTARY + "the logits differ from PyTorch (max 0.19)",
+    "gpt_oss": _ROTARY + "its cos/sin halves do not broadcast (16 vs 8 at dim 3)",
+    "hrm_text": "open defect: the table's attention switch raises Transformers' ValueError for a "
+                "prefix-LM config instead of keeping sdpa",
+}
+"""Families whose kernelized output is known to differ: strict xfails, so a fix is noticed."""
+
+
+def _walked(model_type: str) -> Any:
+    reason = KNOWN_MISMATCH.get(model_type)
+    marks = [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
+    return pytest.param(model_type, marks=marks)
+
+
+@pytest.mark.parametrize("model_type", [_walked(t) for t in sorted(registering_models())])
 def test_every_model_registering_a_served_name_gets_its_kernel(hub_env, model_type):
     from kernelhub import Mode, has_kernel
     from kernelhub.integrations import transformers as kh
