@@ -197,7 +197,7 @@ def test_unreachable_server_is_one_line_and_nonzero(project: Path, tmp_path: Pat
         port = s.getsockname()[1]
     proc = builder(project, "publish", "--hub", f"http://127.0.0.1:{port}",
                    environ=env(tmp_path), check=False)
-    assert "cannot reach http://127.0.0.1:" in one_line_error(proc)
+    assert "cannot reach the hub at http://127.0.0.1:" in one_line_error(proc)
 
 
 @pytest.mark.parametrize(("token", "status", "words", "source"), [
