@@ -28,6 +28,13 @@ from seeds.seedkit import functions_in, kernels_in
 
 transformers = pytest.importorskip("transformers")
 
+from packaging.version import Version  # noqa: E402
+
+if Version(transformers.__version__).release < (5, 25):
+    pytest.skip("the layer-name table is written for Transformers 5.25's registered names; "
+                f"{transformers.__version__} is walked by the seed tests' own families only "
+                "(open: laguna and qwen3_5 differ there)", allow_module_level=True)
+
 _REGISTERS = re.compile(r'use_kernel_(?:forward|func)_from_hub\("(\w+)"\)|(@use_experts_implementation)')
 _NOT_WALKED = {"attention", "MLP", "DecoderLayer", "SiLU", "GeLU", "GeluTanh", "NewGELU",
                "FastGELU", "QuickGELU"}

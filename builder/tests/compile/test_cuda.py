@@ -19,6 +19,7 @@ from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 from kernelhub.metadata import read_metadata, verify_variant
 from kernelhub_builder.compile.build import BuildResult, build_kernel
+from kernelhub_builder.layout import scratch_dir
 from kernelhub_builder.manifest import Project, load_kernel, load_project
 from kernelhub_builder.plan.cuda_archs import CudaArch, read_compiled_archs
 from kernelhub_builder.plan.matrix import filter_variants, plan_variants
@@ -97,7 +98,7 @@ def test_metadata_lists_the_archs_compiled_into_the_binary(cuda_built: CudaBuilt
 
 
 def test_gencode_flags_follow_the_part_capabilities(cuda_built: CudaBuilt) -> None:
-    ninja = (cuda_built.out / ".work" / "scale_cuda" / CU130 / "build.ninja").read_text()
+    ninja = (scratch_dir(cuda_built.out) / "scale_cuda" / CU130 / "build.ninja").read_text()
     assert "-gencode=arch=compute_80,code=sm_80" in ninja
     assert "compute_90,code=[sm_90,compute_90]" in ninja
     assert "compute_70" not in ninja
@@ -108,7 +109,7 @@ def test_stable_abi_cuda_variant_targets_the_abi_minimum(cuda_built: CudaBuilt) 
     metadata = read_metadata(dest)
     assert metadata.backend.archs == ["9.0+PTX"]
     assert metadata.torch == "2.14.1"  # compiled with the newest CUDA torch's headers …
-    ninja = (cuda_built.out / ".work" / "scale_cuda_stable" / STABLE_CU130 / "build.ninja")
+    ninja = (scratch_dir(cuda_built.out) / "scale_cuda_stable" / STABLE_CU130 / "build.ninja")
     assert "-DTORCH_TARGET_VERSION=0x020d000000000000" in ninja.read_text()  # … for 2.13
     (so,) = dest.glob("*.abi3.so")
     with so.open("rb") as stream:
