@@ -137,8 +137,6 @@ KNOWN_MISMATCH = {
     "granitemoe_swa": _ROTARY + "the logits differ from PyTorch (max 0.15)",
     "mimo_v2_flash": _ROTARY + "the logits differ from PyTorch (max 0.19)",
     "gpt_oss": _ROTARY + "its cos/sin halves do not broadcast (16 vs 8 at dim 3)",
-    "hrm_text": "open defect: the table's attention switch raises Transformers' ValueError for a "
-                "prefix-LM config instead of keeping sdpa",
 }
 """Families whose kernelized output is known to differ: strict xfails, so a fix is noticed."""
 

@@ -288,9 +288,16 @@ def _apply_attention(model: nn.Module, entries: dict[str, list[Entry]], explicit
         return
     chosen = attention.attention_function(name)
     if _supports(chosen, mode):
-        setattr(model, _ATTN_PREVIOUS, previous or current)
         if current != name:
-            cast("_AttentionSeams", model).set_attn_implementation(name)
+            try:
+                cast("_AttentionSeams", model).set_attn_implementation(name)
+            except ValueError as e:  # the model refuses it (e.g. a prefix-LM mask): its own
+                if ATTENTION_KEY in explicit:  # attention stays, as the table's is optional
+                    raise
+                if not declined("attention", f"keeping {current}: {e}"):
+                    logger.warning("attention: keeping %s (%s)", current, e)
+                return
+        setattr(model, _ATTN_PREVIOUS, previous or current)
         if autotune:
             _autotune_attention(model, request, spec, name, chosen)
     else:
