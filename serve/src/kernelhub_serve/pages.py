@@ -19,11 +19,14 @@ from .context import Call, HubContext
 from .errors import ApiError
 from .hubview import default_ref, kernel_view, list_refs
 from .plots import plot_svg
+from .readme import readme_at
+from .urls import FILTERS
 from .writer import is_private
 
 TEMPLATES = Path(__file__).parent / "templates"
 _env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]),
                    trim_blocks=True, lstrip_blocks=True)
+_env.filters.update(FILTERS)
 
 
 def index(call: Call) -> Response:
@@ -51,12 +54,13 @@ def kernel(call: Call) -> Response:
     URL a commit answer hands back)."""
     ctx, repo_id = call.ctx, call.repo_id
     rev = call.params.get("rev") or call.request.query_params.get("rev")
-    view = kernel_view(ctx.store, ctx.store.open(repo_id), repo_id,
-                       names.revision(rev) if rev else None)
+    repo = ctx.store.open(repo_id)
+    view = kernel_view(ctx.store, repo, repo_id, names.revision(rev) if rev else None)
     rows, cols, cells = view.matrix()
     base = ctx.base_url(call.request)
+    readme = readme_at(ctx.store, repo, repo_id, view.selected.commit) if view.selected else None
     return _html("kernel.html", k=view, rows=rows, cols=cols, cells=cells,
-                 endpoint=base, org=call.org,
+                 endpoint=base, org=call.org, readme=readme,
                  load_line=_load_line(ctx, repo_id, view.selected, base))
 
 

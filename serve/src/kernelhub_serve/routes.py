@@ -31,7 +31,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, request_response
 from starlette.types import Receive, Scope, Send
 
-from . import api, files, listing, names, pages
+from . import api, files, listing, names, pages, pages_repo
 from .context import Call, HubContext, segments
 from .errors import ApiError
 from .repos import repo_type_of
@@ -70,6 +70,20 @@ _RESOLVE = ("`hf_hub_download`: `X-Repo-Commit`, `ETag` (git blob id), `Range` �
             "`If-None-Match` → 304, missing → 404 `EntryNotFound` with the commit")
 _LFS_BATCH = ("LFS `basic` uploads; the `PUT`/`verify` hrefs it hands out carry an HMAC "
               "ticket (huggingface_hub sends no token there)")
+
+
+def _repo_pages(*pages: tuple[str, Handler, str]) -> tuple[Row, ...]:
+    """Page rows for reading a repository, at ``kernels/<id>/…`` and ``<id>/…`` (the
+    Hub's two spellings), the ``kernels/`` one first."""
+    rows: list[Row] = []
+    for tail, handler, used_by in pages:
+        rows.append(Row("GET", f"kernels/{{org}}/{{name}}/{tail}", handler, "read", page=True,
+                        used_by=used_by))
+        rows.append(Row("GET", f"{{org}}/{{name}}/{tail}", handler, "read", page=True,
+                        used_by="the same"))
+    return tuple(rows)
+
+
 TABLE: tuple[Row, ...] = (
     Row("GET", "api/whoami-v2", api.whoami, used_by="`whoami`"),
     Row("POST", "api/validate-yaml", api.validate_yaml, body="json",
@@ -129,11 +143,18 @@ TABLE: tuple[Row, ...] = (
     Row("GET", "kernels/{org}/{name}", pages.kernel, "read", page=True,
         used_by="people: a kernel's releases, variants, signatures, benchmarks"),
     Row("GET", "{org}/{name}", pages.kernel, "read", page=True, used_by="the same"),
-    Row("GET", "kernels/{org}/{name}/commit/{rev}", pages.kernel, "read", page=True,
-        used_by="the `commitUrl` a commit answers with: the kernel's page at that commit"),
-    Row("GET", "{org}/{name}/commit/{rev}", pages.kernel, "read", page=True, used_by="the same"),
     Row("GET", "-/plot/{org}/{name}/{commit}/{path*}", pages.plot, "read", page=True,
         used_by="people: a benchmark plot"),
+    *_repo_pages(
+        ("commit/{rev}", pages_repo.commit, "the `commitUrl` a commit answers with: message, "
+                                            "author, date, parents, files changed"),
+        ("tree/{rev}", pages_repo.tree, "people: the files at a ref, sizes and digests"),
+        ("tree/{rev}/{path*}", pages_repo.tree, "the same, in a folder"),
+        ("blob/{rev}/{path*}", pages_repo.blob, "people: one file, its text escaped, a download"),
+        ("commits/{rev}", pages_repo.commits, "people: a branch's history (`?p=` pages)"),
+        ("compare", pages_repo.compare, "people: two refs (`?base=&head=`): files, variants, "
+                                        "metadata side by side"),
+    ),
 )
 """Every endpoint, first match wins (the ``kernels/`` forms before the plain ones)."""
 
