@@ -60,7 +60,8 @@ SHAPES = [  # the protocol's routes, "*" a drawn segment: most draws reach a han
     "api/kernels/acme/*/paths-info/*", "api/kernels/*/*/commit/*", "api/kernels/acme/*/refs",
     "api/models/acme/*/preupload/*", "api/kernels/acme/*/branch/*", "api/kernels/acme/*/tag/*",
     "acme/*.git/info/lfs/objects/batch", "api/organizations/*/overview", "-/plot/acme/*/*/*",
-    "kernels/acme/*", "acme/*/commit/*", "api/repos/*", "*"]
+    "kernels/acme/*", "acme/*/commit/*", "api/repos/*", "*",
+    "kernels/acme/*/tree/*/*", "acme/*/blob/*/*", "kernels/acme/*/commits/*", "acme/*/compare"]
 
 
 def _path() -> st.SearchStrategy[list[str]]:

@@ -236,3 +236,21 @@ def test_the_plain_spelling_serves_the_same_pages(server: str, story: dict[str, 
     for tail in ("tree/v1/docs", "blob/v1/docs/usage.md", "commits/v1", "compare",
                  f"commit/{story['docs']}"):
         assert page(server, f"{K}/{tail}") == page(server, f"/{REPO_ID}/{tail}"), tail
+
+
+def test_a_private_repository_is_read_only_by_who_may(server: str) -> None:
+    from served import READ_TOKEN
+
+    api = HfApi(endpoint=server, token=WRITE_TOKEN)
+    api.create_repo("acme/secret", repo_type="kernel", private=True)
+    info = api.upload_file(path_or_fileobj=b"# Secret\n", path_in_repo="README.md",
+                           repo_id="acme/secret", repo_type="kernel")
+    for tail in ("tree/main", "blob/main/README.md", "commits/main", "compare",
+                 f"commit/{info.oid}"):
+        path = f"/kernels/acme/secret/{tail}"
+        outsider = httpx.get(f"{server}{path}", headers=HTML)
+        assert outsider.status_code == 401 and "<h1>401</h1>" in outsider.text, path
+        assert "Secret" not in outsider.text
+        reader = httpx.get(f"{server}{path}",
+                           headers={**HTML, "Authorization": f"Bearer {READ_TOKEN}"})
+        assert reader.status_code == 200, (path, reader.text[:200])

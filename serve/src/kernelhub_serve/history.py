@@ -15,7 +15,9 @@ from kernelhub.hub.git import GitRepo
 
 PAGE_SIZE = 30
 """Commits per history page."""
-_FORMAT = "--format=%H%x1f%P%x1f%an%x1f%ct%x1f%B"
+_FORMAT = "--format=%H%x1f%P%x1f%ct%x1f%an%x1f%B"
+"""Fixed-shape fields first: a unit separator in an author name or a message can only
+spill into the message, never shift the id or the date."""
 _STATUS = {"A": "added", "D": "removed", "M": "modified", "T": "type changed"}
 NO_OID = "0" * 40
 
@@ -77,7 +79,7 @@ def changes(repo: GitRepo, old: str | None, new: str) -> list[Change]:
 
 
 def _commit(record: str) -> CommitInfo:
-    oid, parents, author, stamp, message = record.lstrip("\n").split("\x1f", 4)
+    oid, parents, stamp, author, message = record.lstrip("\n").split("\x1f", 4)
     title, _, body = message.strip().partition("\n")
     moment = datetime.fromtimestamp(int(stamp), tz=timezone.utc)
     return CommitInfo(oid, tuple(parents.split()), author, moment.strftime("%Y-%m-%d %H:%M UTC"),
