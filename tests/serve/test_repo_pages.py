@@ -220,6 +220,7 @@ def test_two_releases_compared(server: str, story: dict[str, str]) -> None:
     f"{K}/commits/v1?p=9", f"{K}/commit/{'0' * 40}", f"{K}/compare?base=v1&head=v9.9.9",
     "/kernels/acme/nothing/tree/v1", "/acme/nothing/commits/v1", f"/{REPO_ID}/blob/v1/x",
     f"{K}/tree/v1/a/../b", f"{K}/commits/v1?p=0", f"{K}/compare?base=..&head=v1",
+    f"{K}?rev=nope", "/kernels/acme/nothing", f"/-/plot/{REPO_ID}/{'0' * 40}/x.json.svg",
 ])
 def test_a_missing_page_answers_html_to_a_browser_and_json_to_a_client(
         server: str, story: dict[str, str], path: str) -> None:
