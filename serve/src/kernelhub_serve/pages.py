@@ -50,10 +50,10 @@ def index(call: Call) -> Response:
 
 
 def kernel(call: Call) -> Response:
-    """A kernel's page at ``?rev=`` (or the commit a ``…/commit/<sha>`` URL names: the
-    URL a commit answer hands back)."""
+    """A kernel's page at ``?rev=`` (a branch, tag or commit; by default the ref a loader
+    reads), with its README (a commit's own page is :func:`.pages_repo.commit`)."""
     ctx, repo_id = call.ctx, call.repo_id
-    rev = call.params.get("rev") or call.request.query_params.get("rev")
+    rev = call.request.query_params.get("rev")
     repo = ctx.store.open(repo_id)
     view = kernel_view(ctx.store, repo, repo_id, names.revision(rev) if rev else None)
     rows, cols, cells = view.matrix()
