@@ -12,6 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 from huggingface_hub import CommitOperationAdd, HfApi
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from repo_story import BINARY, CPU, CUDA, HOSTILE_TEXT, REPO_ID, UNIVERSAL, publish_story
 from served import WRITE_TOKEN
 
@@ -255,3 +257,26 @@ def test_a_private_repository_is_read_only_by_who_may(server: str) -> None:
         reader = httpx.get(f"{server}{path}",
                            headers={**HTML, "Authorization": f"Bearer {READ_TOKEN}"})
         assert reader.status_code == 200, (path, reader.text[:200])
+
+
+FRAGMENTS = ["<script>alert(1)</script>", "<img src=x onerror=alert(1)>", "<a href='javascript:x'>",
+             "[l](javascript:alert(1))", "<svg onload=alert(1)>", "<iframe srcdoc='<script>'>",
+             "<div style='x' onmouseover=y>", "<scr<script>ipt>", "<a href=\"java\tscript:x\">",
+             "![i](data:image/svg+xml;base64,PHN2Zz4=)", "<math><mi xlink:href=javascript:x>",
+             "<!--", "-->", "`code`", "\n\n", "# h\n", "| a |\n|---|\n| b |\n", "<details>",
+             "<a href='../../x'>", "&lt;", "<", ">", "\"", "'", "<object data=x>", "<p/onclick=x>"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=8)), max_size=12))
+def test_no_readme_renders_anything_that_runs(parts: list[str]) -> None:
+    from kernelhub_serve.readme import render_readme
+
+    html = render_readme("".join(parts), "acme/demo", "c" * 40)
+    for tag, attrs in Markup.parse(html):
+        assert tag not in ("script", "iframe", "svg", "math", "object", "style", "form"), html
+        for key, value in attrs:
+            assert not key.startswith("on") and key != "style", html
+            if key in ("href", "src"):
+                assert value and value.startswith(("/kernels/acme/demo/", "#", "http://",
+                                                   "https://", "mailto:")), html
