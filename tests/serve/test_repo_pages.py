@@ -126,6 +126,11 @@ def test_the_file_browser_lists_sizes_blob_ids_and_declared_digests(
         assert f">{name}<" in root or name == "release.json", name
     build = section(page(server, f"{K}/tree/v1/build"), "files")
     assert f">{CPU}/<" in build and f">{CUDA}/<" in build and UNIVERSAL not in build
+    cpu_files = [e for e in HfApi(endpoint=server).list_repo_tree(
+        REPO_ID, path_in_repo=f"build/{CPU}", repo_type="kernel", revision="v1")]
+    cpu_size = sum(getattr(e, "size", 0) for e in cpu_files)
+    row = re.search(rf'<tr class="directory">.*?>{CPU}/<.*?</tr>', build, re.S)
+    assert row and f"{cpu_size} Bytes" in row.group(0) and "2 files" in row.group(0), build
     old_build = section(page(server, f"{K}/tree/v1.0.0/build"), "files")
     assert f">{UNIVERSAL}/<" in old_build and CUDA not in old_build  # per ref
 

@@ -46,10 +46,20 @@ def tree(call: Call) -> Response:
     path = call.params.get("path", "").strip("/")
     repo = ctx.store.open(repo_id)
     commit = ctx.store.commit_of(repo, repo_id, rev)
-    entries = sorted(ctx.store.tree(repo, repo_id, commit, path, recursive=False),
+    below = ctx.store.tree(repo, repo_id, commit, path, recursive=True)
+    prefix = f"{path}/" if path else ""
+    entries = sorted((e for e in below if "/" not in e.path[len(prefix):]),
                      key=lambda e: (e.kind != "directory", e.path))
+    folders: dict[str, list[int]] = {}
+    """A folder's path → [files, bytes] in all of it (one recursive listing)."""
+    for e in below:
+        head, _, rest = e.path[len(prefix):].partition("/")
+        if rest and e.kind == "file":
+            totals = folders.setdefault(prefix + head, [0, 0])
+            totals[0] += 1
+            totals[1] += e.size
     return _html("tree.html", nav=Nav(repo_id, rev, "files"), rev=rev, commit=commit,
-                 path=path, crumbs=_crumbs(path), entries=entries, name=_name,
+                 path=path, crumbs=_crumbs(path), entries=entries, name=_name, folders=folders,
                  declared=declared_digests(ctx.store, repo, repo_id, commit, path))
 
 
