@@ -8,6 +8,7 @@ tmp dir; the paths are printed)."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -54,17 +55,17 @@ def test_reading_a_repository_in_a_real_browser(server: str, hub: Path, tmp_path
             assert readme.find_element(By.CSS_SELECTOR, "table td").text == "silu"
             visit("kernel")
 
-            _keyboard_to(browser, "Files")  # Tab to the tab, Enter: no mouse needed
+            _navigate(browser, lambda: _keyboard_to(browser, "Files"))  # Tab, Enter: no mouse
             assert browser.current_url == f"{server}{K}/tree/v1"
             names = [a.text for a in browser.find_elements(By.CSS_SELECTOR, "#files td:first-child a")]
             assert names[:3] == ["build/", "data/", "docs/"] and "README.md" in names
             visit("files")
-            browser.find_element(By.LINK_TEXT, "build/").click()
-            browser.find_element(By.LINK_TEXT, f"{CPU}/").click()
+            _navigate(browser, browser.find_element(By.LINK_TEXT, "build/").click)
+            _navigate(browser, browser.find_element(By.LINK_TEXT, f"{CPU}/").click)
             row = browser.find_element(By.XPATH, "//tr[td/a[text()='__init__.py']]")
             assert hashlib.sha256(b"VALUE = 2\n").hexdigest() in row.text
             visit("variant")
-            browser.find_element(By.LINK_TEXT, "__init__.py").click()
+            _navigate(browser, browser.find_element(By.LINK_TEXT, "__init__.py").click)
             assert browser.find_element(By.ID, "source").text == "VALUE = 2"
             facts = browser.find_element(By.ID, "file").text
             assert "matches metadata.json" in facts
@@ -73,22 +74,22 @@ def test_reading_a_repository_in_a_real_browser(server: str, hub: Path, tmp_path
             assert story["v1.1.0"] in href and httpx.get(href).content == b"VALUE = 2\n"
             visit("file")
 
-            _keyboard_to(browser, "History")
+            _navigate(browser, lambda: _keyboard_to(browser, "History"))
             assert browser.current_url == f"{server}{K}/commits/v1"
             entries = browser.find_elements(By.CSS_SELECTOR, "#commits li a")
             assert [e.text for e in entries] == ["release 1.1.0", "Docs and odd files",
                                                  "release 1.0.0"]
             visit("history")
-            entries[1].click()
+            _navigate(browser, entries[1].click)
             assert browser.current_url == f"{server}{K}/commit/{story['docs']}"
             assert story["docs"] in browser.find_element(By.ID, "commit").text
             changed = browser.find_element(By.ID, "changes").text
             assert "docs/page.html" in changed and "README.md" in changed
             visit("commit")
 
-            _keyboard_to(browser, "Compare")
+            _navigate(browser, lambda: _keyboard_to(browser, "Compare"))
             assert browser.find_element(By.NAME, "base").get_attribute("value") == "v1.0.0"
-            browser.find_element(By.CSS_SELECTOR, "form.compare button").click()
+            _navigate(browser, browser.find_element(By.CSS_SELECTOR, "form.compare button").click)
             assert "base=v1.0.0&head=v1.1.0" in browser.current_url
             variants = browser.find_element(By.ID, "variant-changes").text
             for name, status in ((CPU, "changed"), (UNIVERSAL, "removed"), (CUDA, "added")):
@@ -113,6 +114,19 @@ def test_reading_a_repository_in_a_real_browser(server: str, hub: Path, tmp_path
         browser.save_screenshot(str(shots / "repo-hostile-readme-desktop.png"))
     print(f"{len(seen)} links followed; screenshots:",
           *sorted(str(p) for p in shots.glob("repo-*.png")))
+
+
+def _navigate(browser: Any, action: Callable[[], object]) -> None:
+    """Do what leaves the page, then wait until the next page has replaced it (a click
+    returns before a loaded machine has finished navigating)."""
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    old = browser.find_element("tag name", "html")
+    action()
+    WebDriverWait(browser, 60).until(expected_conditions.staleness_of(old))
+    WebDriverWait(browser, 60).until(
+        lambda b: b.execute_script("return document.readyState") == "complete")
 
 
 def _keyboard_to(browser: Any, text: str) -> None:
