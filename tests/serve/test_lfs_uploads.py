@@ -89,6 +89,7 @@ def test_a_file_committed_through_lfs_is_listed_and_resolved_as_the_hub_lists_lf
         api = HfApi(endpoint=url, token=WRITE_TOKEN)
         api.create_repo(REPO, repo_type="kernel")
         api.create_commit(REPO, [CommitOperationAdd("build/x/big.so", big),
+                                 CommitOperationAdd("build/y/big.so", big),  # one object, twice
                                  CommitOperationAdd("build/x/small.py", small)],
                           commit_message="add", repo_type="kernel")
         small_blob = GitRepo(hub / "models" / REPO).ls_tree("main", "build/x/small.py")[0].oid
@@ -99,10 +100,11 @@ def test_a_file_committed_through_lfs_is_listed_and_resolved_as_the_hub_lists_lf
         listed = {e.path: e for e in reader.list_repo_tree(REPO, "build/x", repo_type="kernel")
                   if isinstance(e, RepoFile)}
         infos = {e.path: e for e in reader.get_paths_info(
-            REPO, ["build/x/big.so", "build/x/small.py"], repo_type="kernel")}
+            REPO, ["build/x/big.so", "build/y/big.so", "build/x/small.py"], repo_type="kernel")}
         siblings = {s.rfilename: s for s in reader.model_info(
             REPO, files_metadata=True, revision="main").siblings or []}
-        for big_entry in (listed["build/x/big.so"], infos["build/x/big.so"]):
+        for big_entry in (listed["build/x/big.so"], infos["build/x/big.so"],
+                          infos["build/y/big.so"]):
             assert isinstance(big_entry, RepoFile)
             assert big_entry.lfs is not None
             assert (big_entry.lfs.sha256, big_entry.lfs.size, big_entry.lfs.pointer_size) == (

@@ -108,7 +108,7 @@ class LfsStore:
         pins.mkdir(parents=True)
         found: dict[str, Path] = {}
         try:
-            for oid in oids:
+            for oid in dict.fromkeys(oids):  # one object may be added at several paths
                 with contextlib.suppress(FileNotFoundError):  # committed and dropped meanwhile
                     os.link(self.path(repo_id, oid), pins / oid)
                     found[oid] = pins / oid
