@@ -8,9 +8,11 @@
 * ``install_kernel(..., local_files_only=…)`` from two threads at once: both succeed, the
   cache holds one verified copy, and offline mode never leaks to the other thread.
 
-The server is tests/hub_api_test_server.py, reporting ``__init__.py`` as stored with LFS
-(as the Hub reports a variant's ``.so``), so the hash recomputed here from its listing —
-the ecosystem's way — differs from the all-blob-id hash.
+The server is ``kernelhub serve`` (tests/hub_api_served.py) asking for LFS uploads at
+:data:`LFS_THRESHOLD` bytes, so a variant's large ``__init__.py`` is committed through Git
+LFS and listed as the Hub lists a variant's ``.so``, while its small metadata.json stays a
+plain file: the hash recomputed here from the listing — the ecosystem's way — differs
+from the all-blob-id hash.
 """
 
 from __future__ import annotations
@@ -19,12 +21,13 @@ import hashlib
 import json
 import os
 import threading
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hub_api_test_server import HubApiTestServer
-from huggingface_hub import HfApi
+from hub_api_served import WRITE_TOKEN, ServedHub, hub_api_server
+from huggingface_hub import HfApi, constants
 from huggingface_hub.hf_api import RepoFile
 from kernelhub import api, ecosystem
 from kernelhub.api import lock_project
@@ -36,35 +39,38 @@ from kernelhub_builder.ship.hf import HfPublisher
 from kh_doubles import make_variant
 
 REPO_ID = "acme/lfs"
-TOKEN = "hf_test_write_token"
 VARIANT = "torch-universal"
+LFS_THRESHOLD = 4096
+"""Files this large go through LFS (``--lfs-threshold``); a metadata.json is smaller."""
+PADDING = "# large enough to be stored with Git LFS\n" * 120
 pytestmark = pytest.mark.usefixtures("hub_api_client")
 
 
 @pytest.fixture
-def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HubApiTestServer]:
-    with HubApiTestServer(tmp_path / "server",
-                          lfs_patterns=["build/*/__init__.py"]).running() as running:
+def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ServedHub]:
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", True)  # LFS, as serve speaks it
+    with hub_api_server(tmp_path / "server", lfs_threshold=LFS_THRESHOLD) as running:
         staged = tmp_path / "staged" / VARIANT
-        make_variant(staged, name="lfs", init="VALUE = 11\n", backend="universal")
-        HfPublisher(running.url, token=TOKEN).publish(
+        make_variant(staged, name="lfs", init="VALUE = 11\n" + PADDING, backend="universal")
+        HfPublisher(running.url, token=WRITE_TOKEN).publish(
             REPO_ID, "v1", {VARIANT: staged}, tag="v1.0.0", message="1.0.0")
         monkeypatch.setenv("KERNELHUB_HUB", running.url)
         yield running
 
 
-def commit_of(server: HubApiTestServer) -> str:
+def commit_of(server: ServedHub) -> str:
     refs = HfApi(endpoint=server.url, token=False).list_repo_refs(REPO_ID, repo_type="kernel")
     return next(b.target_commit for b in refs.branches if b.name == "v1")
 
 
-def ecosystem_hash(server: HubApiTestServer, commit: str) -> str:
+def ecosystem_hash(server: ServedHub, commit: str) -> str:
     """The ecosystem's git_lfs_concat, computed its way from the Hub's tree listing."""
     prefix = f"build/{VARIANT}/"
     entries = [e for e in HfApi(endpoint=server.url, token=False).list_repo_tree(
         REPO_ID, path_in_repo=prefix.rstrip("/"), revision=commit, repo_type="kernel",
         recursive=True) if isinstance(e, RepoFile)]
-    assert any(e.lfs is not None for e in entries)  # the test server reports LFS files
+    assert {e.path: e.lfs is not None for e in entries} == {  # serve reports the LFS file
+        f"{prefix}__init__.py": True, f"{prefix}metadata.json": False}
     m = hashlib.sha256()
     for name, digest in sorted(
             (e.path[len(prefix):].encode(),
@@ -81,7 +87,7 @@ def ecosystem_lock(path: Path, commit: str, variant_hash: str) -> Path:
 
 
 def test_an_ecosystem_lock_of_a_repository_with_lfs_files_loads_and_then_offline(
-    server: HubApiTestServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    server: ServedHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     commit = commit_of(server)
     lock = ecosystem_lock(tmp_path / "kernels.lock", commit, ecosystem_hash(server, commit))
@@ -98,7 +104,7 @@ def test_an_ecosystem_lock_of_a_repository_with_lfs_files_loads_and_then_offline
 
 
 def test_kernelhub_lock_writes_the_hash_the_ecosystem_computes(
-    server: HubApiTestServer, tmp_path: Path
+    server: ServedHub, tmp_path: Path
 ) -> None:
     project = tmp_path / "project"
     project.mkdir()
@@ -111,7 +117,7 @@ def test_kernelhub_lock_writes_the_hash_the_ecosystem_computes(
 
 
 def test_get_locked_kernel_reads_the_callers_distribution_lock_then_the_project_lock(
-    server: HubApiTestServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    server: ServedHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     commit = commit_of(server)
     good = ecosystem_hash(server, commit)
@@ -189,7 +195,7 @@ def race_online_and_cache_only(commit: str) -> dict[str, Path | BaseException]:
 
 
 def test_install_kernel_from_two_threads_with_and_without_local_files_only(
-    server: HubApiTestServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    server: ServedHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     commit = commit_of(server)
     for attempt in range(5):  # each round on a cold cache
@@ -206,7 +212,7 @@ def test_install_kernel_from_two_threads_with_and_without_local_files_only(
 
 
 def test_install_kernel_from_many_threads_at_once_fetches_one_verified_copy(
-    server: HubApiTestServer, tmp_path: Path
+    server: ServedHub, tmp_path: Path
 ) -> None:
     commit = commit_of(server)
     barrier = threading.Barrier(4)
@@ -235,16 +241,16 @@ def test_install_kernel_from_many_threads_at_once_fetches_one_verified_copy(
 
 
 def test_an_ecosystem_build_whose_files_are_lfs_objects_is_verified_by_their_sha256(
-    server: HubApiTestServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    server: ServedHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     build = tmp_path / "ecosystem-build"
     build.mkdir()
-    (build / "__init__.py").write_text("VALUE = 5\n")
+    (build / "__init__.py").write_text("VALUE = 5\n" + PADDING)
     (build / "metadata.json").write_text(json.dumps({  # as the ecosystem's builder writes it
         "name": "foreign", "id": "_foreign_universal_0123456789", "version": 1,
         "license": "Apache-2.0", "python-depends": [], "backend": {"type": "universal"},
         "provenance": {"kernel-builder": {"version": "0.17.0"}}}))
-    HfPublisher(server.url, token=TOKEN).publish(
+    HfPublisher(server.url, token=WRITE_TOKEN).publish(
         "acme/foreign", "v1", {VARIANT: build}, tag="v1.0.0", message="1.0.0")
 
     from kernelhub import get_kernel
@@ -254,16 +260,20 @@ def test_an_ecosystem_build_whose_files_are_lfs_objects_is_verified_by_their_sha
     assert json.loads((variant_dir.parent / f"{VARIANT}.hub-lfs.json").read_text()) == [
         "__init__.py"]
 
-    # The server now answers with other bytes for the LFS file than its listing's sha256.
+    # The hub's storage now holds other bytes (as many) than its listing's sha256 names.
     monkeypatch.setenv("KERNELHUB_CACHE", str(tmp_path / "cold-cache"))
     monkeypatch.setattr(pipeline, "_memo", {})
-    served = server._resolve
-
-    def tampered(kind: str, repo_id: str, rev: str, path: str):
-        status, headers, data = served(kind, repo_id, rev, path)
-        return status, headers, data + b"print('injected')\n" if path.endswith(
-            "__init__.py") else data
-
-    monkeypatch.setattr(server, "_resolve", tampered)
+    overwrite_blob(server, "acme/foreign", f"build/{VARIANT}/__init__.py",
+                   ("VALUE = 6\n" + PADDING).encode())
     with pytest.raises(KernelHubError, match=r"__init__.py does not match the hub's sha256"):
         get_kernel("acme/foreign", version=1)
+
+
+def overwrite_blob(server: ServedHub, repo_id: str, path: str, data: bytes) -> None:
+    """Replace the bytes git stores under ``path``'s blob id (a loose object; git reads it
+    back without rehashing), as a corrupted or tampered hub store would hold them."""
+    repo = server.git(repo_id)
+    oid = repo.ls_tree("v1", path)[0].oid
+    loose = repo.path / "objects" / oid[:2] / oid[2:]
+    loose.chmod(0o644)
+    loose.write_bytes(zlib.compress(b"blob %d\0" % len(data) + data))

@@ -23,6 +23,8 @@ CURRENT = "torch-2.13-cpu-cpython-3.9-abi3-x86_64-linux"
 """The same build under its current name (builder publish writes both generations): the
 one kernels 0.19.1, which Transformers 5.25 installs, picks."""
 REPO_ID = "kernels-community/activation"
+LFS_THRESHOLD = 64 * 1024
+"""A compiled variant's ``.so`` is larger; its Python files and metadata are smaller."""
 
 LOAD = r"""
 import json, kernels, torch, torch.nn.functional as F
@@ -85,14 +87,17 @@ def build_out(request: pytest.FixtureRequest) -> Path:
 @pytest.fixture(scope="module")
 def served_hub(build_out: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """activation's torch 2.13 CPU build, published with ``builder publish --hub URL``
-    to a ``kernelhub-serve`` process."""
+    to a ``kernelhub-serve`` process that takes files of :data:`LFS_THRESHOLD` bytes and
+    more through LFS, as the Hub stores a variant's ``.so``."""
     root = tmp_path_factory.mktemp("served")
     tokens = write_tokens_file(root / "tokens.toml")
     (root / "hub").mkdir()  # the team trusts its own org: what kernels 0.19 asks the server
     (root / "hub/kernelhub.toml").write_text('[trust]\norgs = ["kernels-community"]\n')
-    with serving_process(root / "hub", tokens, root / "serve.log") as url:
+    with serving_process(root / "hub", tokens, root / "serve.log",
+                         "--lfs-threshold", str(LFS_THRESHOLD)) as url:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "KERNELHUB_"))}
         env.update(HF_TOKEN=WRITE_TOKEN, HF_HOME=str(root / "hf-home"), NO_PROXY="127.0.0.1",
+                   HF_HUB_DISABLE_XET="1",  # LFS, the large-file path serve speaks
                    KERNELHUB_ALLOW_HOST_ABI="1")  # this host's builds, deliberately
         proc = run([str(BIN / "builder"), "--project", str(REPO), "--out", str(build_out),
                     "publish", "activation", "--hub", url], env=env)
@@ -105,6 +110,13 @@ def served_hub(build_out: Path, tmp_path_factory: pytest.TempPathFactory) -> Ite
 
 def test_kernels_0_19_loads_what_builder_published_through_the_server(
         served_hub: str, clients: Path, tmp_path: Path) -> None:
+    from huggingface_hub import HfApi
+    from huggingface_hub.hf_api import RepoFile
+
+    listed = [f for f in HfApi(endpoint=served_hub, token=False).list_repo_tree(
+        REPO_ID, f"build/{CURRENT}", revision="v1", repo_type="kernel", recursive=True)
+        if isinstance(f, RepoFile)]
+    assert {f.path.rsplit(".", 1)[-1] for f in listed if f.lfs is not None} == {"so"}, listed
     env = client_env(clients, served_hub, tmp_path / "hf-home")
     got = last_json(run([sys.executable, "-c", LOAD], env=env))
     assert CURRENT in got["file"] and str(clients) not in got["file"]

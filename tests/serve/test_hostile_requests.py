@@ -194,8 +194,8 @@ def test_a_large_inline_file_is_committed_in_bounded_memory(server: str, hub: Pa
     assert repo.ls_tree("main", "small.txt")
 
 
-def test_a_stale_part_file_is_removed_when_the_server_starts(hub: Path,
-                                                             tokens_file: Path) -> None:
+def test_a_stale_part_file_or_pin_is_removed_when_the_server_starts(hub: Path,
+                                                                    tokens_file: Path) -> None:
     from kernelhub_serve.tokens import TokenTable
 
     store = hub / ".kernelhub-serve/lfs/acme/big/ab"
@@ -204,9 +204,15 @@ def test_a_stale_part_file_is_removed_when_the_server_starts(hub: Path,
     stale.write_bytes(b"x" * 1000)
     live.write_bytes(b"y" * 1000)
     os.utime(stale, (time.time() - 7200, time.time() - 7200))  # a killed upload
+    # A commit's hard links to the objects it reads (a killed commit's, a running one's).
+    stale_pins, live_pins = store.parent / ".0011.pins", store.parent / ".0022.pins"
+    for pins in (stale_pins, live_pins):
+        pins.mkdir()
+        (pins / ("ab" * 32)).write_bytes(b"z" * 1000)
+    os.utime(stale_pins, (time.time() - 7200, time.time() - 7200))
     with serving(hub, TokenTable.load(tokens_file)):
-        assert not stale.exists()
-        assert live.exists()  # another server's upload in progress
+        assert not stale.exists() and not stale_pins.exists()
+        assert live.exists() and live_pins.exists()  # another server's upload or commit
 
 
 # -- lows --------------------------------------------------------------------------------

@@ -89,7 +89,7 @@ def test_files_metadata_gives_each_file_s_size_and_blob_id(server: str) -> None:
     data = siblings["build/torch-universal/data.bin"]
     assert data.size == len(DATA)
     assert data.blob_id == hashlib.sha1(b"blob %d\0" % len(DATA) + DATA).hexdigest()
-    assert data.lfs is None  # LFS uploads are stored as plain git blobs on this hub
+    assert data.lfs is None  # sent inline (no --lfs-threshold): a plain git file
     assert siblings["README.md"].size == len(b"# demo\n")
     plain = api.model_info("acme/demo").siblings
     assert plain is not None and all(s.size is None for s in plain)

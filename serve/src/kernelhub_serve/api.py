@@ -53,7 +53,8 @@ def tree(call: Call) -> Response:
     repo = store.open(repo_id)
     commit = store.commit_of(repo, repo_id, call.params["rev"])
     entries = store.tree(repo, repo_id, commit, call.params.get("path", ""), recursive)
-    return json_response([e.to_api() for e in entries])
+    lfs = store.lfs_objects(repo)
+    return json_response([e.to_api(lfs) for e in entries])
 
 
 def paths_info(call: Call) -> Response:
@@ -61,7 +62,8 @@ def paths_info(call: Call) -> Response:
     paths = [names.file_path(p.strip("/")) for p in call.form.get("paths", []) if p.strip("/")]
     repo = store.open(repo_id)
     commit = store.commit_of(repo, repo_id, call.params["rev"])
-    return json_response([e.to_api() for e in store.paths_info(repo, commit, paths)])
+    lfs = store.lfs_objects(repo)
+    return json_response([e.to_api(lfs) for e in store.paths_info(repo, commit, paths)])
 
 
 def commits(call: Call) -> Response:
@@ -156,7 +158,8 @@ def _yaml_verdict(problem: str | None) -> Response:
 
 def preupload(call: Call) -> Response:
     """Each file's upload mode, and the oid it has at the revision (so unchanged files are
-    skipped by the client)."""
+    skipped by the client): the sha256 of a file committed through LFS, which is what
+    huggingface_hub compares an ``lfs`` upload with, else the git blob id."""
     store = call.ctx.store
     repo = store.open(call.repo_id)
     rev = call.params["rev"]
@@ -165,7 +168,9 @@ def preupload(call: Call) -> Response:
     if not isinstance(files, list) or not all(isinstance(f, dict) for f in files):
         raise ApiError(400, "preupload needs {\"files\": [{\"path\", \"size\", \"sample\"}]}")
     paths = [names.file_path(str(f.get("path", "")).strip("/"), "preupload: ") for f in files]
-    existing = {e.path: e.oid for e in store.paths_info(repo, commit, paths)} if commit else {}
+    committed = store.lfs_objects(repo)
+    existing = {e.path: committed[e.oid].sha256 if e.oid in committed else e.oid
+                for e in store.paths_info(repo, commit, paths)} if commit else {}
     threshold = call.ctx.settings.lfs_threshold
     answer = []
     for f, path in zip(files, paths, strict=True):

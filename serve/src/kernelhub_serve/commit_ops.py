@@ -60,20 +60,7 @@ def parse_commit(body: IO[bytes], scratch: Path) -> CommitRequest:
     Lines are read one at a time (:mod:`kernelhub_serve.commit_body`) and each added
     file's bytes go to a file under ``scratch``, so memory stays bounded."""
     items = lines(body)
-    first = next(items, None)
-    if first is None:
-        raise ApiError(400, "empty commit payload: expected NDJSON lines starting with a header")
-    key, value = _item(first[1], 1)
-    if key != "header" or first[2] is not None:
-        raise ApiError(400, "commit payload must start with a header line")
-    summary, description, parent = (value.get(k) for k in ("summary", "description",
-                                                            "parentCommit"))
-    if not isinstance(summary, str) or not summary.strip() or len(summary) > 64 * 1024:
-        raise ApiError(400, "the commit needs a summary (the commit message)")
-    if not isinstance(description, str | None) or not isinstance(parent, str | None):
-        raise ApiError(400, "commit header: description and parentCommit must be strings")
-    request = CommitRequest(summary, description or "",
-                            names.commit_id(parent) if parent else None)
+    request = _header(next(items, None))
     seen: set[str] = set()
     for number, item, large in items:
         key, value = _item(item, number)
@@ -87,23 +74,10 @@ def parse_commit(body: IO[bytes], scratch: Path) -> CommitRequest:
             seen.add(path)
         if key == "file":
             source = scratch / str(len(request.adds))
-            with source.open("wb") as out:
-                if large is None:
-                    out.write(_content(value, number))
-                elif value.get("content") != LARGE or value.get("encoding") != "base64":
-                    raise ApiError(400, f"commit payload line {number}: a large file's content "
-                                        "must be base64")
-                else:
-                    decode_base64(body, large, out, number)
+            _write_content(body, value, large, number, source)
             request.adds.append(AddFile(path, source))
         elif key == "lfsFile":
-            oid, size = value.get("oid"), value.get("size")
-            if value.get("algo", "sha256") != "sha256" or not is_oid(oid):
-                raise ApiError(400, f"commit payload line {number}: an lfsFile needs "
-                                    "algo sha256 and a 64-hex oid")
-            if size is not None and (not isinstance(size, int) or isinstance(size, bool)):
-                raise ApiError(400, f"commit payload line {number}: lfsFile size must be an int")
-            request.adds.append(AddLfsFile(path, str(oid), size))
+            request.adds.append(_lfs_file(path, value, number))
         elif key in ("deletedFile", "deletedFolder"):
             request.deletes.append(Delete(path, key == "deletedFolder"))
         else:
@@ -112,6 +86,47 @@ def parse_commit(body: IO[bytes], scratch: Path) -> CommitRequest:
                                 "deletedFolder)")
     _check_no_file_is_a_folder(seen)
     return request
+
+
+def _header(first: tuple[int, object, tuple[int, int] | None] | None) -> CommitRequest:
+    """The request the payload's first line (its ``header``) opens."""
+    if first is None:
+        raise ApiError(400, "empty commit payload: expected NDJSON lines starting with a header")
+    key, value = _item(first[1], 1)
+    if key != "header" or first[2] is not None:
+        raise ApiError(400, "commit payload must start with a header line")
+    summary, description, parent = (value.get(k) for k in ("summary", "description",
+                                                            "parentCommit"))
+    if not isinstance(summary, str) or not summary.strip() or len(summary) > 64 * 1024:
+        raise ApiError(400, "the commit needs a summary (the commit message)")
+    if not isinstance(description, str | None) or not isinstance(parent, str | None):
+        raise ApiError(400, "commit header: description and parentCommit must be strings")
+    return CommitRequest(summary, description or "",
+                         names.commit_id(parent) if parent else None)
+
+
+def _write_content(body: IO[bytes], value: dict[str, object], large: tuple[int, int] | None,
+                   number: int, source: Path) -> None:
+    """A ``file`` line's bytes into ``source``: inline, or (``large``) decoded from the
+    spool where the line's one base64 string lies."""
+    with source.open("wb") as out:
+        if large is None:
+            out.write(_content(value, number))
+        elif value.get("content") != LARGE or value.get("encoding") != "base64":
+            raise ApiError(400, f"commit payload line {number}: a large file's content must "
+                                "be base64")
+        else:
+            decode_base64(body, large, out, number)
+
+
+def _lfs_file(path: str, value: dict[str, object], number: int) -> AddLfsFile:
+    oid, size = value.get("oid"), value.get("size")
+    if value.get("algo", "sha256") != "sha256" or not is_oid(oid):
+        raise ApiError(400, f"commit payload line {number}: an lfsFile needs algo sha256 and "
+                            "a 64-hex oid")
+    if size is not None and (not isinstance(size, int) or isinstance(size, bool)):
+        raise ApiError(400, f"commit payload line {number}: lfsFile size must be an int")
+    return AddLfsFile(path, str(oid), size)
 
 
 def checked_path(path: object, number: int) -> str:

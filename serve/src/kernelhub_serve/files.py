@@ -4,8 +4,9 @@ batch API with its upload and verify endpoints.
 A resolve answers as the Hub does for a plain git file (huggingface_hub's
 ``get_hf_file_metadata`` and ``http_get`` read exactly these): ``X-Repo-Commit`` (the
 commit the revision named), ``ETag`` (the git blob id, which names the bytes), the size,
-``Accept-Ranges: bytes``; a ``Range`` gets 206 with ``Content-Range`` (resumed
-downloads), ``If-None-Match`` with the current ETag gets 304. A missing file is 404
+``Accept-Ranges: bytes``; for a file committed through LFS the Hub's ``X-Linked-Etag``
+(the object's sha256, the ETag too) and ``X-Linked-Size``; a ``Range`` gets 206 with
+``Content-Range`` (resumed downloads), ``If-None-Match`` with the current ETag gets 304. A missing file is 404
 ``EntryNotFound`` with ``X-Repo-Commit`` set, which lets huggingface_hub cache the
 absence for that commit.
 
@@ -40,10 +41,14 @@ def resolve(call: Call) -> Response:
     except ApiError as error:
         error.headers["X-Repo-Commit"] = commit
         raise
-    headers = {"X-Repo-Commit": commit, "ETag": f'"{entry.oid}"', "Accept-Ranges": "bytes",
+    lfs = ctx.store.lfs_objects(repo).get(entry.oid)
+    etag = entry.oid if lfs is None else lfs.sha256
+    headers = {"X-Repo-Commit": commit, "ETag": f'"{etag}"', "Accept-Ranges": "bytes",
                "Content-Type": "application/octet-stream",
                "Cache-Control": _cache_control(call, repo.path, rev, commit)}
-    if call.request.headers.get("if-none-match", "").strip('W/"') == entry.oid:
+    if lfs is not None:
+        headers |= {"X-Linked-Etag": f'"{lfs.sha256}"', "X-Linked-Size": str(lfs.size)}
+    if call.request.headers.get("if-none-match", "").strip('W/"') == etag:
         return Response(status_code=304, headers=headers)
     size = entry.size
     span = _range(call.request.headers.get("range"), size)
@@ -101,7 +106,7 @@ def lfs_batch(call: Call) -> Response:
     if operation == "upload":
         caller.check_write(call.org)
     caller.check_read(repo_id, ctx.store.path_of(repo_id))
-    ctx.store.open(repo_id)
+    committed = ctx.store.lfs_blobs(ctx.store.open(repo_id))
     transfers = payload.get("transfers") or ["basic"]
     if not isinstance(transfers, list) or "basic" not in transfers:
         raise ApiError(422, "this hub speaks the LFS 'basic' transfer only")
@@ -109,30 +114,33 @@ def lfs_batch(call: Call) -> Response:
     if not isinstance(wanted, list):
         raise ApiError(400, "an LFS batch request lists objects: [{oid, size}]")
     base = f"{ctx.base_url(call.request)}/-/lfs/{repo_id}"
-    objects = []
-    for obj in wanted:
-        oid, size = (obj.get("oid"), obj.get("size")) if isinstance(obj, dict) else (None, None)
-        if not is_oid(oid) or not isinstance(size, int) or isinstance(size, bool) or size < 0:
-            objects.append({"oid": str(oid)[:80], "size": size if isinstance(size, int) else None,
-                            "error": {"code": 422, "message": "an object needs a sha256 oid "
-                                                              "(64 lowercase hex) and a size"}})
-            continue
-        assert isinstance(oid, str)
-        item: dict[str, Any] = {"oid": oid, "size": size, "authenticated": True}
-        present = ctx.lfs.has(repo_id, oid, size)
-        if operation == "upload" and not present:
-            ticket = ctx.lfs.ticket(repo_id, oid, size)
-            item["actions"] = {
-                "upload": {"href": f"{base}/{oid}?size={size}&ticket={ticket}", "expires_in": 3600},
-                "verify": {"href": f"{base}/{oid}/verify"},
-            }
-        elif operation == "download":
-            if not present:
-                item["error"] = {"code": 404, "message": "Object does not exist"}
-            else:
-                item["actions"] = {"download": {"href": f"{base}/{oid}"}}
-        objects.append(item)
+    objects = [_batch_item(call, operation, base, committed, obj) for obj in wanted]
     return json_response_lfs({"transfer": "basic", "objects": objects, "hash_algo": "sha256"})
+
+
+def _batch_item(call: Call, operation: str, base: str, committed: dict[str, tuple[str, int]],
+                obj: object) -> dict[str, Any]:
+    """One object's answer: the actions to take (none for an upload the repository holds
+    already), or the error."""
+    oid, size = (obj.get("oid"), obj.get("size")) if isinstance(obj, dict) else (None, None)
+    if not is_oid(oid) or not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        return {"oid": str(oid)[:80], "size": size if isinstance(size, int) else None,
+                "error": {"code": 422, "message": "an object needs a sha256 oid (64 lowercase "
+                                                  "hex) and a size"}}
+    assert isinstance(oid, str)
+    item: dict[str, Any] = {"oid": oid, "size": size, "authenticated": True}
+    present = _holds(call, committed, oid, size)
+    if operation == "upload" and not present:
+        ticket = call.ctx.lfs.ticket(call.repo_id, oid, size)
+        item["actions"] = {
+            "upload": {"href": f"{base}/{oid}?size={size}&ticket={ticket}", "expires_in": 3600},
+            "verify": {"href": f"{base}/{oid}/verify"},
+        }
+    elif operation == "download" and not present:
+        item["error"] = {"code": 404, "message": "Object does not exist"}
+    elif operation == "download":
+        item["actions"] = {"download": {"href": f"{base}/{oid}"}}
+    return item
 
 
 async def lfs_put(call: Call) -> Response:
@@ -149,17 +157,33 @@ async def lfs_put(call: Call) -> Response:
 
 
 def lfs_verify(call: Call) -> Response:
-    oid, size = call.params["oid"], call.json.get("size")
-    if not isinstance(size, int) or not call.ctx.lfs.has(call.repo_id, oid, size):
+    oid, size, store = call.params["oid"], call.json.get("size"), call.ctx.store
+    if not isinstance(size, int) or not _holds(call, store.lfs_blobs(store.open(call.repo_id)),
+                                               oid, size):
         raise ApiError(404, f"LFS object {oid[:12]} was not received (or has another size)")
     return json_response({"oid": oid, "size": size})
 
 
 def lfs_get(call: Call) -> Response:
-    oid, lfs = call.params["oid"], call.ctx.lfs
-    if not lfs.has(call.repo_id, oid, None):
+    """An object's bytes: waiting for a commit, or committed (then read from git, as the
+    Hub keeps every object a repository's commits named)."""
+    oid, lfs, store = call.params["oid"], call.ctx.lfs, call.ctx.store
+    if lfs.has(call.repo_id, oid, None):
+        return FileResponse(lfs.path(call.repo_id, oid), media_type="application/octet-stream")
+    repo = store.open(call.repo_id)
+    if oid not in (committed := store.lfs_blobs(repo)):
         raise ApiError(404, f"LFS object {oid[:12]} does not exist in {call.repo_id}")
-    return FileResponse(lfs.path(call.repo_id, oid), media_type="application/octet-stream")
+    blob, size = committed[oid]
+    return StreamingResponse(store.stream(repo, blob, 0, size),
+                             media_type="application/octet-stream",
+                             headers={"Content-Length": str(size)})
+
+
+def _holds(call: Call, committed: dict[str, tuple[str, int]], oid: str, size: int) -> bool:
+    """Whether the repository holds object ``oid`` of ``size``: waiting for a commit, or
+    committed (``committed``: :meth:`RepoStore.lfs_blobs`; the Hub keeps every object a
+    repository's commits named, so a client need not send it again)."""
+    return call.ctx.lfs.has(call.repo_id, oid, size) or committed.get(oid, ("", -1))[1] == size
 
 
 def json_response_lfs(data: object) -> Response:

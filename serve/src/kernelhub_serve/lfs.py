@@ -15,10 +15,14 @@ store per repository: an object is readable through, and committable into, only 
 repository it was uploaded to, so a private repository's file cannot be read through
 another repository's URL, nor committed by another org's writer who knows its sha256. A
 received object whose sha256 or size differs from what was announced is discarded. A
-commit writes the object's bytes into git as a plain blob (see
-:mod:`kernelhub_serve.repos`) and then drops the waiting copy, so no file is stored twice.
+commit writes the object's bytes into git as a plain blob, records it as an LFS object
+(:mod:`kernelhub_serve.lfs_index`) and then drops the waiting copy, so no file is stored
+twice. A commit reads the waiting copy through a hard link of its own
+(:meth:`LfsStore.pinned`), so a concurrent commit of the same object dropping it cannot
+pull the bytes away mid-read; one that finds it already dropped takes the blob the other
+commit recorded.
 A ``.part`` file untouched for :data:`STALE_PART_SECONDS` is an upload whose server died;
-it is removed when a server starts.
+it is removed when a server starts, as is a pin left by a server that died mid-commit.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ import secrets
 import shutil
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 from .errors import ApiError, ServeError
@@ -95,6 +99,23 @@ class LfsStore:
         for oid in oids:
             self.path(repo_id, oid).unlink(missing_ok=True)
 
+    @contextlib.contextmanager
+    def pinned(self, repo_id: str, oids: list[str]) -> Iterator[dict[str, Path]]:
+        """Hard links (same bytes, no copy) to those of ``oids`` still waiting, made for
+        the length of one commit: :meth:`forget` by a concurrent commit of the same object
+        removes the waiting name, never these."""
+        pins = self.root / repo_id / f".{secrets.token_hex(8)}.pins"
+        pins.mkdir(parents=True)
+        found: dict[str, Path] = {}
+        try:
+            for oid in dict.fromkeys(oids):  # one object may be added at several paths
+                with contextlib.suppress(FileNotFoundError):  # committed and dropped meanwhile
+                    os.link(self.path(repo_id, oid), pins / oid)
+                    found[oid] = pins / oid
+            yield found
+        finally:
+            shutil.rmtree(pins, ignore_errors=True)
+
     def drop(self, repo_id: str) -> None:
         """Drop every object waiting in a repository's store (it was moved or deleted)."""
         shutil.rmtree(self.root / repo_id, ignore_errors=True)
@@ -110,6 +131,11 @@ class LfsStore:
                     removed.append(part)
             except OSError:
                 continue  # another server removed or finished it
+        for pins in self.root.glob("*/*/.*.pins") if self.root.is_dir() else []:
+            with contextlib.suppress(OSError):
+                if pins.stat().st_mtime < cutoff:
+                    shutil.rmtree(pins)
+                    removed.append(pins)
         return removed
 
     async def receive(self, repo_id: str, oid: str, size: int, chunks: AsyncIterator[bytes]

@@ -6,9 +6,9 @@ keeps every repository at ``<root>/models/<org>/<name>``, and ``/api/kernels/<id
 ``kernel`` type, kernelhub's HfHub tries ``kernel`` then ``model``, ``HfApi`` defaults to
 ``model``). Everything is git plumbing on bare repositories; nothing is checked out.
 
-Every file is reported as a plain git blob (``oid`` = its git blob id, no ``lfs`` entry),
-because that is how it is stored: an LFS upload is a transfer, its bytes land in git, so
-LocalHub readers read them like any other file.
+Every file is stored as a plain git blob, so LocalHub readers read it like any other; one
+committed through LFS is reported as the Hub reports an LFS file (its record:
+:mod:`kernelhub_serve.lfs_index`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ from kernelhub.errors import KernelHubError
 from kernelhub.hub.git import GitRepo
 from kernelhub.hub.local import MODELS_DIR, split_repo_id
 
+from . import lfs_index
 from .errors import ApiError, entry_not_found, repo_not_found, revision_not_found
+from .lfs_index import LfsObject
 
 URL_TYPES = {"models": "model", "kernels": "kernel"}
 """The API's plural path segment → the repository type it names."""
@@ -52,10 +54,16 @@ class Entry:
     size: int
     mode: str
 
-    def to_api(self) -> dict[str, object]:
+    def to_api(self, lfs: dict[str, LfsObject]) -> dict[str, object]:
+        """The entry as a tree or paths-info listing names it; ``lfs``: the repository's
+        LFS objects by blob id (:meth:`RepoStore.lfs_objects`)."""
         if self.kind == "directory":
             return {"type": "directory", "oid": self.oid, "size": 0, "path": self.path}
-        return {"type": "file", "oid": self.oid, "size": self.size, "path": self.path}
+        obj = lfs.get(self.oid)
+        if obj is None:
+            return {"type": "file", "oid": self.oid, "size": self.size, "path": self.path}
+        return {"type": "file", "oid": obj.pointer_oid, "size": self.size, "path": self.path,
+                "lfs": obj.tree_api()}
 
 
 class RepoStore:
@@ -161,6 +169,18 @@ class RepoStore:
             raise entry_not_found(repo_id, path)
         return found[0]
 
+    def lfs_objects(self, repo: GitRepo) -> dict[str, LfsObject]:
+        """Blob id → LFS object, for every file committed through LFS (none: empty)."""
+        index = lfs_index.head(repo)
+        if index is None:
+            return {}
+        return {e.oid: LfsObject(e.path, e.size) for e in self.entries(repo, index)
+                if e.kind == "file"}
+
+    def lfs_blobs(self, repo: GitRepo) -> dict[str, tuple[str, int]]:
+        """sha256 → (blob id, size) of every object committed through LFS."""
+        return {o.sha256: (blob, o.size) for blob, o in self.lfs_objects(repo).items()}
+
     @staticmethod
     def read(repo: GitRepo, oid: str) -> bytes:
         return repo.run("cat-file", "blob", oid).stdout
@@ -207,21 +227,28 @@ class RepoStore:
     def info(self, repo: GitRepo, repo_id: str, repo_type: str, commit: str,
              blobs: bool = False) -> dict[str, object]:
         """What ``GET /api/<type>s/<id>[/revision/<rev>]`` answers (model/kernel info);
-        ``blobs`` (``files_metadata=True``) adds each file's size and blob id. No file
-        has LFS metadata: an LFS upload is committed as a plain blob (see
-        :mod:`kernelhub_serve.lfs`), so ``lfs`` is always null."""
+        ``blobs`` (``files_metadata=True``) adds each file's size, blob id and ``lfs``
+        (null for a file not committed through LFS)."""
         date = hub_date(repo.out("show", "-s", "--format=%ct", commit))
         files = [e for e in self.entries(repo, commit, recursive=True) if e.kind == "file"]
+        lfs = self.lfs_objects(repo) if blobs else {}
         info: dict[str, object] = {
             "id": repo_id, "_id": repo_id, "author": repo_id.split("/")[0], "sha": commit,
             "lastModified": date, "private": False, "disabled": False, "gated": False,
             "downloads": 0, "likes": 0, "tags": [], "library_name": None,
-            "siblings": [{"rfilename": f.path, "size": f.size, "blobId": f.oid, "lfs": None}
-                         if blobs else {"rfilename": f.path} for f in files],
+            "siblings": [_sibling(f, lfs.get(f.oid)) if blobs else {"rfilename": f.path}
+                         for f in files],
         }
         if repo_type == "model":
             info["modelId"] = repo_id
         return info
+
+
+def _sibling(entry: Entry, lfs: LfsObject | None) -> dict[str, object]:
+    if lfs is None:
+        return {"rfilename": entry.path, "size": entry.size, "blobId": entry.oid, "lfs": None}
+    return {"rfilename": entry.path, "size": entry.size, "blobId": lfs.pointer_oid,
+            "lfs": lfs.sibling_api()}
 
 
 def hub_date(unix_seconds: str) -> str:

@@ -66,10 +66,12 @@ class Row:
 
 
 R = "api/{type}/{org}/{name}"
-_RESOLVE = ("`hf_hub_download`: `X-Repo-Commit`, `ETag` (git blob id), `Range` → 206, "
-            "`If-None-Match` → 304, missing → 404 `EntryNotFound` with the commit")
-_LFS_BATCH = ("LFS `basic` uploads; the `PUT`/`verify` hrefs it hands out carry an HMAC "
-              "ticket (huggingface_hub sends no token there)")
+_RESOLVE = ("`hf_hub_download`: `X-Repo-Commit`, `ETag` (git blob id; for a file committed "
+            "through LFS its sha256, also in `X-Linked-Etag`, with `X-Linked-Size`), `Range` "
+            "→ 206, `If-None-Match` → 304, missing → 404 `EntryNotFound` with the commit")
+_LFS_BATCH = ("LFS `basic` uploads (an object the repository holds needs none) and downloads; "
+              "the `PUT`/`verify` hrefs it hands out carry an HMAC ticket (huggingface_hub "
+              "sends no token there)")
 
 
 def _repo_pages(*pages: tuple[str, Handler, str]) -> tuple[Row, ...]:
@@ -105,17 +107,19 @@ TABLE: tuple[Row, ...] = (
     Row("GET", f"{R}/refs", api.refs, "read",
         used_by="`list_repo_refs`: kernels' version resolution, HfHub"),
     Row("GET", f"{R}/tree/{{rev}}", api.tree, "read",
-        used_by="`list_repo_tree` (`recursive`): kernels' variant listing, `snapshot_download`"),
+        used_by="`list_repo_tree` (`recursive`): kernels' variant listing, `snapshot_download`; "
+                "a file committed through LFS carries `lfs` (`oid` = sha256, `size`, "
+                "`pointerSize`) and its pointer's oid, as on the Hub"),
     Row("GET", f"{R}/tree/{{rev}}/{{path*}}", api.tree, "read", used_by="the same, under a path"),
     Row("POST", f"{R}/paths-info/{{rev}}", api.paths_info, "read", "form",
-        used_by="`get_paths_info`, `file_exists`, HfPublisher"),
+        used_by="`get_paths_info`, `file_exists`, HfPublisher (`lfs` as in the tree)"),
     Row("GET", f"{R}/commits/{{rev*}}", api.commits, "read",
         used_by="`list_repo_commits` (HfPublisher's release rule)"),
     Row("GET", f"{R}/auth-check", api.auth_check, "read", used_by="`auth_check`"),
     Row("GET", f"{R}/auth-check/write", api.auth_check, "write", used_by="`auth_check`"),
     Row("POST", f"{R}/preupload/{{rev*}}", api.preupload, "write", "json",
         used_by="upload modes (`regular`; `lfs` at or above `--lfs-threshold`), the oid a "
-                "path has"),
+                "path has (an LFS file's sha256)"),
     Row("POST", f"{R}/commit/{{rev*}}", api.commit, "write", "file",
         used_by="`create_commit`, `upload_file`, `upload_folder`: NDJSON `header`, `file`, "
                 "`lfsFile`, `deletedFile`, `deletedFolder`; `parentCommit` → 412; "
@@ -134,11 +138,12 @@ TABLE: tuple[Row, ...] = (
     Row("POST", "{org}/{name}.git/info/lfs/objects/batch", files.lfs_batch, body="json",
         used_by=_LFS_BATCH),
     Row("PUT", "-/lfs/{org}/{name}/{oid}", files.lfs_put, body="stream",
-        used_by="an LFS object's upload (objects wait per repository, dropped once committed)"),
+        used_by="an LFS object's upload (objects wait per repository; once committed, git "
+                "holds them)"),
     Row("POST", "-/lfs/{org}/{name}/{oid}/verify", files.lfs_verify, "write", "json",
         used_by="an LFS upload's verification"),
     Row("GET", "-/lfs/{org}/{name}/{oid}", files.lfs_get, "read",
-        used_by="an uploaded LFS object not yet committed"),
+        used_by="an LFS object of the repository's, uploaded or committed"),
     Row("GET", "", pages.index, page=True, used_by="people: the kernels"),
     Row("GET", "kernels/{org}/{name}", pages.kernel, "read", page=True,
         used_by="people: a kernel's releases, variants, signatures, benchmarks"),

@@ -9,11 +9,12 @@ whole variant dirs, so a commit composes those primitives instead of calling
 ``publish()`` (which replaces variant dirs and would drop release files a signed
 Hub-API publish sends in the same commit).
 
-Atomicity: nothing is visible until the ref moves, and it moves in one step. A commit
-whose request fails or is cut off never reaches that step; objects it wrote stay
-unreferenced (git's garbage). With ``parentCommit`` the ref moves only if it is still
-that commit (else 412, as on the Hub); without, the commit is rebuilt on whatever head
-won and tried again, so concurrent publishers never lose a commit.
+Atomicity: nothing is visible until the ref moves, and it moves in one step (with the
+record of the LFS objects the commit adds, :mod:`kernelhub_serve.lfs_index`, in the same
+transaction). A commit whose request fails or is cut off never reaches that step; objects
+it wrote stay unreferenced (git's garbage). With ``parentCommit`` the ref moves only if it
+is still that commit (else 412, as on the Hub); without, the commit is rebuilt on whatever
+head won and tried again, so concurrent publishers never lose a commit.
 
 Several serve processes over one hub: writers of one repository take turns on a file lock
 (:data:`LOCK_DIR`, one per repository, held only around the ref update), so they queue
@@ -35,6 +36,7 @@ from filelock import FileLock
 from kernelhub.hub.git import ZERO_OID, GitRepo, IndexEntry, RefUpdate
 from kernelhub_builder.ship import LocalPublisher
 
+from . import lfs_index
 from .commit_ops import AddFile, AddLfsFile, CommitRequest
 from .errors import ApiError, entry_not_found, repo_not_found, revision_not_found
 from .lfs import LfsStore
@@ -137,15 +139,18 @@ class HubWriter:
         nothing changed: no empty commits)."""
         repo = self.store.open(repo_id)
         ref = f"refs/heads/{branch}"
+        blobs = self._blobs(repo, repo_id, request)
         adds = [IndexEntry("100644", oid, add.path)
-                for add, oid in zip(request.adds, self._blobs(repo, repo_id, request),
-                                    strict=True)]
-        head = self._commit(repo, repo_id, ref, branch, request, adds, author)
-        self.lfs.forget(repo_id, [a.sha256 for a in request.adds if isinstance(a, AddLfsFile)])
+                for add, oid in zip(request.adds, blobs, strict=True)]
+        lfs = {add.sha256: oid for add, oid in zip(request.adds, blobs, strict=True)
+               if isinstance(add, AddLfsFile)}
+        head = self._commit(repo, repo_id, ref, branch, request, adds, lfs, author)
+        self.lfs.forget(repo_id, list(lfs))
         return head
 
     def _commit(self, repo: GitRepo, repo_id: str, ref: str, branch: str,
-                request: CommitRequest, adds: list[IndexEntry], author: str) -> str:
+                request: CommitRequest, adds: list[IndexEntry], lfs: dict[str, str],
+                author: str) -> str:
         with self._lock(repo.path):
             for _ in range(_MAX_ATTEMPTS):
                 current = repo.refs(ref).get(ref)
@@ -157,30 +162,44 @@ class HubWriter:
                                         f"{request.parent[:12]})")
                 tree = repo.write_tree(current.commit,
                                        self._removed(repo, repo_id, current.commit, request), adds)
-                if tree == repo.tree_of(current.commit):
-                    return current.commit
-                head = repo.out("commit-tree", tree, "-p", current.commit, "-F", "-",
-                                input=request.message.encode(),
-                                env={"GIT_AUTHOR_NAME": author})
-                if repo.update_refs([RefUpdate(ref, head, current.oid)]) is None:
+                if tree == repo.tree_of(current.commit):  # no empty commit; LFS still noted
+                    head, moves = current.commit, []
+                else:
+                    head = repo.out("commit-tree", tree, "-p", current.commit, "-F", "-",
+                                    input=request.message.encode(),
+                                    env={"GIT_AUTHOR_NAME": author})
+                    moves = [RefUpdate(ref, head, current.oid)]
+                if repo.update_refs([*moves, *_lfs_record(repo, lfs)]) is None:
                     return head
                 time.sleep(0.005)  # another process moved it: rebuild on the new head
         raise ApiError(409, f"{repo_id} branch {branch} kept moving under {_MAX_ATTEMPTS} "
                             "attempts; nothing was changed, try again")
 
     def _blobs(self, repo: GitRepo, repo_id: str, request: CommitRequest) -> list[str]:
-        """Write every added file as a git blob (one git process), before taking the lock."""
-        sources = []
-        for add in request.adds:
-            if isinstance(add, AddFile):
-                sources.append(add.source)
-            elif self.lfs.has(repo_id, add.sha256, add.size):
-                sources.append(self.lfs.path(repo_id, add.sha256))
-            else:
-                raise ApiError(422, f"{add.path}: LFS object {add.sha256[:12]} was not uploaded "
-                                    f"to {repo_id} (or has another size); upload it through "
-                                    "the LFS batch API first")
-        return repo.hash_files(sources)
+        """The blob of every added file, in order, written before taking the lock (one git
+        process): an inline file's, a waiting LFS object's (read through a pin), or the
+        blob an earlier commit recorded for the LFS object — looked up again when the
+        waiting copy is gone, because a concurrent commit of the same object drops it
+        only after recording it."""
+        wanted = [a.sha256 for a in request.adds if isinstance(a, AddLfsFile)]
+        committed = self.store.lfs_blobs(repo)
+        with self.lfs.pinned(repo_id, [o for o in wanted if o not in committed]) as pins:
+            if any(o not in committed and o not in pins for o in wanted):
+                committed = self.store.lfs_blobs(repo)
+            chosen: list[Path | str] = []  # a file to hash, or a blob id already in git
+            for add in request.adds:
+                if isinstance(add, AddFile):
+                    chosen.append(add.source)
+                elif add.sha256 in pins and add.size in (None, pins[add.sha256].stat().st_size):
+                    chosen.append(pins[add.sha256])
+                elif add.sha256 in committed and add.size in (None, committed[add.sha256][1]):
+                    chosen.append(committed[add.sha256][0])
+                else:
+                    raise ApiError(422, f"{add.path}: LFS object {add.sha256[:12]} was not "
+                                        f"uploaded to {repo_id} (or has another size); upload "
+                                        "it through the LFS batch API first")
+            hashed = iter(repo.hash_files([c for c in chosen if isinstance(c, Path)]))
+            return [next(hashed) if isinstance(c, Path) else c for c in chosen]
 
     def _removed(self, repo: GitRepo, repo_id: str, commit: str, request: CommitRequest
                  ) -> list[str]:
@@ -237,6 +256,16 @@ class HubWriter:
         with self._lock(repo.path):
             if repo.update_refs([RefUpdate(ref, target, ZERO_OID)]) is not None:
                 raise ApiError(409, exists)
+
+
+def _lfs_record(repo: GitRepo, objects: dict[str, str]) -> list[RefUpdate]:
+    """The update of the LFS record a commit adding ``objects`` (sha256 → blob) moves with
+    its branch, if it adds one not yet recorded."""
+    current = lfs_index.head(repo)
+    new = lfs_index.updated(repo, current, objects) if objects else None
+    if new is None:
+        return []
+    return [RefUpdate(lfs_index.INDEX_REF, new, current or ZERO_OID)]
 
 
 def check_ref_name(repo: GitRepo, kind: str, name: str) -> None:
