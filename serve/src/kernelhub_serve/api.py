@@ -21,6 +21,7 @@ from . import names
 from .commit_ops import parse_commit
 from .context import Call, json_response
 from .errors import ApiError
+from .files import info_cache_control
 from .repos import URL_PREFIXES, URL_TYPES
 from .writer import is_private
 
@@ -40,7 +41,9 @@ def info(call: Call) -> Response:
     blobs = call.request.query_params.get("blobs", "false").lower() in ("1", "true")
     answer = store.info(repo, repo_id, URL_TYPES[call.params["type"]], commit, blobs)
     answer["private"] = is_private(store.path_of(repo_id))
-    return json_response(answer)
+    response = json_response(answer)
+    response.headers["Cache-Control"] = info_cache_control(call, repo.path)
+    return response
 
 
 def refs(call: Call) -> Response:

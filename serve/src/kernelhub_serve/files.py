@@ -63,6 +63,15 @@ def resolve(call: Call) -> Response:
 
 IMMUTABLE = "public, max-age=31536000, immutable"
 PRIVATE = "private, max-age=0, must-revalidate"
+BRIEF = "public, max-age=1"
+"""Which commit a revision names, in a repository anyone may read: a shared cache may
+answer it for a second (nginx's stampede of cold loads asks serve once, not once a load);
+the files a load then fetches are by that commit, so a late answer is never a torn one."""
+
+
+def info_cache_control(call: Call, repo_path: Path) -> str:
+    """``Cache-Control`` for ``repo_info`` at a revision (see :data:`BRIEF`)."""
+    return BRIEF if Caller(None, call.caller.table).may_read(call.org, repo_path) else PRIVATE
 
 
 def _cache_control(call: Call, repo_path: Path, rev: str, commit: str) -> str:
