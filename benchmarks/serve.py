@@ -169,7 +169,8 @@ def cpu_line() -> str:
 
 
 def tree_cpu_s(pids: list[int]) -> float:
-    """CPU seconds (user + system) these processes and their children have used so far."""
+    """CPU seconds (user + system) these processes and their children have used so far,
+    exited children (serve's git subprocesses, once reaped) included."""
     total, seen, todo = 0, set(), list(pids)
     tick = os.sysconf("SC_CLK_TCK")
     while todo:
@@ -180,7 +181,7 @@ def tree_cpu_s(pids: list[int]) -> float:
         proc = Path(f"/proc/{pid}")
         try:
             fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])
+            total += sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
             for task in (proc / "task").iterdir():
                 todo += [int(c) for c in (task / "children").read_text().split()]
         except OSError:

@@ -103,7 +103,20 @@ def test_nginx_caches_files_by_commit_and_never_private_ones(tmp_path: Path) -> 
                               "metadata.json")
         assert by_branch.status_code == 200 and "x-cache-status" not in by_branch.headers
 
+        # The listing snapshot_download asks for, by commit: as immutable as the files.
+        listing = f"{proxy}/api/kernels/acme/public/tree/{commit}?recursive=true"
+        first_list, again_list = httpx.get(listing), httpx.get(listing)
+        assert again_list.headers["x-cache-status"] == "HIT"
+        assert "immutable" in again_list.headers["cache-control"]
+        assert again_list.json() == first_list.json() and len(first_list.json()) > 3
+        assert httpx.get(listing.replace("?recursive=true", "")).json() != first_list.json()
+
         secret = writer.repo_info("acme/secret", repo_type="kernel").sha
+        secret_list = httpx.get(f"{proxy}/api/kernels/acme/secret/tree/{secret}",
+                                headers={"Authorization": f"Bearer {READ_TOKEN}"})
+        assert secret_list.status_code == 200 and secret_list.headers["x-cache-status"] == "BYPASS"
+        assert secret_list.headers["cache-control"].startswith("private")
+        assert httpx.get(f"{proxy}/api/kernels/acme/secret/tree/{secret}").status_code == 401
         private_url = (f"{proxy}/kernels/acme/secret/resolve/{secret}/build/{VARIANT}/"
                        "metadata.json")
         reader = {"Authorization": f"Bearer {READ_TOKEN}"}

@@ -21,7 +21,7 @@ from . import names
 from .commit_ops import parse_commit
 from .context import Call, json_response
 from .errors import ApiError
-from .files import info_cache_control
+from .files import cache_control, info_cache_control
 from .repos import URL_PREFIXES, URL_TYPES
 from .writer import is_private
 
@@ -56,7 +56,9 @@ def tree(call: Call) -> Response:
     repo = store.open(repo_id)
     commit = store.commit_of(repo, repo_id, call.params["rev"])
     entries = store.tree(repo, repo_id, commit, call.params.get("path", ""), recursive)
-    return json_response([e.to_api() for e in entries])
+    response = json_response([e.to_api() for e in entries])
+    response.headers["Cache-Control"] = cache_control(call, repo.path, call.params["rev"], commit)
+    return response
 
 
 def paths_info(call: Call) -> Response:

@@ -42,7 +42,7 @@ def resolve(call: Call) -> Response:
         raise
     headers = {"X-Repo-Commit": commit, "ETag": f'"{entry.oid}"', "Accept-Ranges": "bytes",
                "Content-Type": "application/octet-stream",
-               "Cache-Control": _cache_control(call, repo.path, rev, commit)}
+               "Cache-Control": cache_control(call, repo.path, rev, commit)}
     if call.request.headers.get("if-none-match", "").strip('W/"') == entry.oid:
         return Response(status_code=304, headers=headers)
     size = entry.size
@@ -74,7 +74,9 @@ def info_cache_control(call: Call, repo_path: Path) -> str:
     return BRIEF if Caller(None, call.caller.table).may_read(call.org, repo_path) else PRIVATE
 
 
-def _cache_control(call: Call, repo_path: Path, rev: str, commit: str) -> str:
+def cache_control(call: Call, repo_path: Path, rev: str, commit: str) -> str:
+    """``Cache-Control`` for what ``rev`` names when it is ``commit``: a file, or a tree
+    listing (nothing at a full commit id ever changes)."""
     anonymous = Caller(None, call.caller.table)
     if rev == commit and anonymous.may_read(call.org, repo_path):
         return IMMUTABLE
