@@ -17,7 +17,8 @@ Prints p50/p99 latency per operation and throughput, the CPU and the server's se
 ``--scaling`` instead runs 1, 16 and 64 concurrent cold loads against one serve process
 directly, then through nginx (the configuration ``kernelhub_serve.nginx`` renders, the
 system's nginx) in front of two serve processes over the same hub, and prints one table:
-p50, p99, loads/s and the servers' peak RSS, and the 64-at-once ratio (issue 34's target:
+p50, p99, loads/s, CPU per load, the servers' peak RSS and how many requests reached serve
+through nginx, and the 64-at-once ratio (issue 34's target:
 nginx + 2 processes at least 3x one process). Each level starts with an empty nginx cache.
 
     .venv/bin/python benchmarks/serve.py --scaling
@@ -169,7 +170,8 @@ def cpu_line() -> str:
 
 
 def tree_cpu_s(pids: list[int]) -> float:
-    """CPU seconds (user + system) these processes and their children have used so far."""
+    """CPU seconds (user + system) these processes and their children have used so far,
+    exited children (serve's git subprocesses, once reaped) included."""
     total, seen, todo = 0, set(), list(pids)
     tick = os.sysconf("SC_CLK_TCK")
     while todo:
@@ -180,7 +182,7 @@ def tree_cpu_s(pids: list[int]) -> float:
         proc = Path(f"/proc/{pid}")
         try:
             fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])
+            total += sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
             for task in (proc / "task").iterdir():
                 todo += [int(c) for c in (task / "children").read_text().split()]
         except OSError:
@@ -211,6 +213,13 @@ def tree_rss_mib(pids: list[int]) -> float:
         except OSError:
             continue
     return total / 1024
+
+
+def reached_serve(access_log: Path) -> int:
+    """How many requests nginx passed on to a serve process (its access log names an
+    upstream for those; a cache hit has none): the serve work a level left."""
+    return sum(1 for line in access_log.read_text().splitlines()
+               if not line.endswith("upstream=-"))
 
 
 CLIENT_PROCESSES = 4
@@ -290,7 +299,7 @@ def scaling(size_mb: float, deadline: float) -> int:
             for concurrency in levels:
                 times, elapsed, server_cpu, client_cpu = level(a, concurrency, [serves[0].pid])
                 rows.append(("1 serve, direct", concurrency, times, elapsed, server_cpu,
-                             client_cpu, tree_rss_mib([serves[0].pid])))
+                             client_cpu, tree_rss_mib([serves[0].pid]), "all"))
             for concurrency in levels:
                 proxies: list = []
                 with nginx_in_front(work / f"nginx-{concurrency}", [a, b],
@@ -299,22 +308,24 @@ def scaling(size_mb: float, deadline: float) -> int:
                         proxy, concurrency, [p.pid for p in serves + proxies])
                     rss = tree_rss_mib([p.pid for p in serves])
                     nginx_rss = tree_rss_mib([p.pid for p in proxies])
+                upstream = reached_serve(work / f"nginx-{concurrency}" / "nginx" / "access.log")
                 rows.append((f"nginx + 2 serve (nginx {nginx_rss:.0f} MiB)", concurrency, times,
-                             elapsed, server_cpu, client_cpu, rss))
+                             elapsed, server_cpu, client_cpu, rss,
+                             f"{upstream} ({upstream / len(times):.2f}/load)"))
 
     print(f"kernelhub serve scaling — {cpu_line()}; loopback; cold loads (empty client "
           f"cache, snapshot_download + digest check) of one {size_mb:g} MiB variant, from "
           f"{CLIENT_PROCESSES} client processes")
     print("| setup | at once | loads | p50 ms | p99 ms | loads/s | server CPU ms/load | "
-          "client CPU ms/load | serve peak RSS MiB |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "client CPU ms/load | serve peak RSS MiB | requests reaching serve |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     rate = {}
-    for name, concurrency, times, elapsed, server_cpu, client_cpu, rss in rows:
+    for name, concurrency, times, elapsed, server_cpu, client_cpu, rss, upstream in rows:
         rate[(name.split(" (")[0], concurrency)] = len(times) / elapsed
         print(f"| {name} | {concurrency} | {len(times)} | {percentile(times, 50) * 1000:.0f} | "
               f"{percentile(times, 99) * 1000:.0f} | {len(times) / elapsed:.1f} | "
               f"{server_cpu / len(times) * 1000:.1f} | {client_cpu / len(times) * 1000:.1f} | "
-              f"{rss:.0f} |")
+              f"{rss:.0f} | {upstream} |")
     ratio = rate[("nginx + 2 serve", 64)] / rate[("1 serve, direct", 64)]
     print(f"64 at once: nginx + 2 serve = {ratio:.2f}x the loads/s of one serve process "
           "(target 3x)")

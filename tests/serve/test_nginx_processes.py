@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
@@ -102,7 +103,20 @@ def test_nginx_caches_files_by_commit_and_never_private_ones(tmp_path: Path) -> 
                               "metadata.json")
         assert by_branch.status_code == 200 and "x-cache-status" not in by_branch.headers
 
+        # The listing snapshot_download asks for, by commit: as immutable as the files.
+        listing = f"{proxy}/api/kernels/acme/public/tree/{commit}?recursive=true"
+        first_list, again_list = httpx.get(listing), httpx.get(listing)
+        assert again_list.headers["x-cache-status"] == "HIT"
+        assert "immutable" in again_list.headers["cache-control"]
+        assert again_list.json() == first_list.json() and len(first_list.json()) > 3
+        assert httpx.get(listing.replace("?recursive=true", "")).json() != first_list.json()
+
         secret = writer.repo_info("acme/secret", repo_type="kernel").sha
+        secret_list = httpx.get(f"{proxy}/api/kernels/acme/secret/tree/{secret}",
+                                headers={"Authorization": f"Bearer {READ_TOKEN}"})
+        assert secret_list.status_code == 200 and secret_list.headers["x-cache-status"] == "BYPASS"
+        assert secret_list.headers["cache-control"].startswith("private")
+        assert httpx.get(f"{proxy}/api/kernels/acme/secret/tree/{secret}").status_code == 401
         private_url = (f"{proxy}/kernels/acme/secret/resolve/{secret}/build/{VARIANT}/"
                        "metadata.json")
         reader = {"Authorization": f"Bearer {READ_TOKEN}"}
@@ -114,6 +128,55 @@ def test_nginx_caches_files_by_commit_and_never_private_ones(tmp_path: Path) -> 
         assert anonymous.status_code == 401
         assert anonymous.headers["x-cache-status"] == "MISS"
         assert anonymous.content != answer.content
+
+
+def test_nginx_keeps_which_commit_a_branch_names_for_a_second(tmp_path: Path) -> None:
+    """repo_info at a branch (a cold load's one call not by commit) is answered from the
+    cache for anonymous readers of a public repository, for at most about a second; a
+    token always reaches serve, and a private repository's answer is never stored."""
+    if NGINX is None:
+        pytest.skip("needs the system's nginx (ci/setup installs it with apt)")
+    with ExitStack() as stack:
+        proxy = stack.enter_context(nginx_in_front(tmp_path, two_processes(stack, tmp_path)))
+        writer = HfApi(endpoint=proxy, token=WRITE_TOKEN)
+        for repo_id, private in (("acme/public", False), ("acme/secret", True)):
+            writer.create_repo(repo_id, repo_type="kernel", private=private)
+            writer.upload_file(path_or_fileobj=b"one\n", path_in_repo="f.txt",
+                               repo_id=repo_id, repo_type="kernel")
+        first = writer.repo_info("acme/public", repo_type="kernel").sha
+        url = f"{proxy}/api/kernels/acme/public/revision/main"
+
+        statuses = []
+        for _ in range(5):  # a pair of requests inside one second: the second is a HIT
+            answers = [httpx.get(url), httpx.get(url)]
+            statuses.append(answers[1].headers["x-cache-status"])
+            assert all(a.status_code == 200 and a.json()["sha"] == first for a in answers)
+            assert answers[1].headers["cache-control"] == "public, max-age=1"
+            if statuses[-1] == "HIT":
+                break
+        assert "HIT" in statuses, statuses
+
+        second = writer.upload_file(path_or_fileobj=b"two\n", path_in_repo="f.txt",
+                                    repo_id="acme/public", repo_type="kernel").oid
+        own = httpx.get(url, headers={"Authorization": f"Bearer {WRITE_TOKEN}"})
+        assert own.headers["x-cache-status"] == "BYPASS" and own.json()["sha"] == second
+        seen = {httpx.get(url).json()["sha"]}
+        for _ in range(100):  # the branch move reaches anonymous readers once the second is up
+            if second in seen:
+                break
+            time.sleep(0.1)
+            seen.add(httpx.get(url).json()["sha"])
+        assert second in seen and seen <= {first, second}, seen
+
+        secret_url = f"{proxy}/api/kernels/acme/secret/revision/main"
+        reader = {"Authorization": f"Bearer {READ_TOKEN}"}
+        for _ in range(2):
+            answer = httpx.get(secret_url, headers=reader)
+            assert answer.status_code == 200 and answer.headers["x-cache-status"] == "BYPASS"
+            assert answer.headers["cache-control"].startswith("private")
+            anonymous = httpx.get(secret_url)
+            assert anonymous.status_code == 401 and anonymous.headers["x-cache-status"] == "MISS"
+            assert "sha" not in anonymous.json()
 
 
 def test_nginx_conf_refuses_values_that_would_change_it(tmp_path: Path) -> None:

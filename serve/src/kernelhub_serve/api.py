@@ -21,6 +21,7 @@ from . import names
 from .commit_ops import parse_commit
 from .context import Call, json_response
 from .errors import ApiError
+from .files import cache_control, info_cache_control
 from .repos import URL_PREFIXES, URL_TYPES
 from .writer import is_private
 
@@ -40,7 +41,9 @@ def info(call: Call) -> Response:
     blobs = call.request.query_params.get("blobs", "false").lower() in ("1", "true")
     answer = store.info(repo, repo_id, URL_TYPES[call.params["type"]], commit, blobs)
     answer["private"] = is_private(store.path_of(repo_id))
-    return json_response(answer)
+    response = json_response(answer)
+    response.headers["Cache-Control"] = info_cache_control(call, repo.path)
+    return response
 
 
 def refs(call: Call) -> Response:
@@ -54,7 +57,9 @@ def tree(call: Call) -> Response:
     commit = store.commit_of(repo, repo_id, call.params["rev"])
     entries = store.tree(repo, repo_id, commit, call.params.get("path", ""), recursive)
     lfs = store.lfs_objects(repo)
-    return json_response([e.to_api(lfs) for e in entries])
+    response = json_response([e.to_api(lfs) for e in entries])
+    response.headers["Cache-Control"] = cache_control(call, repo.path, call.params["rev"], commit)
+    return response
 
 
 def paths_info(call: Call) -> Response:

@@ -45,7 +45,7 @@ def resolve(call: Call) -> Response:
     etag = entry.oid if lfs is None else lfs.sha256
     headers = {"X-Repo-Commit": commit, "ETag": f'"{etag}"', "Accept-Ranges": "bytes",
                "Content-Type": "application/octet-stream",
-               "Cache-Control": _cache_control(call, repo.path, rev, commit)}
+               "Cache-Control": cache_control(call, repo.path, rev, commit)}
     if lfs is not None:
         headers |= {"X-Linked-Etag": f'"{lfs.sha256}"', "X-Linked-Size": str(lfs.size)}
     if call.request.headers.get("if-none-match", "").strip('W/"') == etag:
@@ -68,9 +68,20 @@ def resolve(call: Call) -> Response:
 
 IMMUTABLE = "public, max-age=31536000, immutable"
 PRIVATE = "private, max-age=0, must-revalidate"
+BRIEF = "public, max-age=1"
+"""Which commit a revision names, in a repository anyone may read: a shared cache may
+answer it for a second (nginx's stampede of cold loads asks serve once, not once a load);
+the files a load then fetches are by that commit, so a late answer is never a torn one."""
 
 
-def _cache_control(call: Call, repo_path: Path, rev: str, commit: str) -> str:
+def info_cache_control(call: Call, repo_path: Path) -> str:
+    """``Cache-Control`` for ``repo_info`` at a revision (see :data:`BRIEF`)."""
+    return BRIEF if Caller(None, call.caller.table).may_read(call.org, repo_path) else PRIVATE
+
+
+def cache_control(call: Call, repo_path: Path, rev: str, commit: str) -> str:
+    """``Cache-Control`` for what ``rev`` names when it is ``commit``: a file, or a tree
+    listing (nothing at a full commit id ever changes)."""
     anonymous = Caller(None, call.caller.table)
     if rev == commit and anonymous.may_read(call.org, repo_path):
         return IMMUTABLE
