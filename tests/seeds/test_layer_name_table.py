@@ -128,16 +128,7 @@ def _output(model: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:
     return out.logits if hasattr(out, "logits") else out.last_hidden_state
 
 
-_ROTARY = ("open defect (before issue 31: the rotary_pos_emb entry applies to every model "
-           "that registers the name): served by kernels-community/rotary v2, ")
-KNOWN_MISMATCH = {
-    "flint": _ROTARY + "the logits differ from PyTorch (max 0.18); the experts kernel alone "
-                       "matches (1e-7)",
-    "granite_swa": _ROTARY + "the logits differ from PyTorch (max 0.18)",
-    "granitemoe_swa": _ROTARY + "the logits differ from PyTorch (max 0.15)",
-    "mimo_v2_flash": _ROTARY + "the logits differ from PyTorch (max 0.19)",
-    "gpt_oss": _ROTARY + "its cos/sin halves do not broadcast (16 vs 8 at dim 3)",
-}
+KNOWN_MISMATCH: dict[str, str] = {}
 """Families whose kernelized output is known to differ: strict xfails, so a fix is noticed."""
 
 

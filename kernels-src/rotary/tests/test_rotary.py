@@ -300,6 +300,23 @@ def test_apply_rotary_transformers_matches_transformers_itself(device):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_half_size_tables_rotate_as_gpt_oss_does(device, dtype):
+    # gpt-oss passes head_dim / 2 angles and rotates (x1*c - x2*s, x2*c + x1*s).
+    q, k = _input((2, 4, 7, 64), dtype, 0, device), _input((2, 2, 7, 64), dtype, 2, device)
+    cos, sin = _tables(2, 7, 64, dtype, device=device)
+    half_cos, half_sin = cos[..., :32].contiguous(), sin[..., :32].contiguous()
+    q_embed, k_embed = rotary.apply_rotary_transformers(q, k, half_cos, half_sin)
+    c, s_ = (t.cpu().double().unsqueeze(1) for t in (half_cos, half_sin))
+    for x, out in ((q, q_embed), (k, k_embed)):
+        x1, x2 = x.cpu().double().chunk(2, dim=-1)
+        _check(out, torch.cat((x1 * c - x2 * s_, x2 * c + x1 * s_), dim=-1), dtype)
+    gpt_oss = pytest.importorskip("transformers.models.gpt_oss.modeling_gpt_oss")
+    theirs = gpt_oss.apply_rotary_pos_emb(q, k, half_cos, half_sin)
+    for a, b in zip((q_embed, k_embed), theirs, strict=True):
+        torch.testing.assert_close(a, b, **TOLERANCE[dtype])
+
+
 def test_inputs_outside_the_kernel_run_the_formula(device):
     # Mixed dtypes promote exactly as Transformers' arithmetic does.
     q = _input((1, 2, 5, 8), torch.bfloat16, 0, device)

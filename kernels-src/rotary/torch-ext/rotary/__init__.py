@@ -118,6 +118,22 @@ def _kernel_layout(
     return transposed
 
 
+def _full_tables(
+    q: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin with both halves of the last dimension, where they hold one half only.
+
+    gpt-oss (and the models copying its attention) pass tables of ``head_dim / 2`` angles
+    and rotate ``(x1 * cos - x2 * sin, x2 * cos + x1 * sin)``: the same rotation as
+    rotate_half with each table repeated, which is what the kernel (and the formula
+    below) take. A half-size table cannot mean anything else here: rotate_half's
+    formula would not broadcast it, and partial rotary is the caller's slicing.
+    """
+    if cos.dim() >= 1 and 2 * cos.shape[-1] == q.shape[-1] and sin.shape == cos.shape:
+        return torch.cat((cos, cos), dim=-1), torch.cat((sin, sin), dim=-1)
+    return cos, sin
+
+
 def apply_rotary_transformers(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -131,12 +147,15 @@ def apply_rotary_transformers(
     Same signature and results: ``(q * cos + rotate_half(q) * sin, k * cos +
     rotate_half(k) * sin)`` with cos/sin unsqueezed at ``unsqueeze_dim``; returns new
     tensors and is differentiable. ``position_ids`` is ignored, as in Transformers
-    (cos and sin already hold the positions). Inputs the kernel does not cover (other
+    (cos and sin already hold the positions). Tables of ``head_dim / 2`` angles
+    (gpt-oss's form of the same rotation) are repeated to full width. Inputs the kernel
+    does not cover (other
     ranks or dtypes, mixed dtypes or devices, a device this build has no kernels for)
     run Transformers' own formula,
     so the function never refuses what the original accepts.
     """
     del position_ids
+    cos, sin = _full_tables(q, cos, sin)
     transposed = _kernel_layout(q, k, cos, sin, unsqueeze_dim)
     if transposed is None:
         cos_u, sin_u = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
