@@ -91,6 +91,11 @@ def _shrink(config: Any) -> None:
     for key in ("mlp_only_layers",):
         if isinstance(getattr(config, key, None), list):
             setattr(config, key, [])
+    for key in ("pad_token_id", "bos_token_id", "eos_token_id"):  # token ids past the tiny vocab
+        value = getattr(config, key, None)
+        if isinstance(value, int) and value >= _TINY["vocab_size"]:
+            with contextlib.suppress(AttributeError, TypeError, ValueError):
+                setattr(config, key, _TINY["vocab_size"] - 1)
 
 
 def tiny_model(model_type: str) -> torch.nn.Module:

@@ -300,21 +300,17 @@ def test_apply_rotary_transformers_matches_transformers_itself(device):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
-def test_half_size_tables_rotate_as_gpt_oss_does(device, dtype):
-    # gpt-oss passes head_dim / 2 angles and rotates (x1*c - x2*s, x2*c + x1*s).
-    q, k = _input((2, 4, 7, 64), dtype, 0, device), _input((2, 2, 7, 64), dtype, 2, device)
-    cos, sin = _tables(2, 7, 64, dtype, device=device)
-    half_cos, half_sin = cos[..., :32].contiguous(), sin[..., :32].contiguous()
-    q_embed, k_embed = rotary.apply_rotary_transformers(q, k, half_cos, half_sin)
-    c, s_ = (t.cpu().double().unsqueeze(1) for t in (half_cos, half_sin))
-    for x, out in ((q, q_embed), (k, k_embed)):
-        x1, x2 = x.cpu().double().chunk(2, dim=-1)
-        _check(out, torch.cat((x1 * c - x2 * s_, x2 * c + x1 * s_), dim=-1), dtype)
-    gpt_oss = pytest.importorskip("transformers.models.gpt_oss.modeling_gpt_oss")
-    theirs = gpt_oss.apply_rotary_pos_emb(q, k, half_cos, half_sin)
-    for a, b in zip((q_embed, k_embed), theirs, strict=True):
-        torch.testing.assert_close(a, b, **TOLERANCE[dtype])
+def test_calls_only_the_model_can_say_are_refused(device):
+    # kernelize hands a call with a reason back to the model's own function.
+    reason = rotary.apply_rotary_transformers.unsupported_reason
+    q, k = _input((2, 4, 7, 64), torch.float32, 0, device), _input((2, 2, 7, 64), torch.float32, 2, device)
+    cos, sin = _tables(2, 7, 64, torch.float32, device=device)
+    assert reason(q, k, cos, sin) is None
+    assert reason(q, k, cos, sin, position_ids=None, unsqueeze_dim=1) is None
+    # head_dim / 2 angles: halves (gpt-oss) or neighbours (the OpenAI privacy filter)
+    assert "32 angles for heads of 64" in reason(q, k, cos[..., :32], sin[..., :32])
+    # mixed dtypes: the model decides how it promotes and rounds
+    assert "outside the kernel" in reason(q.bfloat16(), k.bfloat16(), cos, sin)
 
 
 def test_inputs_outside_the_kernel_run_the_formula(device):

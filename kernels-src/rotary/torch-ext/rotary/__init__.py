@@ -118,20 +118,29 @@ def _kernel_layout(
     return transposed
 
 
-def _full_tables(
-    q: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos and sin with both halves of the last dimension, where they hold one half only.
+def _unsupported_reason(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    position_ids: torch.Tensor | None = None,
+    unsqueeze_dim: int = 1,
+) -> str | None:
+    """Why the kernel does not take this call of ``apply_rotary_transformers``, or None.
 
-    gpt-oss (and the models copying its attention) pass tables of ``head_dim / 2`` angles
-    and rotate ``(x1 * cos - x2 * sin, x2 * cos + x1 * sin)``: the same rotation as
-    rotate_half with each table repeated, which is what the kernel (and the formula
-    below) take. A half-size table cannot mean anything else here: rotate_half's
-    formula would not broadcast it, and partial rotary is the caller's slicing.
+    A model that registers ``rotary_pos_emb`` can mean another rotation by the same
+    arguments: tables of ``head_dim / 2`` angles pair each column with its partner half a
+    row away in gpt-oss and with its neighbour in the OpenAI privacy filter, which only the
+    model's code says. kernelize hands such calls (and any the kernel does not cover:
+    other ranks, dtypes, devices) back to the model's own function.
     """
-    if cos.dim() >= 1 and 2 * cos.shape[-1] == q.shape[-1] and sin.shape == cos.shape:
-        return torch.cat((cos, cos), dim=-1), torch.cat((sin, sin), dim=-1)
-    return cos, sin
+    del position_ids
+    if cos.dim() >= 1 and q.dim() >= 1 and cos.shape[-1] != q.shape[-1]:
+        return (f"cos/sin of {cos.shape[-1]} angles for heads of {q.shape[-1]}: a layout "
+                "only the model's code says")
+    if _kernel_layout(q, k, cos, sin, unsqueeze_dim) is None:
+        return "inputs outside the kernel (rank, dtype, device or shape)"
+    return None
 
 
 def apply_rotary_transformers(
@@ -147,15 +156,13 @@ def apply_rotary_transformers(
     Same signature and results: ``(q * cos + rotate_half(q) * sin, k * cos +
     rotate_half(k) * sin)`` with cos/sin unsqueezed at ``unsqueeze_dim``; returns new
     tensors and is differentiable. ``position_ids`` is ignored, as in Transformers
-    (cos and sin already hold the positions). Tables of ``head_dim / 2`` angles
-    (gpt-oss's form of the same rotation) are repeated to full width. Inputs the kernel
-    does not cover (other
+    (cos and sin already hold the positions). Inputs the kernel does not cover (other
     ranks or dtypes, mixed dtypes or devices, a device this build has no kernels for)
     run Transformers' own formula,
-    so the function never refuses what the original accepts.
+    so the function never refuses what the original accepts; under kernelize,
+    :attr:`unsupported_reason` hands them to the model's own function instead.
     """
     del position_ids
-    cos, sin = _full_tables(q, cos, sin)
     transposed = _kernel_layout(q, k, cos, sin, unsqueeze_dim)
     if transposed is None:
         cos_u, sin_u = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
@@ -172,6 +179,9 @@ def apply_rotary_transformers(
     q_out, k_out = _buffers.empty_like(q), _buffers.empty_like(k)
     ops.apply_rotary_out(q_out, k_out, q, k, cos, sin, False)
     return q_out, k_out
+
+
+apply_rotary_transformers.unsupported_reason = _unsupported_reason  # type: ignore[attr-defined]
 
 
 def _cpu_only(name: str):
