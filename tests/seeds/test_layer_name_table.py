@@ -91,6 +91,11 @@ def _shrink(config: Any) -> None:
     for key in ("mlp_only_layers",):
         if isinstance(getattr(config, key, None), list):
             setattr(config, key, [])
+    for key in ("pad_token_id", "bos_token_id", "eos_token_id"):  # token ids past the tiny vocab
+        value = getattr(config, key, None)
+        if isinstance(value, int) and value >= _TINY["vocab_size"]:
+            with contextlib.suppress(AttributeError, TypeError, ValueError):
+                setattr(config, key, _TINY["vocab_size"] - 1)
 
 
 def tiny_model(model_type: str) -> torch.nn.Module:
@@ -128,16 +133,7 @@ def _output(model: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:
     return out.logits if hasattr(out, "logits") else out.last_hidden_state
 
 
-_ROTARY = ("open defect (before issue 31: the rotary_pos_emb entry applies to every model "
-           "that registers the name): served by kernels-community/rotary v2, ")
-KNOWN_MISMATCH = {
-    "flint": _ROTARY + "the logits differ from PyTorch (max 0.18); the experts kernel alone "
-                       "matches (1e-7)",
-    "granite_swa": _ROTARY + "the logits differ from PyTorch (max 0.18)",
-    "granitemoe_swa": _ROTARY + "the logits differ from PyTorch (max 0.15)",
-    "mimo_v2_flash": _ROTARY + "the logits differ from PyTorch (max 0.19)",
-    "gpt_oss": _ROTARY + "its cos/sin halves do not broadcast (16 vs 8 at dim 3)",
-}
+KNOWN_MISMATCH: dict[str, str] = {}
 """Families whose kernelized output is known to differ: strict xfails, so a fix is noticed."""
 
 

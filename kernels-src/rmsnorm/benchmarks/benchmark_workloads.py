@@ -97,3 +97,63 @@ class RMSNormLayer(Benchmark):
 
     def verify_prefill_bf16(self):
         return _rms_norm(self.x, self.layer.weight)
+
+
+VALUE_HEADS, HEAD_V_DIM = 32, 128
+"""Qwen3-Next-80B-A3B's gated delta net: 32 value heads of 128, normalised per head."""
+
+
+def _qwen3_5_rms_norm_gated(x, gate, weight):
+    """Transformers' Qwen3_5RMSNormGated arithmetic."""
+    h = x.float()
+    h = weight * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + EPS)).to(x.dtype)
+    return (h * torch.nn.functional.silu(gate.float())).to(x.dtype)
+
+
+class RMSNormGated(Benchmark):
+    """The gated delta net's output norm through the layer kernelize installs
+    (``[tokens * 32, 128]`` rows, silu gate), one decode token and a 512-token prefill."""
+
+    seed = 42
+
+    def _setup(self, tokens, dtype):
+        self.x = torch.randn(tokens * VALUE_HEADS, HEAD_V_DIM, dtype=dtype, device=self.device)
+        self.gate = torch.randn_like(self.x)
+        self.layer = self.kernel.layers.RMSNormGated()
+        weight = (torch.rand(HEAD_V_DIM, device=self.device) * 0.1).to(dtype)
+        self.layer.weight = torch.nn.Parameter(weight, requires_grad=False)
+        self.layer.variance_epsilon = EPS
+        self.layer.activation = "silu"
+
+    def _run(self):
+        self.out = self.layer(self.x, self.gate)
+
+    def _verify(self):
+        return _qwen3_5_rms_norm_gated(self.x, self.gate, self.layer.weight)
+
+    def setup_decode_fp32(self):
+        self._setup(1, torch.float32)
+
+    def benchmark_decode_fp32(self):
+        self._run()
+
+    def verify_decode_fp32(self):
+        return self._verify()
+
+    def setup_prefill_fp32(self):
+        self._setup(512, torch.float32)
+
+    def benchmark_prefill_fp32(self):
+        self._run()
+
+    def verify_prefill_fp32(self):
+        return self._verify()
+
+    def setup_prefill_bf16(self):
+        self._setup(512, torch.bfloat16)
+
+    def benchmark_prefill_bf16(self):
+        self._run()
+
+    def verify_prefill_bf16(self):
+        return self._verify()

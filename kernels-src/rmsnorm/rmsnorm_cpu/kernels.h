@@ -70,6 +70,25 @@ struct MlpArgs {
   DType dtype;
 };
 
+// The gated norm of gated delta nets and Mamba-2 mixers, over groups of
+// `group` columns (group == hidden: the whole row), in float, rounded once:
+//   norm_before_gate: y = w * v * rstd(v) * act(gate), v = x;
+//   otherwise:        y = w * v * rstd(v),            v = x * act(gate).
+// gate == nullptr: y = w * x * rstd(x). act is silu or sigmoid.
+enum class Activation { Silu, Sigmoid };
+struct GatedArgs {
+  const void* x;
+  const void* gate;  // nullptr: no gate
+  const void* weight;
+  void* out;
+  int64_t hidden;
+  int64_t group;
+  double eps;
+  bool norm_before_gate;
+  Activation activation;
+  DType dtype;
+};
+
 // One set of loops, compiled for one CPU capability. Each entry handles a
 // range [begin, end) of rows (forward/backward), columns (reduce),
 // elements (silu_mul) or weight rows (mlp_*), so the op layer owns the threads.
@@ -85,6 +104,8 @@ struct KernelTable {
   void (*mlp_gate_up)(const MlpArgs&, int64_t begin, int64_t end);
   // out[:, begin:end] from rows [begin, end) of w_down and all of act.
   void (*mlp_down)(const MlpArgs&, int64_t begin, int64_t end);
+  // rows [begin, end) of the gated norm.
+  void (*gated)(const GatedArgs&, int64_t begin, int64_t end);
 };
 
 // Defined by kernels_<capability>.cpp. A capability the compiler or target

@@ -367,6 +367,47 @@ Tensor swiglu_mlp(Tensor x, Tensor w_gate, Tensor w_up, Tensor w_down,
   return out;
 }
 
+// The gated norm (GatedArgs): x [..., hidden], gate like x or None, weight
+// [hidden] of x's dtype, group_size dividing hidden (0: the whole row).
+Tensor rms_norm_gated(Tensor x, std::optional<Tensor> gate, Tensor weight, double eps,
+                      int64_t group_size, bool norm_before_gate, std::string activation) {
+  const char* op = "rms_norm_gated";
+  const DType dtype = check_norm_args(op, x, weight);
+  STD_TORCH_CHECK(activation == "silu" || activation == "sigmoid", op,
+                  ": activation must be 'silu' or 'sigmoid', got '", activation, "'");
+  const int64_t hidden = x.size(-1);
+  const int64_t group = group_size == 0 ? hidden : group_size;
+  STD_TORCH_CHECK(group > 0 ? hidden % group == 0 : hidden == 0, op, ": group_size ",
+                  group_size, " must divide the last dimension of x (", hidden, ")");
+  const Tensor xc = torch::stable::contiguous(x);
+  Tensor gc;
+  if (gate.has_value()) {
+    check_like(op, "gate", *gate, x);
+    gc = torch::stable::contiguous(*gate);
+  }
+  const Tensor wc = torch::stable::contiguous(weight);
+  Tensor out = torch::stable::empty_like(xc);
+  const int64_t rows = hidden == 0 ? 0 : xc.numel() / hidden;
+  if (rows == 0) {
+    return out;
+  }
+  GatedArgs args{xc.const_data_ptr(),
+                 gc.defined() ? gc.const_data_ptr() : nullptr,
+                 wc.const_data_ptr(),
+                 out.mutable_data_ptr(),
+                 hidden,
+                 group,
+                 eps,
+                 norm_before_gate,
+                 activation == "silu" ? Activation::Silu : Activation::Sigmoid,
+                 dtype};
+  const KernelTable* table = active_table().load();
+  torch::stable::parallel_for(0, rows, row_grain(hidden), [&](int64_t begin, int64_t end) {
+    table->gated(args, begin, end);
+  });
+  return out;
+}
+
 std::string cpu_capability() {
   return active_table().load()->capability;
 }
@@ -394,6 +435,7 @@ TORCH_LIBRARY_IMPL_EXPAND(TORCH_EXTENSION_NAME, CPU, ops) {
   ops.impl("silu_mul", TORCH_BOX(&silu_mul));
   ops.impl("silu_mul_out", TORCH_BOX(&silu_mul_out));
   ops.impl("swiglu_mlp", TORCH_BOX(&swiglu_mlp));
+  ops.impl("rms_norm_gated", TORCH_BOX(&rms_norm_gated));
 }
 
 // Tensor-free ops have no device to dispatch on.

@@ -33,6 +33,12 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.def(
       "swiglu_mlp(Tensor x, Tensor w_gate, Tensor w_up, Tensor w_down, "
       "Tensor? residual=None) -> Tensor");
+  // The gated norm of gated delta nets and Mamba-2: rms_norm(x) * weight * act(gate)
+  // (norm_before_gate), or rms_norm(x * act(gate)) * weight, per group of group_size
+  // columns (0: the row), act silu or sigmoid, in float rounded once. CPU only.
+  ops.def(
+      "rms_norm_gated(Tensor x, Tensor? gate, Tensor weight, float eps, int group_size=0, "
+      "bool norm_before_gate=True, str activation='silu') -> Tensor");
   ops.def("cpu_capability() -> str");
   ops.def("set_cpu_capability(str capability) -> str");
 }

@@ -300,6 +300,19 @@ def test_apply_rotary_transformers_matches_transformers_itself(device):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
 
 
+def test_calls_only_the_model_can_say_are_refused(device):
+    # kernelize hands a call with a reason back to the model's own function.
+    reason = rotary.apply_rotary_transformers.unsupported_reason
+    q, k = _input((2, 4, 7, 64), torch.float32, 0, device), _input((2, 2, 7, 64), torch.float32, 2, device)
+    cos, sin = _tables(2, 7, 64, torch.float32, device=device)
+    assert reason(q, k, cos, sin) is None
+    assert reason(q, k, cos, sin, position_ids=None, unsqueeze_dim=1) is None
+    # head_dim / 2 angles: halves (gpt-oss) or neighbours (the OpenAI privacy filter)
+    assert "32 angles for heads of 64" in reason(q, k, cos[..., :32], sin[..., :32])
+    # mixed dtypes: the model decides how it promotes and rounds
+    assert "outside the kernel" in reason(q.bfloat16(), k.bfloat16(), cos, sin)
+
+
 def test_inputs_outside_the_kernel_run_the_formula(device):
     # Mixed dtypes promote exactly as Transformers' arithmetic does.
     q = _input((1, 2, 5, 8), torch.bfloat16, 0, device)

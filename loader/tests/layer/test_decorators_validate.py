@@ -47,6 +47,28 @@ def test_a_marked_function_is_a_module_that_still_works_as_the_function() -> Non
         assert forward_incompatibility(type(module).forward, func_layer(scale, "s").forward) is None
 
 
+def test_a_kernel_function_refusing_a_call_hands_it_to_the_replaced_function(caplog) -> None:
+    import types
+
+    def rotate(x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+        return x * table  # the model's own function
+
+    def kernel(x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+        return x * table + 100  # tells the two apart
+
+    kernel.unsupported_reason = (  # type: ignore[attr-defined]
+        lambda x, table: "half-width table" if table.shape[-1] != x.shape[-1] else None)
+    module = use_kernel_forward_from_hub("rotate")(rotate)
+    module.forward = types.MethodType(func_layer(kernel, "kernel").forward, module)
+    x = torch.ones(2, 4)
+    assert torch.equal(module(x, torch.ones(4)), torch.full((2, 4), 101.0))
+    with caplog.at_level("WARNING"):
+        for _ in range(2):  # said once
+            assert torch.equal(module(x, torch.full((2, 1), 3.0)), torch.full((2, 4), 3.0))
+    said = [r.getMessage() for r in caplog.records if "half-width table" in r.getMessage()]
+    assert said == ["kernel: running rotate's own code (half-width table)"]
+
+
 def test_bad_decorator_arguments_are_clear() -> None:
     with pytest.raises(TypeError, match="non-empty str"):
         use_kernel_forward_from_hub("")

@@ -1,4 +1,5 @@
-"""RMSNorm kernels for PyTorch: rms_norm, fused add + rms_norm, SwiGLU's silu_mul and the
+"""RMSNorm kernels for PyTorch: rms_norm, fused add + rms_norm, the gated norm of gated
+delta nets and Mamba-2 (``rms_norm_gated``), SwiGLU's silu_mul and the
 decoder-layer fusions around them (``swiglu_mlp``, ``layers.MLP``, ``layers.DecoderLayer``).
 
 Reduced-precision inputs (bf16/fp16) are computed in float32 and rounded the
@@ -21,6 +22,7 @@ from ._functional import (
     silu_mul,
     swiglu_mlp,
 )
+from ._gated import rms_norm_gated
 
 __all__ = [
     "add_rms_norm",
@@ -29,6 +31,7 @@ __all__ = [
     "gemma_rms_norm",
     "layers",
     "rms_norm",
+    "rms_norm_gated",
     "set_cpu_capability",
     "silu_mul",
     "swiglu_mlp",

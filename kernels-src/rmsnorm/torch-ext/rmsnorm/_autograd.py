@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import torch
 
+from ._gated import reference
 from ._ops import add_op_namespace_prefix, ops
 
 
@@ -65,4 +66,31 @@ torch.library.register_autograd(
 )
 torch.library.register_autograd(
     add_op_namespace_prefix("silu_mul"), _silu_mul_backward, setup_context=_silu_mul_setup
+)
+
+
+def _rms_norm_gated_setup(ctx, inputs, output) -> None:
+    x, gate, weight, eps, *rest = inputs
+    ctx.save_for_backward(x, gate, weight)
+    ctx.settings = (eps, *rest)
+
+
+def _rms_norm_gated_backward(ctx, grad: torch.Tensor):
+    """Recomputes the forward with PyTorch ops and differentiates it: the gated norm's
+    gradient needs the gate's activation and its derivative per element, which the
+    recomputation gives in one autograd pass."""
+    x, gate, weight = ctx.saved_tensors
+    with torch.enable_grad():
+        inputs = [t.detach().requires_grad_() if t is not None else None
+                  for t in (x, gate, weight)]
+        out = reference(inputs[0], inputs[1], inputs[2], *ctx.settings)
+        wanted = [t for t in inputs if t is not None]
+        grads = iter(torch.autograd.grad(out, wanted, grad))
+    grad_x, grad_gate, grad_weight = (next(grads) if t is not None else None for t in inputs)
+    return grad_x, grad_gate, grad_weight, None, None, None, None
+
+
+torch.library.register_autograd(
+    add_op_namespace_prefix("rms_norm_gated"), _rms_norm_gated_backward,
+    setup_context=_rms_norm_gated_setup,
 )

@@ -65,3 +65,9 @@ def _add_rms_norm_out(out, summed, x, residual, weight, eps: float) -> None:
 @torch.library.register_fake(add_op_namespace_prefix("swiglu_mlp"))
 def _swiglu_mlp(x, w_gate, w_up, w_down, residual=None):
     return _fresh(x)
+
+
+@torch.library.register_fake(add_op_namespace_prefix("rms_norm_gated"))
+def _rms_norm_gated(x, gate, weight, eps: float, group_size: int = 0,
+                    norm_before_gate: bool = True, activation: str = "silu"):
+    return _fresh(x)

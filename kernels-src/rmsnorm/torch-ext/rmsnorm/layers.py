@@ -23,6 +23,13 @@ import torch
 from torch import nn
 
 from ._functional import add_rms_norm, fused_swiglu, gemma_rms_norm, rms_norm
+from ._gated import ACTIVATIONS, rms_norm_gated
+from ._ops import add_op_namespace_prefix
+
+_HAS_CPU_KERNELS = torch._C._dispatch_has_kernel_for_dispatch_key(
+    add_op_namespace_prefix("rms_norm_gated"), "CPU")
+"""Whether this build has the CPU gated norm (a CUDA build has none); read once at import,
+so torch.compile sees a constant."""
 
 
 def _llama_reference(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -66,6 +73,58 @@ class GemmaRMSNorm(nn.Module):
         if self.weight.dtype != hidden_states.dtype:
             return _gemma_reference(hidden_states, self.weight, self.eps)
         return gemma_rms_norm(hidden_states, self.weight, self.eps)
+
+
+def _gated_settings(norm: nn.Module) -> tuple[int, bool, str] | None:
+    """(group size, norm before gate, activation) where ``norm``'s attributes say all of
+    its computation, else None (its own forward runs).
+
+    Two layouts say it: the classes Transformers registers as ``RMSNormGated`` (Qwen3.5,
+    Qwen3-Next, Kimi Linear, OLMo hybrid, ...) hold ``activation`` (silu or sigmoid) and
+    gate after the norm over the whole row; Falcon-H1's holds ``norm_before_gate`` and
+    ``n_groups`` (silu). A module with groups but neither (Mamba-2's ``group_size``,
+    which gates first) does not say its order, so it keeps its forward.
+    """
+    activation = getattr(norm, "activation", None)
+    groups = getattr(norm, "n_groups", None)
+    if isinstance(activation, str):
+        if groups is not None or hasattr(norm, "group_size") or activation not in ACTIVATIONS:
+            return None
+        return 0, True, activation
+    before = getattr(norm, "norm_before_gate", None)
+    if isinstance(before, bool) and isinstance(groups, int) and groups > 0:
+        hidden = norm.weight.shape[-1]
+        return (hidden // groups if hidden % groups == 0 else -1), before, "silu"
+    return None
+
+
+class RMSNormGated(nn.Module):
+    """rms_norm(x) * weight * act(gate) (or the gate first, per group), in float32 rounded
+    once: the ``RMSNormGated`` of gated delta nets and Falcon-H1's mixer norm.
+
+    Reads ``weight``, ``variance_epsilon`` and the attributes that say the variant (see
+    :func:`_gated_settings`). Runs the model's own forward for what the CPU kernel does
+    not take: another device, a weight or gate of another dtype or shape, a variant the
+    attributes do not state, a missing gate where the model needs one.
+    """
+
+    has_backward: bool = True
+    can_torch_compile: bool = True
+
+    def forward(self, hidden_states: torch.Tensor, gate: torch.Tensor | None = None
+                ) -> torch.Tensor:
+        settings = _gated_settings(self)
+        weight = self.weight
+        needs_gate = isinstance(getattr(self, "activation", None), str)  # its forward uses it
+        if (settings is None or settings[0] < 0 or hidden_states.device.type != "cpu"
+                or not _HAS_CPU_KERNELS or weight.dtype != hidden_states.dtype
+                or (gate is None and needs_gate)
+                or (gate is not None and (gate.shape != hidden_states.shape
+                                          or gate.dtype != hidden_states.dtype))):
+            return type(self).forward(self, hidden_states, gate)
+        group, before, activation = settings
+        return rms_norm_gated(hidden_states, gate, weight, self.variance_epsilon, group,
+                              before, activation)
 
 
 class RMSNormMLPLayout(nn.Module):

@@ -118,6 +118,31 @@ def _kernel_layout(
     return transposed
 
 
+def _unsupported_reason(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    position_ids: torch.Tensor | None = None,
+    unsqueeze_dim: int = 1,
+) -> str | None:
+    """Why the kernel does not take this call of ``apply_rotary_transformers``, or None.
+
+    A model that registers ``rotary_pos_emb`` can mean another rotation by the same
+    arguments: tables of ``head_dim / 2`` angles pair each column with its partner half a
+    row away in gpt-oss and with its neighbour in the OpenAI privacy filter, which only the
+    model's code says. kernelize hands such calls (and any the kernel does not cover:
+    other ranks, dtypes, devices) back to the model's own function.
+    """
+    del position_ids
+    if cos.dim() >= 1 and q.dim() >= 1 and cos.shape[-1] != q.shape[-1]:
+        return (f"cos/sin of {cos.shape[-1]} angles for heads of {q.shape[-1]}: a layout "
+                "only the model's code says")
+    if _kernel_layout(q, k, cos, sin, unsqueeze_dim) is None:
+        return "inputs outside the kernel (rank, dtype, device or shape)"
+    return None
+
+
 def apply_rotary_transformers(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -134,7 +159,8 @@ def apply_rotary_transformers(
     (cos and sin already hold the positions). Inputs the kernel does not cover (other
     ranks or dtypes, mixed dtypes or devices, a device this build has no kernels for)
     run Transformers' own formula,
-    so the function never refuses what the original accepts.
+    so the function never refuses what the original accepts; under kernelize,
+    :attr:`unsupported_reason` hands them to the model's own function instead.
     """
     del position_ids
     transposed = _kernel_layout(q, k, cos, sin, unsqueeze_dim)
@@ -153,6 +179,9 @@ def apply_rotary_transformers(
     q_out, k_out = _buffers.empty_like(q), _buffers.empty_like(k)
     ops.apply_rotary_out(q_out, k_out, q, k, cos, sin, False)
     return q_out, k_out
+
+
+apply_rotary_transformers.unsupported_reason = _unsupported_reason  # type: ignore[attr-defined]
 
 
 def _cpu_only(name: str):

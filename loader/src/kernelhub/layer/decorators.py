@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar, cast
 
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 else:
     nn = deferred("torch.nn")
 
+logger = logging.getLogger(__name__)
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., object])
 
@@ -52,14 +54,27 @@ def _check_name(layer_name: object, what: str) -> str:
     return layer_name
 
 
-def forward_calling(func: Callable[..., object]) -> Callable[..., object]:
+_refusals_told: set[tuple[str, str]] = set()
+
+
+def forward_calling(func: Callable[..., object],
+                    refuses: Callable[..., str | None] | None = None) -> Callable[..., object]:
     """A ``forward(self, *args, **kwargs)`` that calls ``func(*args, **kwargs)``.
 
     It advertises ``func``'s signature with ``self`` in front, so kernelize's signature
-    check compares the function itself against the layer it replaces.
+    check compares the function itself against the layer it replaces. With ``refuses``
+    (a kernel function's ``unsupported_reason``, taking the same arguments): a call it
+    gives a reason for runs the replaced module's own forward instead (the model's
+    function), and the reason is logged once per function and reason.
     """
 
     def forward(self: nn.Module, *args: object, **kwargs: object) -> object:
+        if refuses is not None and (why := refuses(*args, **kwargs)) is not None:
+            told = (getattr(func, "__name__", "kernel"), why)
+            if told not in _refusals_told:
+                _refusals_told.add(told)
+                logger.warning("%s: running %s's own code (%s)", told[0], type(self).__name__, why)
+            return type(self).forward(self, *args, **kwargs)
         return func(*args, **kwargs)
 
     try:

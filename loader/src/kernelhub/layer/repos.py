@@ -74,10 +74,13 @@ def func_layer(func: Callable[..., object], name: str) -> type[nn.Module]:
     """A pure layer whose forward calls ``func`` (see :func:`forward_calling`).
 
     ``has_backward`` and ``can_torch_compile`` come from attributes on ``func`` when it
-    has them, with the same defaults as a layer class (True, False).
+    has them, with the same defaults as a layer class (True, False); a callable
+    ``unsupported_reason`` on ``func`` refuses calls, which then run the replaced
+    function (see :func:`forward_calling`).
     """
+    refuses = getattr(func, "unsupported_reason", None)
     attrs = {
-        "forward": forward_calling(func),
+        "forward": forward_calling(func, refuses if callable(refuses) else None),
         "__doc__": f"Pure layer calling {name}.",
         "has_backward": bool(getattr(func, "has_backward", True)),
         "can_torch_compile": bool(getattr(func, "can_torch_compile", False)),

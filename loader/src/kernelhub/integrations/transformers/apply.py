@@ -262,6 +262,22 @@ def _restore_attention(model: nn.Module) -> None:
         cast("_AttentionSeams", model).set_attn_implementation(previous)
 
 
+def _needs_own_attention(model: nn.Module, repo_id: str) -> str | None:
+    """Why the table's (optional) attention kernel must not replace ``model``'s, or None.
+
+    A model class that lists the flash kernels its attention is compatible with
+    (``_compatible_flash_implementations``: gpt-oss, Flint, the Granite SWA models,
+    MiMo-V2-Flash) needs what a generic kernel ignores (attention sinks passed as
+    ``s_aux``, asymmetric head dims); Transformers itself moves a flash request to one of
+    the listed kernels. Ours is not listed, so such a model keeps its own attention.
+    """
+    compatible = getattr(model, "_compatible_flash_implementations", None)
+    if not compatible or repo_id in compatible:
+        return None
+    return (f"{type(model).__name__} runs only the flash kernels it lists "
+            f"({', '.join(compatible)}), not {repo_id}")
+
+
 def _apply_attention(model: nn.Module, entries: dict[str, list[Entry]], explicit: set[str],
                      device: str, mode: Mode, autotune: bool) -> None:
     spec = first_serving(entries.get(ATTENTION_KEY, []), mode)
@@ -270,6 +286,11 @@ def _apply_attention(model: nn.Module, entries: dict[str, list[Entry]], explicit
     unbind_attention(model)
     if spec is None or spec.local or (previous is None and current not in ("sdpa", "eager")):
         _restore_attention(model)
+        return
+    if ATTENTION_KEY not in explicit and (why := _needs_own_attention(model, spec.source)):
+        _restore_attention(model)
+        if not declined("attention", f"keeping {current}: {why}"):
+            logger.warning("attention: keeping %s (%s)", current, why)
         return
     function = None if spec.name == attention.DEFAULT_FUNCTION else spec.name
     # An int major is the table's choice (the name stays "org/repo", as Transformers

@@ -173,6 +173,9 @@ BY_LAYER_NAME: tuple[tuple[str, str, int, str, tuple[str, ...], tuple[Mode, ...]
     #  function, devices, modes). One row per name: every model class that registers the
     #  name gets the kernel, whatever its model type.
     ("RMSNormZeroCentered", "rmsnorm", 1, "GemmaRMSNorm", ("cpu", "cuda", "rocm"), _TI),
+    # Gated delta nets' (and Falcon-H1's) gated norm: a CPU op of the rmsnorm kernel (the
+    # GPUs keep 5.25's fla FusedRMSNormGated).
+    ("RMSNormGated", "rmsnorm", 1, "RMSNormGated", ("cpu",), _TI),
     ("SoftmaxTopKRouter", "moe", 1, "SoftmaxTopKRouter", ("cpu",), (_I,)),
     (EXPERTS_KEY, "moe", 1, "experts_forward", ("cpu",), (_I,)),
     # Issue 31's CPU kernels, under the names Transformers 5.25 registers: the gated delta
@@ -185,8 +188,7 @@ BY_LAYER_NAME: tuple[tuple[str, str, int, str, tuple[str, ...], tuple[Mode, ...]
     *((name, "mamba-ssm", 1, name, ("cpu",), _TI)
       for name in ("causal_conv1d_fn", "causal_conv1d_update", "mamba_chunk_scan_combined",
                    "selective_state_update", "selective_scan_fn")),
-    # Not served: RMSNormGated (no kernel yet) and the cache-managing wrappers
-    # causal_conv1d_forward / mamba2_scan_forward / mamba_scan_forward (our kernels provide
+    # Not served: the cache-managing wrappers causal_conv1d_forward / mamba2_scan_forward / mamba_scan_forward (our kernels provide
     # the functions they call, not the wrappers).
 )
 """Ours, beyond 5.25: kernels for the layer names Transformers registers (``RMSNormZeroCentered``
