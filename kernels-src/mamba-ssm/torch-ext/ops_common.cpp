@@ -126,8 +126,9 @@ std::tuple<at::Tensor, at::Tensor> ssd_scan(
     const at::Tensor& x, const at::Tensor& dt, const at::Tensor& A, const at::Tensor& B,
     const at::Tensor& C, const std::optional<at::Tensor>& D,
     const std::optional<at::Tensor>& z, const std::optional<at::Tensor>& initial_states,
-    bool return_final_states) {
+    int64_t chunk_size, bool return_final_states) {
   constexpr const char* op = "ssd_scan";
+  TORCH_CHECK(chunk_size > 0, op, ": chunk_size must be positive, got ", chunk_size);
   TORCH_CHECK(x.dim() == 4 && x.stride(3) == 1, op,
               ": x must be [batch, seqlen, heads, headdim] with a contiguous last dim");
   const DType dtype = dtype_of(x, op);
@@ -173,6 +174,7 @@ std::tuple<at::Tensor, at::Tensor> ssd_scan(
   a.headdim = P;
   a.groups = G;
   a.dstate = N;
+  a.chunk = chunk_size;
   a.x_sb = x.stride(0);
   a.x_sl = x.stride(1);
   a.x_sh = x.stride(2);

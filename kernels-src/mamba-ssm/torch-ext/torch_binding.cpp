@@ -24,7 +24,7 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
       "bool silu) -> Tensor");
   ops.def(
       "ssd_scan(Tensor x, Tensor dt, Tensor A, Tensor B, Tensor C, Tensor? D, Tensor? z, "
-      "Tensor? initial_states, bool return_final_states) -> (Tensor, Tensor)");
+      "Tensor? initial_states, int chunk_size, bool return_final_states) -> (Tensor, Tensor)");
   ops.def(
       "selective_state_update(Tensor(a!) state, Tensor x, Tensor dt, Tensor A, Tensor B, "
       "Tensor C, Tensor? D, Tensor? z) -> Tensor");

@@ -19,7 +19,7 @@ std::tuple<at::Tensor, at::Tensor> ssd_scan(
     const at::Tensor& x, const at::Tensor& dt, const at::Tensor& A, const at::Tensor& B,
     const at::Tensor& C, const std::optional<at::Tensor>& D,
     const std::optional<at::Tensor>& z, const std::optional<at::Tensor>& initial_states,
-    bool return_final_states);
+    int64_t chunk_size, bool return_final_states);
 at::Tensor selective_state_update(at::Tensor& state, const at::Tensor& x, const at::Tensor& dt,
                                   const at::Tensor& A, const at::Tensor& B, const at::Tensor& C,
                                   const std::optional<at::Tensor>& D,
