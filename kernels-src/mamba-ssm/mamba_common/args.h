@@ -32,7 +32,8 @@ struct ConvArgs {
 
 // One or more decode steps against a rolling conv state [B, D, S], S >= K - 1:
 // the sequence seen is state ++ x, the outputs are its last `len` positions,
-// and the state keeps its last S entries (updated in place).
+// and the state keeps its last S entries (updated in place). `w` is [D, K]
+// float, the model's own layout, so a decode step copies no weight.
 struct ConvUpdateArgs {
   void* out;
   const void* x;

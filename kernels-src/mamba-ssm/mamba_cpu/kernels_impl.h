@@ -189,7 +189,7 @@ void conv_update_t(const ConvUpdateArgs& a, int64_t begin, int64_t end) {
     T* oc = out + b * a.o_sb + d * a.o_sd;
     for (int64_t l = 0; l < L; ++l) {
       float acc = bias;
-      for (int64_t k = 0; k < K; ++k) acc += a.w[k * D + d] * seq[S + l - (K - 1) + k];
+      for (int64_t k = 0; k < K; ++k) acc += a.w[d * K + k] * seq[S + l - (K - 1) + k];
       store(oc, l * a.o_sl, a.silu ? silu(acc) : acc);
     }
     for (int64_t i = 0; i < S; ++i) store(sc, i * a.s_sl, seq[L + i]);
@@ -199,15 +199,15 @@ void conv_update_t(const ConvUpdateArgs& a, int64_t begin, int64_t end) {
 // The decode step as the models take it (one token, a [B, D, S] state with S
 // contiguous, width and state length known at compile time): one item is a
 // block of channels of one batch row, and each loop below runs across channels,
-// so GCC vectorizes it (the state's S positions of a channel are an interleaved
-// group it loads and stores with shuffles). `acc` holds the conv, then the output.
+// so GCC vectorizes it (a channel's S state positions and K taps are interleaved
+// groups it loads and stores with shuffles). `acc` holds the conv, then the output.
 template <typename T, int K, int S>
 void conv_update_step(const ConvUpdateArgs& a, int64_t b, int64_t d0, int64_t d1, float* acc) {
   const T* x = static_cast<const T*>(a.x) + b * a.x_sb;
   T* st = static_cast<T*>(a.state) + b * a.s_sb;
   T* out = static_cast<T*>(a.out) + b * a.o_sb;
-  const int64_t D = a.dim, n = d1 - d0;
-  const float* w = a.w + d0;
+  const int64_t n = d1 - d0;
+  const float* w = a.w + d0 * K;
   for (int64_t i = 0; i < n; ++i) acc[i] = a.bias ? a.bias[d0 + i] : 0.0f;
   for (int64_t i = 0; i < n; ++i) {
     const int64_t d = d0 + i;
@@ -215,8 +215,8 @@ void conv_update_step(const ConvUpdateArgs& a, int64_t b, int64_t d0, int64_t d1
     for (int k = 0; k < S; ++k) s[k] = load(st, d * S + k);
     const float xv = load(x, d * a.x_sd);
     float v = acc[i];
-    for (int k = 0; k < K - 1; ++k) v += w[k * D + i] * s[S - (K - 1) + k];
-    acc[i] = v + w[(K - 1) * D + i] * xv;
+    for (int k = 0; k < K - 1; ++k) v += w[i * K + k] * s[S - (K - 1) + k];
+    acc[i] = v + w[i * K + K - 1] * xv;
     for (int k = 0; k + 1 < S; ++k) store(st, d * S + k, s[k + 1]);
     store(st, d * S + S - 1, xv);
   }
@@ -270,69 +270,94 @@ inline float state_row_step(float* s, const float* Bf, const float* Cf, float da
   return acc;
 }
 
-// The SSD chunked form's matmuls, in register tiles. A GCC vector type of the
-// target's width (ymm for AVX2, zmm for AVX-512), so each copy of these loops
-// uses its own instruction set without intrinsics; aligned(4) allows any
-// float address.
+// The SSD chunked form's matmuls, in register tiles. GCC vector types of the
+// target's width (ymm for AVX2, zmm for AVX-512) and of 8 floats (for heads of
+// 8 channels, Falcon-H1's), so each copy of these loops uses its own
+// instruction set without intrinsics. Loads and stores go through memcpy: rows
+// start at any float address, and a template argument loses a typedef's
+// alignment attribute.
 #ifdef MAMBA_ISA_AVX512
 constexpr int kVec = 16;
 #else
 constexpr int kVec = 8;
 #endif
-typedef float vfloat __attribute__((vector_size(kVec * sizeof(float)), aligned(4)));
-constexpr int kTileCols = 2 * kVec;
+typedef float vwide __attribute__((vector_size(kVec * sizeof(float))));
+typedef float v8 __attribute__((vector_size(8 * sizeof(float))));
 
-// Rows [m0, m0 + MR) x columns [n0, n0 + 2 kVec) of out (+)= A B over k < K.
-template <int MR>
+template <typename V>
+inline V loadv(const float* p) {
+  V v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+template <typename V>
+inline void storev(float* p, const V& v) {
+  std::memcpy(p, &v, sizeof v);
+}
+
+// Rows [0, MR) x columns [0, NV * lanes of V) of out (+)= A B over k < K.
+template <int MR, typename V, int NV>
 inline void gemm_tile(int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
                       float* out, int64_t ldo, bool accumulate) {
-  vfloat acc[MR][2];
+  constexpr int lanes = sizeof(V) / sizeof(float);
+  V acc[MR][NV];
   for (int r = 0; r < MR; ++r) {
-    for (int c = 0; c < 2; ++c) {
-      acc[r][c] = accumulate ? *reinterpret_cast<const vfloat*>(out + r * ldo + c * kVec)
-                             : vfloat{};
+    for (int c = 0; c < NV; ++c) {
+      acc[r][c] = accumulate ? loadv<V>(out + r * ldo + c * lanes) : V{};
     }
   }
   for (int64_t k = 0; k < K; ++k) {
-    const vfloat b0 = *reinterpret_cast<const vfloat*>(B + k * ldb);
-    const vfloat b1 = *reinterpret_cast<const vfloat*>(B + k * ldb + kVec);
+    V b[NV];
+    for (int c = 0; c < NV; ++c) b[c] = loadv<V>(B + k * ldb + c * lanes);
     for (int r = 0; r < MR; ++r) {
       const float a = A[r * lda + k];
-      acc[r][0] += a * b0;
-      acc[r][1] += a * b1;
+      for (int c = 0; c < NV; ++c) acc[r][c] += a * b[c];
     }
   }
   for (int r = 0; r < MR; ++r) {
-    for (int c = 0; c < 2; ++c) *reinterpret_cast<vfloat*>(out + r * ldo + c * kVec) = acc[r][c];
+    for (int c = 0; c < NV; ++c) storev(out + r * ldo + c * lanes, acc[r][c]);
   }
 }
 
-// out[M, Nc] (+)= A[M, K] B[K, Nc], all row-major floats. `lower`: A is lower
-// triangular (a row block needs k up to its last row only), and only the
-// columns up to each row block's last row are wanted (the rest is left as is).
+constexpr int kTileRows = kVec == 16 ? 8 : 4;
+
+// One row block (mr <= kTileRows rows) of `gemm` over columns [n0, n1).
+template <typename V, int NV>
+inline void gemm_cols(int64_t mr, int64_t K, const float* A, int64_t lda, const float* B,
+                      int64_t ldb, float* out, int64_t ldo, bool accumulate) {
+  if (mr == kTileRows) {
+    gemm_tile<kTileRows, V, NV>(K, A, lda, B, ldb, out, ldo, accumulate);
+    return;
+  }
+  for (int64_t r = 0; r < mr; ++r) {
+    gemm_tile<1, V, NV>(K, A + r * lda, lda, B, ldb, out + r * ldo, ldo, accumulate);
+  }
+}
+
+// out[M, Nc] (+)= A[M, K] B[K, Nc], all row-major floats. `lower_k`: A is lower
+// triangular (a row block needs k up to its last row only); `lower_cols`: only
+// the columns up to each row block's last row are wanted (the rest is left as
+// is, or computed where a whole tile is cheaper).
 inline void gemm(int64_t M, int64_t Nc, int64_t K, const float* A, int64_t lda, const float* B,
                  int64_t ldb, float* out, int64_t ldo, bool accumulate, bool lower_k,
                  bool lower_cols) {
-  constexpr int MR = kVec == 16 ? 8 : 4;
-  for (int64_t m0 = 0; m0 < M; m0 += MR) {
-    const int64_t mr = M - m0 < MR ? M - m0 : MR;
+  constexpr int64_t wide = 2 * kVec;
+  for (int64_t m0 = 0; m0 < M; m0 += kTileRows) {
+    const int64_t mr = M - m0 < kTileRows ? M - m0 : kTileRows;
     const int64_t kend = lower_k && m0 + mr < K ? m0 + mr : K;
-    // Whole tiles past the diagonal cost less than a scalar remainder there.
-    const int64_t tiled = (m0 + mr + kTileCols - 1) / kTileCols * kTileCols;
+    const int64_t tiled = (m0 + mr + wide - 1) / wide * wide;
     const int64_t nend = lower_cols && tiled < Nc ? tiled : Nc;
     const float* Am = A + m0 * lda;
     float* om = out + m0 * ldo;
     int64_t n0 = 0;
-    for (; n0 + kTileCols <= nend; n0 += kTileCols) {
-      if (mr == MR) {
-        gemm_tile<MR>(kend, Am, lda, B + n0, ldb, om + n0, ldo, accumulate);
-      } else {
-        for (int64_t r = 0; r < mr; ++r) {
-          gemm_tile<1>(kend, Am + r * lda, lda, B + n0, ldb, om + r * ldo + n0, ldo, accumulate);
-        }
-      }
+    for (; n0 + wide <= nend; n0 += wide) {
+      gemm_cols<vwide, 2>(mr, kend, Am, lda, B + n0, ldb, om + n0, ldo, accumulate);
     }
-    for (int64_t r = 0; r < mr; ++r) {  // columns left over (short chunks, small heads)
+    for (; n0 + 8 <= nend; n0 += 8) {
+      gemm_cols<v8, 1>(mr, kend, Am, lda, B + n0, ldb, om + n0, ldo, accumulate);
+    }
+    for (int64_t r = 0; r < mr; ++r) {  // columns left over (short chunks, odd head sizes)
       for (int64_t n = n0; n < nend; ++n) {
         float acc = accumulate ? om[r * ldo + n] : 0.0f;
         for (int64_t k = 0; k < kend; ++k) acc += Am[r * lda + k] * B[k * ldb + n];
