@@ -392,14 +392,12 @@ void scan_t(const ScanArgs& a, int64_t begin, int64_t end) {
   const int64_t per_group = H / G, hb = a.head_block;
   const int64_t blocks = (per_group + hb - 1) / hb;
   const int64_t Q = a.chunk < kCpuChunk ? a.chunk : kCpuChunk;
-  // One scratch buffer, carved: the chunk's C and B^T (and their scaled copies),
-  // C B^T and the masked scores, dt x and the output rows, the heads' states.
-  float* buf = scratch(0, 4 * Q * N + 2 * Q * Q + 2 * Q * P + hb * N * P + 2 * Q);
+  // One scratch buffer, carved: the chunk's C and B^T, C B^T and the masked
+  // scores, dt x and the output rows, the heads' states.
+  float* buf = scratch(0, 2 * Q * N + 2 * Q * Q + 2 * Q * P + hb * N * P + 2 * Q);
   float* Cf = buf;
   float* Bt = Cf + Q * N;
-  float* Cs = Bt + N * Q;
-  float* Bw = Cs + Q * N;
-  float* CB = Bw + N * Q;
+  float* CB = Bt + N * Q;
   float* M = CB + Q * Q;
   float* Xd = M + Q * Q;
   float* Y = Xd + Q * P;
@@ -451,24 +449,26 @@ void scan_t(const ScanArgs& a, int64_t begin, int64_t end) {
           for (int64_t j = 0; j <= i; ++j) mr[j] = cbr[j] * exp_approx(ci - cum[j]);
           for (int64_t j = i + 1; j < q; ++j) mr[j] = 0.0f;
         }
-        gemm(q, P, q, M, q, Xd, P, Y, P, false, true, false);
+        // The diagonal scalings fall on the [q, P] sides (x and y rows), not on the
+        // [q, N] sides of B and C: less work wherever P < N (Falcon-H1: 8 vs 256).
         if (!state_zero) {
+          gemm(q, P, N, Cf, N, S, P, Y, P, false, false, false);
           for (int64_t i = 0; i < q; ++i) {
             const float e = exp_approx(cum[i]);
-            for (int64_t n = 0; n < N; ++n) Cs[i * N + n] = Cf[i * N + n] * e;
+            for (int64_t p = 0; p < P; ++p) Y[i * P + p] *= e;
           }
-          gemm(q, P, N, Cs, N, S, P, Y, P, true, false, false);
         }
+        gemm(q, P, q, M, q, Xd, P, Y, P, !state_zero, true, false);
         const float last = cum[q - 1];
-        for (int64_t j = 0; j < q; ++j) cum[j] = exp_approx(last - cum[j]);
-        for (int64_t n = 0; n < N; ++n) {
-          for (int64_t j = 0; j < q; ++j) Bw[n * q + j] = Bt[n * q + j] * cum[j];
+        for (int64_t j = 0; j < q; ++j) {
+          const float w = exp_approx(last - cum[j]);
+          for (int64_t p = 0; p < P; ++p) Xd[j * P + p] *= w;
         }
         if (!state_zero) {
           const float decay = exp_approx(last);
           for (int64_t e = 0; e < N * P; ++e) S[e] *= decay;
         }
-        gemm(N, P, q, Bw, q, Xd, P, S, P, !state_zero, false, false);
+        gemm(N, P, q, Bt, q, Xd, P, S, P, !state_zero, false, false);
         const float* Dh = a.D ? a.D + h * P : nullptr;
         for (int64_t i = 0; i < q; ++i) {
           float* yr = Y + i * P;
