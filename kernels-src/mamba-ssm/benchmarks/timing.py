@@ -5,19 +5,23 @@ Usage (a built variant dir, or any path kernelhub.get_local_kernel accepts):
 
     python benchmarks/timing.py build/mamba-ssm/torch213-cxx11-cpu-x86_64-linux
 
-Shapes (batch 1 prefill, batch 1 and 8 decode): Mamba-2 780m's mixer (48 heads x 64,
-dstate 128, one group, conv over 3328 channels, width 4, chunk 256) and Mamba-1 130m's
-(1536 channels, dstate 16). The inputs are views into one projection, as the models
-pass them. Options: --tokens (default 256 1024), --dtypes, --capability,
---min-run-time. Baselines are Transformers 5.25's functions from
-transformers.models.mamba2/mamba (which must be installed). A few minutes.
+Shapes (batch 1 prefill, batch 1 and 8 decode): Mamba-2 2.7B's mixer (d_model 2560:
+80 heads x 64, dstate 128, one group, conv over 5376 channels, width 4, chunk 256),
+Falcon-H1's at its Transformers config defaults (128 heads x 8, dstate 256, conv over
+1536 channels), and Mamba-1 130m's (1536 channels, dstate 16). The inputs are views
+into one projection, as the models pass them. Options: --tokens (default 256 1024),
+--dtypes, --shapes, --capability, --min-run-time. Baselines are Transformers 5.25's
+functions from transformers.models.mamba2 / falcon_h1 / mamba (which must be
+installed). Several minutes.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -25,9 +29,33 @@ from typing import Any
 import torch
 from kernelhub.benchmarking import cpu_header, interleaved
 
-HEADS, HEADDIM, DSTATE, GROUPS, WIDTH, CHUNK = 48, 64, 128, 1, 4, 256
-INNER = HEADS * HEADDIM
-CONV_DIM = INNER + 2 * GROUPS * DSTATE
+
+@dataclass(frozen=True)
+class Mixer:
+    """One model's Mamba-2 mixer shape, and the Transformers module whose fallbacks it runs."""
+
+    name: str
+    module: str
+    heads: int
+    headdim: int
+    dstate: int
+    groups: int = 1
+    width: int = 4
+    chunk: int = 256
+
+    @property
+    def inner(self) -> int:
+        return self.heads * self.headdim
+
+    @property
+    def conv_dim(self) -> int:
+        return self.inner + 2 * self.groups * self.dstate
+
+
+MIXERS = {
+    "mamba2-2.7b": Mixer("mamba2-2.7b", "mamba2", heads=80, headdim=64, dstate=128),
+    "falcon-h1": Mixer("falcon-h1", "falcon_h1", heads=128, headdim=8, dstate=256),
+}
 M1_INNER, M1_DSTATE = 1536, 16
 
 
@@ -36,7 +64,7 @@ def _row(label: str, kernel: Callable[[], Any], eager: Callable[[], Any],
     for _ in range(3):  # compile and reach the steady state before timing
         compiled()
     t = interleaved({"kernel": kernel, "eager": eager, "compile": compiled}, min_run_time)
-    print(f"  {label:<34}{t['kernel'] * 1e3:10.3f}{t['eager'] * 1e3:10.3f}"
+    print(f"  {label:<44}{t['kernel'] * 1e3:10.3f}{t['eager'] * 1e3:10.3f}"
           f"{t['compile'] * 1e3:10.3f}{t['eager'] / t['kernel']:9.2f}x"
           f"{t['compile'] / t['kernel']:9.2f}x")
 
@@ -45,66 +73,69 @@ def _compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
     return torch.compile(lambda *a, **k: fn(*a, **k), dynamic=False)
 
 
-def _prefill(kernel: ModuleType, tm: ModuleType, dtype: torch.dtype, T: int,
+def _prefill(kernel: ModuleType, tm: ModuleType, m: Mixer, dtype: torch.dtype, T: int,
              params: dict[str, torch.Tensor], min_run_time: float) -> None:
-    name, w, bias = str(dtype)[6:], params["w"], params["bias"]
+    name, w, bias = f"{m.name} {str(dtype)[6:]}", params["w"], params["bias"]
     A, D, dt_bias = params["A"], params["D"], params["dt_bias"]
-    proj = torch.randn(1, T, CONV_DIM + HEADS, dtype=dtype)
-    xbc = proj[..., :CONV_DIM].transpose(1, 2)
+    proj = torch.randn(1, T, m.conv_dim + m.heads, dtype=dtype)
+    xbc = proj[..., :m.conv_dim].transpose(1, 2)
     conv_cmp = _compiled(tm.causal_conv1d_fn)
     _row(f"conv1d prefill {T} {name}",
          lambda: kernel.causal_conv1d_fn(xbc, w, bias, activation="silu"),
          lambda: tm.causal_conv1d_fn(xbc, w, bias, activation="silu"),
          lambda: conv_cmp(xbc, w, bias, activation="silu"), min_run_time)
-    act = torch.randn(1, T, CONV_DIM, dtype=dtype)
-    x = act[..., :INNER].view(1, T, HEADS, HEADDIM)
-    B = act[..., INNER: INNER + DSTATE].view(1, T, GROUPS, DSTATE)
-    C = act[..., INNER + DSTATE:].view(1, T, GROUPS, DSTATE)
-    dt = proj[..., CONV_DIM:]
+    act = torch.randn(1, T, m.conv_dim, dtype=dtype)
+    gn = m.groups * m.dstate
+    x = act[..., :m.inner].view(1, T, m.heads, m.headdim)
+    B = act[..., m.inner: m.inner + gn].view(1, T, m.groups, m.dstate)
+    C = act[..., m.inner + gn:].view(1, T, m.groups, m.dstate)
+    dt = proj[..., m.conv_dim:]
     kw: dict[str, Any] = dict(D=D, dt_bias=dt_bias, dt_softplus=True, return_final_states=True,
                               dt_limit=(0.0, float("inf")))
     scan_cmp = _compiled(tm.mamba2_chunk_scan)
-    _row(f"mamba2 chunk scan {T} {name}",
-         lambda: kernel.mamba_chunk_scan_combined(x, dt, A, B, C, CHUNK, **kw),
-         lambda: tm.mamba2_chunk_scan(x, dt, A, B, C, CHUNK, **kw),
-         lambda: scan_cmp(x, dt, A, B, C, CHUNK, **kw), min_run_time)
+    _row(f"chunk scan {T} {name}",
+         lambda: kernel.mamba_chunk_scan_combined(x, dt, A, B, C, m.chunk, **kw),
+         lambda: tm.mamba2_chunk_scan(x, dt, A, B, C, m.chunk, **kw),
+         lambda: scan_cmp(x, dt, A, B, C, m.chunk, **kw), min_run_time)
 
 
-def _decode(kernel: ModuleType, tm: ModuleType, dtype: torch.dtype, batch: int,
+def _decode(kernel: ModuleType, tm: ModuleType, m: Mixer, dtype: torch.dtype, batch: int,
             params: dict[str, torch.Tensor], min_run_time: float) -> None:
     """One token, with the arguments as Mamba2's decode passes them (broadcast views)."""
-    name, w, bias = str(dtype)[6:], params["w"], params["bias"]
-    state = torch.randn(batch, HEADS, HEADDIM, DSTATE)
-    x = torch.randn(batch, HEADS, HEADDIM, dtype=dtype)
-    dt = torch.randn(batch, HEADS, 1, dtype=dtype).expand(-1, -1, HEADDIM)
-    A = params["A"][:, None, None].expand(-1, HEADDIM, DSTATE)
-    B = torch.randn(batch, GROUPS, DSTATE, dtype=dtype)
-    C = torch.randn(batch, GROUPS, DSTATE, dtype=dtype)
-    D, dt_bias = params["D"][:, None].expand(-1, HEADDIM), params["dt_bias"][:, None].expand(-1, HEADDIM)
+    name, w, bias = f"{m.name} {str(dtype)[6:]}", params["w"], params["bias"]
+    P, N = m.headdim, m.dstate
+    state = torch.randn(batch, m.heads, P, N)
+    x = torch.randn(batch, m.heads, P, dtype=dtype)
+    dt = torch.randn(batch, m.heads, 1, dtype=dtype).expand(-1, -1, P)
+    A = params["A"][:, None, None].expand(-1, P, N)
+    B = torch.randn(batch, m.groups, N, dtype=dtype)
+    C = torch.randn(batch, m.groups, N, dtype=dtype)
+    D, dt_bias = params["D"][:, None].expand(-1, P), params["dt_bias"][:, None].expand(-1, P)
     step_cmp = _compiled(tm.mamba2_selective_state_update)
-    _row(f"mamba2 decode step b{batch} {name}",
+    _row(f"decode step b{batch} {name}",
          lambda: kernel.selective_state_update(state, x, dt, A, B, C, D, dt_bias=dt_bias, dt_softplus=True),
          lambda: tm.mamba2_selective_state_update(state, x, dt, A, B, C, D, dt_bias=dt_bias, dt_softplus=True),
          lambda: step_cmp(state, x, dt, A, B, C, D, dt_bias=dt_bias, dt_softplus=True), min_run_time)
-    cstate = torch.randn(batch, CONV_DIM, WIDTH, dtype=dtype)
-    xs = torch.randn(batch, CONV_DIM, 1, dtype=dtype)
+    cstate = torch.randn(batch, m.conv_dim, m.width, dtype=dtype)
+    xs = torch.randn(batch, m.conv_dim, 1, dtype=dtype)
     upd_cmp = _compiled(tm.causal_conv1d_update)
-    _row(f"conv1d decode step b{batch} {name}",
+    _row(f"conv1d decode b{batch} {name}",
          lambda: kernel.causal_conv1d_update(xs, cstate, w, bias, activation="silu"),
          lambda: tm.causal_conv1d_update(xs, cstate, w, bias, activation="silu"),
          lambda: upd_cmp(xs, cstate, w, bias, activation="silu"), min_run_time)
 
 
-def mamba2(kernel: ModuleType, tm: ModuleType, dtype: torch.dtype, tokens: list[int],
+def mamba2(kernel: ModuleType, m: Mixer, dtype: torch.dtype, tokens: list[int],
            min_run_time: float) -> None:
-    params = dict(A=-torch.exp(torch.rand(HEADS) * 2), D=torch.randn(HEADS),
-                  dt_bias=torch.randn(HEADS) - 2,
-                  w=torch.randn(CONV_DIM, WIDTH, dtype=dtype) * 0.3,
-                  bias=torch.randn(CONV_DIM, dtype=dtype))
+    tm = importlib.import_module(f"transformers.models.{m.module}.modeling_{m.module}")
+    params = dict(A=-torch.exp(torch.rand(m.heads) * 2), D=torch.randn(m.heads),
+                  dt_bias=torch.randn(m.heads) - 2,
+                  w=torch.randn(m.conv_dim, m.width, dtype=dtype) * 0.3,
+                  bias=torch.randn(m.conv_dim, dtype=dtype))
     for T in tokens:
-        _prefill(kernel, tm, dtype, T, params, min_run_time)
+        _prefill(kernel, tm, m, dtype, T, params, min_run_time)
     for batch in (1, 8):
-        _decode(kernel, tm, dtype, batch, params, min_run_time)
+        _decode(kernel, tm, m, dtype, batch, params, min_run_time)
 
 
 def _mamba1_case(kernel: ModuleType, tm1: ModuleType, dtype: torch.dtype, T: int,
@@ -128,6 +159,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("path", type=Path, help="built variant (or kernel) path")
     parser.add_argument("--tokens", type=int, nargs="+", default=[256, 1024])
     parser.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
+    parser.add_argument("--shapes", nargs="+", choices=sorted(MIXERS), default=sorted(MIXERS))
     parser.add_argument("--capability", choices=["DEFAULT", "AVX2", "AVX512", "AVX512_BF16"])
     parser.add_argument("--min-run-time", type=float, default=0.5)
     parser.add_argument("--mamba1", action=argparse.BooleanOptionalAction, default=True)
@@ -137,7 +169,6 @@ def main(argv: list[str] | None = None) -> None:
 
     import kernelhub
     from transformers.models.mamba import modeling_mamba as tm1
-    from transformers.models.mamba2 import modeling_mamba2 as tm
 
     kernel = kernelhub.get_local_kernel(args.path)
     if args.capability is not None:
@@ -146,10 +177,11 @@ def main(argv: list[str] | None = None) -> None:
     print(cpu_header())
     print(f"threads {torch.get_num_threads()}, loops {kernel.cpu_capability()}; eager = "
           "Transformers' PyTorch fallback, compile = torch.compile of it; ratios: their time / ours")
-    print(f"  {'case':<34}{'ours ms':>10}{'eager ms':>10}{'compile':>10}{'eager/us':>10}{'cmp/us':>10}")
+    print(f"  {'case':<44}{'ours ms':>10}{'eager ms':>10}{'compile':>10}{'eager/us':>10}{'cmp/us':>10}")
     with torch.inference_mode():
-        for name in args.dtypes:
-            mamba2(kernel, tm, getattr(torch, name), args.tokens, args.min_run_time)
+        for shape in args.shapes:
+            for name in args.dtypes:
+                mamba2(kernel, MIXERS[shape], getattr(torch, name), args.tokens, args.min_run_time)
         if args.mamba1:
             for name in args.dtypes:
                 for T in [t for t in args.tokens if t <= 256]:  # PyTorch's loop is slow

@@ -32,7 +32,8 @@ struct ConvArgs {
 
 // One or more decode steps against a rolling conv state [B, D, S], S >= K - 1:
 // the sequence seen is state ++ x, the outputs are its last `len` positions,
-// and the state keeps its last S entries (updated in place).
+// and the state keeps its last S entries (updated in place). `w` is [D, K]
+// float, the model's own layout, so a decode step copies no weight.
 struct ConvUpdateArgs {
   void* out;
   const void* x;
@@ -45,6 +46,9 @@ struct ConvUpdateArgs {
   int64_t o_sb, o_sd, o_sl;
   bool silu;
   DType dtype;
+  // CPU: channels per work item of a one-token step with a compiled fixed shape
+  // (0: one channel per item, any shape); set by the backend.
+  int64_t channel_block;
 };
 
 // Mamba-2's scan (one head has a scalar decay A[h]; heads share B and C
@@ -67,6 +71,8 @@ struct ScanArgs {
   float* final_state;
   float* workspace;  // GPU only: batch * heads * headdim * dstate floats (null on CPU)
   int64_t batch, len, heads, headdim, groups, dstate;
+  int64_t chunk;       // the caller's chunk_size (>= 1); a backend may chunk finer
+  int64_t head_block;  // CPU: heads of one group per work item (set by the backend)
   int64_t x_sb, x_sl, x_sh;
   int64_t B_sb, B_sl, B_sg;
   int64_t C_sb, C_sl, C_sg;

@@ -11,7 +11,7 @@ struct CpuTable {
   const char* capability;
   // items: batch * len (rows of channels) for channel-last x, else batch * dim.
   void (*conv)(const ConvArgs&, int64_t begin, int64_t end);
-  // items: batch * dim
+  // items: batch * (dim / channel_block, rounded up) with a channel block, else batch * dim
   void (*conv_update)(const ConvUpdateArgs&, int64_t begin, int64_t end);
   // items: batch * heads
   void (*scan)(const ScanArgs&, int64_t begin, int64_t end);

@@ -64,7 +64,7 @@ __global__ void conv_update_kernel(ConvUpdateArgs a) {
     auto seq = [&](int64_t j) { return j < S ? ld(sc, j * a.s_sl) : ld(xc, (j - S) * a.x_sl); };
     for (int64_t l = 0; l < a.len; ++l) {
       float acc = a.bias ? a.bias[d] : 0.0f;
-      for (int64_t k = 0; k < a.width; ++k) acc += a.w[k * a.dim + d] * seq(S + l - (a.width - 1) + k);
+      for (int64_t k = 0; k < a.width; ++k) acc += a.w[d * a.width + k] * seq(S + l - (a.width - 1) + k);
       st(out, b * a.o_sb + d * a.o_sd + l * a.o_sl, a.silu ? silu(acc) : acc);
     }
     // Shift: new state[j] = seq[len + j]; read before overwrite (increasing j

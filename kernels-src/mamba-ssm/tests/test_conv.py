@@ -101,3 +101,23 @@ def test_other_dtypes_run_the_pytorch_formula(ref, target) -> None:
     out = mamba_ssm.causal_conv1d_fn(x.to(target), w.to(target), activation="silu")
     assert out.dtype == torch.float64
     torch.testing.assert_close(out.cpu(), ref.conv(x, w, None, True))
+
+
+@pytest.mark.parametrize("state_len", [3, 4], ids=["package-state", "transformers-state"])
+def test_conv_update_decode_step_across_channel_blocks(ref, target, dtype, state_len) -> None:
+    """The one-token step at a width of 4 (the loop compiled for that shape), over more
+    channels than one work item's block of 256, with the state the causal_conv1d package
+    keeps (width - 1) and the one Transformers keeps (width)."""
+    import mamba_ssm
+
+    torch.manual_seed(state_len)
+    b, d, width = 2, 600, 4
+    w, bias = torch.randn(d, width, dtype=dtype), torch.randn(d, dtype=dtype)
+    state, x = torch.randn(b, d, state_len, dtype=dtype), torch.randn(b, d, dtype=dtype)
+    s = state.to(target).clone()
+    out = mamba_ssm.causal_conv1d_update(x.to(target), s, w.to(target), bias.to(target),
+                                         activation="silu")
+    full = torch.cat([state, x[..., None]], -1)
+    assert out.shape == (b, d) and out.dtype == dtype
+    _close(ref, out, ref.conv(full, w, bias, True)[..., -1], dtype)
+    torch.testing.assert_close(s.cpu(), full[..., -state_len:])

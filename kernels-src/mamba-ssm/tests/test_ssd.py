@@ -157,3 +157,65 @@ def test_packed_sequences_are_refused_with_a_message(target) -> None:
     with pytest.raises(ValueError, match="packed sequences"):
         mamba_ssm.mamba_chunk_scan_combined(**t, chunk_size=4,
                                             seq_idx=torch.zeros(2, 4, dtype=torch.int32))
+
+
+# (heads, headdim, dstate, seqlen): Mamba-2 130m's and 370m's mixers (24 and 32 heads
+# of 64, dstate 128, one group), and Falcon-H1's config defaults (128 heads of 8,
+# dstate 256), at lengths around and across the chunk of 256 the models pass.
+MODEL_SHAPES = [
+    pytest.param(24, 64, 128, 1, id="mamba2-130m-1"),
+    pytest.param(24, 64, 128, 257, id="mamba2-130m-257"),
+    pytest.param(32, 64, 128, 600, id="mamba2-370m-600"),
+    pytest.param(32, 64, 128, 2048, id="mamba2-370m-2048"),
+    pytest.param(128, 8, 256, 300, id="falcon-h1-300"),
+]
+
+
+@pytest.mark.parametrize(("h", "p", "n", "seqlen"), MODEL_SHAPES)
+def test_scan_at_model_shapes_matches_transformers(target, dtype, h, p, n, seqlen) -> None:
+    """The models' own PyTorch scan (chunk 256, dt bias + softplus + limit, D, an
+    initial state, the final state) is the oracle; it runs in float32 on the same
+    (dtype-rounded) inputs."""
+    family = "falcon_h1" if p == 8 else "mamba2"
+    modeling = pytest.importorskip(f"transformers.models.{family}.modeling_{family}")
+    import mamba_ssm
+
+    torch.manual_seed(seqlen)
+    x = torch.randn(1, seqlen, h, p, dtype=dtype)
+    dt = torch.randn(1, seqlen, h, dtype=dtype)
+    A = -torch.exp(torch.rand(h) * 2)
+    B = torch.randn(1, seqlen, 1, n, dtype=dtype)
+    C = torch.randn(1, seqlen, 1, n, dtype=dtype)
+    kw = dict(D=torch.randn(h), dt_bias=torch.randn(h) - 2, dt_softplus=True,
+              initial_states=torch.randn(1, h, p, n), dt_limit=(0.0, 0.3),
+              return_final_states=True)
+    with torch.no_grad():
+        want_y, want_s = modeling.mamba2_chunk_scan(x.float(), dt, A, B.float(), C.float(), 256, **kw)
+        y, s = mamba_ssm.mamba_chunk_scan_combined(
+            x.to(target), dt.to(target), A.to(target), B.to(target), C.to(target), 256,
+            **{k: v.to(target) if isinstance(v, torch.Tensor) else v for k, v in kw.items()})
+    assert y.shape == x.shape and y.dtype == dtype and s.dtype == torch.float32
+    tol = {"atol": 1e-3, "rtol": 1e-3} if dtype == torch.float32 else {"atol": 2e-2, "rtol": 2e-2}
+    scale = want_y.abs().max()
+    torch.testing.assert_close(y.float().cpu() / scale, want_y.float() / scale, **tol)
+    s_scale = want_s.abs().max()
+    torch.testing.assert_close(s.cpu() / s_scale, want_s / s_scale, **tol)
+
+
+@pytest.mark.parametrize("seqlen", [1, 63, 64, 65, 300])
+def test_scan_gate_and_chunk_edges_match_recurrence(ref, target, dtype, seqlen) -> None:
+    """z gating, D per channel, no initial state, at lengths on both sides of the CPU
+    loops' chunk (64) and the caller's (256); 8 heads of 16 in 2 groups."""
+    import mamba_ssm
+
+    t = _inputs(dtype, b=1, seqlen=seqlen, seed=seqlen)
+    h, p = 8, 16
+    D, z, bias = torch.randn(h, p), torch.randn_like(t["x"]), torch.randn(h)
+    dev = {k: v.to(target) for k, v in t.items()}
+    y, s = mamba_ssm.mamba_chunk_scan_combined(
+        **dev, chunk_size=256, D=D.to(target), z=z.to(target), dt_bias=bias.to(target),
+        dt_softplus=True, return_final_states=True)
+    want_y, want_s = ref.ssd(t["x"], _dt_final(t["dt"], bias), t["A"], t["B"], t["C"], D, z)
+    scale, s_scale = want_y.abs().max(), want_s.abs().max()
+    torch.testing.assert_close(y.double().cpu() / scale, want_y / scale, **ref.tolerance(dtype))
+    torch.testing.assert_close(s.double().cpu() / s_scale, want_s / s_scale, **ref.tolerance(dtype))

@@ -20,11 +20,11 @@ void impl_all(torch::Library& ops, c10::DeviceType device) {
 TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.def("causal_conv1d_fwd(Tensor x, Tensor weight_t, Tensor? bias, bool silu) -> Tensor");
   ops.def(
-      "causal_conv1d_update(Tensor x, Tensor(a!) conv_state, Tensor weight_t, Tensor? bias, "
+      "causal_conv1d_update(Tensor x, Tensor(a!) conv_state, Tensor weight, Tensor? bias, "
       "bool silu) -> Tensor");
   ops.def(
       "ssd_scan(Tensor x, Tensor dt, Tensor A, Tensor B, Tensor C, Tensor? D, Tensor? z, "
-      "Tensor? initial_states, bool return_final_states) -> (Tensor, Tensor)");
+      "Tensor? initial_states, int chunk_size, bool return_final_states) -> (Tensor, Tensor)");
   ops.def(
       "selective_state_update(Tensor(a!) state, Tensor x, Tensor dt, Tensor A, Tensor B, "
       "Tensor C, Tensor? D, Tensor? z) -> Tensor");

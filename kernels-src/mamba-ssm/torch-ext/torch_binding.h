@@ -13,13 +13,13 @@
 at::Tensor causal_conv1d_fwd(const at::Tensor& x, const at::Tensor& weight_t,
                              const std::optional<at::Tensor>& bias, bool silu);
 at::Tensor causal_conv1d_update(const at::Tensor& x, at::Tensor& conv_state,
-                                const at::Tensor& weight_t,
+                                const at::Tensor& weight,
                                 const std::optional<at::Tensor>& bias, bool silu);
 std::tuple<at::Tensor, at::Tensor> ssd_scan(
     const at::Tensor& x, const at::Tensor& dt, const at::Tensor& A, const at::Tensor& B,
     const at::Tensor& C, const std::optional<at::Tensor>& D,
     const std::optional<at::Tensor>& z, const std::optional<at::Tensor>& initial_states,
-    bool return_final_states);
+    int64_t chunk_size, bool return_final_states);
 at::Tensor selective_state_update(at::Tensor& state, const at::Tensor& x, const at::Tensor& dt,
                                   const at::Tensor& A, const at::Tensor& B, const at::Tensor& C,
                                   const std::optional<at::Tensor>& D,

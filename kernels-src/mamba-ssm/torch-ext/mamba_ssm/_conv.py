@@ -96,6 +96,6 @@ def causal_conv1d_update(
             or conv_state.shape[-1] < weight.shape[-1] - 1):
         out = _reference.causal_conv1d_update(x3, conv_state, weight, bias, silu)
     else:
-        w_t = as_float(weight, x3).t().contiguous()  # type: ignore[union-attr]
-        out = ops.causal_conv1d_update(x3, conv_state, w_t, as_float(bias, x3), silu)
+        out = ops.causal_conv1d_update(x3, conv_state, as_float(weight, x3), as_float(bias, x3),
+                                       silu)
     return out.squeeze(-1) if squeeze else out

@@ -25,12 +25,11 @@ def _scan_kernel(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Te
                  C: torch.Tensor, D: torch.Tensor | None, z: torch.Tensor | None,
                  init: torch.Tensor | None, chunk_size: int, want_final: bool,
                  ) -> tuple[torch.Tensor, torch.Tensor]:
-    del chunk_size  # the CPU loops walk the recurrence; the GPU kernel chunks itself
     heads, headdim = x.shape[2], x.shape[3]
     y, final = ops.ssd_scan(
         last_contiguous(x), dt.detach().contiguous(), as_float(A, x), last_contiguous(B),
         last_contiguous(C), _head_params(D, heads, headdim, x), last_contiguous(z),
-        as_float(init, x), want_final)
+        as_float(init, x), chunk_size, want_final)
     return y, final
 
 
