@@ -72,7 +72,7 @@ def _hub_api(publisher: object, repo_id: str, files: dict[str, bytes], message: 
 def main(argv: Sequence[str]) -> int:
     """``kernelhub publish-benchmark REPO COMMIT VARIANT RESULTS.json [PLOT.png] --hub HUB``:
     commit a benchmark run's document (and plot) under the build's results directory."""
-    from kernelhub.cli_text import ArgumentParser, error_line
+    from kernelhub.cli.text import ArgumentParser, error_line
     from kernelhub.user_files import cli_path, read_bounded
 
     parser = ArgumentParser(prog="kernelhub publish-benchmark")

@@ -13,12 +13,12 @@ import argparse
 import json
 from typing import Any
 
-from . import api
-from .cli_args import add_target_args
-from .errors import KernelHubError
-from .hub.calls import hub_name
-from .printable import printable
-from .versions import branch_major
+from .. import api
+from ..errors import KernelHubError
+from ..hub.calls import hub_name
+from ..printable import printable
+from ..versions import branch_major
+from .args import add_target_args
 
 
 def _version_arg(value: str) -> int | str:

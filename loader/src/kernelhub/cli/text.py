@@ -13,8 +13,8 @@ import argparse
 import sys
 from typing import NoReturn
 
-from .printable import printable
-from .redact import redact
+from ..printable import printable
+from ..redact import redact
 
 
 def error_line(error: BaseException | str) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from .system import ALL_BACKENDS
+from ..system import ALL_BACKENDS
 
 
 def add_target_args(parser: argparse.ArgumentParser, *, spec: bool = True,

@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import argparse
 
-from . import api
-from .cache import KernelCache
-from .cli_args import add_target_args
-from .cli_text import error_line
-from .errors import KernelHubError, SignatureError
-from .metadata import read_metadata_bytes
-from .printable import printable
-from .sigstore_signatures import (
+from .. import api
+from ..cache import KernelCache
+from ..errors import KernelHubError, SignatureError
+from ..metadata import read_metadata_bytes
+from ..printable import printable
+from ..sigstore_signatures import (
     BUNDLE_FILE,
     PRESETS,
     SigstorePolicy,
@@ -27,6 +25,8 @@ from .sigstore_signatures import (
     sigstore_policy_for,
     verify_bundle,
 )
+from .args import add_target_args
+from .text import error_line
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -16,11 +16,10 @@ import argparse
 import sys
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from . import api
-from .benchmark_results import BenchmarkRun
-from .benchmark_runner import (
+from .. import api, benchmark_plots, benchmark_sources, optional_commands
+from ..benchmark_results import BenchmarkRun
+from ..benchmark_runner import (
     BENCHMARKS_DIR,
     BenchmarkError,
     find_scripts,
@@ -30,19 +29,11 @@ from .benchmark_runner import (
     scripts_sha,
     torch_device,
 )
-from .cli_args import add_target_args
-from .errors import KernelHubError
-from .lazy_names import deferred
-from .printable import printable
-from .system import detect_system
-from .user_files import cli_path, user_path
-
-if TYPE_CHECKING:
-    from . import benchmark_plots, benchmark_sources, optional_commands
-else:  # plots need matplotlib, an extra; the others only a run that uses them
-    benchmark_plots = deferred("kernelhub.benchmark_plots")
-    benchmark_sources = deferred("kernelhub.benchmark_sources")
-    optional_commands = deferred("kernelhub.optional_commands")
+from ..errors import KernelHubError
+from ..printable import printable
+from ..system import detect_system
+from ..user_files import cli_path, user_path
+from .args import add_target_args
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from .effective import effective
-from .printable import printable
+from ..effective import effective
+from ..printable import printable
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

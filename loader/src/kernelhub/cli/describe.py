@@ -12,12 +12,12 @@ import argparse
 import json
 from typing import Any
 
-from . import api
-from .cli_args import add_target_args
-from .metadata import read_metadata
-from .printable import printable
-from .symbols import LAYER_ATTRIBUTES, read_variant_symbols
-from .user_files import user_path
+from .. import api
+from ..metadata import read_metadata
+from ..printable import printable
+from ..symbols import LAYER_ATTRIBUTES, read_variant_symbols
+from ..user_files import user_path
+from .args import add_target_args
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
