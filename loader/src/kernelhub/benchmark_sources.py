@@ -10,20 +10,12 @@ builds, ``kernels-src/<name>/benchmarks`` of the project in the working director
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from .benchmark_runner import BENCHMARKS_DIR
+from .hub import calls as hub_calls
+from .hub import hf as hub_hf
+from .hub import local as hub_local
 from .hub.base import Hub
-from .lazy_names import deferred
-
-if TYPE_CHECKING:
-    from .hub import calls as hub_calls
-    from .hub import hf as hub_hf
-    from .hub import local as hub_local
-else:  # hub_hf imports huggingface_hub: only a Hub-API hub reaches it
-    hub_calls = deferred("kernelhub.hub.calls")
-    hub_hf = deferred("kernelhub.hub.hf")
-    hub_local = deferred("kernelhub.hub.local")
 
 
 def hub_benchmarks(hub: Hub, repo_id: str, commit: str, dest: Path) -> Path | None:

@@ -14,17 +14,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from . import system
 from .lazy_names import deferred
 
 if TYPE_CHECKING:
     import torch
     from torch.utils import benchmark
-
-    from . import system
 else:
     torch = deferred("torch")
     benchmark = deferred("torch.utils.benchmark")
-    system = deferred("kernelhub.system")
 
 
 def best_seconds(fn: Callable[[], Any], min_run_time: float, warm: bool = True) -> float:

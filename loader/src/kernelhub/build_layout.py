@@ -16,16 +16,9 @@ this module; the loader's :func:`local_build_dirs` reads it.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from .lazy_names import deferred
+from . import user_files
 from .metadata import METADATA_FILE
-
-if TYPE_CHECKING:
-    from . import tomlfile, user_files
-else:  # read only for a build.toml on disk, never on a load from the cache
-    tomlfile = deferred("kernelhub.tomlfile")
-    user_files = deferred("kernelhub.user_files")
 
 BUILD_DIR = "build"
 """Variants live under ``build/<variant>/`` in every kernel repository, on a hub or on disk."""
@@ -56,6 +49,7 @@ def kernel_name(source_dir: Path) -> str:
     """
     build_toml = Path(source_dir) / KERNEL_FILE
     if build_toml.is_file():
+        from . import tomlfile
         try:
             general = tomlfile.parse_toml(user_files.read_bounded(build_toml)).get("general", {})
             name = general.get("name") if isinstance(general, dict) else None

@@ -38,14 +38,10 @@ from .versions import Refs, is_commit_id, is_plain_name
 if TYPE_CHECKING:
     import filelock
 
-    from . import ecosystem_cache, hub_hashes, release_manifest
     from .hub.base import Hub
     from .release_manifest import ReleaseFiles
 else:  # a warm load takes no lock, reads no release and hashes nothing
     filelock = deferred("filelock")
-    ecosystem_cache = deferred("kernelhub.ecosystem_cache")
-    hub_hashes = deferred("kernelhub.hub_hashes")
-    release_manifest = deferred("kernelhub.release_manifest")
 
 _TMP_SUFFIX = ".partial"
 VARIANTS_FILE = "variants.json"
@@ -168,6 +164,7 @@ class KernelCache:
         data = _read_json(path)
         if data is None:
             return None
+        from . import release_manifest
         found: dict[str, bytes | None] = {}
         for key in ("manifest", "signature"):
             value = data.get(key) if isinstance(data, dict) else 0
@@ -241,6 +238,7 @@ class KernelCache:
             raise _unwritable(self.root, f"install {variant} of {repo_id}", e) from None
 
     def _install(self, hub: Hub, repo_id: str, commit: str, variant: str, dest: Path) -> Path:
+        from . import ecosystem_cache, hub_hashes
         with self.lock(hub.key, repo_id):
             if dest.is_dir():
                 return dest

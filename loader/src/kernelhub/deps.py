@@ -27,6 +27,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from . import versions
 from .errors import KernelHubError
 from .lazy_names import deferred
 from .records import Record
@@ -34,11 +35,9 @@ from .records import Record
 if TYPE_CHECKING:
     from importlib import util as importlib_util
 
-    from . import versions
     from .metadata import Metadata
 else:
     importlib_util = deferred("importlib.util")
-    versions = deferred("kernelhub.versions")
 
 KERNEL_DEPENDS = "kernel-depends"
 

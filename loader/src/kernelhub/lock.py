@@ -52,6 +52,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from . import tomlfile, user_files
 from .errors import LockFileError
 from .lazy_names import deferred
 from .records import Record, field, replace
@@ -60,12 +61,9 @@ from .versions import is_commit_id, shown_name
 if TYPE_CHECKING:
     from importlib import metadata as importlib_metadata
 
-    from . import tomlfile, user_files
     from .deps import KernelDependency
 else:  # the lock itself is JSON: loading a locked kernel reads no TOML
     importlib_metadata = deferred("importlib.metadata")
-    tomlfile = deferred("kernelhub.tomlfile")
-    user_files = deferred("kernelhub.user_files")
 
 LOCKFILE_NAME = "kernels.lock"
 HASHES_NAME = "kernelhub.lock"

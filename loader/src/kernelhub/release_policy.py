@@ -17,20 +17,12 @@ used from another.
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING
 
-from . import settings
+from . import settings, sshsig, verified_marks
 from .errors import SignatureError
-from .lazy_names import deferred
 from .release_manifest import NAMESPACE, RELEASE_FILE, SIGNATURE_FILE, ReleaseFiles, ReleaseManifest
 from .trust import OrgPolicy
 from .versions import branch_major, tag_release
-
-if TYPE_CHECKING:
-    from . import sshsig, verified_marks
-else:  # loads from orgs without a signing policy never check a signature
-    sshsig = deferred("kernelhub.sshsig")
-    verified_marks = deferred("kernelhub.verified_marks")
 
 _verified: dict[bytes, str] = {}
 """Content key → fingerprint of the allowed key that signed it (successes only)."""

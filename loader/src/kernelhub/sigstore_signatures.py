@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from . import settings
+from . import settings, verified_marks
 from .errors import KernelHubError, SignatureError
 from .lazy_names import deferred
 from .metadata import SIGNATURE_SIDECARS
@@ -62,8 +62,6 @@ if TYPE_CHECKING:
     from sigstore.models import TrustedRoot
     from sigstore.verify import policy as sigstore_policy
     from sigstore.verify.policy import VerificationPolicy
-
-    from . import verified_marks
 else:  # sigstore is the optional ``sigstore`` extra, imported only where a policy applies
     importlib_resources = deferred("importlib.resources")
     x509 = deferred("cryptography.x509")
@@ -72,7 +70,6 @@ else:  # sigstore is the optional ``sigstore`` extra, imported only where a poli
     sigstore_verify = deferred("sigstore.verify")
     sigstore_tuf = deferred("sigstore._internal.tuf")
     sigstore_policy = deferred("sigstore.verify.policy")
-    verified_marks = deferred("kernelhub.verified_marks")
 
 BUNDLE_FILE = SIGNATURE_SIDECARS[0]
 """The sigstore bundle of a variant's metadata.json, next to it."""

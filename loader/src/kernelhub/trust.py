@@ -34,19 +34,13 @@ import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import settings
+from . import settings, user_files
 from .errors import FlagTypeError, KernelHubError, SigningKeyError, TrustError
 from .hub.base import Hub
-from .lazy_names import deferred
 from .records import Record
 
 if TYPE_CHECKING:
-    from . import release_manifest, sshsig, user_files
     from .sshsig import PublicKey
-else:  # the parser is imported where keys are read: most loads configure none
-    release_manifest = deferred("kernelhub.release_manifest")
-    sshsig = deferred("kernelhub.sshsig")
-    user_files = deferred("kernelhub.user_files")
 
 # -- trusted organisations ----------------------------------------------------------
 
@@ -215,6 +209,7 @@ def allowed_signers(path: Path, org: str) -> list[PublicKey]:
     Lines for other principals, other namespaces, or other key types (an RSA key a team
     uses for git) are skipped: they can never sign a kernelhub release.
     """
+    from . import release_manifest, sshsig
     try:
         text = user_files.read_bounded(path).decode("utf-8")
     except UnicodeDecodeError:
@@ -254,6 +249,7 @@ def policy_for(org: str) -> OrgPolicy:
     for path in config.allowed_signers_files:
         keys += allowed_signers(path, org)
     if config.keys:
+        from . import sshsig
         keys += [
             sshsig.parse_public_key(line, f"{settings.config_path()}: [signing.keys] {name}")
             for name, line in config.keys

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from .. import settings
+from .. import release_manifest, settings
 from ..errors import HubError, RepoNotFoundError, VersionSpecError
 from ..lazy_names import deferred
 from ..redact import redact, redact_logs
@@ -44,14 +44,12 @@ if TYPE_CHECKING:
     from huggingface_hub import utils as hf_utils
     from huggingface_hub.hf_api import RepoFile, RepoFolder
 
-    from .. import release_manifest
     from ..release_manifest import ReleaseFiles
 else:  # a warm load (pinned, locked or offline) needs only the hub's cache key
     huggingface_hub = deferred("huggingface_hub")
     hf_api = deferred("huggingface_hub.hf_api")
     hf_errors = deferred("huggingface_hub.errors")
     hf_utils = deferred("huggingface_hub.utils")
-    release_manifest = deferred("kernelhub.release_manifest")
 
 T = TypeVar("T")
 _log = logging.getLogger(__name__)

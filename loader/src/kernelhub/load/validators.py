@@ -44,9 +44,9 @@ import hashlib
 import json
 from typing import TYPE_CHECKING
 
+from .. import cache, sigstore_signatures
 from ..errors import IntegrityError, LockFileError, SignatureError
 from ..hub import search
-from ..lazy_names import deferred
 from ..minver import KERNELS_MINVER, check_kernels_minver
 from ..provenance import warn_if_dirty
 from ..records import replace
@@ -55,18 +55,12 @@ from ..trust import OrgPolicy, Vouch, check_trusted, is_trusted, policy_for, vou
 from .resolve import ReleaseVerdict, release_files
 
 if TYPE_CHECKING:
-    from .. import cache, hub_hashes, release_policy, sigstore_signatures
     from ..lock import LockEntry
     from ..release_manifest import ReleaseFiles
     from ..sigstore_signatures import SigstorePolicy
     from .request import KernelRequest
     from .resolve import Resolution
     from .verify import Snapshot
-else:  # each read only by the check that needs it: a load has few of them
-    cache = deferred("kernelhub.cache")
-    hub_hashes = deferred("kernelhub.hub_hashes")
-    release_policy = deferred("kernelhub.release_policy")
-    sigstore_signatures = deferred("kernelhub.sigstore_signatures")
 
 
 class Validator:
@@ -143,6 +137,7 @@ class SignatureValidator(Validator):
     def verdict(self, files: ReleaseFiles, repo_id: str, ref: str, commit: str,
                 variant: str) -> ReleaseVerdict:
         """Verify the release files of ``commit``: what they sign for ``variant``."""
+        from .. import release_policy
         manifest = release_policy.check_release(files, self.policy, repo_id, ref, commit)
         if manifest is None:
             return ReleaseVerdict(None)
@@ -207,6 +202,7 @@ class LockValidator(Validator):
     def on_snapshot(self, snapshot: Snapshot) -> None:
         if (wanted := self._wanted(snapshot.variant_name)) is None:
             return
+        from .. import hub_hashes
         kind, want = wanted
         if kind == "metadata sha256":
             actual = hashlib.sha256(snapshot.verified.metadata_bytes).hexdigest()

@@ -28,16 +28,14 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
+from ... import benchmarking
 from ...lazy_names import deferred
 from ...records import Record
 
 if TYPE_CHECKING:
     import torch
-
-    from ... import benchmarking
 else:
     torch = deferred("torch")
-    benchmarking = deferred("kernelhub.benchmarking")
 
 TIME_BUDGET_S = 0.05
 """Per side and :data:`ROUNDS` rounds of a measurement (a retry with more rounds gets
