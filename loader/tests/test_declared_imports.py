@@ -44,7 +44,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("ecosystem/load.py", "kernelhub.settings"): _LOADING,
     ("ecosystem/load.py", "kernelhub.lock"): _LOADING,
     ("ecosystem/records.py", "kernelhub.settings"): _LOADING,
-    ("ecosystem/records.py", "kernelhub.importer"): _LOADING,
+    ("ecosystem/records.py", "kernelhub.load.importer"): _LOADING,
     ("ecosystem/records.py", "kernelhub.api"): _LOADING,
     ("hub/local.py", "kernelhub.hub.git"): "git runs only for an unpinned or cold load; " + _WARM,
     ("hub/local.py", "kernelhub.release_manifest"): _SIGNING,

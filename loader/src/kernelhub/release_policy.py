@@ -10,7 +10,7 @@ so a new process need not load the crypto library to re-verify what it verified 
 
 What is verified here is the manifest; the variant's own ``metadata.json`` is compared
 with the manifest by the importer, on the very bytes it then parses
-(:func:`kernelhub.importer.load_variant_dir`), so nothing is checked on one copy and
+(:func:`kernelhub.load.importer.load_variant_dir`), so nothing is checked on one copy and
 used from another.
 """
 

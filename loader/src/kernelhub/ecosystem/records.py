@@ -2,7 +2,7 @@
 ``RepoInfo``), a build's ``Metadata``, and per-variant decisions
 (``get_kernel_variants`` → ``VariantAccepted`` / ``VariantRejected``).
 
-They read kernelhub's own records (:mod:`kernelhub.importer`, :mod:`kernelhub.metadata`,
+They read kernelhub's own records (:mod:`kernelhub.load.importer`, :mod:`kernelhub.metadata`,
 :mod:`kernelhub.selection`) and present them with the ecosystem's field names, so code
 that inspects them runs unchanged.
 """
@@ -198,7 +198,7 @@ def get_loaded_kernels() -> list[LoadedKernel]:
     """Every kernel variant directory this process has loaded (a new list each call):
     like kernels 0.19.1, one entry per path, so a local load of a build already loaded
     from the hub is listed too (both name the one module)."""
-    from .. import importer
+    from ..load import importer
     found = []
     for loaded in importer.loads():
         parsed = _metadata.read_metadata(loaded.path)

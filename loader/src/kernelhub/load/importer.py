@@ -20,10 +20,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from .errors import KernelLoadError
-from .lazy_names import deferred
-from .metadata import Metadata
-from .records import Record
+from ..errors import KernelLoadError
+from ..lazy_names import deferred
+from ..metadata import Metadata
+from ..records import Record
 from .verified_import import FINDER, NATIVE_SUFFIXES, VerifiedVariant
 
 if TYPE_CHECKING:
@@ -173,7 +173,7 @@ def _forget_module(module_id: str) -> None:
 def import_verified(variant: VerifiedVariant) -> ModuleType:
     """Import a verified snapshot under its id; return its top-level module.
 
-    What runs is exactly the snapshot's bytes (:mod:`kernelhub.verified_import`). The
+    What runs is exactly the snapshot's bytes (:mod:`kernelhub.load.verified_import`). The
     same build imported before returns the module already imported. The snapshot's
     private copy is removed if the import fails (once imported, native code stays mapped
     from it until exit).

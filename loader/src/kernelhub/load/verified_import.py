@@ -45,9 +45,9 @@ from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 from types import CodeType, ModuleType
 
-from . import verified_marks
-from .errors import IntegrityError, KernelLoadError, MetadataError
-from .metadata import (
+from .. import verified_marks
+from ..errors import IntegrityError, KernelLoadError, MetadataError
+from ..metadata import (
     METADATA_FILE,
     SIGNATURE_SIDECARS,
     Metadata,
@@ -55,8 +55,8 @@ from .metadata import (
     complete_digest,
     parse_metadata,
 )
-from .records import Record
-from .zip_layout import BUILD_LAYOUT, archive_name, build_layout, extract_verified
+from ..records import Record
+from ..zip_layout import BUILD_LAYOUT, archive_name, build_layout, extract_verified
 
 # -- the verified private copy ------------------------------------------------------
 
