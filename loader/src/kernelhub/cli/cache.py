@@ -6,8 +6,8 @@ import argparse
 import json
 import time
 
-from .. import cache_listing
 from ..cache import KernelCache
+from ..cache import listing as cache_listing
 from ..printable import printable
 
 

@@ -29,17 +29,18 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import cache_root, settings
-from .errors import CacheError, HubError, IntegrityError, KernelHubError
-from .lazy_names import deferred
-from .metadata import hub_digest_path, parse_metadata, read_metadata_bytes, verify_variant
-from .versions import Refs, is_commit_id, is_plain_name
+from .. import settings
+from ..errors import CacheError, HubError, IntegrityError, KernelHubError
+from ..lazy_names import deferred
+from ..metadata import hub_digest_path, parse_metadata, read_metadata_bytes, verify_variant
+from ..versions import Refs, is_commit_id, is_plain_name
+from . import root as cache_root
 
 if TYPE_CHECKING:
     import filelock
 
-    from .hub.base import Hub
-    from .release_manifest import ReleaseFiles
+    from ..hub.base import Hub
+    from ..release_manifest import ReleaseFiles
 else:  # a warm load takes no lock, reads no release and hashes nothing
     filelock = deferred("filelock")
 
@@ -164,7 +165,7 @@ class KernelCache:
         data = _read_json(path)
         if data is None:
             return None
-        from . import release_manifest
+        from .. import release_manifest
         found: dict[str, bytes | None] = {}
         for key in ("manifest", "signature"):
             value = data.get(key) if isinstance(data, dict) else 0
@@ -238,7 +239,8 @@ class KernelCache:
             raise _unwritable(self.root, f"install {variant} of {repo_id}", e) from None
 
     def _install(self, hub: Hub, repo_id: str, commit: str, variant: str, dest: Path) -> Path:
-        from . import ecosystem_cache, hub_hashes
+        from .. import hub_hashes
+        from . import ecosystem as ecosystem_cache
         with self.lock(hub.key, repo_id):
             if dest.is_dir():
                 return dest
@@ -280,5 +282,5 @@ class KernelCache:
 
     def clear(self) -> list[Path]:
         """Delete what kernelhub put in the cache; return the top-level entries removed.
-        A root that is not kernelhub's is refused whole (:mod:`kernelhub.cache_root`)."""
+        A root that is not kernelhub's is refused whole (:mod:`kernelhub.cache.root`)."""
         return cache_root.clear(self.root)

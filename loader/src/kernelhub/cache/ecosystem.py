@@ -14,8 +14,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .hub.base import BUILD_DIR, Hub
-from .hub_hashes import HubHashes, matches_hash
+from ..hub.base import BUILD_DIR, Hub
+from ..hub_hashes import HubHashes, matches_hash
 
 
 def hf_hub_cache() -> Path:

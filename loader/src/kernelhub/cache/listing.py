@@ -13,11 +13,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .cache import KernelCache
-from .errors import KernelHubError
-from .records import Record
-from .variants import is_variant_name
-from .versions import branch_major, is_commit_id
+from ..errors import KernelHubError
+from ..records import Record
+from ..variants import is_variant_name
+from ..versions import branch_major, is_commit_id
+from . import KernelCache
 
 
 class CachedCommit(Record, frozen=True):

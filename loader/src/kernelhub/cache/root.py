@@ -19,7 +19,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from .errors import CacheError
+from ..errors import CacheError
 
 MARKER = "CACHEDIR.TAG"
 _SIGNATURE = "Signature: 8a477f597d28d172789f06886806bc55"
