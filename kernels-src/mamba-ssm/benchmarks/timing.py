@@ -23,7 +23,7 @@ from types import ModuleType
 from typing import Any
 
 import torch
-from kernelhub.benchmarking import cpu_header, interleaved
+from kernelhub.benchmark.timing import cpu_header, interleaved
 
 HEADS, HEADDIM, DSTATE, GROUPS, WIDTH, CHUNK = 48, 64, 128, 1, 4, 256
 INNER = HEADS * HEADDIM

@@ -1,5 +1,5 @@
 """Publish benchmark results to the kernel's hub repository (layout:
-:mod:`kernelhub.benchmark_results`): one commit on the results branch adding or replacing
+:mod:`kernelhub.benchmark.results`): one commit on the results branch adding or replacing
 a build's files, never touching a version branch or a release tag. ``kernelhub benchmark
 --publish`` reaches it as the optional command ``kernelhub publish-benchmark`` (:func:`main`,
 registered in ``kernelhub.commands``): the loader never imports the builder.
@@ -18,7 +18,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from kernelhub.benchmark_results import RESULTS_BRANCH, machine_slug, result_dir
+from kernelhub.benchmark.results import RESULTS_BRANCH, machine_slug, result_dir
 from kernelhub.errors import KernelHubError, PublishConflictError
 from kernelhub.hub.git import ZERO_OID, IndexEntry, RefUpdate
 

@@ -2,11 +2,11 @@
 
 Loads the variant this machine would load (from a hub, trust checked as for any load, or
 from a local path), runs every ``Benchmark`` class of the repository's
-``benchmarks/benchmark*.py`` (:mod:`kernelhub.benchmark_runner`), prints the machine and a
+``benchmarks/benchmark*.py`` (:mod:`kernelhub.benchmark.runner`), prints the machine and a
 table (kernel and reference times, speedup, whether the output matched), writes the
 results as JSON and a PNG plot (``--plots DIR``, default ``benchmark-results/``), and
 with ``--publish`` commits both to the repository's ``benchmarks`` branch
-(:mod:`kernelhub.benchmark_results` has the layout). A workload whose output does not
+(:mod:`kernelhub.benchmark.results` has the layout). A workload whose output does not
 match its reference fails the command, and such a run is never published.
 """
 
@@ -17,9 +17,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .. import api, benchmark_plots, benchmark_sources, optional_commands
-from ..benchmark_results import BenchmarkRun
-from ..benchmark_runner import (
+from .. import api, optional_commands
+from ..benchmark import plots as benchmark_plots
+from ..benchmark import sources as benchmark_sources
+from ..benchmark.results import BenchmarkRun
+from ..benchmark.runner import (
     BENCHMARKS_DIR,
     BenchmarkError,
     find_scripts,

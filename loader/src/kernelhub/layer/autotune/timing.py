@@ -1,7 +1,7 @@
 """How autotuning times a kernel against PyTorch, and what a measurement says about itself.
 
 A decision is often taken on a machine other processes share. Load only ever slows a
-timed block down, so the timing follows the rules of :mod:`kernelhub.benchmarking`: the
+timed block down, so the timing follows the rules of :mod:`kernelhub.benchmark.timing`: the
 kernel and PyTorch take turns round by round (a burst hits both alike), each side's
 estimate is its best block, and blocks run on torch's own thread count (what the model
 runs on).
@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from ... import benchmarking
+from ...benchmark import timing as benchmarking
 from ...lazy_names import deferred
 from ...records import Record
 

@@ -29,10 +29,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from .benchmark_results import Timing, WorkloadResult
-from .errors import KernelHubError
-from .lazy_names import deferred
-from .system import SystemInfo, backend_of, cpu_features, cpu_summary, device_type
+from ..errors import KernelHubError
+from ..lazy_names import deferred
+from ..system import SystemInfo, backend_of, cpu_features, cpu_summary, device_type
+from .results import Timing, WorkloadResult
 
 if TYPE_CHECKING:
     import torch

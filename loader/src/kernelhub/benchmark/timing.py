@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from . import system
-from .lazy_names import deferred
+from .. import system
+from ..lazy_names import deferred
 
 if TYPE_CHECKING:
     import torch

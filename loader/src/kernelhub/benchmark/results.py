@@ -31,8 +31,8 @@ import math
 import re
 from typing import Any
 
-from .errors import KernelHubError
-from .records import Record, field
+from ..errors import KernelHubError
+from ..records import Record, field
 
 RESULTS_BRANCH = "benchmarks"
 RESULTS_DIR = "results"

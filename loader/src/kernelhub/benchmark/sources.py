@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .benchmark_runner import BENCHMARKS_DIR
-from .hub import calls as hub_calls
-from .hub import hf as hub_hf
-from .hub import local as hub_local
-from .hub.base import Hub
+from ..hub import calls as hub_calls
+from ..hub import hf as hub_hf
+from ..hub import local as hub_local
+from ..hub.base import Hub
+from .runner import BENCHMARKS_DIR
 
 
 def hub_benchmarks(hub: Hub, repo_id: str, commit: str, dest: Path) -> Path | None:

@@ -20,9 +20,9 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .benchmark_results import BenchmarkRun, WorkloadResult, machine_summary
-from .errors import KernelHubError
-from .lazy_names import deferred
+from ..errors import KernelHubError
+from ..lazy_names import deferred
+from .results import BenchmarkRun, WorkloadResult, machine_summary
 
 if TYPE_CHECKING:
     import matplotlib

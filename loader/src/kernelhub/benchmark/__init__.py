@@ -18,7 +18,7 @@ The shape is the kernel ecosystem's (``kernels.benchmark.Benchmark``), so a repo
             d = self.x.shape[-1] // 2           # timed too (the baseline)
             return F.silu(self.x[..., :d]) * self.x[..., d:]
 
-The runner (:mod:`kernelhub.benchmark_runner`) sets ``kernel`` (the loaded variant's
+The runner (:mod:`kernelhub.benchmark.runner`) sets ``kernel`` (the loaded variant's
 module) and ``device``, seeds torch and ``random`` with ``seed``, and makes a fresh
 instance per workload. A class that derives from the ecosystem's own ``Benchmark``
 instead of this one runs the same way.
