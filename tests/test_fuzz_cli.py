@@ -386,9 +386,9 @@ def _environment(env: dict[str, str | None], cwd: Path) -> Iterator[None]:
 
 
 def _forget_process_state() -> None:
-    from kernelhub import release_policy
     from kernelhub.hub import hf
     from kernelhub.load import pipeline
+    from kernelhub.signing import policy as release_policy
 
     pipeline._memo.clear()
     release_policy._verified.clear()

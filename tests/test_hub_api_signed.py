@@ -23,7 +23,7 @@ from kernelhub.errors import HubError, SignatureError
 from kernelhub.hub.git import GitRepo
 from kernelhub.load import pipeline
 from kernelhub.release_manifest import NAMESPACE, RELEASE_FILE, SIGNATURE_FILE
-from kernelhub.sshsig import SigningKey
+from kernelhub.signing.sshsig import SigningKey
 from kernelhub_builder.ship.hf import HfPublisher
 from kh_doubles import make_variant, new_signing_key, rewrite_on_branch
 

@@ -33,13 +33,13 @@ _LOADING = ("imported at interpreter start-up (the Transformers hook) or by `imp
 ALLOWED: dict[tuple[str, str], str] = {
     ("api.py", "kernelhub.lock"): _LOCK,
     ("api.py", "kernelhub.lock_tree"): _LOCK,
-    ("api.py", "kernelhub.release_policy"): _SIGNING,
+    ("api.py", "kernelhub.signing.policy"): _SIGNING,
     ("build_layout.py", "kernelhub.tomlfile"): _CONFIG,
     ("cache/__init__.py", "kernelhub.release_manifest"): _SIGNING,
     ("cache/__init__.py", "kernelhub.cache.ecosystem"): "a cache the ecosystem's loader wrote; " + _WARM,
     ("cache/__init__.py", "kernelhub.hub_hashes"): _LOCK,
     ("ecosystem/load.py", "kernelhub.api"): _LOADING,
-    ("ecosystem/load.py", "kernelhub.trust"): _LOADING,
+    ("ecosystem/load.py", "kernelhub.signing.trust"): _LOADING,
     ("ecosystem/load.py", "kernelhub.metadata"): _LOADING,
     ("ecosystem/load.py", "kernelhub.settings"): _LOADING,
     ("ecosystem/load.py", "kernelhub.lock"): _LOADING,
@@ -55,11 +55,11 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("integrations/transformers/autoload.py", "kernelhub.integrations.transformers.patch"):
         "imported by the first seam handed over, not by installing the hook; " + _LOADING,
     ("integrations/transformers/methods.py", "kernelhub.api"): _LOADING,
-    ("load/validators.py", "kernelhub.release_policy"): _SIGNING,
+    ("load/validators.py", "kernelhub.signing.policy"): _SIGNING,
     ("load/validators.py", "kernelhub.hub_hashes"): _LOCK,
     ("settings.py", "kernelhub.tomlfile"): _CONFIG,
-    ("trust.py", "kernelhub.release_manifest"): _SIGNING,
-    ("trust.py", "kernelhub.sshsig"): _SIGNING,
+    ("signing/trust.py", "kernelhub.release_manifest"): _SIGNING,
+    ("signing/trust.py", "kernelhub.signing.sshsig"): _SIGNING,
 }
 """(file relative to the package, imported module) → why that import is in a function.
 Fit reasons besides the one above: importing a module to test whether it is installed, a

@@ -383,7 +383,8 @@ config_documents = st.one_of(
 @FUZZ
 @given(raw=config_documents)
 def test_config_file(raw: bytes) -> None:
-    from kernelhub import settings, trust
+    from kernelhub import settings
+    from kernelhub.signing import trust
 
     path = _write(raw)
     previous = os.environ.get("KERNELHUB_CONFIG")

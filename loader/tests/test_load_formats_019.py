@@ -24,7 +24,7 @@ from kernelhub.metadata import (
     write_metadata,
 )
 from kernelhub.minver import KernelsVersionError
-from kernelhub.sigstore_signatures import BUNDLE_FILE
+from kernelhub.signing.sigstore import BUNDLE_FILE
 from kernelhub.system import detect_system
 from kernelhub_builder.ship import LocalPublisher
 from kh_doubles import make_variant, unique_id

@@ -14,7 +14,7 @@ from kernelhub.load.validators import SignatureValidator, validators_for
 from kernelhub.load.verify import verify, verify_fetched
 from kernelhub.lock import LockEntry
 from kernelhub.records import replace
-from kernelhub.trust import policy_for
+from kernelhub.signing.trust import policy_for
 from kernelhub_builder.ship import LocalPublisher
 from test_signed_releases import REPO, allow, new_key, publish
 

@@ -32,8 +32,8 @@ from .load.resolve import (
 from .load.verify import verify_fetched
 from .metadata import METADATA_FILE, read_metadata
 from .selection import select_variant
+from .signing.trust import policy_for
 from .system import detect_system
-from .trust import policy_for
 from .user_files import user_path
 from .versions import Refs, check_repo_id
 
@@ -174,7 +174,7 @@ def _prefer_locked_hub(hub: object, entry: LockEntry) -> None:
 
 def describe_signature(resolution: Resolution) -> str:
     """The release signature at the resolved commit and the verdict of the user's policy."""
-    from . import release_policy
+    from .signing import policy as release_policy
     policy = policy_for(resolution.repo_id.partition("/")[0])
     return release_policy.describe_release(release_files(resolution), policy, resolution.repo_id,
                             resolution.ref, resolution.commit)

@@ -16,7 +16,7 @@ from .cache.ecosystem import hf_hub_cache
 from .hub.calls import hub_name
 from .hub.select import hub_words, open_address, word_address
 from .records import Record
-from .trust import user_trusted_orgs
+from .signing.trust import user_trusted_orgs
 
 
 class Effective(Record, frozen=True):

@@ -41,7 +41,7 @@ FORMAT = "kernelhub-release/1"
 _HEX64 = r"[0-9a-f]{64}"  # compiled where first used: most loads check no signature
 
 Signer = Callable[[bytes], str]
-"""Signs a manifest's bytes; returns the armored SSHSIG text (see :mod:`kernelhub.sshsig`)."""
+"""Signs a manifest's bytes; returns the armored SSHSIG text (see :mod:`kernelhub.signing.sshsig`)."""
 
 
 def metadata_sha256(data: bytes) -> str:

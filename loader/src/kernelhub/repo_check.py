@@ -20,8 +20,8 @@ from .load.resolve import release_files
 from .metadata import read_metadata, read_metadata_bytes
 from .records import Record, field
 from .release_manifest import metadata_sha256
-from .release_policy import check_release, signed_metadata_digest
-from .trust import policy_for
+from .signing.policy import check_release, signed_metadata_digest
+from .signing.trust import policy_for
 from .variants import VariantKind, parse_variant
 
 

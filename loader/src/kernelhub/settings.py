@@ -188,7 +188,7 @@ def _config_strings(table: dict[str, object], key: str, where: str, example: str
 
 
 class SigningSettings(Record, frozen=True):
-    """The raw release-signing policy; :mod:`kernelhub.trust` interprets it.
+    """The raw release-signing policy; :mod:`kernelhub.signing.trust` interprets it.
 
     Config file::
 

@@ -202,8 +202,8 @@ def _signature(repo: GitRepo, repo_id: str, commit: str, metadata: dict[str, byt
              if e.kind == "blob"}
     if RELEASE_FILE not in found or SIGNATURE_FILE not in found:
         return Signature(False)
-    from kernelhub import sshsig
     from kernelhub.release_manifest import metadata_sha256
+    from kernelhub.signing import sshsig
 
     manifest_bytes, sig_bytes = repo.read_blobs([found[RELEASE_FILE], found[SIGNATURE_FILE]])
     try:

@@ -23,7 +23,7 @@ from kernelhub.errors import MetadataError
 from kernelhub.hub.calls import hub_call
 from kernelhub.metadata import verify_variant
 from kernelhub.release_manifest import NAMESPACE
-from kernelhub.sshsig import SigningKey, load_signing_key
+from kernelhub.signing.sshsig import SigningKey, load_signing_key
 
 from ..check.variant import AbiPolicy, raise_if_fatal, static_checks
 from ..errors import BuilderError

@@ -17,7 +17,7 @@ from ..cache import KernelCache
 from ..errors import KernelHubError, SignatureError
 from ..metadata import read_metadata_bytes
 from ..printable import printable
-from ..sigstore_signatures import (
+from ..signing.sigstore import (
     BUNDLE_FILE,
     PRESETS,
     SigstorePolicy,

@@ -63,7 +63,8 @@ def get_kernel(
     ``check_arch=False`` loads a build whose declared GPU architectures leave this GPU
     out (one with a Triton fallback, say).
     """
-    from .. import api, trust
+    from .. import api
+    from ..signing import trust
     del user_agent
     if (local := local_override(repo_id)) is not None:
         return api.get_local_kernel(local, backend=backend)
@@ -155,7 +156,8 @@ def get_locked_kernel(repo_id: str, *, lockfile: Path | str | None = None,
     (kernelhub's project lock, which ``kernelhub lock`` writes). ``local_files_only``
     (the ecosystem's older keyword) loads from the cache only, for this call alone.
     """
-    from .. import api, settings, trust
+    from .. import api, settings
+    from ..signing import trust
     del user_agent
     pins = _locked_pins(lockfile)
     entry = pins.pick(repo_id)
@@ -197,7 +199,8 @@ def install_kernel(repo_id: str, revision: str | None = None, local_files_only: 
     ``local_files_only=True`` uses the cache only, for this call alone: other threads
     keep loading online meanwhile. The org must be trusted, as for a load.
     """
-    from .. import api, settings, trust
+    from .. import api, settings
+    from ..signing import trust
     del user_agent
     trusted = trust.vouch(trust_remote_code)
     if not local_files_only:

@@ -44,20 +44,21 @@ import hashlib
 import json
 from typing import TYPE_CHECKING
 
-from .. import cache, sigstore_signatures
+from .. import cache
 from ..errors import IntegrityError, LockFileError, SignatureError
 from ..hub import search
 from ..minver import KERNELS_MINVER, check_kernels_minver
 from ..provenance import warn_if_dirty
 from ..records import replace
 from ..selection import check_archs
-from ..trust import OrgPolicy, Vouch, check_trusted, is_trusted, policy_for, vouches_for
+from ..signing import sigstore as sigstore_signatures
+from ..signing.trust import OrgPolicy, Vouch, check_trusted, is_trusted, policy_for, vouches_for
 from .resolve import ReleaseVerdict, release_files
 
 if TYPE_CHECKING:
     from ..lock import LockEntry
     from ..release_manifest import ReleaseFiles
-    from ..sigstore_signatures import SigstorePolicy
+    from ..signing.sigstore import SigstorePolicy
     from .request import KernelRequest
     from .resolve import Resolution
     from .verify import Snapshot
@@ -137,7 +138,7 @@ class SignatureValidator(Validator):
     def verdict(self, files: ReleaseFiles, repo_id: str, ref: str, commit: str,
                 variant: str) -> ReleaseVerdict:
         """Verify the release files of ``commit``: what they sign for ``variant``."""
-        from .. import release_policy
+        from ..signing import policy as release_policy
         manifest = release_policy.check_release(files, self.policy, repo_id, ref, commit)
         if manifest is None:
             return ReleaseVerdict(None)
@@ -231,7 +232,7 @@ class ArchValidator(Validator):
 
 
 class SigstoreValidator(Validator):
-    """The org's sigstore policy (:mod:`kernelhub.sigstore_signatures`) on the variant's
+    """The org's sigstore policy (:mod:`kernelhub.signing.sigstore`) on the variant's
     bundle, verified over the snapshot's ``metadata.json`` bytes — the ones whose digests
     the imported files matched. The bundle is read beside the snapshot: it is signature
     material, never imported."""

@@ -45,7 +45,6 @@ from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 from types import CodeType, ModuleType
 
-from .. import verified_marks
 from ..errors import IntegrityError, KernelLoadError, MetadataError
 from ..metadata import (
     METADATA_FILE,
@@ -56,6 +55,7 @@ from ..metadata import (
     parse_metadata,
 )
 from ..records import Record
+from ..signing import verified_marks
 from ..zip_layout import BUILD_LAYOUT, archive_name, build_layout, extract_verified
 
 # -- the verified private copy ------------------------------------------------------
@@ -277,7 +277,7 @@ class _VerifiedSourceLoader(importlib.abc.InspectLoader):
 
 
 CODE_RECORDS = "code"
-"""Where :mod:`kernelhub.verified_marks` keeps the code compiled from verified sources."""
+"""Where :mod:`kernelhub.signing.verified_marks` keeps the code compiled from verified sources."""
 _BYTECODE_FORMAT = importlib.util.MAGIC_NUMBER + bytes([sys.flags.optimize])
 """What else than the source a compiled code object depends on: the interpreter's
 bytecode format and its optimisation level."""
@@ -288,7 +288,7 @@ def compiled(source: bytes, path: str) -> CodeType:
 
     Compiling a kernel's sources costs a few milliseconds on every warm load, so the code
     is remembered by the sha256 of the source and the bytecode format, under an HMAC
-    only this user's loader can make (:mod:`kernelhub.verified_marks`): a record anyone
+    only this user's loader can make (:mod:`kernelhub.signing.verified_marks`): a record anyone
     else wrote, or one for other bytes, is never read as code; the source is compiled
     instead. The record holds no path: the code is given ``path`` as it is loaded."""
     key = hashlib.sha256(_BYTECODE_FORMAT + source).digest()

@@ -31,8 +31,8 @@ from ...errors import KernelHubError
 from ...layer.autotune.renamed import autotune_flag
 from ...lazy_names import deferred
 from ...records import Record, field, replace
+from ...signing.trust import require_bool
 from ...system import backend_of, torch_device_type
-from ...trust import require_bool
 from ...versions import select_spec
 from .table import (
     ATTENTION_KEY,

@@ -5,7 +5,7 @@ like the variant lists, and the outcome of the signature check is remembered key
 *content* — the manifest bytes, the signature bytes and the allowed key set — never by a
 path or commit id, so an edited file or a changed policy is checked afresh while a
 repeated load costs one hash of a few hundred bytes. It is remembered in this process
-and, under an HMAC only this user can make, on disk (:mod:`kernelhub.verified_marks`),
+and, under an HMAC only this user can make, on disk (:mod:`kernelhub.signing.verified_marks`),
 so a new process need not load the crypto library to re-verify what it verified before.
 
 What is verified here is the manifest; the variant's own ``metadata.json`` is compared
@@ -18,11 +18,18 @@ from __future__ import annotations
 
 import hashlib
 
-from . import settings, sshsig, verified_marks
-from .errors import SignatureError
-from .release_manifest import NAMESPACE, RELEASE_FILE, SIGNATURE_FILE, ReleaseFiles, ReleaseManifest
+from .. import settings
+from ..errors import SignatureError
+from ..release_manifest import (
+    NAMESPACE,
+    RELEASE_FILE,
+    SIGNATURE_FILE,
+    ReleaseFiles,
+    ReleaseManifest,
+)
+from ..versions import branch_major, tag_release
+from . import sshsig, verified_marks
 from .trust import OrgPolicy
-from .versions import branch_major, tag_release
 
 _verified: dict[bytes, str] = {}
 """Content key → fingerprint of the allowed key that signed it (successes only)."""

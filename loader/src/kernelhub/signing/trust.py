@@ -7,7 +7,7 @@ warm cache loads: a cached copy is no more trusted than the hub it came from. Bo
 answers — is this org trusted (:func:`check_trusted`), and which keys must have signed
 its release (:func:`policy_for`) — are read from the same user configuration, so they
 live in one module; verifying a signature against the policy is
-:mod:`kernelhub.release_policy`'s job.
+:mod:`kernelhub.signing.policy`'s job.
 
 **Trusted organisations.** Remote code is refused unless its org is trusted (the
 default org, the config file, ``$KERNELHUB_TRUSTED_ORGS``, or the hub's own list) or the
@@ -34,10 +34,10 @@ import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import settings, user_files
-from .errors import FlagTypeError, KernelHubError, SigningKeyError, TrustError
-from .hub.base import Hub
-from .records import Record
+from .. import settings, user_files
+from ..errors import FlagTypeError, KernelHubError, SigningKeyError, TrustError
+from ..hub.base import Hub
+from ..records import Record
 
 if TYPE_CHECKING:
     from .sshsig import PublicKey
@@ -209,7 +209,8 @@ def allowed_signers(path: Path, org: str) -> list[PublicKey]:
     Lines for other principals, other namespaces, or other key types (an RSA key a team
     uses for git) are skipped: they can never sign a kernelhub release.
     """
-    from . import release_manifest, sshsig
+    from .. import release_manifest
+    from . import sshsig
     try:
         text = user_files.read_bounded(path).decode("utf-8")
     except UnicodeDecodeError:

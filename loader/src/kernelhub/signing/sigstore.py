@@ -33,7 +33,7 @@ With one, a bundle must verify and name an allowed signer, else the variant is r
 (:class:`~kernelhub.errors.SignatureError`); an unsigned variant is refused, warned about
 once, or allowed as ``unsigned`` says (``[signing] allow-unsigned`` allows it too).
 Successful checks are remembered by content (metadata, bundle, trust root, policy) in the
-process and, under the user's HMAC key, on disk (:mod:`kernelhub.verified_marks`).
+process and, under the user's HMAC key, on disk (:mod:`kernelhub.signing.verified_marks`).
 """
 
 from __future__ import annotations
@@ -44,11 +44,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from . import settings, verified_marks
-from .errors import KernelHubError, SignatureError
-from .lazy_names import deferred
-from .metadata import SIGNATURE_SIDECARS
-from .records import Record
+from .. import settings
+from ..errors import KernelHubError, SignatureError
+from ..lazy_names import deferred
+from ..metadata import SIGNATURE_SIDECARS
+from ..records import Record
+from . import verified_marks
 from .trust import matches
 
 if TYPE_CHECKING:

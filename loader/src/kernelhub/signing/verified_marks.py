@@ -4,7 +4,7 @@ Verifying an Ed25519 signature takes a fraction of a millisecond, but the first 
 process loads cryptography's native library, which after torch costs around 100 ms — more
 than the rest of a warm load. So a successful check is remembered on disk, keyed by
 *content* (the hash of manifest, signature and allowed key set, see
-:mod:`kernelhub.release_policy`), and the record carries an HMAC under a secret only this
+:mod:`kernelhub.signing.policy`), and the record carries an HMAC under a secret only this
 user can read. Anyone who can write the cache (a shared cluster cache, another user) can
 delete records — which only costs a re-verification — but cannot make one that passes:
 that would need the secret.
@@ -30,7 +30,7 @@ import secrets
 import stat
 from pathlib import Path
 
-from . import settings
+from .. import settings
 
 SECRET_FILE = "verify-secret"
 MARKS_DIR = "verified"
