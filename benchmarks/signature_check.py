@@ -25,8 +25,8 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from kernelhub.metadata import BackendInfo, Metadata, compute_digests, write_metadata
-from kernelhub.release_manifest import NAMESPACE
+from kernelhub.formats.metadata import BackendInfo, Metadata, compute_digests, write_metadata
+from kernelhub.formats.release_manifest import NAMESPACE
 from kernelhub.signing.sshsig import load_signing_key
 from kernelhub_builder.ship import LocalPublisher
 

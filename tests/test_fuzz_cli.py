@@ -167,7 +167,7 @@ def _metadata(**changes: Any) -> dict[str, Any]:
 
 def _variant_dir(dest: Path, metadata: bytes | dict[str, Any]) -> Path:
     """A one-file variant whose metadata is ``metadata`` (digests filled in when a dict)."""
-    from kernelhub.metadata import compute_digests
+    from kernelhub.formats.metadata import compute_digests
 
     dest.mkdir(parents=True)
     (dest / "__init__.py").write_text("X = 1\n")

@@ -18,11 +18,11 @@ import kernelhub
 import pytest
 from e2e import Workspace, builder, make_project, run
 from kernelhub.errors import SignatureError
+from kernelhub.formats.release_manifest import NAMESPACE, RELEASE_FILE, SIGNATURE_FILE
+from kernelhub.formats.variants import parse_variant
 from kernelhub.hub.git import GitRepo
 from kernelhub.load import pipeline
-from kernelhub.release_manifest import NAMESPACE, RELEASE_FILE, SIGNATURE_FILE
 from kernelhub.signing import policy as release_policy
-from kernelhub.variants import parse_variant
 from kernelhub_builder.manifest import VariantNames
 from kernelhub_builder.ship import LocalPublisher
 from kernelhub_builder.ship.names import published_names

@@ -15,11 +15,11 @@ import uuid
 from pathlib import Path
 
 from kernelhub.errors import RepoNotFoundError
+from kernelhub.formats.metadata import BackendInfo, Metadata, compute_digests, write_metadata
+from kernelhub.formats.release_manifest import ReleaseFiles
+from kernelhub.formats.variants import variant_id
 from kernelhub.hub.git import GitRepo, IndexEntry
-from kernelhub.metadata import BackendInfo, Metadata, compute_digests, write_metadata
-from kernelhub.release_manifest import ReleaseFiles
 from kernelhub.signing.sshsig import SigningKey
-from kernelhub.variants import variant_id
 from kernelhub.versions import Refs
 
 

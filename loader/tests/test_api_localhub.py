@@ -87,7 +87,7 @@ print(" ".join(sorted(sys.modules)))
 NOT_ON_THE_WARM_PATH = ("huggingface_hub", "tomllib", "tomli", "kernelhub.signing.sshsig",
                         "kernelhub.lock", "filelock",
                         "packaging", "kernelhub.layer", "kernelhub.hub.git",
-                        "kernelhub.signing.policy", "kernelhub.release_manifest",
+                        "kernelhub.signing.policy", "kernelhub.formats.release_manifest",
                         "kernelhub.hub_hashes")
 """What a warm load with no signing policy, no config file and no lock never uses: each
 costs start-up time in every process that loads a kernel. (``kernelhub.signing.verified_marks`` is

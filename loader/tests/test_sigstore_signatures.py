@@ -17,7 +17,7 @@ import pytest
 from kernelhub.api import get_kernel
 from kernelhub.cli import main
 from kernelhub.errors import KernelHubError, SignatureError
-from kernelhub.metadata import read_metadata_bytes
+from kernelhub.formats.metadata import read_metadata_bytes
 from kernelhub.signing import sigstore as sigstore_signatures
 from kernelhub.signing.sigstore import (
     BUNDLE_FILE,

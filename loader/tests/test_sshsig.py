@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from kernelhub.errors import SignatureError, SigningKeyError
-from kernelhub.release_manifest import NAMESPACE
+from kernelhub.formats.release_manifest import NAMESPACE
 from kernelhub.signing.sshsig import (
     load_signing_key,
     parse_public_key,

@@ -14,8 +14,9 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from . import cache
-from .build_layout import local_build_dirs, variant_dirs
 from .errors import KernelHubError, NoCompatibleVariantError, RepoNotFoundError, VersionSpecError
+from .formats.build_layout import local_build_dirs, variant_dirs
+from .formats.metadata import METADATA_FILE, read_metadata
 from .hub.calls import hub_name
 from .hub.search import as_search_path
 from .load import pipeline, validators
@@ -30,7 +31,6 @@ from .load.resolve import (
     serving_hub,
 )
 from .load.verify import verify_fetched
-from .metadata import METADATA_FILE, read_metadata
 from .selection import select_variant
 from .signing.trust import policy_for
 from .system import detect_system

@@ -35,7 +35,7 @@ from .records import Record
 if TYPE_CHECKING:
     from importlib import util as importlib_util
 
-    from .metadata import Metadata
+    from .formats.metadata import Metadata
 else:
     importlib_util = deferred("importlib.util")
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from . import api
 from .deps import KernelDependency, Located, Resolver, declared_depends
+from .formats.metadata import Metadata, read_metadata
 from .hub.base import Hub
 from .load import fetch
-from .metadata import Metadata, read_metadata
 
 
 def _located(name: str, commit: str | None, variant_dir: Path, metadata: Metadata,

@@ -7,7 +7,7 @@ LFS sha256 for a file stored with Git LFS, else the git blob id. Two things use 
 * Variants without a digest (built by the ecosystem's builder): their metadata.json lists
   no per-file sha256, so the fetched bytes are compared with the hub's hashes, and what
   matched is recorded next to the cached variant as a digest in our format
-  (:data:`kernelhub.metadata.HUB_DIGEST_SUFFIX`); every later load checks the files
+  (:data:`kernelhub.formats.metadata.HUB_DIGEST_SUFFIX`); every later load checks the files
   against that record exactly as it checks a digest from metadata.json.
 * Lock files: the ecosystem's ``git_lfs_concat`` hash takes an LFS file's sha256 and any
   other file's blob id, so which files the hub stores with LFS is recorded next to the
@@ -26,8 +26,8 @@ from collections.abc import Collection
 from pathlib import Path
 
 from .errors import IntegrityError
+from .formats.metadata import Metadata, file_digest, is_digested, stored_files
 from .hub.base import Hub
-from .metadata import Metadata, file_digest, is_digested, stored_files
 from .records import replace
 
 LFS_SUFFIX = ".hub-lfs.json"

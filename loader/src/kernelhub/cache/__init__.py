@@ -31,16 +31,16 @@ from typing import TYPE_CHECKING
 
 from .. import settings
 from ..errors import CacheError, HubError, IntegrityError, KernelHubError
+from ..formats.metadata import hub_digest_path, parse_metadata, read_metadata_bytes, verify_variant
 from ..lazy_names import deferred
-from ..metadata import hub_digest_path, parse_metadata, read_metadata_bytes, verify_variant
 from ..versions import Refs, is_commit_id, is_plain_name
 from . import root as cache_root
 
 if TYPE_CHECKING:
     import filelock
 
+    from ..formats.release_manifest import ReleaseFiles
     from ..hub.base import Hub
-    from ..release_manifest import ReleaseFiles
 else:  # a warm load takes no lock, reads no release and hashes nothing
     filelock = deferred("filelock")
 
@@ -165,7 +165,7 @@ class KernelCache:
         data = _read_json(path)
         if data is None:
             return None
-        from .. import release_manifest
+        from ..formats import release_manifest
         found: dict[str, bytes | None] = {}
         for key in ("manifest", "signature"):
             value = data.get(key) if isinstance(data, dict) else 0

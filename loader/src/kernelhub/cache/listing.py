@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import KernelHubError
+from ..formats.variants import is_variant_name
 from ..records import Record
-from ..variants import is_variant_name
 from ..versions import branch_major, is_commit_id
 from . import KernelCache
 

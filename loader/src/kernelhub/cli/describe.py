@@ -13,9 +13,9 @@ import json
 from typing import Any
 
 from .. import api
-from ..metadata import read_metadata
+from ..formats.metadata import read_metadata
+from ..formats.symbols import LAYER_ATTRIBUTES, read_variant_symbols
 from ..printable import printable
-from ..symbols import LAYER_ATTRIBUTES, read_variant_symbols
 from ..user_files import user_path
 from .args import add_target_args
 

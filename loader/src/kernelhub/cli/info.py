@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 from .. import api, deps, deps_resolve
+from ..formats.metadata import read_metadata
 from ..hub.calls import hub_name
-from ..metadata import read_metadata
 from ..printable import printable
 from ..user_files import user_path
 from .args import add_target_args

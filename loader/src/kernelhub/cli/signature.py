@@ -15,7 +15,7 @@ import argparse
 from .. import api
 from ..cache import KernelCache
 from ..errors import KernelHubError, SignatureError
-from ..metadata import read_metadata_bytes
+from ..formats.metadata import read_metadata_bytes
 from ..printable import printable
 from ..signing.sigstore import (
     BUNDLE_FILE,

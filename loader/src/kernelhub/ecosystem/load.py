@@ -113,7 +113,8 @@ def get_local_kernel(repo_path: Path | str, package_name: str | None = None,
     trusts it, and a local build is loaded as it is: ``trust_remote_code``,
     ``user_agent`` and ``check_arch`` are accepted for the ecosystem's signature.
     """
-    from .. import api, metadata
+    from .. import api
+    from ..formats import metadata
     del trust_remote_code, user_agent, check_arch
 
     if package_name is not None and package_name in BACKENDS and backend is None:

@@ -2,7 +2,7 @@
 ``RepoInfo``), a build's ``Metadata``, and per-variant decisions
 (``get_kernel_variants`` → ``VariantAccepted`` / ``VariantRejected``).
 
-They read kernelhub's own records (:mod:`kernelhub.load.importer`, :mod:`kernelhub.metadata`,
+They read kernelhub's own records (:mod:`kernelhub.load.importer`, :mod:`kernelhub.formats.metadata`,
 :mod:`kernelhub.selection`) and present them with the ecosystem's field names, so code
 that inspects them runs unchanged.
 """
@@ -14,9 +14,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .. import metadata as _metadata
+from ..formats import metadata as _metadata
+from ..formats.variants import Variant, parse_variant
 from ..records import Record
-from ..variants import Variant, parse_variant
 
 
 class RepoInfo(Record, frozen=True):
@@ -208,7 +208,7 @@ def get_loaded_kernels() -> list[LoadedKernel]:
 
 class KernelVariant(Record, frozen=True):
     """One build variant: ``variant_str`` is its name; the parsed fields (``backend``,
-    ``torch``, ``arch``, ``os``) are kernelhub's :class:`~kernelhub.variants.Variant`."""
+    ``torch``, ``arch``, ``os``) are kernelhub's :class:`~kernelhub.formats.variants.Variant`."""
 
     variant_str: str
     parsed: Variant | None

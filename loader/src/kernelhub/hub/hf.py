@@ -27,11 +27,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from .. import release_manifest, settings
+from .. import settings
 from ..errors import HubError, RepoNotFoundError, VersionSpecError
+from ..formats import release_manifest
+from ..formats.variants import check_variant_dir
 from ..lazy_names import deferred
 from ..redact import redact, redact_logs
-from ..variants import check_variant_dir
 from ..versions import Refs, is_commit_id
 from .base import BUILD_DIR, check_relative
 from .endpoints import check_endpoint, check_reachable, endpoint_key
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
     from huggingface_hub import utils as hf_utils
     from huggingface_hub.hf_api import RepoFile, RepoFolder
 
-    from ..release_manifest import ReleaseFiles
+    from ..formats.release_manifest import ReleaseFiles
 else:  # a warm load (pinned, locked or offline) needs only the hub's cache key
     huggingface_hub = deferred("huggingface_hub")
     hf_api = deferred("huggingface_hub.hf_api")

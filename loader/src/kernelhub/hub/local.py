@@ -40,12 +40,12 @@ from typing import TYPE_CHECKING
 
 from .. import user_files
 from ..errors import HubError, RepoNotFoundError, VersionSpecError
-from ..variants import check_variant_dir
+from ..formats.variants import check_variant_dir
 from ..versions import Refs, is_plain_name
 from .base import BUILD_DIR, check_relative
 
 if TYPE_CHECKING:
-    from ..release_manifest import ReleaseFiles
+    from ..formats.release_manifest import ReleaseFiles
     from .git import GitRepo
 
 
@@ -185,7 +185,7 @@ class LocalHub:
                 for e in repo.ls_tree(resolved, prefix, recursive=True) if e.kind == "blob"}
 
     def fetch_release(self, repo_id: str, commit: str) -> ReleaseFiles:
-        from .. import release_manifest
+        from ..formats import release_manifest
         repo = self.open_repo(repo_id)
         resolved = self._resolve(repo, repo_id, commit)
         release, signature = release_manifest.RELEASE_FILE, release_manifest.SIGNATURE_FILE

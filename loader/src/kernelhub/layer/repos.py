@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, ClassVar, Protocol
 from .. import settings
 from ..api import find_local_variant, get_kernel, get_local_kernel, load_locked_entry, open_hub_arg
 from ..errors import KernelHubError, KernelLoadError, MappingError
+from ..formats.metadata import read_metadata
 from ..hub.base import Hub
 from ..lazy_names import deferred
 from ..lock import LockPins, distribution_lock, lock_entry, read_pins
-from ..metadata import read_metadata
 from ..records import Record, field
 from ..signing.trust import Vouch, policy_for, require_bool, vouch
 from ..versions import check_repo_id, select_spec

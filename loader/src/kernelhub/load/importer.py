@@ -21,8 +21,8 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from ..errors import KernelLoadError
+from ..formats.metadata import Metadata
 from ..lazy_names import deferred
-from ..metadata import Metadata
 from ..records import Record
 from .verified_import import FINDER, NATIVE_SUFFIXES, VerifiedVariant
 

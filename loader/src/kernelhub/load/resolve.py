@@ -32,7 +32,7 @@ from ..versions import Refs, VersionSpec, branch_major, resolve
 from .request import KernelRequest
 
 if TYPE_CHECKING:  # read only where a signing policy applies
-    from ..release_manifest import ReleaseFiles
+    from ..formats.release_manifest import ReleaseFiles
 
 T = TypeVar("T")
 

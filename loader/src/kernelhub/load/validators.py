@@ -46,9 +46,9 @@ from typing import TYPE_CHECKING
 
 from .. import cache
 from ..errors import IntegrityError, LockFileError, SignatureError
+from ..formats.minver import KERNELS_MINVER, check_kernels_minver
+from ..formats.provenance import warn_if_dirty
 from ..hub import search
-from ..minver import KERNELS_MINVER, check_kernels_minver
-from ..provenance import warn_if_dirty
 from ..records import replace
 from ..selection import check_archs
 from ..signing import sigstore as sigstore_signatures
@@ -56,8 +56,8 @@ from ..signing.trust import OrgPolicy, Vouch, check_trusted, is_trusted, policy_
 from .resolve import ReleaseVerdict, release_files
 
 if TYPE_CHECKING:
+    from ..formats.release_manifest import ReleaseFiles
     from ..lock import LockEntry
-    from ..release_manifest import ReleaseFiles
     from ..signing.sigstore import SigstorePolicy
     from .request import KernelRequest
     from .resolve import Resolution

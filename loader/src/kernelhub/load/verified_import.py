@@ -46,7 +46,7 @@ from pathlib import Path
 from types import CodeType, ModuleType
 
 from ..errors import IntegrityError, KernelLoadError, MetadataError
-from ..metadata import (
+from ..formats.metadata import (
     METADATA_FILE,
     SIGNATURE_SIDECARS,
     Metadata,
@@ -54,9 +54,9 @@ from ..metadata import (
     complete_digest,
     parse_metadata,
 )
+from ..formats.zip_layout import BUILD_LAYOUT, archive_name, build_layout, extract_verified
 from ..records import Record
 from ..signing import verified_marks
-from ..zip_layout import BUILD_LAYOUT, archive_name, build_layout, extract_verified
 
 # -- the verified private copy ------------------------------------------------------
 
@@ -127,7 +127,7 @@ def snapshot_variant(variant_dir: Path) -> VerifiedVariant:
 def _unpack_zip_layout(source: Path, copy: Path, metadata: Metadata, kept: dict[str, bytes],
                        files: frozenset[str]) -> tuple[dict[str, bytes], frozenset[str]]:
     """The Python sources and files of the package: for the ZIP build layout
-    (:mod:`kernelhub.zip_layout`) the archive's members, unpacked into the private copy from
+    (:mod:`kernelhub.formats.zip_layout`) the archive's members, unpacked into the private copy from
     the verified bytes of ``<id>.zip``, next to the variant's other files."""
     sources = {rel: data for rel, data in kept.items() if rel.endswith(".py")}
     where = str(source / METADATA_FILE)

@@ -20,7 +20,7 @@ import hashlib
 
 from .. import settings
 from ..errors import SignatureError
-from ..release_manifest import (
+from ..formats.release_manifest import (
     NAMESPACE,
     RELEASE_FILE,
     SIGNATURE_FILE,

@@ -46,8 +46,8 @@ from urllib.parse import quote
 
 from .. import settings
 from ..errors import KernelHubError, SignatureError
+from ..formats.metadata import SIGNATURE_SIDECARS
 from ..lazy_names import deferred
-from ..metadata import SIGNATURE_SIDECARS
 from ..records import Record
 from . import verified_marks
 from .trust import matches

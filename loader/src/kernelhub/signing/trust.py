@@ -209,7 +209,7 @@ def allowed_signers(path: Path, org: str) -> list[PublicKey]:
     Lines for other principals, other namespaces, or other key types (an RSA key a team
     uses for git) are skipped: they can never sign a kernelhub release.
     """
-    from .. import release_manifest
+    from ..formats import release_manifest
     from . import sshsig
     try:
         text = user_files.read_bounded(path).decode("utf-8")

@@ -32,8 +32,8 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
-from .errors import KernelHubError
-from .records import Record
+from ..errors import KernelHubError
+from ..records import Record
 
 SYMBOLS_FILE = "symbols.json"
 SCHEMA_VERSION = 1

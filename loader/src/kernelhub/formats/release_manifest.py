@@ -29,8 +29,8 @@ import json
 import re
 from collections.abc import Callable, Mapping
 
-from .errors import SignatureError
-from .records import Record
+from ..errors import SignatureError
+from ..records import Record
 
 RELEASE_FILE = "release.json"
 SIGNATURE_FILE = "release.json.sig"

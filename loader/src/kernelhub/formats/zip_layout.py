@@ -27,7 +27,7 @@ import stat
 import zipfile
 from pathlib import Path, PurePosixPath
 
-from .errors import IntegrityError, MetadataError
+from ..errors import IntegrityError, MetadataError
 
 BUILD_LAYOUT = "build-layout"
 LAYOUTS: tuple[str, ...] = ("files", "zip")

@@ -14,8 +14,8 @@ import os
 from pathlib import Path
 from typing import TypeVar
 
-from .errors import IntegrityError, MetadataError
-from .records import Record, field, replace
+from ..errors import IntegrityError, MetadataError
+from ..records import Record, field, replace
 
 T = TypeVar("T")
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import user_files
+from .. import user_files
 from .metadata import METADATA_FILE
 
 BUILD_DIR = "build"
@@ -49,7 +49,7 @@ def kernel_name(source_dir: Path) -> str:
     """
     build_toml = Path(source_dir) / KERNEL_FILE
     if build_toml.is_file():
-        from . import tomlfile
+        from .. import tomlfile
         try:
             general = tomlfile.parse_toml(user_files.read_bounded(build_toml)).get("general", {})
             name = general.get("name") if isinstance(general, dict) else None

@@ -31,9 +31,9 @@ from __future__ import annotations
 import re
 from enum import Enum
 
-from .errors import VariantNameError
-from .records import Record
-from .system import (
+from ..errors import VariantNameError
+from ..records import Record
+from ..system import (
     ALL_BACKENDS,
     ARCHES,
     TOOLKIT_BACKENDS,

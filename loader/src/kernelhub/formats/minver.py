@@ -12,7 +12,7 @@ otherwise, so variants that need no 0.19 feature keep loading under kernels 0.17
 
 from __future__ import annotations
 
-from .errors import KernelHubError, MetadataError
+from ..errors import KernelHubError, MetadataError
 
 KERNELS_MINVER = "kernels-minver"
 SUPPORTED_KERNELS: tuple[int, int, int] = (0, 19, 1)
