@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from . import versions
 from .errors import KernelHubError
 from .lazy_names import deferred
-from .records import Record
+from .value_types import Record
 
 if TYPE_CHECKING:
     from importlib import util as importlib_util

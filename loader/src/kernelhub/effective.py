@@ -15,8 +15,8 @@ from . import settings
 from .cache.ecosystem import hf_hub_cache
 from .hub.calls import hub_name
 from .hub.select import hub_words, open_address, word_address
-from .records import Record
 from .signing.trust import user_trusted_orgs
+from .value_types import Record
 
 
 class Effective(Record, frozen=True):

@@ -28,7 +28,7 @@ from pathlib import Path
 from .errors import IntegrityError
 from .formats.metadata import Metadata, file_digest, is_digested, stored_files
 from .hub.base import Hub
-from .records import replace
+from .value_types import replace
 
 LFS_SUFFIX = ".hub-lfs.json"
 """Sidecar of a cached variant some of whose files the hub stores with Git LFS: a JSON list

@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING
 from . import tomlfile, user_files
 from .errors import LockFileError
 from .lazy_names import deferred
-from .records import Record, field, replace
+from .value_types import Record, field, replace
 from .versions import is_commit_id, shown_name
 
 if TYPE_CHECKING:

@@ -26,7 +26,7 @@ from .load.fetch import fetch
 from .load.request import HubArg, kernel_request
 from .load.resolve import Resolution, resolve_request
 from .lock import LockEntry
-from .records import Record
+from .value_types import Record
 from .versions import shown_name
 
 EVERY_VARIANT = "every variant"

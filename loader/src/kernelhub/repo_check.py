@@ -20,9 +20,9 @@ from .formats.metadata import read_metadata, read_metadata_bytes
 from .formats.release_manifest import metadata_sha256
 from .formats.variants import VariantKind, parse_variant
 from .load.resolve import release_files
-from .records import Record, field
 from .signing.policy import check_release, signed_metadata_digest
 from .signing.trust import policy_for
+from .value_types import Record, field
 
 
 class VariantReport(Record):

@@ -51,8 +51,8 @@ from .formats.variants import (
     VariantKind,
     parse_variant,
 )
-from .records import Record, field
 from .system import SystemInfo
+from .value_types import Record, field
 
 METAL_MIN_MACOS: tuple[int, int] = (14, 0)
 """The oldest macOS whose Metal runtime loads our Metal builds (Metal language 3.1)."""

@@ -15,8 +15,8 @@ from contextvars import ContextVar
 from pathlib import Path
 
 from .errors import KernelHubError, PathError
-from .records import Record
 from .user_files import read_bounded, user_path
+from .value_types import Record
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}

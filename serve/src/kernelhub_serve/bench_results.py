@@ -31,7 +31,7 @@ from kernelhub.benchmark.results import (
     parse_document,
 )
 from kernelhub.hub.git import GitRepo
-from kernelhub.records import replace
+from kernelhub.value_types import replace
 
 from .errors import ApiError
 from .repos import Entry, RepoStore

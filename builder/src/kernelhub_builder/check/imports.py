@@ -35,7 +35,7 @@ from pathlib import Path
 from kernelhub.deps import KERNEL_DEPENDS
 from kernelhub.formats.metadata import METADATA_FILE, Metadata, compute_digests, write_metadata
 from kernelhub.formats.zip_layout import BUILD_LAYOUT, archive_name, extract_verified
-from kernelhub.records import replace
+from kernelhub.value_types import replace
 
 from .package import is_zip_layout
 from .violation import RULE_IMPORT_CHECK, RULE_OP_NAMESPACE, Violation

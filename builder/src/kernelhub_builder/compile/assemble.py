@@ -40,7 +40,7 @@ from kernelhub.formats.provenance import kernel_git_status
 from kernelhub.formats.symbols import SYMBOLS_FILE
 from kernelhub.formats.variants import Variant, VariantKind
 from kernelhub.formats.zip_layout import BUILD_LAYOUT, archive_name
-from kernelhub.records import replace
+from kernelhub.value_types import replace
 
 from .. import BUILDER_VERSION
 from ..layout import STAGING_PREFIX, check_replaceable

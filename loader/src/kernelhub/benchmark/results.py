@@ -32,7 +32,7 @@ import re
 from typing import Any
 
 from ..errors import KernelHubError
-from ..records import Record, field
+from ..value_types import Record, field
 
 RESULTS_BRANCH = "benchmarks"
 RESULTS_DIR = "results"

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..errors import KernelHubError
 from ..formats.variants import is_variant_name
-from ..records import Record
+from ..value_types import Record
 from ..versions import branch_major, is_commit_id
 from . import KernelCache
 

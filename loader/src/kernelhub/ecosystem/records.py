@@ -16,7 +16,7 @@ from typing import Any
 
 from ..formats import metadata as _metadata
 from ..formats.variants import Variant, parse_variant
-from ..records import Record
+from ..value_types import Record
 
 
 class RepoInfo(Record, frozen=True):

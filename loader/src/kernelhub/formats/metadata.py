@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from ..errors import IntegrityError, MetadataError
-from ..records import Record, field, replace
+from ..value_types import Record, field, replace
 
 T = TypeVar("T")
 

@@ -30,7 +30,7 @@ import re
 from collections.abc import Callable, Mapping
 
 from ..errors import SignatureError
-from ..records import Record
+from ..value_types import Record
 
 RELEASE_FILE = "release.json"
 SIGNATURE_FILE = "release.json.sig"

@@ -33,7 +33,7 @@ from pathlib import Path
 from types import ModuleType
 
 from ..errors import KernelHubError
-from ..records import Record
+from ..value_types import Record
 
 SYMBOLS_FILE = "symbols.json"
 SCHEMA_VERSION = 1

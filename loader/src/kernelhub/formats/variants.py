@@ -32,7 +32,6 @@ import re
 from enum import Enum
 
 from ..errors import VariantNameError
-from ..records import Record
 from ..system import (
     ALL_BACKENDS,
     ARCHES,
@@ -41,6 +40,7 @@ from ..system import (
     is_ascii_digits,
     platform_problem,
 )
+from ..value_types import Record
 
 
 class VariantKind(str, Enum):

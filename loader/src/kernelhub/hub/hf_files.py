@@ -18,7 +18,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from ..lazy_names import deferred
-from ..records import Record
+from ..value_types import Record
 from .base import BUILD_DIR
 
 if TYPE_CHECKING:

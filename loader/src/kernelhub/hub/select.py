@@ -10,9 +10,9 @@ from pathlib import Path
 
 from .. import settings
 from ..errors import HubError
-from ..records import Record
 from ..redact import redact
 from ..user_files import user_path
+from ..value_types import Record
 from .base import Hub
 from .endpoints import check_endpoint
 from .local import LocalHub

@@ -35,8 +35,8 @@ from typing import TYPE_CHECKING
 from .. import settings
 from ..errors import KernelHubError, NotAModelError, TrustError
 from ..lazy_names import deferred
-from ..records import Record
 from ..system import RuntimeDevice, runtime_device
+from ..value_types import Record
 from .autotune import adopt, autotune_flag, autotuned_forward
 from .decorators import KERNEL_FUNCS_ATTR
 from .forwards import install_function, restore_forward

@@ -27,8 +27,8 @@ from ..formats.metadata import read_metadata
 from ..hub.base import Hub
 from ..lazy_names import deferred
 from ..lock import LockPins, distribution_lock, lock_entry, read_pins
-from ..records import Record, field
 from ..signing.trust import Vouch, policy_for, require_bool, vouch
+from ..value_types import Record, field
 from ..versions import check_repo_id, select_spec
 from .decorators import forward_calling
 from .mapping import CacheKey

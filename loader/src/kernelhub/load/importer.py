@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from ..errors import KernelLoadError
 from ..formats.metadata import Metadata
 from ..lazy_names import deferred
-from ..records import Record
+from ..value_types import Record
 from .verified_import import FINDER, NATIVE_SUFFIXES, VerifiedVariant
 
 if TYPE_CHECKING:

@@ -15,8 +15,8 @@ from ..errors import HubError
 from ..hub.base import Hub
 from ..hub.calls import guard
 from ..hub.select import open_hub
-from ..records import Record
 from ..signing.trust import Vouch, require_bool, vouch
+from ..value_types import Record
 from ..versions import VersionSpec, check_repo_id, select_spec
 
 if TYPE_CHECKING:

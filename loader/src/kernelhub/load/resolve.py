@@ -25,9 +25,9 @@ from ..errors import (
 from ..hub.base import Hub
 from ..hub.calls import hub_name
 from ..hub.search import as_search_path, not_found
-from ..records import Record
 from ..selection import Selection, select_variant
 from ..system import SystemInfo, detect_system
+from ..value_types import Record
 from ..versions import Refs, VersionSpec, branch_major, resolve
 from .request import KernelRequest
 

@@ -49,10 +49,10 @@ from ..errors import IntegrityError, LockFileError, SignatureError
 from ..formats.minver import KERNELS_MINVER, check_kernels_minver
 from ..formats.provenance import warn_if_dirty
 from ..hub import search
-from ..records import replace
 from ..selection import check_archs
 from ..signing import sigstore as sigstore_signatures
 from ..signing.trust import OrgPolicy, Vouch, check_trusted, is_trusted, policy_for, vouches_for
+from ..value_types import replace
 from .resolve import ReleaseVerdict, release_files
 
 if TYPE_CHECKING:

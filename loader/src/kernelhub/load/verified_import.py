@@ -55,8 +55,8 @@ from ..formats.metadata import (
     parse_metadata,
 )
 from ..formats.zip_layout import BUILD_LAYOUT, archive_name, build_layout, extract_verified
-from ..records import Record
 from ..signing import verified_marks
+from ..value_types import Record
 
 # -- the verified private copy ------------------------------------------------------
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..records import Record
 from ..system import SystemInfo
+from ..value_types import Record
 from .fetch import Fetched
 from .resolve import ReleaseVerdict
 from .verified_import import VerifiedVariant, snapshot_variant

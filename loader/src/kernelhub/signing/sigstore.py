@@ -48,7 +48,7 @@ from .. import settings
 from ..errors import KernelHubError, SignatureError
 from ..formats.metadata import SIGNATURE_SIDECARS
 from ..lazy_names import deferred
-from ..records import Record
+from ..value_types import Record
 from . import verified_marks
 from .trust import matches
 

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING
 
 from ..errors import SignatureError, SigningKeyError
 from ..lazy_names import deferred
-from ..records import Record
 from ..user_files import read_bounded, user_path
+from ..value_types import Record
 
 if TYPE_CHECKING:  # cryptography is imported when first used: a load with no signing
     # policy never pays for importing it (tens of ms)

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 from .. import settings, user_files
 from ..errors import FlagTypeError, KernelHubError, SigningKeyError, TrustError
 from ..hub.base import Hub
-from ..records import Record
+from ..value_types import Record
 
 if TYPE_CHECKING:
     from .sshsig import PublicKey

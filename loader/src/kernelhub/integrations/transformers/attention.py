@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, cast
 
 from ...errors import KernelHubError, TrustError
 from ...lazy_names import deferred
-from ...records import Record
 from ...system import torch_is_rocm
+from ...value_types import Record
 from ...versions import split_repo_string
 from .table import FLASH_ATTN2, FLASH_ATTN2_VERSION
 

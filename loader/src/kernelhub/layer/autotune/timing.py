@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from ...benchmark import timing as benchmarking
 from ...lazy_names import deferred
-from ...records import Record
+from ...value_types import Record
 
 if TYPE_CHECKING:
     import torch

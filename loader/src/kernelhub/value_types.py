@@ -234,7 +234,7 @@ def _runs_as_init(cls: type, check: Callable[..., None]) -> Callable[..., None]:
     code = getattr(check, "__code__", None)
     if code is None or code.co_flags & _TAKES_ANY != _TAKES_ANY:
         raise TypeError(f"{cls.__qualname__}.__post_init__ runs as __init__: declare it "
-                        "(self, *_args: object, **_kwargs: object) (see kernelhub.records)")
+                        "(self, *_args: object, **_kwargs: object) (see kernelhub.value_types)")
     return check
 
 
