@@ -30,7 +30,7 @@ from kernelhub import api, ecosystem
 from kernelhub.api import lock_project
 from kernelhub.errors import KernelHubError
 from kernelhub.formats.metadata import read_metadata, verify_variant
-from kernelhub.hub_hashes import variant_dir_hash
+from kernelhub.hub.hashes import variant_dir_hash
 from kernelhub.load import pipeline
 from kernelhub_builder.ship.hf import HfPublisher
 from kh_doubles import make_variant

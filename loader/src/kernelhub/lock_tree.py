@@ -21,7 +21,7 @@ from .errors import LockFileError
 from .formats.metadata import METADATA_FILE, parse_metadata, read_metadata_bytes
 from .formats.release_manifest import metadata_sha256
 from .hub.calls import hub_name
-from .hub_hashes import cached_variant_hash
+from .hub.hashes import cached_variant_hash
 from .load.fetch import fetch
 from .load.request import HubArg, kernel_request
 from .load.resolve import Resolution, resolve_request

@@ -239,7 +239,7 @@ class KernelCache:
             raise _unwritable(self.root, f"install {variant} of {repo_id}", e) from None
 
     def _install(self, hub: Hub, repo_id: str, commit: str, variant: str, dest: Path) -> Path:
-        from .. import hub_hashes
+        from ..hub import hashes as hub_hashes
         from . import ecosystem as ecosystem_cache
         with self.lock(hub.key, repo_id):
             if dest.is_dir():

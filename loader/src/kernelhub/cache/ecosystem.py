@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 
 from ..hub.base import BUILD_DIR, Hub
-from ..hub_hashes import HubHashes, matches_hash
+from ..hub.hashes import HubHashes, matches_hash
 
 
 def hf_hub_cache() -> Path:

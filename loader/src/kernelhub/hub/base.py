@@ -26,7 +26,7 @@ class Hub(Protocol):
     """A place kernels are loaded from.
 
     Optional, read with ``getattr``: ``file_hashes(repo_id, commit, variant)`` (the hub's
-    content hash of each file, see :mod:`kernelhub.hub_hashes`) and ``remote`` (True for a
+    content hash of each file, see :mod:`kernelhub.hub.hashes`) and ``remote`` (True for a
     hub across a network, whose refs the loader may answer from the cache for
     ``KERNELHUB_REFS_TTL`` seconds; absent: False).
     """

@@ -203,7 +203,7 @@ class LockValidator(Validator):
     def on_snapshot(self, snapshot: Snapshot) -> None:
         if (wanted := self._wanted(snapshot.variant_name)) is None:
             return
-        from .. import hub_hashes
+        from ..hub import hashes as hub_hashes
         kind, want = wanted
         if kind == "metadata sha256":
             actual = hashlib.sha256(snapshot.verified.metadata_bytes).hexdigest()

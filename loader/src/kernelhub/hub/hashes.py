@@ -25,10 +25,10 @@ import os
 from collections.abc import Collection
 from pathlib import Path
 
-from .errors import IntegrityError
-from .formats.metadata import Metadata, file_digest, is_digested, stored_files
-from .hub.base import Hub
-from .value_types import replace
+from ..errors import IntegrityError
+from ..formats.metadata import Metadata, file_digest, is_digested, stored_files
+from ..value_types import replace
+from .base import Hub
 
 LFS_SUFFIX = ".hub-lfs.json"
 """Sidecar of a cached variant some of whose files the hub stores with Git LFS: a JSON list
