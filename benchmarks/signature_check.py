@@ -41,7 +41,8 @@ print(json.dumps({"s": time.perf_counter() - t0}))
 PARTS = """
 import json, os, sys, time
 import torch
-from kernelhub import api, release_policy
+from kernelhub import api
+from kernelhub.signing import policy as release_policy
 from kernelhub.load.validators import SignatureValidator
 from kernelhub.signing.trust import policy_for
 repo, commit, hub = sys.argv[1:4]
