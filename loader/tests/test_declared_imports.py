@@ -56,6 +56,8 @@ ALLOWED: dict[tuple[str, str], str] = {
         "imported by the first seam handed over, not by installing the hook; " + _LOADING,
     ("integrations/transformers/methods.py", "kernelhub.api"): _LOADING,
     ("load/validators.py", "kernelhub.signing.policy"): _SIGNING,
+    ("lock.py", "kernelhub.tomlfile"): "a project's pyproject.toml, read by `kernelhub lock` "
+                                       "only; a locked load reads JSON. " + _CONFIG,
     ("load/validators.py", "kernelhub.hub.hashes"): _LOCK,
     ("settings.py", "kernelhub.tomlfile"): _CONFIG,
     ("signing/trust.py", "kernelhub.formats.release_manifest"): _SIGNING,

@@ -52,7 +52,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import tomlfile, user_files
+from . import user_files
 from .errors import LockFileError
 from .lazy_names import deferred
 from .value_types import Record, field, replace
@@ -362,6 +362,7 @@ def project_dependencies(project_dir: Path) -> dict[str, int | str]:
     kernelhub's ``[tool.kernelhub.dependencies]`` (any version in the one grammar);
     a repository in both must agree.
     """
+    from . import tomlfile
     path = user_files.user_path(project_dir, "the project directory") / "pyproject.toml"
     try:
         data = tomlfile.parse_toml(user_files.read_bounded(path))
