@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     import torch
-    from kernelhub.benchmarking import cpu_header
+    from kernelhub.benchmark.timing import cpu_header
     from kernelhub.integrations.transformers import enable
 
     torch.set_num_threads(args.threads)

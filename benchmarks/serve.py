@@ -3,7 +3,7 @@ publishes against one ``kernelhub-serve`` process, bounded in time (it stops by 
 
 Each load is what a fresh machine does: huggingface_hub's ``snapshot_download`` of one
 variant (``allow_patterns=build/<variant>/*``) into an empty cache, then every file
-checked against the variant's ``metadata.json`` digests (``kernelhub.metadata.
+checked against the variant's ``metadata.json`` digests (``kernelhub.formats.metadata.
 verify_variant``) — a load with wrong bytes fails the run. Each publish is a
 ``create_commit`` adding its own file to branch ``v1`` with no parent pin, racing the
 others; afterwards every publish's file must be on the branch and every commit in its
@@ -79,7 +79,7 @@ def main() -> int:
     for var in ("HF_TOKEN", "HF_ENDPOINT"):
         os.environ.pop(var, None)
     from huggingface_hub import CommitOperationAdd, HfApi, snapshot_download
-    from kernelhub.metadata import verify_variant
+    from kernelhub.formats.metadata import verify_variant
     from served import WRITE_TOKEN, serving_process, write_tokens_file
 
     with tempfile.TemporaryDirectory(prefix="kernelhub-serve-load-") as tmp:
@@ -234,7 +234,7 @@ def _warm(_: int) -> None:
 def _load_batch(url: str, cache_root: str, indices: list[int], threads: int) -> list[float]:
     """One client process's share of a level: cold loads, ``threads`` at once."""
     from huggingface_hub import snapshot_download
-    from kernelhub.metadata import verify_variant
+    from kernelhub.formats.metadata import verify_variant
 
     def load(i: int) -> float:
         t0 = time.perf_counter()

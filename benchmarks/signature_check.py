@@ -25,9 +25,9 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from kernelhub.metadata import BackendInfo, Metadata, compute_digests, write_metadata
-from kernelhub.release_manifest import NAMESPACE
-from kernelhub.sshsig import load_signing_key
+from kernelhub.formats.metadata import BackendInfo, Metadata, compute_digests, write_metadata
+from kernelhub.formats.release_manifest import NAMESPACE
+from kernelhub.signing.sshsig import load_signing_key
 from kernelhub_builder.ship import LocalPublisher
 
 FRESH_LOAD = """
@@ -41,9 +41,10 @@ print(json.dumps({"s": time.perf_counter() - t0}))
 PARTS = """
 import json, os, sys, time
 import torch
-from kernelhub import api, release_policy
+from kernelhub import api
+from kernelhub.signing import policy as release_policy
 from kernelhub.load.validators import SignatureValidator
-from kernelhub.trust import policy_for
+from kernelhub.signing.trust import policy_for
 repo, commit, hub = sys.argv[1:4]
 def signed_sha256(res, policy):
     SignatureValidator(policy).on_resolution(res)

@@ -1,10 +1,10 @@
 """What a value type costs to define at import: ``Record`` against ``@dataclass``.
 
-The loader declares its value types one way (:mod:`kernelhub.records`); this is the
+The loader declares its value types one way (:mod:`kernelhub.value_types`); this is the
 measurement behind that choice. Each candidate module defines N frozen classes of five
 fields (two with defaults); every module is imported in a fresh process (bytecode cached,
 as a user's would be), and the CPU time of the import alone is taken, minus the same
-module with no classes (the import of ``kernelhub.records`` / ``dataclasses`` itself).
+module with no classes (the import of ``kernelhub.value_types`` / ``dataclasses`` itself).
 
     .venv/bin/python benchmarks/value_types.py [--classes 20] [--rounds 21]
 """
@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 KINDS = {
-    "Record": ("from kernelhub.records import Record\n",
+    "Record": ("from kernelhub.value_types import Record\n",
                "class C{i}(Record, frozen=True):\n"),
     "dataclass(frozen=True)": ("from dataclasses import dataclass\n",
                                "@dataclass(frozen=True)\nclass C{i}:\n"),

@@ -1,6 +1,6 @@
 # Every variant of every kernel: the same list as `builder list-variants --json` (a test
 # compares them), computed from the manifests alone. Mirrors
-# builder/src/kernelhub_builder/plan/matrix.py; the names follow kernelhub.variants.
+# builder/src/kernelhub_builder/plan/matrix.py; the names follow kernelhub.formats.variants.
 { manifest }:
 let
   inherit (builtins) concatMap elem filter head length sort split;

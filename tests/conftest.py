@@ -58,9 +58,9 @@ def published_served(published: Workspace, tmp_path: Path) -> Iterator[KernelRep
 def hub_api_client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """This process as a fresh client of a loopback Hub-API server: its own cache, config
     and HF home, no token or policy from the environment, org ``acme`` trusted."""
-    from kernelhub import release_policy
     from kernelhub.hub import hf
     from kernelhub.load import pipeline
+    from kernelhub.signing import policy as release_policy
 
     for var in ("HF_TOKEN", "HF_ENDPOINT", "KERNELHUB_OFFLINE", "HF_HUB_OFFLINE",
                 "KERNELHUB_ALLOWED_SIGNERS", "KERNELHUB_REQUIRE_SIGNED",

@@ -29,9 +29,9 @@ from pathlib import Path
 
 import pytest
 from e2e import BIN, REPO, Workspace, run
+from kernelhub.formats.metadata import read_metadata
+from kernelhub.formats.variants import parse_variant
 from kernelhub.hub.local import LocalHub
-from kernelhub.metadata import read_metadata
-from kernelhub.variants import parse_variant
 from kernelhub_builder.manifest import VariantNames
 from kernelhub_builder.plan.toolchains import detect_host
 from kernelhub_builder.ship.names import published_names

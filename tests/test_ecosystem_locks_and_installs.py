@@ -32,9 +32,9 @@ from huggingface_hub.hf_api import RepoFile
 from kernelhub import api, ecosystem
 from kernelhub.api import lock_project
 from kernelhub.errors import KernelHubError
-from kernelhub.hub_hashes import variant_dir_hash
+from kernelhub.formats.metadata import read_metadata, verify_variant
+from kernelhub.hub.hashes import variant_dir_hash
 from kernelhub.load import pipeline
-from kernelhub.metadata import read_metadata, verify_variant
 from kernelhub_builder.ship.hf import HfPublisher
 from kh_doubles import make_variant
 

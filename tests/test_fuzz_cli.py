@@ -167,7 +167,7 @@ def _metadata(**changes: Any) -> dict[str, Any]:
 
 def _variant_dir(dest: Path, metadata: bytes | dict[str, Any]) -> Path:
     """A one-file variant whose metadata is ``metadata`` (digests filled in when a dict)."""
-    from kernelhub.metadata import compute_digests
+    from kernelhub.formats.metadata import compute_digests
 
     dest.mkdir(parents=True)
     (dest / "__init__.py").write_text("X = 1\n")
@@ -386,9 +386,9 @@ def _environment(env: dict[str, str | None], cwd: Path) -> Iterator[None]:
 
 
 def _forget_process_state() -> None:
-    from kernelhub import release_policy
     from kernelhub.hub import hf
     from kernelhub.load import pipeline
+    from kernelhub.signing import policy as release_policy
 
     pipeline._memo.clear()
     release_policy._verified.clear()

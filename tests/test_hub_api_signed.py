@@ -20,10 +20,10 @@ import kernelhub
 import pytest
 from hub_api_served import WRITE_TOKEN, ServedHub, hub_api_server
 from kernelhub.errors import HubError, SignatureError
+from kernelhub.formats.release_manifest import NAMESPACE, RELEASE_FILE, SIGNATURE_FILE
 from kernelhub.hub.git import GitRepo
 from kernelhub.load import pipeline
-from kernelhub.release_manifest import NAMESPACE, RELEASE_FILE, SIGNATURE_FILE
-from kernelhub.sshsig import SigningKey
+from kernelhub.signing.sshsig import SigningKey
 from kernelhub_builder.ship.hf import HfPublisher
 from kh_doubles import make_variant, new_signing_key, rewrite_on_branch
 

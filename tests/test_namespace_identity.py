@@ -75,7 +75,7 @@ def test_binary_without_the_named_namespace_is_refused(compiled_variant: Path,
                                                        tmp_path: Path) -> None:
     # _ops.py and metadata.json both edited to a new id and the digest recomputed: the
     # binary still registers the original namespace, and that must be seen before dlopen.
-    from kernelhub.metadata import compute_digests
+    from kernelhub.formats.metadata import compute_digests
 
     edited = tmp_path / "edited"
     shutil.copytree(compiled_variant, edited)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from e2e import REPO, Workspace, builder, run, torch_python
-from kernelhub.provenance import NULL_COMMIT
+from kernelhub.formats.provenance import NULL_COMMIT
 
 COMPILED = ("activation", "torch213-cxx11-cpu-x86_64-linux")
 PURE = ("triton-activation", "torch-cuda")

@@ -17,12 +17,12 @@ from pathlib import Path
 import kernelhub
 import pytest
 from e2e import Workspace, builder, make_project, run
-from kernelhub import release_policy
 from kernelhub.errors import SignatureError
+from kernelhub.formats.release_manifest import NAMESPACE, RELEASE_FILE, SIGNATURE_FILE
+from kernelhub.formats.variants import parse_variant
 from kernelhub.hub.git import GitRepo
 from kernelhub.load import pipeline
-from kernelhub.release_manifest import NAMESPACE, RELEASE_FILE, SIGNATURE_FILE
-from kernelhub.variants import parse_variant
+from kernelhub.signing import policy as release_policy
 from kernelhub_builder.manifest import VariantNames
 from kernelhub_builder.ship import LocalPublisher
 from kernelhub_builder.ship.names import published_names
@@ -94,7 +94,7 @@ def signed(workspace: Workspace) -> Iterator[Signed]:
 
 
 def _sign_with(key: Path, data: bytes) -> str:
-    from kernelhub.sshsig import load_signing_key
+    from kernelhub.signing.sshsig import load_signing_key
 
     return load_signing_key(key).sign(data, NAMESPACE)
 

@@ -50,7 +50,7 @@ def test_built_published_kernel_loads_in_fresh_process_and_matches_eager(
     name = f"torch-{minor}-cpu-cpython-3.9-abi3-x86_64-linux"
     assert result["torch"].startswith(minor)
     assert Path(result["cached"]).name == name, result["cached"]
-    # What ran is the verified private copy of that variant (kernelhub.verified_import).
+    # What ran is the verified private copy of that variant (kernelhub.load.verified_import).
     assert f"/{name}-" in result["file"], result["file"]
     assert str(published.root / f"cache-{minor}") in result["cached"], "loaded from the cache"
     for key, err in result["errors"].items():

@@ -8,7 +8,7 @@ import json
 
 import tomllib
 from e2e import REPO, TORCH_MINORS, Workspace, last_json, run_python, torch_python
-from kernelhub.variants import VariantKind, parse_variant
+from kernelhub.formats.variants import VariantKind, parse_variant
 
 NEWEST = TORCH_MINORS[-1]
 PROJECT = tomllib.loads((REPO / "kernels.toml").read_text())

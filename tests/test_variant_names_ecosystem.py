@@ -20,8 +20,15 @@ from pathlib import Path
 
 import pytest
 from kernelhub.errors import VariantNameError
+from kernelhub.formats.variants import (
+    Compute,
+    Naming,
+    PythonTag,
+    Variant,
+    VariantKind,
+    parse_variant,
+)
 from kernelhub.system import ARCHES
-from kernelhub.variants import Compute, Naming, PythonTag, Variant, VariantKind, parse_variant
 from reference_loader import install_reference_loader
 
 PARSE = r"""

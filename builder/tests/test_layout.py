@@ -113,7 +113,7 @@ def test_a_projects_kernels_keep_build_kernel_variant(tmp_path: Path) -> None:
 def test_the_builder_s_scratch_is_beside_the_builds_not_among_them(tmp_path: Path) -> None:
     """Issue 33: ``build/.work/<k>/<variant>`` sat where scanners of ``build/`` took it for
     a build. The work tree and the per-variant lock now live in ``build-scratch/``."""
-    from kernelhub.variants import parse_variant
+    from kernelhub.formats.variants import parse_variant
 
     project = load_project(FIXTURE_PROJECT / "kernels.toml")
     kernel = load_kernels(project)[0]

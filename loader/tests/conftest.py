@@ -31,8 +31,8 @@ _SETTINGS_VARS = (
 @pytest.fixture(autouse=True)
 def isolated_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Point cache, config and default hub into tmp_path; forget memoized loads."""
-    from kernelhub import release_policy
     from kernelhub.load import pipeline
+    from kernelhub.signing import policy as release_policy
 
     for var in _SETTINGS_VARS:
         monkeypatch.delenv(var, raising=False)

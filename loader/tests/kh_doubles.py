@@ -15,11 +15,11 @@ import uuid
 from pathlib import Path
 
 from kernelhub.errors import RepoNotFoundError
+from kernelhub.formats.metadata import BackendInfo, Metadata, compute_digests, write_metadata
+from kernelhub.formats.release_manifest import ReleaseFiles
+from kernelhub.formats.variants import variant_id
 from kernelhub.hub.git import GitRepo, IndexEntry
-from kernelhub.metadata import BackendInfo, Metadata, compute_digests, write_metadata
-from kernelhub.release_manifest import ReleaseFiles
-from kernelhub.sshsig import SigningKey
-from kernelhub.variants import variant_id
+from kernelhub.signing.sshsig import SigningKey
 from kernelhub.versions import Refs
 
 
@@ -33,7 +33,7 @@ def new_signing_key(path: Path) -> SigningKey:
     writes one, without a passphrase), loaded."""
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-    from kernelhub.sshsig import load_signing_key
+    from kernelhub.signing.sshsig import load_signing_key
 
     path.write_bytes(Ed25519PrivateKey.generate().private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,

@@ -15,8 +15,8 @@ from kernelhub.errors import (
     TrustError,
     VersionSpecError,
 )
-from kernelhub.importer import loaded_variants
 from kernelhub.load import pipeline
+from kernelhub.load.importer import loaded_variants
 from kernelhub.system import detect_system
 from kh_doubles import DirHub, make_variant
 

@@ -84,13 +84,13 @@ print(kernelhub.get_kernel(sys.argv[1], hub=sys.argv[4], **spec).FACTOR)
 print(" ".join(sorted(sys.modules)))
 """
 
-NOT_ON_THE_WARM_PATH = ("huggingface_hub", "tomllib", "tomli", "kernelhub.sshsig",
+NOT_ON_THE_WARM_PATH = ("huggingface_hub", "tomllib", "tomli", "kernelhub.signing.sshsig",
                         "kernelhub.lock", "filelock",
                         "packaging", "kernelhub.layer", "kernelhub.hub.git",
-                        "kernelhub.release_policy", "kernelhub.release_manifest",
-                        "kernelhub.hub_hashes")
+                        "kernelhub.signing.policy", "kernelhub.formats.release_manifest",
+                        "kernelhub.hub.hashes")
 """What a warm load with no signing policy, no config file and no lock never uses: each
-costs start-up time in every process that loads a kernel. (``kernelhub.verified_marks`` is
+costs start-up time in every process that loads a kernel. (``kernelhub.signing.verified_marks`` is
 used: the code compiled from a verified source is recalled under its HMAC, which saves more
 than the module's standard-library imports cost.)"""
 

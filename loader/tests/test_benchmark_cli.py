@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from kernelhub.benchmark_results import RESULTS_BRANCH, machine_slug
+from kernelhub.benchmark.results import RESULTS_BRANCH, machine_slug
 from kernelhub.cli import main
 from kernelhub.hub.git import GitRepo
 from kernelhub.system import detect_system

@@ -9,7 +9,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from kernelhub.benchmark_results import (
+from kernelhub.benchmark.results import (
     BenchmarkDocumentError,
     BenchmarkRun,
     Timing,
@@ -91,7 +91,7 @@ def test_a_machine_without_a_gpu_is_named_by_its_cpu() -> None:
 
 def test_plots_drawn_from_many_threads_at_once() -> None:
     pytest.importorskip("matplotlib")
-    from kernelhub.benchmark_plots import render_plot
+    from kernelhub.benchmark.plots import render_plot
 
     run = ours()
     barrier = threading.Barrier(4)
@@ -114,7 +114,7 @@ def test_plots_drawn_from_many_threads_at_once() -> None:
 
 def test_the_legend_never_overlaps_the_title() -> None:
     pytest.importorskip("matplotlib")
-    from kernelhub.benchmark_plots import draw_figure
+    from kernelhub.benchmark.plots import draw_figure
     from matplotlib.text import Text
 
     run = ours()

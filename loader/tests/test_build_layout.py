@@ -1,4 +1,4 @@
-"""The build layout (kernelhub.build_layout): one definition of where builds live, which the
+"""The build layout (kernelhub.formats.build_layout): one definition of where builds live, which the
 builder writes and get_local_kernel reads.
 
 A single-kernel repository built in place keeps its variants in ``build/<variant>`` (a
@@ -11,7 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from kernelhub import api, build_layout
+from kernelhub import api
+from kernelhub.formats import build_layout
 from kernelhub.hub.base import BUILD_DIR
 from kh_doubles import make_variant
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from kernelhub.cli import main
-from kernelhub.symbols import SymbolsError, parse_symbols, symbols_of
+from kernelhub.formats.symbols import SymbolsError, parse_symbols, symbols_of
 from kernelhub.system import detect_system
 from kernelhub_builder.ship import LocalPublisher
 from kh_doubles import make_variant

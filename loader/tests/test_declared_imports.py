@@ -1,12 +1,20 @@
-"""Lazy imports are declared, not scattered: a kernelhub module that defers an import
-says so at its top, ``name = deferred("module")`` beside the import type checkers read
-under ``TYPE_CHECKING`` (:class:`kernelhub.lazy_names.DeferredModule`), so what a module
-can import is read in one place, and what a path actually imports is what it touches.
-An import inside a function is the exception, and :data:`ALLOWED` says why."""
+"""One lazy-import rule (docs/decisions.md, "One import rule, the loader by concept"):
+
+* a heavy or optional third-party module (torch, huggingface_hub, transformers, sigstore,
+  matplotlib, packaging, filelock, cryptography) is declared at the top of the module
+  that uses it, ``name = deferred("module")`` beside the import type checkers read under
+  ``TYPE_CHECKING`` (:class:`kernelhub.lazy_names.DeferredModule`);
+* kernelhub's own modules are imported plainly at the top: laziness comes from the layout
+  (a ``cli/`` package with one module per subcommand, the load path imported as a whole
+  by its first use). The one exception: where a module on the warm load path reaches a
+  module off it in one branch (a lock file, a signing policy, git, a config file), the
+  import sits in that branch's function, and :data:`ALLOWED` says why. Never a proxy for
+  a kernelhub module: ``kernelhub.api.cache`` *is* ``kernelhub.cache``."""
 
 from __future__ import annotations
 
 import ast
+import importlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,11 +22,50 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "kernelhub"
 
-ALLOWED: dict[tuple[str, str], str] = {}
+_WARM = ("off the warm load path (test_api_localhub's NOT_ON_THE_WARM_PATH): only "
+         "this branch needs it")
+_LOCK = "lock files: only a locked load or `kernelhub lock` reads them; " + _WARM
+_SIGNING = "a signing policy: only an org that configures one checks signatures; " + _WARM
+_CONFIG = "tomllib, for a config file or build.toml on disk; " + _WARM
+_LOADING = ("imported at interpreter start-up (the Transformers hook) or by `import kernels`:"
+            " the loading code only once a kernel is loaded")
+
+ALLOWED: dict[tuple[str, str], str] = {
+    ("api.py", "kernelhub.lock"): _LOCK,
+    ("api.py", "kernelhub.lock_tree"): _LOCK,
+    ("api.py", "kernelhub.signing.policy"): _SIGNING,
+    ("formats/build_layout.py", "kernelhub.tomlfile"): _CONFIG,
+    ("cache/__init__.py", "kernelhub.formats.release_manifest"): _SIGNING,
+    ("cache/__init__.py", "kernelhub.cache.ecosystem"): "a cache the ecosystem's loader wrote; " + _WARM,
+    ("cache/__init__.py", "kernelhub.hub.hashes"): _LOCK,
+    ("ecosystem/load.py", "kernelhub.api"): _LOADING,
+    ("ecosystem/load.py", "kernelhub.signing.trust"): _LOADING,
+    ("ecosystem/load.py", "kernelhub.formats.metadata"): _LOADING,
+    ("ecosystem/load.py", "kernelhub.settings"): _LOADING,
+    ("ecosystem/load.py", "kernelhub.lock"): _LOADING,
+    ("ecosystem/records.py", "kernelhub.settings"): _LOADING,
+    ("ecosystem/records.py", "kernelhub.load.importer"): _LOADING,
+    ("ecosystem/records.py", "kernelhub.api"): _LOADING,
+    ("hub/local.py", "kernelhub.hub.git"): "git runs only for an unpinned or cold load; " + _WARM,
+    ("hub/local.py", "kernelhub.formats.release_manifest"): _SIGNING,
+    ("hub/local.py", "kernelhub.tomlfile"): _CONFIG,
+    ("hub/select.py", "kernelhub.hub.hf"): "only a Hub-API hub needs huggingface_hub's glue; "
+                                           + _WARM,
+    ("integrations/transformers/attention.py", "kernelhub.api"): _LOADING,
+    ("integrations/transformers/autoload.py", "kernelhub.integrations.transformers.patch"):
+        "imported by the first seam handed over, not by installing the hook; " + _LOADING,
+    ("integrations/transformers/methods.py", "kernelhub.api"): _LOADING,
+    ("load/validators.py", "kernelhub.signing.policy"): _SIGNING,
+    ("lock.py", "kernelhub.tomlfile"): "a project's pyproject.toml, read by `kernelhub lock` "
+                                       "only; a locked load reads JSON. " + _CONFIG,
+    ("load/validators.py", "kernelhub.hub.hashes"): _LOCK,
+    ("settings.py", "kernelhub.tomlfile"): _CONFIG,
+    ("signing/trust.py", "kernelhub.formats.release_manifest"): _SIGNING,
+    ("signing/trust.py", "kernelhub.signing.sshsig"): _SIGNING,
+}
 """(file relative to the package, imported module) → why that import is in a function.
-Fit reasons: importing a module to test whether it is installed, a module named at run
-time, a module that must be imported again. A deferred module serves everything else,
-optional packages included (access it inside the ``try`` that handles its absence)."""
+Fit reasons besides the one above: importing a module to test whether it is installed, a
+module named at run time, a module that must be imported again."""
 
 
 def _sources() -> list[Path]:
@@ -44,9 +91,16 @@ def _absolute(node: ast.ImportFrom, path: Path) -> str:
 
 
 def _imported(node: ast.Import | ast.ImportFrom, path: Path) -> list[str]:
+    """The modules an import statement names: ``from . import lock`` names kernelhub.lock."""
     if isinstance(node, ast.Import):
         return [alias.name for alias in node.names]
-    return [_absolute(node, path)]
+    base = _absolute(node, path)
+    found = []
+    for alias in node.names:
+        inner = PACKAGE.parent.joinpath(*f"{base}.{alias.name}".split("."))
+        submodule = inner.with_suffix(".py").is_file() or (inner / "__init__.py").is_file()
+        found.append(f"{base}.{alias.name}" if submodule else base)
+    return list(dict.fromkeys(found))
 
 
 def function_imports(path: Path) -> Iterator[tuple[int, str]]:
@@ -68,8 +122,9 @@ def test_no_import_inside_a_function_unless_allowed() -> None:
     scattered = sorted(f"{rel}:{line}: import of {module}" for rel, line, module in found
                        if (rel, module) not in ALLOWED)
     assert not scattered, (
-        "declare these at the top of the module (kernelhub.lazy_names.deferred), or add "
-        "them to ALLOWED with the reason:\n  " + "\n  ".join(scattered))
+        "import these at the top of the module (a third-party one through "
+        "kernelhub.lazy_names.deferred), or add them to ALLOWED with the reason:\n  "
+        + "\n  ".join(scattered))
     stale = set(ALLOWED) - {(rel, module) for rel, _, module in found}
     assert not stale, f"ALLOWED lists imports that are gone: {sorted(stale)}"
 
@@ -114,6 +169,22 @@ def test_each_deferred_module_is_the_one_type_checkers_read() -> None:
                 wrong.append(f"{path.relative_to(PACKAGE)}:{line}: {name} = deferred("
                              f"{module!r}), but TYPE_CHECKING imports {declared.get(name)!r}")
     assert not wrong, "\n".join(wrong)
+
+
+def test_no_kernelhub_module_is_deferred() -> None:
+    """A proxy for one of our modules is a copy as far as ``mock.patch`` and ``is`` go;
+    our modules are imported plainly (the layout keeps each path's imports small)."""
+    found = [f"{path.relative_to(PACKAGE)}:{line}: {module}" for path in _sources()
+             for line, _, module in deferred_names(ast.parse(path.read_text(encoding="utf-8")))
+             if module.split(".")[0] == "kernelhub"]
+    assert not found, "\n".join(found)
+
+
+def test_a_module_attribute_is_the_module_itself() -> None:
+    """``mock.patch("kernelhub.api.cache.X")`` patches what kernelhub.api calls."""
+    api = importlib.import_module("kernelhub.api")
+    assert api.cache is importlib.import_module("kernelhub.cache")
+    assert importlib.import_module("kernelhub.load.validators").cache is api.cache
 
 
 @pytest.mark.parametrize(("source", "expected"), [

@@ -14,7 +14,7 @@ from typing import Any
 import kernelhub.ecosystem as ours
 import pytest
 import torch
-from kernelhub import records
+from kernelhub import value_types as records
 from kh_toy_layers import TRUSTED_REPO, ToyHub, publish_toy_kernel
 from packaging.version import Version
 

@@ -28,11 +28,11 @@ from kernelhub.errors import (
     MetadataError,
     RepoIdError,
 )
+from kernelhub.formats.metadata import Metadata, parse_metadata
 from kernelhub.hub.hf import HfHub
 from kernelhub.hub.local import LocalHub
 from kernelhub.layer.mapping import normalize_mapping
 from kernelhub.layer.repos import LayerRepository, locked_revision
-from kernelhub.metadata import Metadata, parse_metadata
 from kernelhub_builder.ship import LocalPublisher
 from kh_doubles import DirHub, make_variant, unique_id
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 from kernelhub.errors import IntegrityError, MetadataError
-from kernelhub.minver import KernelsVersionError, check_kernels_minver
-from kernelhub.provenance import dirty_sources, warn_if_dirty
-from kernelhub.zip_layout import build_layout, extract_verified
+from kernelhub.formats.minver import KernelsVersionError, check_kernels_minver
+from kernelhub.formats.provenance import dirty_sources, warn_if_dirty
+from kernelhub.formats.zip_layout import build_layout, extract_verified
 
 REG = stat.S_IFREG | 0o644
 

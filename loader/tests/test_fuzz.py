@@ -28,14 +28,14 @@ from hypothesis import strategies as st
 from kernelhub import api
 from kernelhub.cache import KernelCache
 from kernelhub.errors import KernelHubError
+from kernelhub.formats.metadata import parse_metadata
+from kernelhub.formats.variants import is_variant_name, parse_variant
 from kernelhub.integrations.transformers import attention
 from kernelhub.integrations.transformers.kernel_config import KernelConfig
 from kernelhub.layer.mapping import CUDAProperties, Device, Mode, normalize_mapping
 from kernelhub.layer.repos import LayerRepository, locked_revision
-from kernelhub.metadata import parse_metadata
 from kernelhub.selection import select_variant
 from kernelhub.system import SystemInfo
-from kernelhub.variants import is_variant_name, parse_variant
 from kernelhub.versions import (
     Refs,
     check_repo_id,
@@ -383,7 +383,8 @@ config_documents = st.one_of(
 @FUZZ
 @given(raw=config_documents)
 def test_config_file(raw: bytes) -> None:
-    from kernelhub import settings, trust
+    from kernelhub import settings
+    from kernelhub.signing import trust
 
     path = _write(raw)
     previous = os.environ.get("KERNELHUB_CONFIG")

@@ -15,10 +15,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import given
 from hypothesis import strategies as st
 from kernelhub.cache import KernelCache
-from kernelhub.release_manifest import NAMESPACE, ReleaseFiles, ReleaseManifest
-from kernelhub.release_policy import check_release
-from kernelhub.sshsig import PublicKey, parse_public_key, parse_signature
-from kernelhub.trust import OrgPolicy, allowed_signers
+from kernelhub.formats.release_manifest import NAMESPACE, ReleaseFiles, ReleaseManifest
+from kernelhub.signing.policy import check_release
+from kernelhub.signing.sshsig import PublicKey, parse_public_key, parse_signature
+from kernelhub.signing.trust import OrgPolicy, allowed_signers
 from test_fuzz import FUZZ, SHA, SMALL, only_kernelhub_errors
 
 _PRIVATE = Ed25519PrivateKey.generate()

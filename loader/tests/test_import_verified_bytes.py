@@ -145,7 +145,7 @@ def test_edited_metadata_id_cannot_dodge_the_namespace_guard(tmp_path: Path) -> 
     data = json.loads(meta_path.read_text())
     data["id"] = unique_id()
     (tmp_path / "b" / "__init__.py").write_text("from ._ops import ops\nX = 1\n")
-    data["digest"]["files"]["__init__.py"] = __import__("kernelhub.metadata").metadata.file_digest(
+    data["digest"]["files"]["__init__.py"] = __import__("kernelhub.formats.metadata").formats.metadata.file_digest(
         tmp_path / "b" / "__init__.py")
     meta_path.write_text(json.dumps(data))
     with pytest.raises(KernelLoadError, match=namespace):
@@ -175,7 +175,7 @@ def test_a_hard_link_changed_after_the_read_does_not_change_what_runs(tmp_path: 
     os.link(outside, variant / "layers.py")
     meta = json.loads((variant / "metadata.json").read_text())
     meta["digest"]["files"].pop("placeholder.txt")
-    from kernelhub.metadata import file_digest
+    from kernelhub.formats.metadata import file_digest
 
     meta["digest"]["files"]["layers.py"] = file_digest(variant / "layers.py")
     (variant / "metadata.json").write_text(json.dumps(meta))

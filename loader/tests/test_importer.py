@@ -9,7 +9,7 @@ import pytest
 import torch
 from kernelhub import load_variant_dir
 from kernelhub.errors import IntegrityError, KernelLoadError
-from kernelhub.importer import loaded_variants
+from kernelhub.load.importer import loaded_variants
 from kh_doubles import make_variant, unique_id
 
 # A variant that registers a real torch op under its own namespace, like a compiled

@@ -47,6 +47,15 @@ def test_stub_is_what_the_package_serves(stub: Path) -> None:
     assert set(dir(package)) >= set(table)
 
 
+@pytest.mark.parametrize("stub", STUBS, ids=_package)
+def test_no_public_name_is_also_a_submodule(stub: Path) -> None:
+    """Importing a submodule binds it on its package, so a submodule named like a public
+    name (``kernelhub.layer.kernelize``) would replace the function by the module."""
+    submodules = {p.stem for p in stub.parent.glob("*.py")} | {
+        p.name for p in stub.parent.iterdir() if (p / "__init__.py").is_file()}
+    assert not set(_as_type_checkers_read_it(stub)) & submodules
+
+
 def test_a_line_the_package_cannot_serve_is_refused() -> None:
     with pytest.raises(ImportError, match=r"x.pyi:2: expected 'from \.module import name"):
         stub_names("# ok\nfrom .api import get_kernel\n", "x.pyi")

@@ -16,15 +16,15 @@ import pytest
 from kernelhub.api import get_kernel, get_local_kernel
 from kernelhub.deps import DependencyError
 from kernelhub.errors import IntegrityError, SignatureError
-from kernelhub.metadata import (
+from kernelhub.formats.metadata import (
     BackendInfo,
     Metadata,
     compute_digests,
     read_metadata_bytes,
     write_metadata,
 )
-from kernelhub.minver import KernelsVersionError
-from kernelhub.sigstore_signatures import BUNDLE_FILE
+from kernelhub.formats.minver import KernelsVersionError
+from kernelhub.signing.sigstore import BUNDLE_FILE
 from kernelhub.system import detect_system
 from kernelhub_builder.ship import LocalPublisher
 from kh_doubles import make_variant, unique_id

@@ -8,7 +8,7 @@ import re
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kernelhub.importer import _ops_names
+from kernelhub.load.importer import _ops_names
 from kernelhub.versions import is_commit_id, is_plain_name
 
 NAME_CHARS = st.sampled_from(list("aZ09._-/+ \n\t:_\u00e9\u0663\u00b2"))

@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 from kernelhub import api, ecosystem
 from kernelhub.errors import IntegrityError, SignatureError
+from kernelhub.formats.metadata import compute_digests, read_metadata, write_metadata
+from kernelhub.formats.release_manifest import NAMESPACE
 from kernelhub.lock import LockEntry
-from kernelhub.metadata import compute_digests, read_metadata, write_metadata
-from kernelhub.records import replace
-from kernelhub.release_manifest import NAMESPACE
+from kernelhub.value_types import replace
 from kernelhub_builder.ship import LocalPublisher
 from kh_doubles import make_variant, new_signing_key
 

@@ -10,7 +10,7 @@ import pickle
 from typing import ClassVar
 
 import pytest
-from kernelhub.records import Record, asdict, field, fields, replace
+from kernelhub.value_types import Record, asdict, field, fields, replace
 
 
 class Base(Record, frozen=True):

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from kernelhub.formats.variants import is_variant_name
 from kernelhub.selection import select_variant
 from kernelhub.system import SystemInfo
-from kernelhub.variants import is_variant_name
 
-# kernelhub.variants.parse_variant currently rejects torch-cuda/torch-rocm/torch-xpu
+# kernelhub.formats.variants.parse_variant currently rejects torch-cuda/torch-rocm/torch-xpu
 # (Compute requires a version for those backends, but noarch names carry none). The
 # lead owns variants.py; these tests turn on by themselves once it accepts them.
 needs_noarch_gpu_names = pytest.mark.xfail(

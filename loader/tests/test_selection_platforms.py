@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from kernelhub import api
 from kernelhub.errors import NoCompatibleVariantError
+from kernelhub.formats.metadata import read_metadata, write_metadata
 from kernelhub.load import resolve
-from kernelhub.metadata import read_metadata, write_metadata
 from kernelhub.selection import (
     METAL_MIN_MACOS,
     arch_rank,

@@ -13,13 +13,15 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from kernelhub import api, release_policy, sshsig
+from kernelhub import api
 from kernelhub.errors import SignatureError
+from kernelhub.formats.metadata import compute_digests, read_metadata, write_metadata
+from kernelhub.formats.release_manifest import NAMESPACE, RELEASE_FILE, SIGNATURE_FILE
 from kernelhub.hub.git import GitRepo, IndexEntry
 from kernelhub.load import pipeline
-from kernelhub.metadata import compute_digests, read_metadata, write_metadata
-from kernelhub.release_manifest import NAMESPACE, RELEASE_FILE, SIGNATURE_FILE
-from kernelhub.sshsig import SigningKey
+from kernelhub.signing import policy as release_policy
+from kernelhub.signing import sshsig
+from kernelhub.signing.sshsig import SigningKey
 from kernelhub_builder.ship import LocalPublisher
 from kh_doubles import make_variant, new_signing_key
 
@@ -318,7 +320,7 @@ def test_layer_and_locked_repositories_are_checked_too(tmp_path, monkeypatch, hu
 def test_a_new_process_reuses_its_own_verification_without_crypto(
     tmp_path, monkeypatch, hub
 ) -> None:
-    from kernelhub import verified_marks
+    from kernelhub.signing import verified_marks
 
     key = new_key(tmp_path / "key")
     allow(tmp_path, monkeypatch, key)
@@ -342,7 +344,7 @@ def test_a_new_process_reuses_its_own_verification_without_crypto(
 
 def test_a_forged_verification_record_is_ignored(tmp_path, monkeypatch, hub) -> None:
     """Whoever can write the cache swaps in their own signature and records it as checked."""
-    from kernelhub import verified_marks
+    from kernelhub.signing import verified_marks
 
     key, forger = new_key(tmp_path / "key"), new_key(tmp_path / "forger")
     allow(tmp_path, monkeypatch, key)
@@ -354,8 +356,8 @@ def test_a_forged_verification_record_is_ignored(tmp_path, monkeypatch, hub) -> 
     forged_sig = forger.sign(manifest, NAMESPACE).encode()
     data["signature"] = base64.b64encode(forged_sig).decode()
     cached.write_text(json.dumps(data))
-    from kernelhub.release_manifest import ReleaseFiles
-    from kernelhub.trust import policy_for
+    from kernelhub.formats.release_manifest import ReleaseFiles
+    from kernelhub.signing.trust import policy_for
 
     policy = policy_for("acme")
     content_key = release_policy._content_key(ReleaseFiles(manifest, forged_sig), policy)
@@ -393,7 +395,7 @@ def test_variants_without_file_digests_are_never_covered_by_a_signature(
     """An ecosystem build's metadata.json lists no digests: signing its metadata would not
     sign its files, so the publisher refuses to and the loader refuses such a 'signature'."""
     from kernelhub.errors import HubError
-    from kernelhub.release_manifest import ReleaseManifest, metadata_sha256, release_files
+    from kernelhub.formats.release_manifest import ReleaseManifest, metadata_sha256, release_files
 
     key = new_key(tmp_path / "key")
     allow(tmp_path, monkeypatch, key)

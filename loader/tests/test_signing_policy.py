@@ -8,8 +8,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from kernelhub.errors import KernelHubError, SigningKeyError
-from kernelhub.sshsig import PublicKey
-from kernelhub.trust import allowed_signers, matches, policy_for
+from kernelhub.signing.sshsig import PublicKey
+from kernelhub.signing.trust import allowed_signers, matches, policy_for
 
 RSA_LINE = "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQC7 rsa-for-git"
 

@@ -14,12 +14,12 @@ import warnings
 from pathlib import Path
 
 import pytest
-from kernelhub import sigstore_signatures
 from kernelhub.api import get_kernel
 from kernelhub.cli import main
 from kernelhub.errors import KernelHubError, SignatureError
-from kernelhub.metadata import read_metadata_bytes
-from kernelhub.sigstore_signatures import (
+from kernelhub.formats.metadata import read_metadata_bytes
+from kernelhub.signing import sigstore as sigstore_signatures
+from kernelhub.signing.sigstore import (
     BUNDLE_FILE,
     PRESETS,
     SigstorePolicy,

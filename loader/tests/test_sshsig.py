@@ -8,8 +8,13 @@ from pathlib import Path
 
 import pytest
 from kernelhub.errors import SignatureError, SigningKeyError
-from kernelhub.release_manifest import NAMESPACE
-from kernelhub.sshsig import load_signing_key, parse_public_key, parse_signature, signature_valid
+from kernelhub.formats.release_manifest import NAMESPACE
+from kernelhub.signing.sshsig import (
+    load_signing_key,
+    parse_public_key,
+    parse_signature,
+    signature_valid,
+)
 
 SSH_KEYGEN = shutil.which("ssh-keygen")
 needs_ssh_keygen = pytest.mark.skipif(SSH_KEYGEN is None, reason="ssh-keygen not installed")

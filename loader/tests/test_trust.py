@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from kernelhub.errors import TrustError
-from kernelhub.trust import check_trusted
+from kernelhub.signing.trust import check_trusted
 from kh_doubles import DirHub
 
 

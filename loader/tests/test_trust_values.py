@@ -19,7 +19,7 @@ from kernelhub.layer.repos import (
     LockedFuncRepository,
     LockedLayerRepository,
 )
-from kernelhub.trust import check_trusted, trust_flag
+from kernelhub.signing.trust import check_trusted, trust_flag
 from kh_doubles import DirHub
 
 NOT_BOOLS = ["false", "False", "0", "", "no", 0, 1, None, [], 1.0]

@@ -13,8 +13,8 @@ from kernelhub.load.resolve import resolve_request
 from kernelhub.load.validators import SignatureValidator, validators_for
 from kernelhub.load.verify import verify, verify_fetched
 from kernelhub.lock import LockEntry
-from kernelhub.records import replace
-from kernelhub.trust import policy_for
+from kernelhub.signing.trust import policy_for
+from kernelhub.value_types import replace
 from kernelhub_builder.ship import LocalPublisher
 from test_signed_releases import REPO, allow, new_key, publish
 

@@ -13,8 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from kernelhub.errors import VariantNameError
-from kernelhub.system import ARCHES
-from kernelhub.variants import (
+from kernelhub.formats.variants import (
     LEGACY_PYTHON,
     Compute,
     Naming,
@@ -24,6 +23,7 @@ from kernelhub.variants import (
     is_variant_name,
     parse_variant,
 )
+from kernelhub.system import ARCHES
 
 LEGACY = {
     "torch213-cxx11-cpu-x86_64-linux": (VariantKind.COMPILED, (2, 13), Compute("cpu")),

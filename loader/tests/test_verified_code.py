@@ -8,8 +8,9 @@ import marshal
 from pathlib import Path
 
 import pytest
-from kernelhub import verified_import, verified_marks
-from kernelhub.verified_import import _BYTECODE_FORMAT, CODE_RECORDS, compiled
+from kernelhub.load import verified_import
+from kernelhub.load.verified_import import _BYTECODE_FORMAT, CODE_RECORDS, compiled
+from kernelhub.signing import verified_marks
 
 SOURCE = b"def answer():\n    return 42\n\nclass Box:\n    def size(self):\n        return 3\n"
 OTHER = b"RAN = 'other source'\n"

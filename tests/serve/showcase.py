@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kernelhub.release_manifest import NAMESPACE
+from kernelhub.formats.release_manifest import NAMESPACE
 from kh_doubles import make_variant
 
 REPO_ID = "acme/activation"

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 from huggingface_hub import HfApi
-from kernelhub.benchmark_results import RESULTS_BRANCH
+from kernelhub.benchmark.results import RESULTS_BRANCH
 from kernelhub.cli import main
 from kernelhub.hub.git import GitRepo
 from served import READ_TOKEN, WRITE_TOKEN, serving

@@ -16,7 +16,7 @@ import httpx
 import pytest
 from huggingface_hub import CommitOperationAdd, HfApi, constants, snapshot_download
 from huggingface_hub.errors import HfHubHTTPError
-from kernelhub.metadata import verify_variant
+from kernelhub.formats.metadata import verify_variant
 from kernelhub_serve.errors import ServeError
 from kernelhub_serve.nginx import render_nginx_conf
 from kh_doubles import make_variant

@@ -19,10 +19,10 @@ kernelhub imported> <was one of its import finders installed>``."""
 
 
 def report(namespace: dict[str, Any]) -> None:
-    from kernelhub.importer import loaded_variants
     from kernelhub.integrations.transformers.kernel_config import from_transformers
     from kernelhub.integrations.transformers.rebind import overrides_of
     from kernelhub.layer import get_kernelized_layers
+    from kernelhub.load.importer import loaded_variants
 
     out: dict[str, Any] = {"loaded": sorted(loaded_variants())}
     model = namespace.get("model")

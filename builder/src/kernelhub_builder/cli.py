@@ -18,7 +18,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from kernelhub.cli_text import ArgumentParser, error_line
+from kernelhub.cli.text import ArgumentParser, error_line
 from kernelhub.errors import KernelHubError
 from kernelhub.hub import open_hub
 from kernelhub.system import FOREIGN_BACKEND_REASONS

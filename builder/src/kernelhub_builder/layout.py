@@ -11,7 +11,7 @@
 ``<out>`` is ``[build] dir`` of kernels.toml, else ``build/`` at the root. The scratch
 space sits beside it (``build-scratch/``), not inside: whatever reads ``<out>`` — the
 ecosystem's ``get_local_kernel``, a publisher, a scanner — finds only builds. Where variants
-go inside it is the loader's format (:mod:`kernelhub.build_layout`): a repository whose
+go inside it is the loader's format (:mod:`kernelhub.formats.build_layout`): a repository whose
 root is the kernel (one build.toml, built in place) keeps them in ``build/<variant>``,
 the layout of a hub repository, so the ecosystem's ``get_local_kernel(<repo>)`` reads
 them. Every module that needs one of these paths asks here.
@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernelhub.build_layout import default_build_dir, kernel_builds_dir, variant_dirs
 from kernelhub.errors import VariantNameError
-from kernelhub.metadata import METADATA_FILE
-from kernelhub.variants import Variant, parse_variant
+from kernelhub.formats.build_layout import default_build_dir, kernel_builds_dir, variant_dirs
+from kernelhub.formats.metadata import METADATA_FILE
+from kernelhub.formats.variants import Variant, parse_variant
 
 from .errors import OutputDirError
 from .manifest import KernelManifest, Project

@@ -20,7 +20,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelhub.variants import Variant
+from kernelhub.formats.variants import Variant
 
 from .check.kernel_tests import torch_minors_for, variant_test_env, why_not_runnable
 from .compile.render import GENERATED_DIR

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from kernelhub.metadata import read_metadata
+from kernelhub.formats.metadata import read_metadata
 from kernelhub_builder.check.imports import check_import
 from kernelhub_builder.check.violation import RULE_IMPORT_CHECK
 from kh_doubles import make_variant

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernelhub.metadata import BackendInfo, Metadata, compute_digests, write_metadata
-from kernelhub.variants import parse_variant
+from kernelhub.formats.metadata import BackendInfo, Metadata, compute_digests, write_metadata
+from kernelhub.formats.variants import parse_variant
 from kernelhub_builder.check.variant import static_checks
 from kernelhub_builder.check.violation import RULE_IMPORT, RULE_MISSING_FILE, RULE_OP_NAME
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from kernelhub.metadata import read_metadata
+from kernelhub.formats.metadata import read_metadata
 from kernelhub_builder.check.variant import AbiPolicy, check_kernel
 from kernelhub_builder.check.violation import (
     RULE_IMPORT,

@@ -14,7 +14,7 @@ import struct
 from pathlib import Path
 
 import pytest
-from kernelhub.variants import parse_variant
+from kernelhub.formats.variants import parse_variant
 from kernelhub_builder.compile.backends import DeviceTools, device_tools
 from kernelhub_builder.compile.build import run_ninja
 from kernelhub_builder.compile.render import render_variant

@@ -18,8 +18,8 @@ import pytest
 from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 from kernelhub.errors import KernelHubError
-from kernelhub.metadata import read_metadata, verify_variant
-from kernelhub.variants import parse_variant
+from kernelhub.formats.metadata import read_metadata, verify_variant
+from kernelhub.formats.variants import parse_variant
 from kernelhub_builder import BUILDER_VERSION, layout
 from kernelhub_builder.check.kernel_tests import run_kernel_tests
 from kernelhub_builder.compile import build

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
-from kernelhub.metadata import read_metadata, verify_variant
+from kernelhub.formats.metadata import read_metadata, verify_variant
 from kernelhub_builder.compile.build import BuildResult, build_kernel
 from kernelhub_builder.layout import scratch_dir
 from kernelhub_builder.manifest import Project, load_kernel, load_project

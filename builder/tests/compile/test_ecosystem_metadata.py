@@ -18,9 +18,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from kernelhub.metadata import NO_LICENSE, read_metadata
-from kernelhub.provenance import NULL_COMMIT, dirty_sources
-from kernelhub.variants import parse_variant
+from kernelhub.formats.metadata import NO_LICENSE, read_metadata
+from kernelhub.formats.provenance import NULL_COMMIT, dirty_sources
+from kernelhub.formats.variants import parse_variant
 from kernelhub_builder.compile.assemble import Artifacts, install_staged, stage_variant
 from kernelhub_builder.compile.nix_build import stamp
 from kernelhub_builder.manifest import load_kernel

@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from kernelhub.variants import parse_variant
+from kernelhub.formats.variants import parse_variant
 from kernelhub_builder.check.abi import check_symbol_versions, read_elf
 from kernelhub_builder.compile.backends import CompileUnit
 from kernelhub_builder.compile.portable import (

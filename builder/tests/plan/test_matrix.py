@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from kernelhub.variants import VariantKind, is_variant_name, parse_variant
+from kernelhub.formats.variants import VariantKind, is_variant_name, parse_variant
 from kernelhub_builder.manifest import KernelManifest, Matrix, Project, load_kernel, load_project
 from kernelhub_builder.plan.matrix import (
     PlannedVariant,
@@ -28,7 +28,7 @@ MAC_ARM = HostInfo("darwin", "aarch64")
 
 NOARCH_GPU_BROKEN = pytest.mark.skipif(
     not is_variant_name("torch-cuda"),
-    reason="kernelhub.variants rejects torch-cuda (Compute('cuda') needs a version); "
+    reason="kernelhub.formats.variants rejects torch-cuda (Compute('cuda') needs a version); "
     "reported to the lead",
 )
 
@@ -90,7 +90,7 @@ def test_compiled_kernel_full_matrix(project: Project) -> None:
         "torch214-cxx11-cu130-x86_64-linux",
     ]
     for p in planned:
-        # Names come from kernelhub.variants and round-trip through its parser.
+        # Names come from kernelhub.formats.variants and round-trip through its parser.
         assert parse_variant(p.name) == p.variant
         assert p.variant.kind is VariantKind.COMPILED
         assert p.torch_version == "{}.{}".format(*p.variant.torch)

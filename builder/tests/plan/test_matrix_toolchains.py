@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from kernelhub.variants import Compute, parse_variant
+from kernelhub.formats.variants import Compute, parse_variant
 from kernelhub_builder.manifest import Matrix, Project, load_kernel
 from kernelhub_builder.plan import toolchains as tc
 from kernelhub_builder.plan.matrix import build_env_minor, found_compute, plan_variants

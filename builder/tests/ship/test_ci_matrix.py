@@ -166,7 +166,7 @@ def test_merge_refuses_a_tampered_or_conflicting_artifact_and_merges_nothing(
     # Same variant, different bytes (digests updated to match): two jobs disagree.
     changed = out_b / "relu_py" / "torch-cpu" / "__init__.py"
     changed.write_text(changed.read_text() + "\n# built differently\n")
-    from kernelhub.metadata import compute_digests, read_metadata, write_metadata
+    from kernelhub.formats.metadata import compute_digests, read_metadata, write_metadata
 
     variant_b = changed.parent
     meta = read_metadata(variant_b)
@@ -192,7 +192,7 @@ def test_missing_on_plans_a_build_until_the_tag_holds_every_name_it_is_published
 ) -> None:
     """builder publish writes each build under both generations of names: a tag that holds
     only the legacy name (an older kernelhub's release) still lacks the current one."""
-    from kernelhub.variants import parse_variant
+    from kernelhub.formats.variants import parse_variant
     from kernelhub_builder.manifest import VariantNames
     from kernelhub_builder.ship import LocalPublisher
     from kernelhub_builder.ship.names import published_names

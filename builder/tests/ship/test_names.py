@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from kernelhub.metadata import verify_variant
-from kernelhub.variants import parse_variant
+from kernelhub.formats.metadata import verify_variant
+from kernelhub.formats.variants import parse_variant
 from kernelhub_builder.compile.build import build_kernel
 from kernelhub_builder.errors import ManifestError
 from kernelhub_builder.manifest import (

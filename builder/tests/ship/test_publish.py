@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from kernelhub.errors import IntegrityError, KernelHubError, MetadataError, RepoNotFoundError
-from kernelhub.metadata import verify_variant
+from kernelhub.formats.metadata import verify_variant
 from kernelhub_builder.compile.build import build_kernel
 from kernelhub_builder.manifest import KernelManifest, Project, load_kernel, load_project
 from kernelhub_builder.plan.matrix import plan_variants

@@ -25,7 +25,7 @@ from types import ModuleType
 
 import torch
 import torch.nn.functional as F
-from kernelhub.benchmarking import (
+from kernelhub.benchmark.timing import (
     MODEL_HEADER,
     MODEL_TOKENS,
     cpu_header,

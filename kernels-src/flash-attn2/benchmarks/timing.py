@@ -19,7 +19,7 @@ from types import ModuleType
 
 import torch
 import torch.nn.functional as F
-from kernelhub.benchmarking import best_seconds, cpu_header, interleaved
+from kernelhub.benchmark.timing import best_seconds, cpu_header, interleaved
 
 
 def eager_attention(q, k, v, mask: torch.Tensor) -> torch.Tensor:

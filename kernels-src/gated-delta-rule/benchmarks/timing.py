@@ -19,7 +19,7 @@ from types import ModuleType
 
 import torch
 import torch.nn.functional as F
-from kernelhub.benchmarking import cpu_header, interleaved
+from kernelhub.benchmark.timing import cpu_header, interleaved
 
 KEY_HEADS, VALUE_HEADS, DIM = 16, 32, 128
 

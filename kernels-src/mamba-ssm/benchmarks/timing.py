@@ -27,7 +27,7 @@ from types import ModuleType
 from typing import Any
 
 import torch
-from kernelhub.benchmarking import cpu_header, interleaved
+from kernelhub.benchmark.timing import cpu_header, interleaved
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from kernelhub import get_local_kernel
-from kernelhub.benchmarking import cpu_header, interleaved
+from kernelhub.benchmark.timing import cpu_header, interleaved
 from torch import nn
 from transformers.integrations import moe as tmoe
 

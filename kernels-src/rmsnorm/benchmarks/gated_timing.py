@@ -21,7 +21,7 @@ from types import ModuleType
 
 import torch
 import torch.nn.functional as F
-from kernelhub.benchmarking import cpu_header, interleaved
+from kernelhub.benchmark.timing import cpu_header, interleaved
 
 EPS = 1e-6
 VALUE_HEADS, HEAD_V_DIM = 32, 128

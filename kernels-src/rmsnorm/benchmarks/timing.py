@@ -17,7 +17,7 @@ from pathlib import Path
 from types import ModuleType
 
 import torch
-from kernelhub.benchmarking import (
+from kernelhub.benchmark.timing import (
     MODEL_HEADER,
     MODEL_TOKENS,
     best_seconds,

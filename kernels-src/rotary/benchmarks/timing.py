@@ -18,7 +18,7 @@ from pathlib import Path
 from types import ModuleType
 
 import torch
-from kernelhub.benchmarking import MODEL_TOKENS, best_seconds, cpu_header, interleaved
+from kernelhub.benchmark.timing import MODEL_TOKENS, best_seconds, cpu_header, interleaved
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:

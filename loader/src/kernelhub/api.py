@@ -13,12 +13,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from .build_layout import local_build_dirs, variant_dirs
+from . import cache
 from .errors import KernelHubError, NoCompatibleVariantError, RepoNotFoundError, VersionSpecError
+from .formats.build_layout import local_build_dirs, variant_dirs
+from .formats.metadata import METADATA_FILE, read_metadata
 from .hub.calls import hub_name
 from .hub.search import as_search_path
-from .lazy_names import deferred
-from .load import pipeline
+from .load import pipeline, validators
 from .load.fetch import fetch
 from .load.request import HubArg, kernel_request, open_hub_arg
 from .load.resolve import (
@@ -30,23 +31,14 @@ from .load.resolve import (
     serving_hub,
 )
 from .load.verify import verify_fetched
-from .metadata import METADATA_FILE, read_metadata
 from .selection import select_variant
+from .signing.trust import policy_for
 from .system import detect_system
-from .trust import policy_for
 from .user_files import user_path
 from .versions import Refs, check_repo_id
 
 if TYPE_CHECKING:
-    from . import cache, lock, lock_tree, release_policy
-    from .load import validators
     from .lock import LockEntry, LockPins
-else:  # each read only by the function that needs it (lock files, signatures, listings)
-    cache = deferred("kernelhub.cache")
-    lock = deferred("kernelhub.lock")
-    lock_tree = deferred("kernelhub.lock_tree")
-    release_policy = deferred("kernelhub.release_policy")
-    validators = deferred("kernelhub.load.validators")
 
 __all__ = [
     "HubArg",
@@ -143,6 +135,7 @@ def load_locked_kernel(
     (a dependency it does not pin is refused). Once the variants are in the cache
     (``kernelhub download``) this asks the hub nothing.
     """
+    from . import lock
     pins = lock.read_pins(lockfile)
     return load_locked_entry(pins.pick(repo_id), pins=pins, trust_remote_code=trust_remote_code,
                              hub=hub, backend=backend, check_arch=check_arch)
@@ -156,6 +149,7 @@ def load_locked_entry(entry: LockEntry, *, pins: LockPins | None = None,
     lock the entry came from) pins them, each checked against its own hashes; without
     ``pins`` the entry is the whole lock, and a kernel that declares dependencies is
     refused rather than loading versions nobody locked."""
+    from . import lock
     pins = pins if pins is not None else lock.LockPins(
         {entry.repo_id: entry}, "given to load_locked_entry alone (pass pins=, the whole lock, "
         "for the kernel's dependencies)")
@@ -180,6 +174,7 @@ def _prefer_locked_hub(hub: object, entry: LockEntry) -> None:
 
 def describe_signature(resolution: Resolution) -> str:
     """The release signature at the resolved commit and the verdict of the user's policy."""
+    from .signing import policy as release_policy
     policy = policy_for(resolution.repo_id.partition("/")[0])
     return release_policy.describe_release(release_files(resolution), policy, resolution.repo_id,
                             resolution.ref, resolution.commit)
@@ -214,6 +209,7 @@ def lock_project(project_dir: Path, *, hub: HubArg = None, fmt: str = "kernels"
     Every variant at the locked commit is fetched into the cache once to hash it, so the
     lock serves every platform, not only this one.
     """
+    from . import lock, lock_tree
     versions = lock.project_dependencies(project_dir)
     tree = lock_tree.lock_tree(versions, hub=hub)
     written = lock.write_lock(Path(project_dir) / lock.LOCKFILE_NAME, tree.entries,
@@ -225,6 +221,7 @@ def download_locked(project_dir: Path, *, all_variants: bool = False, hub: HubAr
                     backend: str | None = None) -> list[Path]:
     """Fetch what ``<project_dir>/kernels.lock`` pins (this system's variant, or all of
     them) into the cache, each checked against the lock; return the variant dirs."""
+    from . import lock
     paths = []
     for repo_id, entry in sorted(lock.read_lock(Path(project_dir) / lock.LOCKFILE_NAME).items()):
         resolution = resolve_request(kernel_request(repo_id, revision=entry.sha, hub=hub,

@@ -27,18 +27,17 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from . import versions
 from .errors import KernelHubError
 from .lazy_names import deferred
-from .records import Record
+from .value_types import Record
 
 if TYPE_CHECKING:
     from importlib import util as importlib_util
 
-    from . import versions
-    from .metadata import Metadata
+    from .formats.metadata import Metadata
 else:
     importlib_util = deferred("importlib.util")
-    versions = deferred("kernelhub.versions")
 
 KERNEL_DEPENDS = "kernel-depends"
 

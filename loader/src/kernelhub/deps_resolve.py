@@ -5,18 +5,12 @@ format and the tree rules): each dependency to a commit and this system's varian
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from . import api
 from .deps import KernelDependency, Located, Resolver, declared_depends
+from .formats.metadata import Metadata, read_metadata
 from .hub.base import Hub
-from .lazy_names import deferred
-from .metadata import Metadata, read_metadata
-
-if TYPE_CHECKING:
-    from .load import fetch
-else:
-    fetch = deferred("kernelhub.load.fetch")
+from .load import fetch
 
 
 def _located(name: str, commit: str | None, variant_dir: Path, metadata: Metadata,

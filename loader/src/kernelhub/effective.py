@@ -12,11 +12,11 @@ import os
 from pathlib import Path
 
 from . import settings
-from .ecosystem_cache import hf_hub_cache
+from .cache.ecosystem import hf_hub_cache
 from .hub.calls import hub_name
 from .hub.select import hub_words, open_address, word_address
-from .records import Record
-from .trust import user_trusted_orgs
+from .signing.trust import user_trusted_orgs
+from .value_types import Record
 
 
 class Effective(Record, frozen=True):

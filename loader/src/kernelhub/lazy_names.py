@@ -96,28 +96,25 @@ def attach_stub(package: str, init_file: str, *, submodules: bool = False
 
 
 class DeferredModule(ModuleType):
-    """A module that a kernelhub module declares at its top and imports on first attribute
-    access: ``import kernelhub``, a model file that only marks its layers, a warm load and
-    each CLI subcommand pay only for what they touch. The one way kernelhub defers an
-    import; declared beside the real import, which type checkers read::
+    """A heavy or optional third-party module that a kernelhub module declares at its top
+    and imports on first attribute access, so ``import kernelhub``, a model file that only
+    marks its layers and a warm load pay only for what they touch. Declared beside the
+    real import, which type checkers read::
 
         if TYPE_CHECKING:
             import torch
-            from kernelhub import metadata
         else:
             torch = deferred("torch")
-            metadata = deferred("kernelhub.metadata")
 
     Every access looks the module up again (one dict lookup once it is imported), so
-    nothing is copied from it and it may be imported by anyone first. Used for heavy
-    packages (torch, huggingface_hub), for kernelhub's own modules that only some paths
-    need (and for modules that import each other: nothing is imported until a function
-    runs), and for optional packages (transformers, sigstore, matplotlib): where one is
-    missing, its ImportError comes at the first access, so a feature that handles the
-    absence makes that access inside its ``try``. An ``except mod.Error:`` clause reads
-    ``mod`` only when an exception reaches it. A test fails on an import inside a
-    function that its allowlist does not give a reason for
-    (``loader/tests/test_declared_imports.py``)."""
+    nothing is copied from it and it may be imported by anyone first. Only for modules
+    outside kernelhub (torch, huggingface_hub, transformers, sigstore, matplotlib,
+    packaging, filelock, cryptography): kernelhub's own modules are imported plainly, and
+    laziness among them comes from the layout (a test refuses ``deferred("kernelhub.…")``).
+    Where an optional package is missing, its ImportError comes at the first access, so a
+    feature that handles the absence makes that access inside its ``try``. An
+    ``except mod.Error:`` clause reads ``mod`` only when an exception reaches it. The
+    rule and its one exception are ``loader/tests/test_declared_imports.py``."""
 
     def __getattr__(self, attr: str) -> object:
         module = sys.modules.get(self.__name__)

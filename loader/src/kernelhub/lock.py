@@ -52,20 +52,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from . import user_files
 from .errors import LockFileError
 from .lazy_names import deferred
-from .records import Record, field, replace
+from .value_types import Record, field, replace
 from .versions import is_commit_id, shown_name
 
 if TYPE_CHECKING:
     from importlib import metadata as importlib_metadata
 
-    from . import tomlfile, user_files
     from .deps import KernelDependency
 else:  # the lock itself is JSON: loading a locked kernel reads no TOML
     importlib_metadata = deferred("importlib.metadata")
-    tomlfile = deferred("kernelhub.tomlfile")
-    user_files = deferred("kernelhub.user_files")
 
 LOCKFILE_NAME = "kernels.lock"
 HASHES_NAME = "kernelhub.lock"
@@ -364,6 +362,7 @@ def project_dependencies(project_dir: Path) -> dict[str, int | str]:
     kernelhub's ``[tool.kernelhub.dependencies]`` (any version in the one grammar);
     a repository in both must agree.
     """
+    from . import tomlfile
     path = user_files.user_path(project_dir, "the project directory") / "pyproject.toml"
     try:
         data = tomlfile.parse_toml(user_files.read_bounded(path))

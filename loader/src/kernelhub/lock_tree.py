@@ -18,15 +18,15 @@ from collections.abc import Mapping
 
 from .deps import DepNode, KernelDependency, Located, declared_depends, resolve_tree
 from .errors import LockFileError
+from .formats.metadata import METADATA_FILE, parse_metadata, read_metadata_bytes
+from .formats.release_manifest import metadata_sha256
 from .hub.calls import hub_name
-from .hub_hashes import cached_variant_hash
+from .hub.hashes import cached_variant_hash
 from .load.fetch import fetch
 from .load.request import HubArg, kernel_request
 from .load.resolve import Resolution, resolve_request
 from .lock import LockEntry
-from .metadata import METADATA_FILE, parse_metadata, read_metadata_bytes
-from .records import Record
-from .release_manifest import metadata_sha256
+from .value_types import Record
 from .versions import shown_name
 
 EVERY_VARIANT = "every variant"

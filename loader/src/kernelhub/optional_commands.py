@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from importlib.metadata import EntryPoint, entry_points
 
 from .errors import KernelHubError
-from .records import Record
+from .value_types import Record
 
 GROUP = "kernelhub.commands"
 

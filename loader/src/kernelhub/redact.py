@@ -16,14 +16,8 @@ import functools
 import logging
 import re
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
-from .lazy_names import deferred
-
-if TYPE_CHECKING:
-    from . import errors
-else:  # errors imports this module
-    errors = deferred("kernelhub.errors")
+from . import errors
 
 MASK = "***"
 

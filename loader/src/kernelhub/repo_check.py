@@ -16,13 +16,13 @@ from pathlib import Path
 from .api import HubArg, Resolution, open_hub_arg, resolve_kernel
 from .cache import KernelCache
 from .errors import KernelHubError
+from .formats.metadata import read_metadata, read_metadata_bytes
+from .formats.release_manifest import metadata_sha256
+from .formats.variants import VariantKind, parse_variant
 from .load.resolve import release_files
-from .metadata import read_metadata, read_metadata_bytes
-from .records import Record, field
-from .release_manifest import metadata_sha256
-from .release_policy import check_release, signed_metadata_digest
-from .trust import policy_for
-from .variants import VariantKind, parse_variant
+from .signing.policy import check_release, signed_metadata_digest
+from .signing.trust import policy_for
+from .value_types import Record, field
 
 
 class VariantReport(Record):

@@ -43,9 +43,16 @@ import re
 from collections.abc import Mapping, Sequence
 
 from .errors import NoCompatibleVariantError, VariantNameError
-from .records import Record, field
+from .formats.variants import (
+    ABI3T_MIN_PYTHON,
+    Naming,
+    PythonTag,
+    Variant,
+    VariantKind,
+    parse_variant,
+)
 from .system import SystemInfo
-from .variants import ABI3T_MIN_PYTHON, Naming, PythonTag, Variant, VariantKind, parse_variant
+from .value_types import Record, field
 
 METAL_MIN_MACOS: tuple[int, int] = (14, 0)
 """The oldest macOS whose Metal runtime loads our Metal builds (Metal language 3.1)."""

@@ -13,17 +13,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from .errors import KernelHubError, PathError
-from .lazy_names import deferred
-from .records import Record
 from .user_files import read_bounded, user_path
-
-if TYPE_CHECKING:
-    from . import tomlfile
-else:  # read only when there is a config file
-    tomlfile = deferred("kernelhub.tomlfile")
+from .value_types import Record
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -122,6 +115,7 @@ def read_config() -> dict[str, object]:
             f"cannot read the config file {path}: {e.strerror or e}; fix it, or point "
             "KERNELHUB_CONFIG at a file"
         ) from None
+    from . import tomlfile
     try:
         return tomlfile.parse_toml(raw)
     except tomlfile.TomlError as e:
@@ -194,7 +188,7 @@ def _config_strings(table: dict[str, object], key: str, where: str, example: str
 
 
 class SigningSettings(Record, frozen=True):
-    """The raw release-signing policy; :mod:`kernelhub.trust` interprets it.
+    """The raw release-signing policy; :mod:`kernelhub.signing.trust` interprets it.
 
     Config file::
 

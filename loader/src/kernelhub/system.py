@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from .errors import KernelHubError, MappingError
 from .lazy_names import deferred
-from .records import Record
+from .value_types import Record
 
 if TYPE_CHECKING:
     from importlib import metadata as importlib_metadata

@@ -17,7 +17,7 @@ import pytest
 
 from .api import load_variant_dir
 from .errors import KernelHubError
-from .metadata import read_metadata
+from .formats.metadata import read_metadata
 
 ENV_VAR = "KERNELHUB_TEST_VARIANT"
 _LOADED = pytest.StashKey[tuple[str, str]]()

@@ -16,17 +16,14 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from . import printable, redact
 from .errors import PathError
 from .lazy_names import deferred
 
 if TYPE_CHECKING:
     import argparse
-
-    from . import printable, redact
 else:  # for messages only: a warm load compiles no patterns
     argparse = deferred("argparse")
-    printable = deferred("kernelhub.printable")
-    redact = deferred("kernelhub.redact")
 
 NAME_MAX = 255
 """Bytes in one path component (Linux, macOS)."""

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from .errors import RepoIdError, VersionSpecError
 from .lazy_names import deferred
-from .records import Record, field
+from .value_types import Record, field
 
 if TYPE_CHECKING:  # packaging is imported where a release or specifier is first parsed
     from packaging import specifiers as packaging_specifiers

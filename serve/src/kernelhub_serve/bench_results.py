@@ -3,7 +3,7 @@
 Two places hold them, and both are read:
 
 * where ``kernelhub benchmark --publish`` commits them (the loader's format,
-  :mod:`kernelhub.benchmark_results`): the repository's ``benchmarks`` branch,
+  :mod:`kernelhub.benchmark.results`): the repository's ``benchmarks`` branch,
   ``results/<kernel commit>/<variant>/<machine>.json`` with the publisher's PNG beside it;
   a page at a kernel commit shows the runs of that commit;
 * ``benchmarks/results/*.json`` in the kernel commit itself: the ecosystem's payload
@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from kernelhub.benchmark_results import (
+from kernelhub.benchmark.results import (
     RESULTS_BRANCH,
     RESULTS_DIR,
     BenchmarkDocumentError,
@@ -31,7 +31,7 @@ from kernelhub.benchmark_results import (
     parse_document,
 )
 from kernelhub.hub.git import GitRepo
-from kernelhub.records import replace
+from kernelhub.value_types import replace
 
 from .errors import ApiError
 from .repos import Entry, RepoStore

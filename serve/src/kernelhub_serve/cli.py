@@ -12,7 +12,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from kernelhub.cli_text import ArgumentParser, error_line
+from kernelhub.cli.text import ArgumentParser, error_line
 from kernelhub.errors import KernelHubError
 from kernelhub.redact import redact
 from kernelhub.user_files import cli_path

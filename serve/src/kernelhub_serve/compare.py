@@ -3,7 +3,7 @@ changed, which build variants were added, removed or changed, and how the kernel
 metadata (each variant's ``metadata.json``, and ``build.toml``'s ``[general]`` where the
 repository carries its source) differs, field by field, side by side.
 
-Metadata is read by the loader's one parser (:func:`kernelhub.metadata.parse_metadata`);
+Metadata is read by the loader's one parser (:func:`kernelhub.formats.metadata.parse_metadata`);
 an unreadable ``metadata.json`` is shown as such, never trusted.
 """
 
@@ -13,8 +13,8 @@ import sys
 from dataclasses import dataclass, field
 
 from kernelhub.errors import KernelHubError
+from kernelhub.formats.metadata import METADATA_FILE, Metadata, parse_metadata
 from kernelhub.hub.git import GitRepo
-from kernelhub.metadata import METADATA_FILE, Metadata, parse_metadata
 
 from .history import Change, changes
 from .repos import RepoStore

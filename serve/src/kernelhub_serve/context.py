@@ -9,7 +9,7 @@ from urllib.parse import unquote
 
 from kernelhub.hub.local import LocalHub
 from kernelhub.printable import printable
-from kernelhub.trust import served_trusted_orgs
+from kernelhub.signing.trust import served_trusted_orgs
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Scope

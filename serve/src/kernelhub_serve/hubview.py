@@ -3,7 +3,7 @@
 Everything here is read from git at one commit, so a page describes one consistent
 state: the variants under ``build/``, each one's ``metadata.json`` and ``symbols.json``,
 the release signature, and the published benchmark results (:mod:`.bench_results`).
-Variant names are parsed by the loader's one parser (:mod:`kernelhub.variants`); a name
+Variant names are parsed by the loader's one parser (:mod:`kernelhub.formats.variants`); a name
 it does not know is still listed, under "other".
 """
 
@@ -15,10 +15,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernelhub.errors import KernelHubError
+from kernelhub.formats.metadata import METADATA_FILE, Metadata, parse_metadata
+from kernelhub.formats.release_manifest import (
+    NAMESPACE,
+    RELEASE_FILE,
+    SIGNATURE_FILE,
+    ReleaseManifest,
+)
+from kernelhub.formats.variants import VariantKind, parse_variant
 from kernelhub.hub.git import GitRepo
-from kernelhub.metadata import METADATA_FILE, Metadata, parse_metadata
-from kernelhub.release_manifest import NAMESPACE, RELEASE_FILE, SIGNATURE_FILE, ReleaseManifest
-from kernelhub.variants import VariantKind, parse_variant
 
 from .bench_results import Benchmarks, read_benchmarks
 from .repos import RepoStore
@@ -202,8 +207,8 @@ def _signature(repo: GitRepo, repo_id: str, commit: str, metadata: dict[str, byt
              if e.kind == "blob"}
     if RELEASE_FILE not in found or SIGNATURE_FILE not in found:
         return Signature(False)
-    from kernelhub import sshsig
-    from kernelhub.release_manifest import metadata_sha256
+    from kernelhub.formats.release_manifest import metadata_sha256
+    from kernelhub.signing import sshsig
 
     manifest_bytes, sig_bytes = repo.read_blobs([found[RELEASE_FILE], found[SIGNATURE_FILE]])
     try:

@@ -16,8 +16,8 @@ import hashlib
 from dataclasses import dataclass
 
 from kernelhub.errors import KernelHubError
+from kernelhub.formats.metadata import METADATA_FILE, parse_metadata
 from kernelhub.hub.git import GitRepo
-from kernelhub.metadata import METADATA_FILE, parse_metadata
 from starlette.responses import Response
 
 from . import history, names

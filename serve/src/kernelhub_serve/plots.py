@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from kernelhub.benchmark_plots import render_plot
-from kernelhub.benchmark_results import BenchmarkRun
+from kernelhub.benchmark.plots import render_plot
+from kernelhub.benchmark.results import BenchmarkRun
 
 _memo: dict[tuple[str, str, str], bytes] = {}
 

@@ -7,7 +7,7 @@ absent or different, because the loader imports before anything runs on the devi
 child loads the variant with ``kernelhub.load_variant_dir`` (digests verified, unique id)
 and reports every op name that appeared in torch's dispatcher during the import — an op
 outside the variant's namespace would collide with another build loaded beside it — and
-what the kernel exports (:func:`kernelhub.symbols.symbols_of`), which the build writes to
+what the kernel exports (:func:`kernelhub.formats.symbols.symbols_of`), which the build writes to
 ``symbols.json``.
 
 What edition 6 added is loaded the way kernelhub's loader loads it:
@@ -17,7 +17,7 @@ What edition 6 added is loaded the way kernelhub's loader loads it:
   any load), then handed to ``kernels.get_kernel_dep`` (:func:`kernelhub.deps.providing`);
   their ops are not the variant's, so the namespace check starts after them;
 * a zip-layout variant is imported from its archive unpacked into a private copy
-  (:func:`kernelhub.zip_layout.extract_verified`: members that could leave the package or
+  (:func:`kernelhub.formats.zip_layout.extract_verified`: members that could leave the package or
   shadow a file are refused), never from the archive on disk.
 """
 
@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernelhub.deps import KERNEL_DEPENDS
-from kernelhub.metadata import METADATA_FILE, Metadata, compute_digests, write_metadata
-from kernelhub.records import replace
-from kernelhub.zip_layout import BUILD_LAYOUT, archive_name, extract_verified
+from kernelhub.formats.metadata import METADATA_FILE, Metadata, compute_digests, write_metadata
+from kernelhub.formats.zip_layout import BUILD_LAYOUT, archive_name, extract_verified
+from kernelhub.value_types import replace
 
 from .package import is_zip_layout
 from .violation import RULE_IMPORT_CHECK, RULE_OP_NAMESPACE, Violation
@@ -70,7 +70,7 @@ _PROBE = textwrap.dedent(
         sys.exit(0)
     after = set(torch._C._dispatch_get_all_op_names())
     try:
-        from kernelhub.symbols import symbols_of
+        from kernelhub.formats.symbols import symbols_of
     except ImportError:  # a loader older than symbols.json
         symbols = None
     else:
@@ -92,7 +92,7 @@ class ImportResult:
     violations: list[Violation]
     symbols: str | None = None
     """symbols.json as the import described the kernel (None: no import, or a loader
-    without :mod:`kernelhub.symbols`)."""
+    without :mod:`kernelhub.formats.symbols`)."""
 
 
 def check_import(python: Path, variant_dir: Path, metadata: Metadata) -> ImportResult:

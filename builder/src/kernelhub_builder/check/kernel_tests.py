@@ -22,7 +22,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelhub.variants import Variant, VariantKind
+from kernelhub.formats.variants import Variant, VariantKind
 
 from ..errors import BuilderError
 from ..layout import built_variants, kernel_dir

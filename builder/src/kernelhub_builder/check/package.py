@@ -25,9 +25,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from kernelhub.deps import KERNEL_DEPENDS
-from kernelhub.metadata import METADATA_FILE, Metadata
-from kernelhub.variants import Variant
-from kernelhub.zip_layout import BUILD_LAYOUT, archive_name, build_layout
+from kernelhub.formats.metadata import METADATA_FILE, Metadata
+from kernelhub.formats.variants import Variant
+from kernelhub.formats.zip_layout import BUILD_LAYOUT, archive_name, build_layout
 from packaging.requirements import InvalidRequirement, Requirement
 
 from .abi import ElfInfo

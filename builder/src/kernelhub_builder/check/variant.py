@@ -30,8 +30,8 @@ from enum import Enum
 from pathlib import Path
 
 from kernelhub.errors import KernelHubError
-from kernelhub.metadata import Metadata, read_metadata
-from kernelhub.variants import Variant, VariantKind
+from kernelhub.formats.metadata import Metadata, read_metadata
+from kernelhub.formats.variants import Variant, VariantKind
 
 from ..layout import built_variants
 from ..manifest import KernelManifest, Project

@@ -28,19 +28,19 @@ from pathlib import Path
 from typing import Any
 
 from kernelhub.deps import KERNEL_DEPENDS
-from kernelhub.metadata import (
+from kernelhub.formats.metadata import (
     NO_LICENSE,
     BackendInfo,
     Metadata,
     compute_digests,
     write_metadata,
 )
-from kernelhub.minver import KERNELS_MINVER, ZIP_LAYOUT_KERNELS
-from kernelhub.provenance import kernel_git_status
-from kernelhub.records import replace
-from kernelhub.symbols import SYMBOLS_FILE
-from kernelhub.variants import Variant, VariantKind
-from kernelhub.zip_layout import BUILD_LAYOUT, archive_name
+from kernelhub.formats.minver import KERNELS_MINVER, ZIP_LAYOUT_KERNELS
+from kernelhub.formats.provenance import kernel_git_status
+from kernelhub.formats.symbols import SYMBOLS_FILE
+from kernelhub.formats.variants import Variant, VariantKind
+from kernelhub.formats.zip_layout import BUILD_LAYOUT, archive_name
+from kernelhub.value_types import replace
 
 from .. import BUILDER_VERSION
 from ..layout import STAGING_PREFIX, check_replaceable

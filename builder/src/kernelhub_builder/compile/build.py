@@ -21,9 +21,9 @@ from pathlib import Path
 
 from filelock import FileLock
 from kernelhub.errors import KernelHubError
-from kernelhub.metadata import NO_LICENSE, read_metadata, verify_variant
-from kernelhub.provenance import dirty_sources
-from kernelhub.variants import Variant
+from kernelhub.formats.metadata import NO_LICENSE, read_metadata, verify_variant
+from kernelhub.formats.provenance import dirty_sources
+from kernelhub.formats.variants import Variant
 
 from .. import BUILDER_VERSION
 from ..check.variant import (

@@ -31,9 +31,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kernelhub.errors import KernelHubError
-from kernelhub.metadata import METADATA_FILE, verify_variant
-from kernelhub.provenance import kernel_git_status
-from kernelhub.variants import parse_variant
+from kernelhub.formats.metadata import METADATA_FILE, verify_variant
+from kernelhub.formats.provenance import kernel_git_status
+from kernelhub.formats.variants import parse_variant
 
 from ..check.kernel_tests import run_kernel_tests
 from ..check.variant import AbiPolicy, check_variant, fatal_violations, format_violations

@@ -41,7 +41,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from kernelhub.variants import Variant
+from kernelhub.formats.variants import Variant
 
 from ..plan.torch_env import TorchEnv
 from .backends import CompileUnit

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import jinja2
-from kernelhub.variants import Variant, VariantKind
+from kernelhub.formats.variants import Variant, VariantKind
 
 from ..errors import RenderError
 from ..manifest import KernelManifest, KernelPart

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelhub.variants import variant_id
+from kernelhub.formats.variants import variant_id
 
 from ..manifest import KernelManifest
 

@@ -16,7 +16,7 @@ from enum import Enum
 from pathlib import Path
 
 from kernelhub.deps import KernelDependency
-from kernelhub.zip_layout import LAYOUTS
+from kernelhub.formats.zip_layout import LAYOUTS
 
 from .keys import BEFORE_6, toml
 

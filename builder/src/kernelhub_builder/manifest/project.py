@@ -45,9 +45,9 @@ from pathlib import Path
 from typing import Any
 
 from kernelhub.errors import PathError, VariantNameError, VersionSpecError
+from kernelhub.formats.variants import Compute
 from kernelhub.system import ARCHES, BACKENDS, OSES
 from kernelhub.user_files import user_path
-from kernelhub.variants import Compute
 from kernelhub.versions import parse_release
 from packaging.requirements import InvalidRequirement, Requirement
 

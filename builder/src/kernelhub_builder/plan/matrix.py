@@ -7,7 +7,7 @@ project's CUDA/ROCm/XPU lists, CUDA narrowed by ``general.cuda``). A stable-ABI 
 gets one variant per compute and system instead of one per torch; pure-Python kernels
 get ``torch-<backend>`` per backend, or one ``torch-universal``.
 
-Names come from :mod:`kernelhub.variants` (never formatted here), so the builder, the
+Names come from :mod:`kernelhub.formats.variants` (never formatted here), so the builder, the
 loader and the Nix flake agree on them. A variant this host cannot build stays in the
 plan with a reason saying what to change, so ``builder list-variants`` shows the whole
 matrix and CI on other machines knows what is left for them.
@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from kernelhub.formats.variants import Compute, Variant, VariantKind
 from kernelhub.system import platform_problem
-from kernelhub.variants import Compute, Variant, VariantKind
 
 from ..errors import VariantSelectionError
 from ..manifest import KernelManifest, Project, version_key

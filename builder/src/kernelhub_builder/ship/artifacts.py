@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernelhub.errors import KernelHubError
-from kernelhub.metadata import METADATA_FILE, verify_variant
-from kernelhub.variants import parse_variant
+from kernelhub.formats.metadata import METADATA_FILE, verify_variant
+from kernelhub.formats.variants import parse_variant
 
 from ..errors import ArtifactMergeError
 from ..layout import check_replaceable

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from kernelhub.release_manifest import Signer
+from kernelhub.formats.release_manifest import Signer
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ class HubPublisher(Protocol):
         against ``branch`` instead of moving it (no tag; where the hub has no pull
         requests, an error).
         With ``sign``, the commit carries a release manifest over every variant in the
-        resulting tree and its signature (:mod:`kernelhub.release_manifest`; ``tag`` must
+        resulting tree and its signature (:mod:`kernelhub.formats.release_manifest`; ``tag`` must
         then be ``v<release>``); without, release files left by an earlier signed publish
         are removed, since they no longer describe the tree.
         """

@@ -1,5 +1,5 @@
 """Publish benchmark results to the kernel's hub repository (layout:
-:mod:`kernelhub.benchmark_results`): one commit on the results branch adding or replacing
+:mod:`kernelhub.benchmark.results`): one commit on the results branch adding or replacing
 a build's files, never touching a version branch or a release tag. ``kernelhub benchmark
 --publish`` reaches it as the optional command ``kernelhub publish-benchmark`` (:func:`main`,
 registered in ``kernelhub.commands``): the loader never imports the builder.
@@ -18,7 +18,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from kernelhub.benchmark_results import RESULTS_BRANCH, machine_slug, result_dir
+from kernelhub.benchmark.results import RESULTS_BRANCH, machine_slug, result_dir
 from kernelhub.errors import KernelHubError, PublishConflictError
 from kernelhub.hub.git import ZERO_OID, IndexEntry, RefUpdate
 
@@ -72,7 +72,7 @@ def _hub_api(publisher: object, repo_id: str, files: dict[str, bytes], message: 
 def main(argv: Sequence[str]) -> int:
     """``kernelhub publish-benchmark REPO COMMIT VARIANT RESULTS.json [PLOT.png] --hub HUB``:
     commit a benchmark run's document (and plot) under the build's results directory."""
-    from kernelhub.cli_text import ArgumentParser, error_line
+    from kernelhub.cli.text import ArgumentParser, error_line
     from kernelhub.user_files import cli_path, read_bounded
 
     parser = ArgumentParser(prog="kernelhub publish-benchmark")

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from kernelhub.errors import RepoNotFoundError
+from kernelhub.formats.variants import Variant, VariantKind, parse_variant
 from kernelhub.hub import Hub
-from kernelhub.variants import Variant, VariantKind, parse_variant
 
 from ..errors import BuilderError, ShardError
 from ..manifest import KernelManifest, Project

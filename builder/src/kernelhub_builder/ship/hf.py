@@ -46,12 +46,12 @@ from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError, Repositor
 from huggingface_hub.hf_api import RepoFile
 from huggingface_hub.utils import get_session
 from kernelhub.errors import HubError, KernelHubError, PublishConflictError
+from kernelhub.formats.metadata import METADATA_FILE, parse_metadata
+from kernelhub.formats.release_manifest import Signer
+from kernelhub.formats.variants import check_variant_dir
 from kernelhub.hub.base import BUILD_DIR
+from kernelhub.hub.hashes import git_blob_id as git_blob_digest
 from kernelhub.hub.hf import HfHub, absent
-from kernelhub.hub_hashes import git_blob_id as git_blob_digest
-from kernelhub.metadata import METADATA_FILE, parse_metadata
-from kernelhub.release_manifest import Signer
-from kernelhub.variants import check_variant_dir
 from kernelhub.versions import Refs
 
 from .base import PublishResult

@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 from huggingface_hub.hf_api import RepoFile
 from kernelhub.errors import HubError
+from kernelhub.formats.metadata import METADATA_FILE
+from kernelhub.formats.release_manifest import RELEASE_FILE, SIGNATURE_FILE, Signer
 from kernelhub.hub.base import BUILD_DIR
-from kernelhub.hub_hashes import git_blob_id
-from kernelhub.metadata import METADATA_FILE
-from kernelhub.release_manifest import RELEASE_FILE, SIGNATURE_FILE, Signer
+from kernelhub.hub.hashes import git_blob_id
 
 from .signed_tree import signed_release_files
 from .staged import StagedFile

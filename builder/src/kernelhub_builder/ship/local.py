@@ -16,12 +16,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kernelhub.errors import HubError, KernelHubError, PublishConflictError
+from kernelhub.formats.metadata import METADATA_FILE, parse_metadata
+from kernelhub.formats.release_manifest import Signer
+from kernelhub.formats.variants import check_variant_dir
 from kernelhub.hub.base import BUILD_DIR
 from kernelhub.hub.git import ZERO_OID, GitRepo, IndexEntry, RefUpdate, RefValue
 from kernelhub.hub.local import LocalHub, variant_trees
-from kernelhub.metadata import METADATA_FILE, parse_metadata
-from kernelhub.release_manifest import Signer
-from kernelhub.variants import check_variant_dir
 
 from .base import PublishResult
 from .release import check_release, tag_needs_update

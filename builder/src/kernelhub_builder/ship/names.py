@@ -19,7 +19,7 @@ use); the setting decides what reaches the hub:
 
 from __future__ import annotations
 
-from kernelhub.variants import Naming, PythonTag, Variant
+from kernelhub.formats.variants import Naming, PythonTag, Variant
 
 from ..compile.render import PY_LIMITED_API
 from ..manifest import VariantNames

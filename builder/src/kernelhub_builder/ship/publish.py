@@ -8,7 +8,7 @@ binary that breaks a rule is refused, and one that needs a newer glibc/libstdc++
 manylinux_2_28 is refused unless ``allow_host_abi``. Then one
 ``hub.publish(repo, "v<major>", {variant: dir}, tag="v<release>")`` replaces exactly
 those variant dirs on the branch; variants built elsewhere stay. With ``--sign KEY`` the
-commit also carries a signed release manifest (:mod:`kernelhub.release_manifest`).
+commit also carries a signed release manifest (:mod:`kernelhub.formats.release_manifest`).
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from enum import Enum
 from pathlib import Path
 
 from kernelhub.errors import MetadataError
+from kernelhub.formats.metadata import verify_variant
+from kernelhub.formats.release_manifest import NAMESPACE
 from kernelhub.hub.calls import hub_call
-from kernelhub.metadata import verify_variant
-from kernelhub.release_manifest import NAMESPACE
-from kernelhub.sshsig import SigningKey, load_signing_key
+from kernelhub.signing.sshsig import SigningKey, load_signing_key
 
 from ..check.variant import AbiPolicy, raise_if_fatal, static_checks
 from ..errors import BuilderError
@@ -116,7 +116,7 @@ def publish_kernel(
 ) -> PublishResult:
     """Publish ``kernel``'s built variants as one commit on ``v<major>``, tagged with the
     release; variants of other releases on the branch are handled by ``stale``; with
-    ``key``, sign the release (see :mod:`kernelhub.release_manifest`: the signature covers
+    ``key``, sign the release (see :mod:`kernelhub.formats.release_manifest`: the signature covers
     every variant the tagged commit holds).
 
     ``branch``: another branch than ``v<major>`` — a preview, so no release tag (a tag

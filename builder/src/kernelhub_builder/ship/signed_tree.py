@@ -13,10 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from kernelhub.errors import HubError, MetadataError
-from kernelhub.hub.base import BUILD_DIR
-from kernelhub.hub.git import GitRepo, IndexEntry
-from kernelhub.metadata import parse_metadata
-from kernelhub.release_manifest import (
+from kernelhub.formats.metadata import parse_metadata
+from kernelhub.formats.release_manifest import (
     RELEASE_FILE,
     SIGNATURE_FILE,
     ReleaseManifest,
@@ -24,6 +22,8 @@ from kernelhub.release_manifest import (
     metadata_sha256,
     release_files,
 )
+from kernelhub.hub.base import BUILD_DIR
+from kernelhub.hub.git import GitRepo, IndexEntry
 
 
 def with_release_files(

@@ -1,7 +1,7 @@
 """Staged variant dirs as hubs store them: files with their repo paths and modes.
 
 Shared by every publisher, so LocalHub and Hub-API servers receive exactly the same files:
-those :func:`kernelhub.metadata.stored_files` names, the set the digests cover.
+those :func:`kernelhub.formats.metadata.stored_files` names, the set the digests cover.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernelhub.errors import HubError
+from kernelhub.formats.metadata import stored_files
+from kernelhub.formats.variants import check_variant_dir
 from kernelhub.hub.base import BUILD_DIR
-from kernelhub.metadata import stored_files
-from kernelhub.variants import check_variant_dir
 
 
 @dataclass(frozen=True)

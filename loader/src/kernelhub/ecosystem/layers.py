@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..layer.autotune.renamed import autotune_flag
-from ..layer.kernelize import KernelizeFallback
-from ..layer.kernelize import kernelize as _kernelize
+from ..layer.kernelizing import KernelizeFallback
+from ..layer.kernelizing import kernelize as _kernelize
 
 if TYPE_CHECKING:
     from torch import nn

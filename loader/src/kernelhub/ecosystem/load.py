@@ -20,17 +20,10 @@ from pathlib import Path
 from types import FrameType, ModuleType
 from typing import TYPE_CHECKING, Any
 
-from ..lazy_names import deferred
+from .. import errors
 
 if TYPE_CHECKING:
-    from .. import api, errors, lock, metadata, settings, trust
-else:  # ``import kernels`` (this compatibility layer) must not import the loading code
-    api = deferred("kernelhub.api")
-    errors = deferred("kernelhub.errors")
-    lock = deferred("kernelhub.lock")
-    metadata = deferred("kernelhub.metadata")
-    settings = deferred("kernelhub.settings")
-    trust = deferred("kernelhub.trust")
+    from .. import lock
 
 BACKENDS = frozenset({"cpu", "cuda", "rocm", "xpu", "metal", "mps", "npu"})
 """Backend names the ecosystem's ``backend=`` accepts (second positional of get_local_kernel)."""
@@ -70,6 +63,8 @@ def get_kernel(
     ``check_arch=False`` loads a build whose declared GPU architectures leave this GPU
     out (one with a Triton fallback, say).
     """
+    from .. import api
+    from ..signing import trust
     del user_agent
     if (local := local_override(repo_id)) is not None:
         return api.get_local_kernel(local, backend=backend)
@@ -96,6 +91,7 @@ def has_kernel(
     architectures are consulted: ``trust_remote_code`` and ``check_arch`` are accepted
     for the ecosystem's signature.
     """
+    from .. import api
     del trust_remote_code, check_arch
 
     if (local := local_override(repo_id)) is not None:
@@ -117,6 +113,8 @@ def get_local_kernel(repo_path: Path | str, package_name: str | None = None,
     trusts it, and a local build is loaded as it is: ``trust_remote_code``,
     ``user_agent`` and ``check_arch`` are accepted for the ecosystem's signature.
     """
+    from .. import api
+    from ..formats import metadata
     del trust_remote_code, user_agent, check_arch
 
     if package_name is not None and package_name in BACKENDS and backend is None:
@@ -140,6 +138,7 @@ def load_kernel(repo_id: str, *, lockfile: Path | str | None = None,
 
     Without ``lockfile``, the lock is found as :func:`get_locked_kernel` finds it.
     """
+    from .. import api
     pins = _locked_pins(lockfile)
     return api.load_locked_entry(pins.pick(repo_id), pins=pins, backend=backend,
                                  check_arch=check_arch)
@@ -158,6 +157,8 @@ def get_locked_kernel(repo_id: str, *, lockfile: Path | str | None = None,
     (kernelhub's project lock, which ``kernelhub lock`` writes). ``local_files_only``
     (the ecosystem's older keyword) loads from the cache only, for this call alone.
     """
+    from .. import api, settings
+    from ..signing import trust
     del user_agent
     pins = _locked_pins(lockfile)
     entry = pins.pick(repo_id)
@@ -177,6 +178,7 @@ _OWN_MODULES = ("kernelhub", "kernels", "_kernelhub_autoload")
 def _locked_pins(lockfile: Path | str | None) -> lock.LockPins:
     """``lockfile``, else the calling code's distribution lock, else ``./kernels.lock``:
     the lock a kernel and its dependencies load from."""
+    from .. import lock
     if lockfile is None:
         frame: FrameType | None = sys._getframe(1)
         while frame is not None and frame.f_globals.get("__name__", "").partition(".")[0] in (
@@ -198,6 +200,8 @@ def install_kernel(repo_id: str, revision: str | None = None, local_files_only: 
     ``local_files_only=True`` uses the cache only, for this call alone: other threads
     keep loading online meanwhile. The org must be trusted, as for a load.
     """
+    from .. import api, settings
+    from ..signing import trust
     del user_agent
     trusted = trust.vouch(trust_remote_code)
     if not local_files_only:

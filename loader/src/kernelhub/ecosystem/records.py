@@ -2,7 +2,7 @@
 ``RepoInfo``), a build's ``Metadata``, and per-variant decisions
 (``get_kernel_variants`` → ``VariantAccepted`` / ``VariantRejected``).
 
-They read kernelhub's own records (:mod:`kernelhub.importer`, :mod:`kernelhub.metadata`,
+They read kernelhub's own records (:mod:`kernelhub.load.importer`, :mod:`kernelhub.formats.metadata`,
 :mod:`kernelhub.selection`) and present them with the ecosystem's field names, so code
 that inspects them runs unchanged.
 """
@@ -12,19 +12,11 @@ from __future__ import annotations
 import enum
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .. import metadata as _metadata
-from ..lazy_names import deferred
-from ..records import Record
-from ..variants import Variant, parse_variant
-
-if TYPE_CHECKING:
-    from .. import api, importer, settings
-else:  # ``import kernels`` must not import the loading code
-    api = deferred("kernelhub.api")
-    importer = deferred("kernelhub.importer")
-    settings = deferred("kernelhub.settings")
+from ..formats import metadata as _metadata
+from ..formats.variants import Variant, parse_variant
+from ..value_types import Record
 
 
 class RepoInfo(Record, frozen=True):
@@ -191,6 +183,7 @@ class LoadedKernel(Record, frozen=True):
 def _repo_info(path: Path) -> RepoInfo | None:
     """The repository and commit of a variant in the cache (its path says:
     ``<cache>/<hub>/<org>/<name>/<commit>/<variant>``); None for a local build."""
+    from .. import settings
     try:
         parts = path.resolve().relative_to(settings.cache_dir().resolve()).parts
     except ValueError:
@@ -205,6 +198,7 @@ def get_loaded_kernels() -> list[LoadedKernel]:
     """Every kernel variant directory this process has loaded (a new list each call):
     like kernels 0.19.1, one entry per path, so a local load of a build already loaded
     from the hub is listed too (both name the one module)."""
+    from ..load import importer
     found = []
     for loaded in importer.loads():
         parsed = _metadata.read_metadata(loaded.path)
@@ -214,7 +208,7 @@ def get_loaded_kernels() -> list[LoadedKernel]:
 
 class KernelVariant(Record, frozen=True):
     """One build variant: ``variant_str`` is its name; the parsed fields (``backend``,
-    ``torch``, ``arch``, ``os``) are kernelhub's :class:`~kernelhub.variants.Variant`."""
+    ``torch``, ``arch``, ``os``) are kernelhub's :class:`~kernelhub.formats.variants.Variant`."""
 
     variant_str: str
     parsed: Variant | None
@@ -250,6 +244,7 @@ def get_kernel_variants(repo_id: str, *, revision: str | None = None,
                         backend: str | None = None) -> list[VariantAccepted | VariantRejected]:
     """Every build variant of ``repo_id`` at the resolved commit, judged for this
     system: accepted ones first, the one a load would choose leading."""
+    from .. import api
     selection = api.resolve_kernel(repo_id, version, revision, backend=backend).selection
     decisions: list[VariantAccepted | VariantRejected] = [
         VariantAccepted(_variant(n)) for n in selection.ranked]

@@ -11,11 +11,11 @@ from __future__ import annotations
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from ..build_layout import BUILD_DIR  # variants live under build/<variant>/ in every repository
 from ..errors import HubError
+from ..formats.build_layout import BUILD_DIR
 
 if TYPE_CHECKING:  # the protocol names them; loading through it needs neither module
-    from ..release_manifest import ReleaseFiles
+    from ..formats.release_manifest import ReleaseFiles
     from ..versions import Refs
 
 __all__ = ["BUILD_DIR", "Hub", "check_relative"]
@@ -26,7 +26,7 @@ class Hub(Protocol):
     """A place kernels are loaded from.
 
     Optional, read with ``getattr``: ``file_hashes(repo_id, commit, variant)`` (the hub's
-    content hash of each file, see :mod:`kernelhub.hub_hashes`) and ``remote`` (True for a
+    content hash of each file, see :mod:`kernelhub.hub.hashes`) and ``remote`` (True for a
     hub across a network, whose refs the loader may answer from the cache for
     ``KERNELHUB_REFS_TTL`` seconds; absent: False).
     """
@@ -50,7 +50,7 @@ class Hub(Protocol):
 
     def fetch_release(self, repo_id: str, commit: str) -> ReleaseFiles:
         """The signed-release files at the repository root at ``commit`` (see
-        :mod:`kernelhub.release_manifest`); absent files are None: an unsigned release."""
+        :mod:`kernelhub.formats.release_manifest`); absent files are None: an unsigned release."""
         ...
 
     def trusted_orgs(self) -> frozenset[str]:

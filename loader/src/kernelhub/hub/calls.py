@@ -21,7 +21,7 @@ from ..errors import HubError, KernelHubError
 from ..redact import names_credentials, redact, redacted_error
 
 if TYPE_CHECKING:
-    from ..release_manifest import ReleaseFiles
+    from ..formats.release_manifest import ReleaseFiles
     from ..versions import Refs
     from .base import Hub
 

@@ -16,16 +16,10 @@ from __future__ import annotations
 import hashlib
 import os
 import socket
-from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from .. import user_files
 from ..errors import HubError
-from ..lazy_names import deferred
-
-if TYPE_CHECKING:
-    from .. import user_files
-else:  # for messages only
-    user_files = deferred("kernelhub.user_files")
 
 CONNECT_TIMEOUT = 5.0
 """Seconds a first connection to a Hub-API server may take before the hub counts as

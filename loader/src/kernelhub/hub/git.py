@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from ..errors import HubError
-from ..records import Record
+from ..value_types import Record
 
 ZERO_OID = "0" * 40
 STALE_LOCK_SECONDS = 10.0

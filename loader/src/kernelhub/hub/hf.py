@@ -29,9 +29,10 @@ from typing import TYPE_CHECKING, TypeVar
 
 from .. import settings
 from ..errors import HubError, RepoNotFoundError, VersionSpecError
+from ..formats import release_manifest
+from ..formats.variants import check_variant_dir
 from ..lazy_names import deferred
 from ..redact import redact, redact_logs
-from ..variants import check_variant_dir
 from ..versions import Refs, is_commit_id
 from .base import BUILD_DIR, check_relative
 from .endpoints import check_endpoint, check_reachable, endpoint_key
@@ -44,14 +45,12 @@ if TYPE_CHECKING:
     from huggingface_hub import utils as hf_utils
     from huggingface_hub.hf_api import RepoFile, RepoFolder
 
-    from .. import release_manifest
-    from ..release_manifest import ReleaseFiles
+    from ..formats.release_manifest import ReleaseFiles
 else:  # a warm load (pinned, locked or offline) needs only the hub's cache key
     huggingface_hub = deferred("huggingface_hub")
     hf_api = deferred("huggingface_hub.hf_api")
     hf_errors = deferred("huggingface_hub.errors")
     hf_utils = deferred("huggingface_hub.utils")
-    release_manifest = deferred("kernelhub.release_manifest")
 
 T = TypeVar("T")
 _log = logging.getLogger(__name__)

@@ -18,7 +18,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from ..lazy_names import deferred
-from ..records import Record
+from ..value_types import Record
 from .base import BUILD_DIR
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ class ListedFile(Record, frozen=True):
     """Its path in the repository."""
     content_hash: str
     """``sha256:<hex>`` for a file stored with Git LFS, else ``git:<blob id>`` (see
-    :mod:`kernelhub.hub_hashes`)."""
+    :mod:`kernelhub.hub.hashes`)."""
 
 
 VariantFiles = dict[str, ListedFile]

@@ -38,27 +38,22 @@ import hashlib
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
+from .. import user_files
 from ..errors import HubError, RepoNotFoundError, VersionSpecError
-from ..lazy_names import deferred
-from ..variants import check_variant_dir
+from ..formats.variants import check_variant_dir
 from ..versions import Refs, is_plain_name
 from .base import BUILD_DIR, check_relative
 
 if TYPE_CHECKING:
-    from .. import release_manifest, tomlfile, user_files
-    from ..release_manifest import ReleaseFiles
-    from . import git
+    from ..formats.release_manifest import ReleaseFiles
     from .git import GitRepo
-else:  # a warm pinned, locked or offline load reads only the cache and never runs git
-    git = deferred("kernelhub.hub.git")
-    release_manifest = deferred("kernelhub.release_manifest")
-    tomlfile = deferred("kernelhub.tomlfile")
-    user_files = deferred("kernelhub.user_files")
 
 
 def _git(path: Path) -> GitRepo:
     """The repository at ``path``."""
+    from . import git
     return git.GitRepo(path)
+
 
 MODELS_DIR = "models"
 """Repositories live under ``<root>/models/`` — the repo-type directory olah expects."""
@@ -190,6 +185,7 @@ class LocalHub:
                 for e in repo.ls_tree(resolved, prefix, recursive=True) if e.kind == "blob"}
 
     def fetch_release(self, repo_id: str, commit: str) -> ReleaseFiles:
+        from ..formats import release_manifest
         repo = self.open_repo(repo_id)
         resolved = self._resolve(repo, repo_id, commit)
         release, signature = release_manifest.RELEASE_FILE, release_manifest.SIGNATURE_FILE
@@ -206,6 +202,7 @@ class LocalHub:
         path = self.root / CONFIG_FILE
         if not path.is_file():
             return frozenset()
+        from .. import tomlfile
         try:
             config = tomlfile.parse_toml(user_files.read_bounded(path))
         except OSError as exc:

@@ -27,7 +27,7 @@ from .base import Hub
 from .calls import guard, hub_name
 
 if TYPE_CHECKING:
-    from ..release_manifest import ReleaseFiles
+    from ..formats.release_manifest import ReleaseFiles
     from ..versions import Refs
 
 

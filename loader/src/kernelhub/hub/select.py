@@ -7,23 +7,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from .. import settings
 from ..errors import HubError
-from ..lazy_names import deferred
-from ..records import Record
 from ..redact import redact
 from ..user_files import user_path
+from ..value_types import Record
 from .base import Hub
 from .endpoints import check_endpoint
 from .local import LocalHub
 from .search import SearchPath
-
-if TYPE_CHECKING:
-    from . import hf
-else:  # huggingface_hub is imported only when a Hub-API hub is used
-    hf = deferred("kernelhub.hub.hf")
 
 # -- choosing a hub -----------------------------------------------------------------
 
@@ -105,6 +98,7 @@ def word_address(text: str, what: str) -> HubAddress:
 def open_address(address: HubAddress) -> Hub:
     """The hub at ``address``."""
     if address.root is None:
+        from . import hf
         return hf.HfHub(endpoint=address.endpoint)
     return LocalHub(address.root)
 

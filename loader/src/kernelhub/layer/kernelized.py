@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..records import Record, field
+from ..value_types import Record, field
 from .decorators import KERNEL_FUNCS_ATTR
 from .forwards import kernel_of
 from .mapping import Repository

@@ -67,8 +67,8 @@ from collections.abc import Iterator, Mapping
 from typing import Protocol, TypeGuard, TypeVar
 
 from ..errors import MappingError
-from ..records import Record
 from ..system import device_type
+from ..value_types import Record
 
 # -- devices ------------------------------------------------------------------------
 

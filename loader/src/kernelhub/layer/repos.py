@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING, ClassVar, Protocol
 from .. import settings
 from ..api import find_local_variant, get_kernel, get_local_kernel, load_locked_entry, open_hub_arg
 from ..errors import KernelHubError, KernelLoadError, MappingError
+from ..formats.metadata import read_metadata
 from ..hub.base import Hub
 from ..lazy_names import deferred
 from ..lock import LockPins, distribution_lock, lock_entry, read_pins
-from ..metadata import read_metadata
-from ..records import Record, field
-from ..trust import Vouch, policy_for, require_bool, vouch
+from ..signing.trust import Vouch, policy_for, require_bool, vouch
+from ..value_types import Record, field
 from ..versions import check_repo_id, select_spec
 from .decorators import forward_calling
 from .mapping import CacheKey
@@ -123,7 +123,7 @@ def _check_flags(repo: _Flags) -> None:
 
 
 def _trusted(repo: _Flags) -> Vouch:
-    """Whom the caller vouched for (:data:`kernelhub.trust.Vouch`): ``allow_all_kernels``
+    """Whom the caller vouched for (:data:`kernelhub.signing.trust.Vouch`): ``allow_all_kernels``
     or ``trust_remote_code=True`` every repository of the load, a list of repository ids
     (the ecosystem's allow-list form) those only — not the dependencies they declare."""
     return True if repo.allow_all_kernels else vouch(repo.trust_remote_code)

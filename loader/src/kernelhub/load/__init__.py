@@ -4,7 +4,7 @@
     resolve  KernelRequest           → Resolution      the commit, its variants, the pick
     fetch    Resolution              → Fetched         the variant in the cache
     verify   Fetched                 → Snapshot        read once, digests checked, validated
-    install  Snapshot                → module          imported from the snapshot's bytes
+    import   Snapshot                → module          executed from the snapshot's bytes
 
 Each value changes form once and is never re-read: the snapshot taken by ``verify`` is
 the only read of the variant's files, every check runs on it, and what is imported is

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from types import ModuleType
 
 from ..deps import DepNode, KernelDependency, Located, declared_depends, providing, resolve_tree
-from ..importer import import_verified
+from .importer import import_verified
 from .request import KernelRequest, kernel_request
 from .verify import Snapshot
 

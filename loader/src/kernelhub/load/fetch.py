@@ -11,7 +11,7 @@ from pathlib import Path
 from .. import settings
 from ..cache import KernelCache
 from ..errors import OfflineError
-from ..records import Record
+from ..value_types import Record
 from .resolve import Resolution
 
 

@@ -15,8 +15,8 @@ from ..errors import HubError
 from ..hub.base import Hub
 from ..hub.calls import guard
 from ..hub.select import open_hub
-from ..records import Record
-from ..trust import Vouch, require_bool, vouch
+from ..signing.trust import Vouch, require_bool, vouch
+from ..value_types import Record
 from ..versions import VersionSpec, check_repo_id, select_spec
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ class KernelRequest(Record, frozen=True):
     hub: Hub
     backend: str | None = None
     trust_remote_code: Vouch = False
-    """Whom the caller vouched for (:data:`kernelhub.trust.Vouch`); the kernel's
+    """Whom the caller vouched for (:data:`kernelhub.signing.trust.Vouch`); the kernel's
     dependencies are judged by the same value."""
     lock: LockEntry | None = None
     """The lock-file entry the load must match (a locked load), else None."""

@@ -25,14 +25,14 @@ from ..errors import (
 from ..hub.base import Hub
 from ..hub.calls import hub_name
 from ..hub.search import as_search_path, not_found
-from ..records import Record
 from ..selection import Selection, select_variant
 from ..system import SystemInfo, detect_system
+from ..value_types import Record
 from ..versions import Refs, VersionSpec, branch_major, resolve
 from .request import KernelRequest
 
 if TYPE_CHECKING:  # read only where a signing policy applies
-    from ..release_manifest import ReleaseFiles
+    from ..formats.release_manifest import ReleaseFiles
 
 T = TypeVar("T")
 

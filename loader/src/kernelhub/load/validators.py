@@ -44,29 +44,24 @@ import hashlib
 import json
 from typing import TYPE_CHECKING
 
+from .. import cache
 from ..errors import IntegrityError, LockFileError, SignatureError
+from ..formats.minver import KERNELS_MINVER, check_kernels_minver
+from ..formats.provenance import warn_if_dirty
 from ..hub import search
-from ..lazy_names import deferred
-from ..minver import KERNELS_MINVER, check_kernels_minver
-from ..provenance import warn_if_dirty
-from ..records import replace
 from ..selection import check_archs
-from ..trust import OrgPolicy, Vouch, check_trusted, is_trusted, policy_for, vouches_for
+from ..signing import sigstore as sigstore_signatures
+from ..signing.trust import OrgPolicy, Vouch, check_trusted, is_trusted, policy_for, vouches_for
+from ..value_types import replace
 from .resolve import ReleaseVerdict, release_files
 
 if TYPE_CHECKING:
-    from .. import cache, hub_hashes, release_policy, sigstore_signatures
+    from ..formats.release_manifest import ReleaseFiles
     from ..lock import LockEntry
-    from ..release_manifest import ReleaseFiles
-    from ..sigstore_signatures import SigstorePolicy
+    from ..signing.sigstore import SigstorePolicy
     from .request import KernelRequest
     from .resolve import Resolution
     from .verify import Snapshot
-else:  # each read only by the check that needs it: a load has few of them
-    cache = deferred("kernelhub.cache")
-    hub_hashes = deferred("kernelhub.hub_hashes")
-    release_policy = deferred("kernelhub.release_policy")
-    sigstore_signatures = deferred("kernelhub.sigstore_signatures")
 
 
 class Validator:
@@ -143,6 +138,7 @@ class SignatureValidator(Validator):
     def verdict(self, files: ReleaseFiles, repo_id: str, ref: str, commit: str,
                 variant: str) -> ReleaseVerdict:
         """Verify the release files of ``commit``: what they sign for ``variant``."""
+        from ..signing import policy as release_policy
         manifest = release_policy.check_release(files, self.policy, repo_id, ref, commit)
         if manifest is None:
             return ReleaseVerdict(None)
@@ -207,6 +203,7 @@ class LockValidator(Validator):
     def on_snapshot(self, snapshot: Snapshot) -> None:
         if (wanted := self._wanted(snapshot.variant_name)) is None:
             return
+        from ..hub import hashes as hub_hashes
         kind, want = wanted
         if kind == "metadata sha256":
             actual = hashlib.sha256(snapshot.verified.metadata_bytes).hexdigest()
@@ -235,7 +232,7 @@ class ArchValidator(Validator):
 
 
 class SigstoreValidator(Validator):
-    """The org's sigstore policy (:mod:`kernelhub.sigstore_signatures`) on the variant's
+    """The org's sigstore policy (:mod:`kernelhub.signing.sigstore`) on the variant's
     bundle, verified over the snapshot's ``metadata.json`` bytes — the ones whose digests
     the imported files matched. The bundle is read beside the snapshot: it is signature
     material, never imported."""

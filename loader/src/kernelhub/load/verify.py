@@ -1,6 +1,6 @@
 """Step 3, verify: the variant read once into a :class:`Snapshot`.
 
-The snapshot (:func:`kernelhub.verified_import.snapshot_variant`) is a private copy of
+The snapshot (:func:`kernelhub.load.verified_import.snapshot_variant`) is a private copy of
 the variant's files, hashed as they were read and checked against the digest read in the
 same pass; the validators give their verdict on it (:func:`kernelhub.load.pipeline.checked`),
 and the next step imports from it.
@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..records import Record
 from ..system import SystemInfo
-from ..verified_import import VerifiedVariant, snapshot_variant
+from ..value_types import Record
 from .fetch import Fetched
 from .resolve import ReleaseVerdict
+from .verified_import import VerifiedVariant, snapshot_variant
 
 
 class Snapshot(Record, frozen=True):

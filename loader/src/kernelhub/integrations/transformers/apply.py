@@ -37,7 +37,7 @@ from ...layer import (
     use_kernel_mapping,
 )
 from ...layer.autotune import autotune_from_env, autotuned_function
-from ...layer.kernelize import collected_failures, declined
+from ...layer.kernelizing import collected_failures, declined
 from ...layer.mapping import MODE_FALLBACK_ORDER, Repository
 from . import attention, experts
 from .failures import load_failure

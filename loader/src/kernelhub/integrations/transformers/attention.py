@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, cast
 
 from ...errors import KernelHubError, TrustError
 from ...lazy_names import deferred
-from ...records import Record
 from ...system import torch_is_rocm
+from ...value_types import Record
 from ...versions import split_repo_string
 from .table import FLASH_ATTN2, FLASH_ATTN2_VERSION
 
@@ -42,14 +42,11 @@ if TYPE_CHECKING:
     import transformers
     from transformers import masking_utils
     from transformers import modeling_flash_attention_utils as flash_utils
-
-    from ... import api
 else:
     torch = deferred("torch")
     transformers = deferred("transformers")
     masking_utils = deferred("transformers.masking_utils")
     flash_utils = deferred("transformers.modeling_flash_attention_utils")
-    api = deferred("kernelhub.api")
 
 logger = logging.getLogger("kernelhub.transformers")
 
@@ -107,6 +104,7 @@ def pinned_major(repo_id: str) -> int | None:
 
 def parse(attn_implementation: object) -> AttentionRequest | None:
     """The request kernelhub serves, or None when Transformers handles the string itself."""
+    from ... import api
     if not isinstance(attn_implementation, str):
         return None
     text = attn_implementation.strip()
@@ -144,6 +142,7 @@ def _mask_function(kernel: ModuleType) -> Callable[..., object]:
 def load(request: AttentionRequest, *, allow_all_kernels: bool = False
          ) -> tuple[ModuleType, Callable[..., object]]:
     """The kernel's attention function; trust and version errors say what to do."""
+    from ... import api
     try:
         version = request.version if request.version is not None else request.default_version
         kernel = api.get_kernel(request.repo_id, version, trust_remote_code=allow_all_kernels)

@@ -21,21 +21,15 @@ from __future__ import annotations
 
 import warnings
 from types import ModuleType
-from typing import TYPE_CHECKING
 
-from ...lazy_names import deferred
 from . import seams
-
-if TYPE_CHECKING:
-    from . import patch
-else:  # imported by the first seam handed over, not by installing the hook
-    patch = deferred("kernelhub.integrations.transformers.patch")
 
 _state: dict[str, bool] = {}
 """``"declined"``/``"checked"``: decided once per process."""
 
 
 def _decline(why: str) -> None:
+    from . import patch
     patch.disable()
     _state["declined"] = True
     warnings.warn(
@@ -66,6 +60,7 @@ def _version_checked() -> bool:
 def imported(module: ModuleType) -> None:
     """Hand the seams ``module`` (a Transformers module that just executed) defines to
     kernelhub."""
+    from . import patch
     if _state.get("declined") or not _version_checked():
         return
     name = module.__name__

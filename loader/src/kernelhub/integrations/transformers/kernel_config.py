@@ -30,9 +30,9 @@ from typing import TYPE_CHECKING, Any, cast
 from ...errors import KernelHubError
 from ...layer.autotune.renamed import autotune_flag
 from ...lazy_names import deferred
-from ...records import Record, field, replace
+from ...signing.trust import require_bool
 from ...system import backend_of, torch_device_type
-from ...trust import require_bool
+from ...value_types import Record, field, replace
 from ...versions import select_spec
 from .table import (
     ATTENTION_KEY,

@@ -35,12 +35,9 @@ if TYPE_CHECKING:
 
     import torch
     from torch import nn
-
-    from ... import api
 else:
     torch = deferred("torch")
     nn = deferred("torch.nn")
-    api = deferred("kernelhub.api")
 
 ModelT = TypeVar("ModelT", bound="nn.Module")
 
@@ -244,6 +241,7 @@ def hub_get_kernel(kernel_name: str, revision: str | None = None,
     kernelhub's hub. A repository, version or build this system lacks is a
     FileNotFoundError, as from the ecosystem's loader: Transformers catches that one to
     fall back to PyTorch."""
+    from ... import api
     try:
         return api.get_kernel(kernel_name, version, revision, trust_remote_code=allow_all_kernels)
     except (RepoNotFoundError, VersionSpecError, NoCompatibleVariantError) as e:

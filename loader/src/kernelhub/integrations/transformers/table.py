@@ -30,8 +30,8 @@ from types import ModuleType
 from typing import Any
 
 from ...layer.mapping import Mode
-from ...records import Record
 from ...system import BACKENDS
+from ...value_types import Record
 
 ATTENTION_KEY = "attention"
 """The KernelConfig key that chooses the attention kernel used with ``use_kernels=True``."""

@@ -31,8 +31,8 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ...lazy_names import deferred
-from ...records import Record, replace
 from ...system import cpu_features
+from ...value_types import Record, replace
 from ..decorators import KERNEL_FUNCS_ATTR
 from . import store, timing
 from .buckets import Signature, bucket, first_device, signature

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import time
 
-from ...records import Record
+from ...value_types import Record
 from .timing import Timing
 
 MARGIN = 0.10

@@ -13,15 +13,12 @@ import os
 import warnings
 from typing import TYPE_CHECKING
 
-from ...lazy_names import deferred
+from . import report
 
 if TYPE_CHECKING:
     from torch import nn
 
-    from . import report
     from .report import Row
-else:
-    report = deferred("kernelhub.layer.autotune.report")
 
 _warned: set[str] = set()
 

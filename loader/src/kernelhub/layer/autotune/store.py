@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from ... import settings
 from ...lazy_names import deferred
-from ...records import Record, asdict, fields
+from ...value_types import Record, asdict, fields
 from .decision import Decision
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """How autotuning times a kernel against PyTorch, and what a measurement says about itself.
 
 A decision is often taken on a machine other processes share. Load only ever slows a
-timed block down, so the timing follows the rules of :mod:`kernelhub.benchmarking`: the
+timed block down, so the timing follows the rules of :mod:`kernelhub.benchmark.timing`: the
 kernel and PyTorch take turns round by round (a burst hits both alike), each side's
 estimate is its best block, and blocks run on torch's own thread count (what the model
 runs on).
@@ -28,16 +28,14 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
+from ...benchmark import timing as benchmarking
 from ...lazy_names import deferred
-from ...records import Record
+from ...value_types import Record
 
 if TYPE_CHECKING:
     import torch
-
-    from ... import benchmarking
 else:
     torch = deferred("torch")
-    benchmarking = deferred("kernelhub.benchmarking")
 
 TIME_BUDGET_S = 0.05
 """Per side and :data:`ROUNDS` rounds of a measurement (a retry with more rounds gets
