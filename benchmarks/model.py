@@ -57,7 +57,8 @@ FAMILIES: dict[str, tuple[str, dict[str, Any]]] = {
     # where noted) cut to fit 24 GiB in float32.
     "qwen3_5": ("qwen3_5_text", dict(_SCALED, num_hidden_layers=4)),   # 3 linear + 1 full
     "qwen3_next": ("qwen3_next", dict(_SCALED, num_hidden_layers=4, num_experts=64)),
-    "mamba2": ("mamba2", dict(_SCALED, num_hidden_layers=4)),
+    # Mamba-2 has no attention, and Transformers refuses "sdpa" for it.
+    "mamba2": ("mamba2", dict(_SCALED, num_hidden_layers=4, attn_implementation="eager")),
     "falcon_h1": ("falcon_h1", dict(_SCALED, num_hidden_layers=4)),
     "qwen3_moe": ("qwen3_moe", dict(_SCALED, num_hidden_layers=2)),    # 128 experts, top 8
     "mixtral": ("mixtral", dict(_SCALED, num_hidden_layers=2)),        # 8 experts, top 2
@@ -74,7 +75,7 @@ def family_config(family: str, layers: int | None = None) -> Any:
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
     model_type, overrides = FAMILIES[family]
-    kwargs = dict(overrides, attn_implementation="sdpa")
+    kwargs = {"attn_implementation": "sdpa", **overrides}
     if layers is not None:
         kwargs["num_hidden_layers"] = layers
     return CONFIG_MAPPING[model_type](**kwargs)
