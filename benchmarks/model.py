@@ -81,11 +81,28 @@ def family_config(family: str, layers: int | None = None) -> Any:
     return CONFIG_MAPPING[model_type](**kwargs)
 
 
+def scaled(family: str, config: Any) -> str:
+    """What the benchmark's model cuts from the released one (Transformers' config
+    defaults): the sizes it changed, as ``name default→used``; the rest is as released."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    if family in ("llama", "qwen3"):
+        return (f"not a released model: TinyLlama-1.1B's hidden and intermediate sizes, "
+                f"layers {config.num_hidden_layers}")
+    released = CONFIG_MAPPING[FAMILIES[family][0]]()
+    cuts = list(dict.fromkeys(  # num_experts and num_local_experts may be one attribute
+        f"{k.replace('num_local_', 'num_').replace('num_', '')} "
+        f"{getattr(released, k)}→{getattr(config, k)}"
+        for k in ("num_hidden_layers", "vocab_size", "num_experts", "num_local_experts")
+        if getattr(released, k, None) not in (None, getattr(config, k, None))))
+    return "released sizes; cut: " + (", ".join(cuts) or "nothing")
+
+
 def describe(family: str, config: Any) -> str:
-    """The shape line printed for a family."""
+    """The shape line printed for a family: its sizes and what was cut to fit."""
     sizes = ", ".join(f"{k.replace('num_', '')} {v}" for k in _SHAPE_KEYS
                       if (v := getattr(config, k, None)) is not None)
-    return f"{family} ({config.model_type}): {sizes}"
+    return f"{family} ({config.model_type}): {sizes}\n      ({scaled(family, config)})"
 
 
 def make_model(family: str, dtype: Any, layers: int | None = None) -> Any:
@@ -229,6 +246,8 @@ def main(argv: list[str] | None = None) -> int:
     enable()
     configs = [c for c in args.configs if not (args.no_compile and c in ("compile", "both"))]
     print(cpu_summary())
+    print(f"load average {' '.join(f'{v:.1f}' for v in os.getloadavg())} (1, 5, 15 min; "
+          f"{os.cpu_count()} CPUs)")
     print(f"torch {torch.__version__} (loops {torch.backends.cpu.get_cpu_capability()}), "
           f"transformers {transformers.__version__}, {torch.get_num_threads()} threads; "
           f"prefill {args.prefill}, decode {args.decode}; median of {args.repeats} rounds "
