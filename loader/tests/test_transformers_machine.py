@@ -114,3 +114,20 @@ def test_use_kernels_loads_nothing_a_rule_declines(monkeypatch, caplog, tmp_path
     assert not any("did not load" in m for m in messages), messages
     assert "RMSNorm: keeping PyTorch on this CPU (declined by this test)" in messages
     torch.testing.assert_close(got, expected, rtol=0, atol=0)
+
+
+def test_the_amx_rule_declines_the_fused_mlp_on_amx_only():
+    """Issue 32's rule fires on an AMX CPU's flags, in either dtype, and on no CPU without
+    AMX (this machine's kind: AVX2 and FMA; an AVX-512 server without AMX)."""
+    config = tiny_llama().config
+    avx512 = AVX2 | {"avx512f", "avx512bw", "avx512_bf16"}
+    for dtype in ("float32", "bfloat16"):
+        assert declined_names(DECLINES, AMX, dtype, config) == {
+            "DecoderLayer": machine.AMX_FUSED_MLP.why, "MLP": machine.AMX_FUSED_MLP.why}
+        assert declined_names(DECLINES, AVX2, dtype, config) == {}
+        assert declined_names(DECLINES, avx512, dtype, config) == {}
+    if "amx_bf16" not in cpu_flags():
+        model = tiny_llama(torch.bfloat16)
+        entries = {"DecoderLayer": [1], "MLP": [2], "RMSNorm": [3]}
+        assert drop_declined(entries, set(), model, "cpu") == {}
+        assert set(entries) == {"DecoderLayer", "MLP", "RMSNorm"}

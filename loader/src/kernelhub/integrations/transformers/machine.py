@@ -51,7 +51,23 @@ class Decline(Record, frozen=True):
                 and (self.shape is None or self.shape(config)))
 
 
-DECLINES: tuple[Decline, ...] = ()
+AMX_FUSED_MLP = Decline(
+    ("DecoderLayer", "MLP"),
+    "on CPUs with AMX the fused decoder kernels, whose decode MLP is the kernel's own "
+    "matrix-vector loop in place of oneDNN's AMX/AVX-512 products, measured slower in the "
+    "model: Llama bf16 prefill 0.86x, decode 0.91-0.96x; Qwen3 fp32 decode 0.86-0.92x "
+    "(issue 32, Xeon with AMX-BF16, 2 threads)",
+    with_flags=("amx_bf16",),
+)
+"""Issue 32's measurement on an AMX Xeon (``benchmarks/model.py``, two runs): with
+``use_kernels`` Llama and Qwen3 lost up to 14%, where the same benchmark gave decode
+1.19-1.73x on the AMD machine without AMX. The fused MLP is the table's one CPU kernel that replaces matrix
+products (its decode op streams the weights through its own AVX loop); the element-wise
+kernels (norms, activation, rotary) won 1.15-5.9x there in isolation, and attention
+chooses torch's sdpa per shape inside its op. Not measured here (no AMX on this machine):
+confirm or lift with ``benchmarks/model.py`` on one."""
+
+DECLINES: tuple[Decline, ...] = (AMX_FUSED_MLP,)
 """The rules, most specific first (the first that applies to a name gives its reason)."""
 
 
