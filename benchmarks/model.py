@@ -78,7 +78,16 @@ def family_config(family: str, layers: int | None = None) -> Any:
     kwargs = {"attn_implementation": "sdpa", **overrides}
     if layers is not None:
         kwargs["num_hidden_layers"] = layers
-    return CONFIG_MAPPING[model_type](**kwargs)
+    config = CONFIG_MAPPING[model_type](**kwargs)
+    types = list(getattr(config, "layer_types", None) or [])
+    if "linear_attention" in types and "full_attention" not in types:
+        # Cut below the hybrid's pattern (3 linear + 1 full): keep a full-attention layer
+        # last, as the pattern ends, or Transformers has no attention layer to size masks.
+        n = max(2, len(types))
+        kwargs.update(num_hidden_layers=n,
+                      layer_types=["linear_attention"] * (n - 1) + ["full_attention"])
+        config = CONFIG_MAPPING[model_type](**kwargs)
+    return config
 
 
 def scaled(family: str, config: Any) -> str:
