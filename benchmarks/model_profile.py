@@ -252,7 +252,6 @@ def main(argv: list[str] | None = None) -> int:
     header = "".join(f"{k:>17}" for k in ("matmul", "attention", "other ops", "outside ops"))
     print(f"\n{'model dtype config phase':<34}{'wall ms':>10}{header}{'bound':>7}")
     tables: list[tuple[str, list[Any]]] = []
-    shares: list[tuple[str, Shares]] = []
     ids = torch.randint(0, bench.SHAPE["vocab_size"], (1, args.prefill),
                         generator=torch.Generator().manual_seed(0))
     for family in args.families:
@@ -260,16 +259,14 @@ def main(argv: list[str] | None = None) -> int:
             print("  " + bench.describe(family, bench.family_config(family, args.layers)))
             base = bench.make_model(family, getattr(torch, dtype_name), args.layers)
             models = {config: bench.prepare(base, config) for config in args.configs}
-            shares.append((f"{family} {dtype_name}",
-                           module_shares(models, ids, args.decode)))
+            print_shares(f"{family} {dtype_name}", module_shares(models, ids, args.decode),
+                         args.configs, args.decode)  # as soon as measured: runs are long
             if not args.no_ops:
                 for config, model in models.items():
                     label = f"{family} {dtype_name} {config}"
                     tables += profile_config(model, ids, args.decode, label)
             del base, models
             gc.collect()
-    for title, numbers in shares:
-        print_shares(title, numbers, args.configs, args.decode)
     for title, events in tables:
         print_table(title, events, args.rows)
     return 0
