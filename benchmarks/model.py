@@ -62,7 +62,9 @@ FAMILIES: dict[str, tuple[str, dict[str, Any]]] = {
     "falcon_h1": ("falcon_h1", dict(_SCALED, num_hidden_layers=4)),
     "qwen3_moe": ("qwen3_moe", dict(_SCALED, num_hidden_layers=2)),    # 128 experts, top 8
     "mixtral": ("mixtral", dict(_SCALED, num_hidden_layers=2)),        # 8 experts, top 2
-    "gpt_oss": ("gpt_oss", dict(_SCALED, num_hidden_layers=2, num_local_experts=32)),
+    # gpt-oss's attention sinks: Transformers refuses "sdpa" for it.
+    "gpt_oss": ("gpt_oss", dict(_SCALED, num_hidden_layers=2, num_local_experts=32,
+                                attn_implementation="eager")),
 }
 """Family → (Transformers model type, config overrides)."""
 
