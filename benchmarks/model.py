@@ -83,7 +83,8 @@ def family_config(family: str, layers: int | None = None) -> Any:
     config = CONFIG_MAPPING[model_type](**kwargs)
     types = list(getattr(config, "layer_types", None) or [])
     released = list(getattr(CONFIG_MAPPING[model_type](), "layer_types", None) or [])
-    if "full_attention" in released and "full_attention" not in types:
+    if "linear_attention" in types and "full_attention" in released \
+            and "full_attention" not in types:
         # Cut below the hybrid's pattern (3 linear + 1 full): keep a full-attention layer
         # last, as the pattern ends, or Transformers has no attention layer to size masks.
         n = max(2, len(types))
