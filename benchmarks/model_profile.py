@@ -10,6 +10,9 @@ summed over layers; an MoE block is split into its router, experts and shared ex
 and ``rest`` (embedding, final norm, LM head, Python between the parts), as ms and share
 of the phase, for PyTorch and ``use_kernels`` side by side. That says which layers a
 kernel must win on for the model to get faster, and whether it did.
+Where a whole decoder layer is one kernel (the fused ``DecoderLayer`` of Llama-style
+families), the parts it runs itself (MLP, post-attention norm) call no module hooks: their
+time is counted under ``rest``.
 
 Then, per configuration, torch.profiler's table by op (self CPU time) and a summary by kind:
 
