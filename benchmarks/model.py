@@ -57,11 +57,14 @@ FAMILIES: dict[str, tuple[str, dict[str, Any]]] = {
     # where noted) cut to fit 24 GiB in float32.
     "qwen3_5": ("qwen3_5_text", dict(_SCALED, num_hidden_layers=4)),   # 3 linear + 1 full
     "qwen3_next": ("qwen3_next", dict(_SCALED, num_hidden_layers=4, num_experts=64)),
-    "mamba2": ("mamba2", dict(_SCALED, num_hidden_layers=4)),
+    # Mamba-2 has no attention, and Transformers refuses "sdpa" for it.
+    "mamba2": ("mamba2", dict(_SCALED, num_hidden_layers=4, attn_implementation="eager")),
     "falcon_h1": ("falcon_h1", dict(_SCALED, num_hidden_layers=4)),
     "qwen3_moe": ("qwen3_moe", dict(_SCALED, num_hidden_layers=2)),    # 128 experts, top 8
     "mixtral": ("mixtral", dict(_SCALED, num_hidden_layers=2)),        # 8 experts, top 2
-    "gpt_oss": ("gpt_oss", dict(_SCALED, num_hidden_layers=2, num_local_experts=32)),
+    # gpt-oss's attention sinks: Transformers refuses "sdpa" for it.
+    "gpt_oss": ("gpt_oss", dict(_SCALED, num_hidden_layers=2, num_local_experts=32,
+                                attn_implementation="eager")),
 }
 """Family → (Transformers model type, config overrides)."""
 
@@ -74,17 +77,45 @@ def family_config(family: str, layers: int | None = None) -> Any:
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
     model_type, overrides = FAMILIES[family]
-    kwargs = dict(overrides, attn_implementation="sdpa")
+    kwargs = {"attn_implementation": "sdpa", **overrides}
     if layers is not None:
         kwargs["num_hidden_layers"] = layers
-    return CONFIG_MAPPING[model_type](**kwargs)
+    config = CONFIG_MAPPING[model_type](**kwargs)
+    types = list(getattr(config, "layer_types", None) or [])
+    released = list(getattr(CONFIG_MAPPING[model_type](), "layer_types", None) or [])
+    if "linear_attention" in types and "full_attention" in released \
+            and "full_attention" not in types:
+        # Cut below the hybrid's pattern (3 linear + 1 full): keep a full-attention layer
+        # last, as the pattern ends, or Transformers has no attention layer to size masks.
+        n = max(2, len(types))
+        kwargs.update(num_hidden_layers=n,
+                      layer_types=["linear_attention"] * (n - 1) + ["full_attention"])
+        config = CONFIG_MAPPING[model_type](**kwargs)
+    return config
+
+
+def scaled(family: str, config: Any) -> str:
+    """What the benchmark's model cuts from the released one (Transformers' config
+    defaults): the sizes it changed, as ``name default→used``; the rest is as released."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    if family in ("llama", "qwen3"):
+        return (f"not a released model: TinyLlama-1.1B's hidden and intermediate sizes, "
+                f"layers {config.num_hidden_layers}")
+    released = CONFIG_MAPPING[FAMILIES[family][0]]()
+    cuts = list(dict.fromkeys(  # num_experts and num_local_experts may be one attribute
+        f"{k.replace('num_local_', 'num_').replace('num_', '')} "
+        f"{getattr(released, k)}→{getattr(config, k)}"
+        for k in ("num_hidden_layers", "vocab_size", "num_experts", "num_local_experts")
+        if getattr(released, k, None) not in (None, getattr(config, k, None))))
+    return "released sizes; cut: " + (", ".join(cuts) or "nothing")
 
 
 def describe(family: str, config: Any) -> str:
-    """The shape line printed for a family."""
+    """The shape line printed for a family: its sizes and what was cut to fit."""
     sizes = ", ".join(f"{k.replace('num_', '')} {v}" for k in _SHAPE_KEYS
                       if (v := getattr(config, k, None)) is not None)
-    return f"{family} ({config.model_type}): {sizes}"
+    return f"{family} ({config.model_type}): {sizes}\n      ({scaled(family, config)})"
 
 
 def make_model(family: str, dtype: Any, layers: int | None = None) -> Any:
@@ -228,6 +259,8 @@ def main(argv: list[str] | None = None) -> int:
     enable()
     configs = [c for c in args.configs if not (args.no_compile and c in ("compile", "both"))]
     print(cpu_summary())
+    print(f"load average {' '.join(f'{v:.1f}' for v in os.getloadavg())} (1, 5, 15 min; "
+          f"{os.cpu_count()} CPUs)")
     print(f"torch {torch.__version__} (loops {torch.backends.cpu.get_cpu_capability()}), "
           f"transformers {transformers.__version__}, {torch.get_num_threads()} threads; "
           f"prefill {args.prefill}, decode {args.decode}; median of {args.repeats} rounds "

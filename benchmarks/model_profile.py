@@ -1,9 +1,20 @@
-"""Where a Llama-/Qwen3-shaped model spends its time: torch.profiler by op, and the bound.
+"""Where a model of ``benchmarks/model.py`` spends its time: by module, by op, and the bound.
 
-The same models as ``benchmarks/model.py`` (4 layers, hidden 2048, intermediate 5632,
-16 / 4 heads), profiled for one prefill of ``--prefill`` tokens and ``--decode`` one-token
-steps on its cache, per family, dtype and configuration (``pytorch``, ``use_kernels``).
-For each it prints torch.profiler's table by op (self CPU time) and a summary by kind:
+The same models as ``benchmarks/model.py`` (any of its families, ``--families``),
+profiled for one prefill of ``--prefill`` tokens and ``--decode`` one-token steps on its
+cache, per family, dtype and configuration (``pytorch``, ``use_kernels``).
+
+First the share table by module: the wall time of each part of the decoder layers
+(attention, gated delta net, Mamba mixer, MLP, router, experts, norms — named by class,
+summed over layers; an MoE block is split into its router, experts and shared expert),
+and ``rest`` (embedding, final norm, LM head, Python between the parts), as ms and share
+of the phase, for PyTorch and ``use_kernels`` side by side. That says which layers a
+kernel must win on for the model to get faster, and whether it did.
+Where a whole decoder layer is one kernel (the fused ``DecoderLayer`` of Llama-style
+families), the parts it runs itself (MLP, post-attention norm) call no module hooks: their
+time is counted under ``rest``.
+
+Then, per configuration, torch.profiler's table by op (self CPU time) and a summary by kind:
 
 * ``matmul``   — the projections and the LM head (``aten::mm``/``addmm``/``bmm``, and the
   fused MLP kernel ``swiglu_mlp``, whose time is its matrix-vector products);
@@ -15,16 +26,20 @@ The matmul share bounds what kernels that fuse the work *around* the matmuls can
 with the matmuls unchanged, a phase can at best become ``1 / share`` times faster (the
 "bound" column), and attention is only as cheap as its kernel.
 
-    .venv/bin/python benchmarks/model_profile.py [--families llama qwen3]
+    .venv/bin/python benchmarks/model_profile.py [--families llama qwen3 mixtral ...]
         [--dtypes bfloat16 float32] [--configs pytorch use_kernels] [--rows 15]
+        [--no-ops] [--layers N]
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +102,104 @@ def print_table(title: str, events: list[Any], rows: int) -> None:
               f"{kind_of(e.key):>12}")
 
 
+def decoder_layers(model: Any) -> list[Any]:
+    """The model's decoder layers: the longest ``ModuleList`` (``model.layers``,
+    ``backbone.layers``)."""
+    from torch import nn
+
+    lists = [m for m in model.modules() if isinstance(m, nn.ModuleList)]
+    return list(max(lists, key=len)) if lists else []
+
+
+def layer_parts(model: Any) -> Iterator[Any]:
+    """The modules the share table times: each decoder layer's children, an MoE block
+    split into its own children (router, experts, shared expert), since which of those
+    takes the time is what an MoE kernel is about."""
+    from kernelhub.integrations.transformers.experts import is_experts_module
+
+    for layer in decoder_layers(model):
+        for child in layer.children():
+            if any(is_experts_module(c) for c in child.children()):
+                yield from child.children()
+            else:
+                yield child
+
+
+def module_times(model: Any, fn: Callable[[], Any]) -> tuple[float, dict[str, float]]:
+    """(wall seconds of ``fn``, seconds per class of :func:`layer_parts`) by forward hooks.
+
+    On the CPU an op has finished when it returns, so a module's wall time between its
+    pre- and post-hook is what it cost; the parts do not nest, so the times add up."""
+    times: dict[str, float] = defaultdict(float)
+    started: dict[int, float] = {}
+
+    def before(module: Any, args: Any) -> None:
+        started[id(module)] = time.perf_counter()
+
+    def after(module: Any, args: Any, output: Any) -> None:
+        times[type(module).__name__] += time.perf_counter() - started.pop(id(module))
+
+    handles = []
+    for part in layer_parts(model):
+        handles += [part.register_forward_pre_hook(before), part.register_forward_hook(after)]
+    try:
+        start = time.perf_counter()
+        fn()
+        wall = time.perf_counter() - start
+    finally:
+        for handle in handles:
+            handle.remove()
+    times["rest"] = max(0.0, wall - sum(times.values()))
+    return wall, dict(times)
+
+
+Shares = dict[tuple[str, str], tuple[float, dict[str, float]]]
+"""(configuration, phase) → (wall seconds, seconds per part) of one model."""
+
+
+def module_shares(models: dict[str, Any], ids: Any, steps: int) -> Shares:
+    """The share table's numbers for each prepared model (after a warm-up round)."""
+    import torch
+
+    shares: Shares = {}
+    with torch.inference_mode():
+        for config, model in models.items():
+            token, cache = bench.prefill(model, ids)
+            bench.decode(model, token, cache, 2)
+            held: list[Any] = []
+            shares[config, "prefill"] = module_times(
+                model, lambda m=model, h=held: h.extend(bench.prefill(m, ids)))
+            token, cache = held
+            shares[config, "decode"] = module_times(
+                model, lambda m=model, t=token, c=cache: bench.decode(m, t, c, steps))
+    return shares
+
+
+def print_shares(title: str, shares: Shares, configs: list[str], steps: int) -> None:
+    """One share table: a row per part, ms (share of the phase) per configuration and
+    phase, decode per token; parts ordered by PyTorch's prefill time."""
+    columns = [(c, p) for p in ("prefill", "decode") for c in configs]
+    first = shares[columns[0]][1]
+    parts = sorted({k for _, t in shares.values() for k in t},
+                   key=lambda k: (k == "rest", -first.get(k, 0.0)))
+    print(f"\n  {title}: time by module (ms; decode per token)")
+    print(f"    {'module':<30}" + "".join(f"{c + ' ' + p:>24}" for c, p in columns))
+    for part in [*parts, "total"]:
+        cells = []
+        for config, phase in columns:
+            wall, times = shares[config, phase]
+            scale = steps if phase == "decode" else 1
+            seconds = wall if part == "total" else times.get(part, 0.0)
+            cells.append(f"{seconds * 1e3 / scale:10.2f} ({seconds / wall:4.0%})")
+        print(f"    {part[:30]:<30}" + "".join(f"{c:>24}" for c in cells))
+    if "pytorch" in configs:
+        for config in configs[1:]:
+            ratios = ", ".join(
+                f"{phase} {shares['pytorch', phase][0] / shares[config, phase][0]:.2f}x"
+                for phase in ("prefill", "decode"))
+            print(f"    {config} vs pytorch (this profiled run): {ratios}")
+
+
 def profile_config(model: Any, ids: Any, steps: int, label: str) -> list[tuple[str, list[Any]]]:
     """Profile one prepared model's prefill and decode; prints their summary rows and
     returns (title, events) for the op tables."""
@@ -119,6 +232,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--decode", type=int, default=16)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rows", type=int, default=15, help="ops listed per table")
+    parser.add_argument("--no-ops", action="store_true",
+                        help="only the share table by module (no torch.profiler pass)")
     args = parser.parse_args(argv)
     os.environ["KERNELHUB_HUB"] = args.hub
     needs_hub = any(c != "pytorch" for c in args.configs)
@@ -146,9 +261,15 @@ def main(argv: list[str] | None = None) -> int:
         for dtype_name in args.dtypes:
             print("  " + bench.describe(family, bench.family_config(family, args.layers)))
             base = bench.make_model(family, getattr(torch, dtype_name), args.layers)
-            for config in args.configs:
-                label = f"{family} {dtype_name} {config}"
-                tables += profile_config(bench.prepare(base, config), ids, args.decode, label)
+            models = {config: bench.prepare(base, config) for config in args.configs}
+            print_shares(f"{family} {dtype_name}", module_shares(models, ids, args.decode),
+                         args.configs, args.decode)  # as soon as measured: runs are long
+            if not args.no_ops:
+                for config, model in models.items():
+                    label = f"{family} {dtype_name} {config}"
+                    tables += profile_config(model, ids, args.decode, label)
+            del base, models
+            gc.collect()
     for title, events in tables:
         print_table(title, events, args.rows)
     return 0

@@ -19,6 +19,15 @@ def _generate(model, prompt):
                               output_logits=True, return_dict_in_generate=True)
 
 
+@pytest.fixture(autouse=True)
+def _no_machine_rules(monkeypatch):
+    """These tests check the fused kernels themselves, so they run on every CPU, also where
+    a machine rule keeps them off by default (integrations/transformers/machine.py: AMX)."""
+    from kernelhub.integrations.transformers import machine
+
+    monkeypatch.setattr(machine, "DECLINES", ())
+
+
 @pytest.mark.parametrize("family", ["llama", "qwen3"])
 def test_use_kernels_runs_the_fused_decoder_kernels(hub_env, model_dirs, family):
     reference = load(model_dirs[family])

@@ -52,6 +52,22 @@ def test_experts_matches_the_loop(moe, dtype, tokens, act):
     torch.testing.assert_close(got, want, **TOL[dtype])
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_token_alone_gets_the_same_bits_as_in_a_batch(moe, dtype):
+    """A decode token (one row per expert: the eight-outputs loop) and the same token among
+    others (several rows per expert: the rows loop) are summed in one order, so decode
+    reproduces prefill bit for bit. h and inter (67, 45) leave tails past the vector width
+    and past the eight outputs."""
+    hidden, index, weights, gate_up, down = _problem(6, experts=4, k=2, h=67, inter=45,
+                                                     dtype=dtype)
+    batch = moe.experts(hidden, index, weights, gate_up, down, 0)
+    for t in range(hidden.shape[0]):
+        alone = moe.experts(hidden[t:t + 1], index[t:t + 1], weights[t:t + 1], gate_up, down, 0)
+        assert torch.equal(alone[0], batch[t]), t
+    want = experts_reference(hidden, index, weights, gate_up, down, 0)
+    torch.testing.assert_close(batch, want, **TOL[dtype])
+
+
 def test_experts_ignores_sentinel_slots(moe):
     hidden, index, weights, gate_up, down = _problem(9)
     index[::2, 1] = gate_up.shape[0]  # expert-parallel sentinels: no expert here

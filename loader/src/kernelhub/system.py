@@ -472,6 +472,11 @@ _SPEED_FLAGS = ("avx2", "fma", "avx512f", "avx512bw", "avx512_bf16", "avx512_fp1
                 "amx_bf16", "amx_fp16", "asimd", "sve", "sve2")
 
 
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags (``/proc/cpuinfo``; empty where it cannot be read)."""
+    return _cpu_identity()[1]
+
+
 def cpu_features() -> str:
     """The CPU facts a speed decision depends on: model name and vector/matrix extensions.
 

@@ -1,6 +1,7 @@
 """Apply kernels to a Transformers model for a mode, and take them all off again.
 
-Five parts, in this order: layers and the function modules a model attaches
+First the entries this machine declines for the model are dropped (:mod:`.machine`:
+kernels measured slower than PyTorch on CPUs of its kind). Then five parts, in this order: layers and the function modules a model attaches
 (``_kernel_funcs``), both through :func:`kernelhub.layer.kernelize`; module fusion
 (explicit KernelConfig entries only, :mod:`.fusion`); module-global functions of models
 that attach none (seen replaced by this model's modules only, :mod:`.rebind`); experts
@@ -48,6 +49,7 @@ from .kernel_config import (
     KernelSpec,
     from_transformers,
 )
+from .machine import drop_declined
 from .rebind import bind_attention, bind_globals, unbind_attention, unbind_globals
 from .table import (
     ATTENTION_KEY,
@@ -356,6 +358,7 @@ def apply_kernels(model: nn.Module, kernel_config: object, mode: Mode, device: s
         model.__dict__["_kernelhub_coverage_told"] = True
         logger.warning(coverage_message(model))
     entries, explicit = effective_entries(config, device)
+    drop_declined(entries, explicit, model, device)
     autotune = (config is not None and config.autotune) or autotune_from_env()
     with collected_failures() as failed:
         _apply_layers(model, entries, explicit, device, mode, autotune)
