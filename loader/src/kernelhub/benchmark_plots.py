@@ -150,6 +150,7 @@ def render_comparison(points: Mapping[str, Mapping[str, Mapping[str, float]]],
             ax.tick_params(axis="y", labelsize=7)
             ax.set_ylabel("ms per call", fontsize=7)
             ax.set_ylim(bottom=0)
+            ax.margins(x=0.12)
         for j in range(len(workloads), rows * cols):
             axes[j // cols][j % cols].set_visible(False)
         handles, labels = axes[0][0].get_legend_handles_labels()
