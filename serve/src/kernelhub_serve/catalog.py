@@ -70,8 +70,9 @@ def summarize(store: RepoStore, repo_id: str) -> KernelSummary:
     for name in variants:
         _add_variant(summary, name)
     if ref is not None:
-        found = [e for e in repo.ls_tree(ref.commit, README) if e.kind == "blob"]
-        if found and store.entries(repo, ref.commit, README)[0].size <= MAX_README:
+        found = [e for e in store.entries(repo, ref.commit, README)
+                 if e.kind == "file" and e.path == README and e.size <= MAX_README]
+        if found:
             (data,) = repo.read_blobs([found[0].oid])
             summary.description = describe(data.decode("utf-8", errors="replace"))
     return summary

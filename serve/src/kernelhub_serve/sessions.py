@@ -25,7 +25,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from itsdangerous import BadSignature, URLSafeTimedSerializer
+from itsdangerous import BadData, URLSafeTimedSerializer
 
 from .lfs import shared_secret
 from .tokens import Grant, TokenTable
@@ -72,7 +72,7 @@ class SessionKeys:
             return None
         try:
             data = self._serializer.loads(cookie, max_age=MAX_AGE)
-        except BadSignature:
+        except BadData:  # forged, expired, or not one of ours
             return None
         if not isinstance(data, dict) or not isinstance(data.get("csrf"), str):
             return None
