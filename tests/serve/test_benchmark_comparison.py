@@ -10,12 +10,19 @@ import json
 from pathlib import Path
 
 import httpx
+import pytest
 from kernelhub.hub.git import GitRepo
 from served import READ_TOKEN, WRITE_TOKEN, serving
 from showcase import ecosystem_payload
+from test_pages_browser import CHROMEDRIVER, CHROMIUM, browser  # noqa: F401  (a fixture)
 
 REPO = "acme/activation"
 HTML = {"accept": "text/html"}
+
+
+def _get(url: str, **kwargs: object) -> httpx.Response:
+    """A GET with room for the first figure's matplotlib import on a busy machine."""
+    return httpx.get(url, timeout=120, **kwargs)  # type: ignore[arg-type]
 
 
 def _release(hub: Path, work: Path, tag: str, text: str) -> str:
@@ -67,15 +74,15 @@ def test_releases_by_machine_in_one_figure(hub: Path, tokens_file: Path, tmp_pat
     assert "SiluAndMul.tokens_1" not in comparison.points[h100]  # not verified: left out
 
     with serving(hub, TokenTable.load(tokens_file)) as url:
-        page = httpx.get(f"{url}/kernels/{REPO}", headers=HTML).text
+        page = _get(f"{url}/kernels/{REPO}", headers=HTML).text
         assert f'<img src="/-/compare/{REPO}.svg"' in page
         assert f"Releases v1.0.0, v1.1.0 · 2 machines: {epyc}; {h100}" in page
-        svg = httpx.get(f"{url}/-/compare/{REPO}.svg")
+        svg = _get(f"{url}/-/compare/{REPO}.svg")
         assert svg.status_code == 200 and svg.headers["content-type"] == "image/svg+xml"
         for text in ("SiluAndMul.tokens_2048", "v1.0.0", "v1.1.0", epyc, h100, REPO):
             assert text in svg.text, text
         assert "v1.2.0" not in svg.text
-        again = httpx.get(f"{url}/-/compare/{REPO}.svg",
+        again = _get(f"{url}/-/compare/{REPO}.svg",
                           headers={"if-none-match": svg.headers["etag"]})
         assert again.status_code == 304
 
@@ -83,11 +90,11 @@ def test_releases_by_machine_in_one_figure(hub: Path, tokens_file: Path, tmp_pat
         api.create_repo("acme/hidden", repo_type="kernel", private=True)
         api.upload_file(path_or_fileobj=b"x", path_in_repo="README.md", repo_id="acme/hidden",
                         repo_type="kernel")
-        assert httpx.get(f"{url}/-/compare/acme/hidden.svg").status_code == 404  # anonymous
-        empty = httpx.get(f"{url}/-/compare/acme/hidden.svg",
+        assert _get(f"{url}/-/compare/acme/hidden.svg").status_code == 404  # anonymous
+        empty = _get(f"{url}/-/compare/acme/hidden.svg",
                           headers={"authorization": f"Bearer {READ_TOKEN}"})
         assert empty.status_code == 404 and "no release of acme/hidden" in empty.text
-        assert 'id="compare"' not in httpx.get(
+        assert 'id="compare"' not in _get(
             f"{url}/kernels/acme/hidden", headers={**HTML,
                                                     "authorization": f"Bearer {READ_TOKEN}"}).text
 
@@ -95,6 +102,45 @@ def test_releases_by_machine_in_one_figure(hub: Path, tokens_file: Path, tmp_pat
         publish_results(LocalPublisher(hub), REPO, {f"results/{old}/torch-cuda/h100.json":
                                                     json.dumps(_gpu_run(0.3)).encode()}, "more")
         assert GitRepo(hub / "models" / REPO).resolve_commit("refs/heads/benchmarks")
-        moved = httpx.get(f"{url}/-/compare/{REPO}.svg",
+        moved = _get(f"{url}/-/compare/{REPO}.svg",
                           headers={"if-none-match": svg.headers["etag"]})
         assert moved.status_code == 200 and moved.headers["etag"] != svg.headers["etag"]
+
+
+@pytest.mark.skipif(CHROMIUM is None or CHROMEDRIVER is None,
+                    reason="needs the system's chromium and chromium-driver (ci/setup)")
+def test_the_comparison_in_a_real_browser(hub: Path, tokens_file: Path, tmp_path: Path,
+                                          browser: object) -> None:  # noqa: F811
+    import os
+
+    from kernelhub_builder.ship import LocalPublisher
+    from kernelhub_builder.ship.benchmark_results import publish_results
+    from kernelhub_serve.tokens import TokenTable
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.remote.webdriver import WebDriver
+    from selenium.webdriver.support.ui import WebDriverWait
+    from test_pages_browser import SIZES
+
+    assert isinstance(browser, WebDriver)
+    shots = Path(os.environ.get("KERNELHUB_SCREENSHOTS") or tmp_path / "screenshots")
+    shots.mkdir(parents=True, exist_ok=True)
+    commits = [_release(hub, tmp_path, f"v1.{i}.0", str(i)) for i in range(3)]
+    runs = {f"results/{c}/torch-universal/epyc.json":
+            ecosystem_payload("AMD EPYC 9654", 2 - i / 2) for i, c in enumerate(commits)}
+    runs[f"results/{commits[2]}/torch-cuda/h100.json"] = _gpu_run(0.25)
+    publish_results(LocalPublisher(hub), REPO,
+                    {path: json.dumps(run).encode() for path, run in runs.items()}, "runs")
+    with serving(hub, TokenTable.load(tokens_file)) as url:
+        for size, (width, height) in SIZES.items():
+            browser.set_window_size(width, height)
+            browser.get(f"{url}/kernels/{REPO}")
+            img = browser.find_element(By.CSS_SELECTOR,
+                                       "#benchmarks figure.plot img[src^='/-/compare/']")
+            browser.execute_script("arguments[0].scrollIntoView()", img)
+            WebDriverWait(browser, 60).until(lambda _, img=img: browser.execute_script(
+                "return arguments[0].complete && arguments[0].naturalWidth > 100", img))
+            width_px = browser.execute_script("return document.documentElement.scrollWidth")
+            assert width_px <= width + 1, f"the page scrolls sideways on a {size} screen"
+            browser.save_screenshot(str(shots / f"compare-{size}.png"))
+        errors = [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
+        assert not errors, errors
