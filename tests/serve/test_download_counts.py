@@ -96,3 +96,23 @@ def test_unreadable_counts_never_fail_a_download(hub: Path, caplog: object) -> N
     (hub / "file").write_text("")  # its state directory cannot be made
     blocked.record(PUBLIC, "build/torch-universal/metadata.json")
     assert blocked.counts(PUBLIC) == {}
+
+
+def test_two_serve_processes_count_into_one_total(hub: Path, tokens_file: Path,
+                                                  tmp_path: Path) -> None:
+    """Two ``kernelhub-serve`` processes over one hub, loads through both at once: the
+    total either one reports is every load."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from kernelhub_serve.tokens import TokenTable
+    from served import serving_process
+
+    with serving(hub, TokenTable.load(tokens_file)) as url:
+        publish_team_kernels(hub, tmp_path, url)
+    with serving_process(hub, tokens_file, tmp_path / "one.log") as one, \
+            serving_process(hub, tokens_file, tmp_path / "two.log") as two:
+        with ThreadPoolExecutor(6) as pool:
+            list(pool.map(lambda i: _cold_load((one, two)[i % 2], PUBLIC,
+                                               tmp_path / f"machine-{i}"), range(6)))
+        for endpoint in (one, two):
+            assert HfApi(endpoint=endpoint).model_info(PUBLIC, revision="v1").downloads == 6
