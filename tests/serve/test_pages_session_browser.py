@@ -12,8 +12,8 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx
 from served import READ_TOKEN, serving
+from team_hub import PUBLIC, SECRET, publish_team_kernels
 from test_pages_browser import SIZES, browser, pytestmark  # noqa: F401  (fixture, skip rule)
-from test_sign_in_sessions import PUBLIC, SECRET, publish_team_kernels
 
 
 def test_sign_in_see_private_sign_out(hub: Path, tokens_file: Path, tmp_path: Path,

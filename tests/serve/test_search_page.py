@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 from huggingface_hub import HfApi
 from served import READ_TOKEN, WRITE_TOKEN, serving
-from test_sign_in_sessions import PUBLIC, SECRET, publish_team_kernels
+from team_hub import PUBLIC, SECRET, publish_team_kernels
 
 HTML = {"accept": "text/html"}
 
