@@ -257,7 +257,9 @@ def test_a_private_repository_is_read_only_by_who_may(server: str) -> None:
                  f"commit/{info.oid}"):
         path = f"/kernels/acme/secret/{tail}"
         outsider = httpx.get(f"{server}{path}", headers=HTML)
-        assert outsider.status_code == 401 and "<h1>401</h1>" in outsider.text, path
+        # A browser is not told the repository exists: 404, with the sign-in offered.
+        assert outsider.status_code == 404 and "<h1>404</h1>" in outsider.text, path
+        assert "sign-in" in outsider.text, path
         assert "Secret" not in outsider.text
         reader = httpx.get(f"{server}{path}",
                            headers={**HTML, "Authorization": f"Bearer {READ_TOKEN}"})

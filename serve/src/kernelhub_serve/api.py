@@ -41,6 +41,7 @@ def info(call: Call) -> Response:
     blobs = call.request.query_params.get("blobs", "false").lower() in ("1", "true")
     answer = store.info(repo, repo_id, URL_TYPES[call.params["type"]], commit, blobs)
     answer["private"] = is_private(store.path_of(repo_id))
+    answer["downloads"] = call.ctx.downloads.total(repo_id)
     response = json_response(answer)
     response.headers["Cache-Control"] = info_cache_control(call, repo.path)
     return response

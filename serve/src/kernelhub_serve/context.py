@@ -15,9 +15,11 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import Scope
 
 from .access import Caller
+from .downloads import DownloadCounts
 from .errors import ApiError
 from .lfs import LfsStore
 from .repos import RepoStore
+from .sessions import COOKIE, SAFE_METHODS, SessionKeys, current
 from .settings import ServeSettings
 from .writer import HubWriter
 
@@ -28,18 +30,28 @@ class HubContext:
     store: RepoStore
     lfs: LfsStore
     writer: HubWriter
+    sessions: SessionKeys
+    downloads: DownloadCounts
 
     @classmethod
     def create(cls, settings: ServeSettings) -> HubContext:
         store = RepoStore(settings.hub)
         lfs = LfsStore(settings.hub)
         lfs.clean_stale_parts()
-        return cls(settings, store, lfs, HubWriter(store, lfs))
+        return cls(settings, store, lfs, HubWriter(store, lfs), SessionKeys(settings.hub),
+                   DownloadCounts(settings.hub))
 
     def caller(self, request: Request) -> Caller:
-        grant = self.settings.tokens.identify(request.headers.get("authorization"))
+        """The request's identity: its Bearer token, else (on a read) the token its
+        session cookie was signed in with (:mod:`kernelhub_serve.sessions`)."""
+        tokens = self.settings.tokens
+        grant = tokens.identify(request.headers.get("authorization"))
+        session = self.sessions.read(request.cookies.get(COOKIE), tokens)
+        current.set(session)
+        if grant is None and session is not None and request.method in SAFE_METHODS:
+            grant = session.grant
         request.state.caller = grant.name if grant is not None else "anonymous"
-        return Caller(grant, self.settings.tokens)
+        return Caller(grant, tokens)
 
     def trusted_publishers(self) -> frozenset[str]:
         """The orgs this server calls trusted publishers: kernelhub's default plus its

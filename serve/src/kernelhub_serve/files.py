@@ -56,6 +56,8 @@ def resolve(call: Call) -> Response:
         return Response(status_code=416, headers={**headers, "Content-Range": f"bytes */{size}"})
     if call.head:
         return Response(status_code=200, headers={**headers, "Content-Length": str(size)})
+    if span is None or span[0] == 0:  # a resumed download was counted when it began
+        ctx.downloads.record(repo_id, path)
     if span is None:
         return StreamingResponse(ctx.store.stream(repo, entry.oid, 0, size), status_code=200,
                                  headers={**headers, "Content-Length": str(size)})

@@ -9,6 +9,8 @@ keep by answering such a repository as missing). The whole answer is one page, w
 
 from __future__ import annotations
 
+from typing import cast
+
 from starlette.responses import Response
 
 from .context import Call, json_response
@@ -17,8 +19,9 @@ from .repos import hub_date
 from .writer import is_private
 
 SORT_KEYS = ("id", "lastModified", "createdAt", "downloads", "likes", "trendingScore")
-"""The ``sort`` values huggingface_hub sends; downloads, likes and trending are all zero
-here, so those three leave the order by id."""
+"""The ``sort`` values huggingface_hub sends; likes and trending are all zero here, so
+those two leave the order by id; downloads are the variants' counts
+(:mod:`kernelhub_serve.downloads`), most first."""
 
 
 def list_models(call: Call) -> Response:
@@ -37,20 +40,23 @@ def _listing(call: Call, repo_type: str) -> Response:
     sort = query.get("sort", "id")
     if sort not in SORT_KEYS:
         raise ApiError(400, f"sort must be one of {', '.join(SORT_KEYS)}, not {sort[:40]!r}")
-    store, caller = call.ctx.store, call.caller
-    items: list[dict[str, object]] = []
-    for repo_id in store.repo_ids():
-        org = repo_id.split("/")[0]
-        if (author is not None and org != author) or search not in repo_id.lower():
-            continue
-        path = store.path_of(repo_id)
-        if not caller.may_read(org, path):
-            continue
-        items.append(_item(call, repo_id, repo_type))
+    items = [_item(call, repo_id, repo_type) for repo_id in readable(call, author)
+             if search in repo_id.lower()]
     if sort in ("lastModified", "createdAt"):
         # Newest first, as the Hub sorts dates; a repository with no commit last.
         items.sort(key=lambda item: str(item.get("lastModified", "")), reverse=True)
+    elif sort == "downloads":
+        items.sort(key=lambda item: -cast(int, item["downloads"]))
     return json_response(items[:limit] if limit is not None else items)
+
+
+def readable(call: Call, author: str | None = None) -> list[str]:
+    """The repositories the caller may read (of ``author`` only, if given), by id: what a
+    listing or the search page may show."""
+    store, caller = call.ctx.store, call.caller
+    return [repo_id for repo_id in store.repo_ids()
+            if (author is None or repo_id.split("/")[0] == author)
+            and caller.may_read(repo_id.split("/")[0], store.path_of(repo_id))]
 
 
 def _item(call: Call, repo_id: str, repo_type: str) -> dict[str, object]:
@@ -58,7 +64,8 @@ def _item(call: Call, repo_id: str, repo_type: str) -> dict[str, object]:
     repo = store.open(repo_id)
     item: dict[str, object] = {
         "id": repo_id, "_id": repo_id, "author": repo_id.split("/")[0],
-        "private": is_private(store.path_of(repo_id)), "downloads": 0, "likes": 0, "tags": [],
+        "private": is_private(store.path_of(repo_id)),
+        "downloads": call.ctx.downloads.total(repo_id), "likes": 0, "tags": [],
     }
     if repo_type == "model":
         item["modelId"] = repo_id

@@ -14,12 +14,16 @@ from kernelhub.versions import is_commit_id
 from starlette.responses import HTMLResponse, Response
 
 from . import names
+from .bench_compare import compare_releases
 from .bench_results import read_run
+from .catalog import summarize
 from .context import Call, HubContext
 from .errors import ApiError
-from .hubview import default_ref, kernel_view, list_refs
+from .hubview import kernel_view
+from .listing import readable
 from .plots import plot_svg
 from .readme import readme_at
+from .sessions import current as current_session
 from .urls import FILTERS
 from .writer import is_private
 
@@ -27,40 +31,30 @@ TEMPLATES = Path(__file__).parent / "templates"
 _env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]),
                    trim_blocks=True, lstrip_blocks=True)
 _env.filters.update(FILTERS)
+_env.globals["session"] = current_session.get  # the header's "signed in as" and sign-out form
 
 
 def index(call: Call) -> Response:
-    ctx, caller = call.ctx, call.caller
-    rows = []
-    for repo_id in ctx.store.repo_ids():
-        if not caller.may_read(repo_id.split("/")[0], ctx.store.path_of(repo_id)):
-            continue
-        repo = ctx.store.open(repo_id)
-        refs = list_refs(ctx.store, repo)
-        ref = default_ref(refs)
-        variants = ([e for e in ctx.store.entries(repo, ref.commit, "build/")
-                     if e.kind == "directory"] if ref else [])
-        releases = [r for r in refs if r.kind == "release"]
-        rows.append({"id": repo_id, "ref": ref, "variants": len(variants),
-                     "release": releases[0] if releases else None,
-                     "branches": sum(r.kind == "branch" for r in refs)})
-    kernels = [r for r in rows if r["variants"]]
-    others = [r for r in rows if not r["variants"]]
-    return _html("index.html", kernels=kernels, others=others, hub=str(ctx.settings.hub))
+    summaries = [summarize(call.ctx.store, repo_id) for repo_id in readable(call)]
+    kernels = [s for s in summaries if s.variants]
+    others = [s for s in summaries if not s.variants]
+    return _html("index.html", kernels=kernels, others=others, hub=str(call.ctx.settings.hub))
 
 
 def kernel(call: Call) -> Response:
     """A kernel's page at ``?rev=`` (a branch, tag or commit; by default the ref a loader
     reads), with its README (a commit's own page is :func:`.pages_repo.commit`)."""
     ctx, repo_id = call.ctx, call.repo_id
-    rev = call.request.query_params.get("rev")
+    rev = call.params.get("rev") or call.request.query_params.get("rev")
     repo = ctx.store.open(repo_id)
     view = kernel_view(ctx.store, repo, repo_id, names.revision(rev) if rev else None)
     rows, cols, cells = view.matrix()
     base = ctx.base_url(call.request)
     readme = readme_at(ctx.store, repo, repo_id, view.selected.commit) if view.selected else None
     return _html("kernel.html", k=view, rows=rows, cols=cols, cells=cells,
-                 endpoint=base, org=call.org, readme=readme,
+                 endpoint=base, org=call.org, readme=readme, private=is_private(ctx.store.path_of(repo_id)),
+                 downloads=ctx.downloads.counts(repo_id),
+                 comparison=compare_releases(ctx.store, repo),
                  load_line=_load_line(ctx, repo_id, view.selected, base))
 
 
@@ -102,4 +96,9 @@ def error_page(error: ApiError) -> HTMLResponse:
 
 
 def _html(template: str, **values: object) -> HTMLResponse:
-    return HTMLResponse(_env.get_template(template).render(**values))
+    return render(template, 200, **values)
+
+
+def render(template: str, status: int = 200, /, **values: object) -> HTMLResponse:
+    """A page from its template (the pages' modules share this one environment)."""
+    return HTMLResponse(_env.get_template(template).render(**values), status_code=status)

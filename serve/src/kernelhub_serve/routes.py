@@ -31,7 +31,17 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, request_response
 from starlette.types import Receive, Scope, Send
 
-from . import api, files, listing, names, pages, pages_repo
+from . import (
+    api,
+    files,
+    listing,
+    names,
+    pages,
+    pages_compare,
+    pages_repo,
+    pages_search,
+    pages_session,
+)
 from .context import Call, HubContext, segments
 from .errors import ApiError
 from .repos import repo_type_of
@@ -145,6 +155,16 @@ TABLE: tuple[Row, ...] = (
     Row("GET", "-/lfs/{org}/{name}/{oid}", files.lfs_get, "read",
         used_by="an LFS object of the repository's, uploaded or committed"),
     Row("GET", "", pages.index, page=True, used_by="people: the kernels"),
+    Row("GET", "-/search", pages_search.search, page=True,
+        used_by="people: kernels by name, description, backend, torch (`q`, `author`, "
+                "`backend`, `torch`), from the listing's readable repositories"),
+    Row("GET", "-/sign-in", pages_session.sign_in_form, page=True,
+        used_by="people: the sign-in form (starts a session, not signed in, for its csrf value)"),
+    Row("POST", "-/sign-in", pages_session.sign_in, body="form", page=True,
+        used_by="people: a token → a signed HttpOnly SameSite=Lax session cookie (csrf and "
+                "same-site checked)"),
+    Row("POST", "-/sign-out", pages_session.sign_out, body="form", page=True,
+        used_by="people: ends the session (csrf and same-site checked)"),
     Row("GET", "kernels/{org}/{name}", pages.kernel, "read", page=True,
         used_by="people: a kernel's releases, variants, signatures, benchmarks"),
     Row("GET", "{org}/{name}", pages.kernel, "read", page=True, used_by="the same"),
@@ -160,6 +180,8 @@ TABLE: tuple[Row, ...] = (
         ("compare", pages_repo.compare, "people: two refs (`?base=&head=`): files, variants, "
                                         "metadata side by side"),
     ),
+    Row("GET", "-/compare/{org}/{name}.svg", pages_compare.compare_plot, "read", page=True,
+        used_by="people: a kernel's workloads by release, one line per machine"),
 )
 """Every endpoint, first match wins (the ``kernels/`` forms before the plain ones)."""
 
@@ -208,7 +230,12 @@ class SegmentRoute(BaseRoute):
         elif row.access in ("read", "write"):
             if row.access == "write":
                 caller.check_write(call.org)
-            caller.check_read(call.repo_id, self.ctx.store.path_of(call.repo_id))
+            try:
+                caller.check_read(call.repo_id, self.ctx.store.path_of(call.repo_id))
+            except ApiError as error:
+                if row.page:  # a person is told "not here" (and offered the sign-in)
+                    error.status = 404
+                raise
         limit = self.ctx.settings.max_body if caller.may_write_somewhere else ANONYMOUS_BODY
         if row.body in ("json", "form"):
             data = await read_body(request, min(limit, JSON_BODY))

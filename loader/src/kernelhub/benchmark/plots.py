@@ -15,8 +15,10 @@ draws from a thread pool.
 from __future__ import annotations
 
 import io
+import math
 import re
 import threading
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -115,3 +117,49 @@ def _right(result: WorkloadResult) -> float:
     """Where a workload's bars end: its slowest call or its reference, whichever is later."""
     return max(result.timing.max_ms, result.timing.mean_ms,
                result.reference.mean_ms if result.reference else 0.0)
+
+
+def render_comparison(points: Mapping[str, Mapping[str, Mapping[str, float]]],
+                      versions: Sequence[str], title: str, fmt: str = "svg") -> bytes:
+    """A kernel's workloads across versions: one panel per workload, the versions along
+    x (in the order given, oldest first), the mean time per call up y, one line per
+    machine (``points[machine][workload][version]``, in ms) in one colour on every panel.
+    A version a machine has no run for leaves a gap in its line, never a guess."""
+    try:
+        rc_context = matplotlib.rc_context
+    except ImportError:
+        raise KernelHubError("plots need matplotlib: pip install 'kernelhub[benchmark]'"
+                             ) from None
+    workloads = sorted({w for per in points.values() for w in per}, key=_natural)
+    if not workloads or not versions:
+        raise KernelHubError(f"{title}: no benchmark results to compare")
+    with _drawing, rc_context({"svg.fonttype": "none"}):
+        cols = min(3, len(workloads))
+        rows = -(-len(workloads) // cols)
+        fig = mpl_figure.Figure(figsize=(3.6 * cols + 0.6, 2.6 * rows + 1.4), dpi=110)
+        backend_agg.FigureCanvasAgg(fig)
+        axes = fig.subplots(rows, cols, squeeze=False)
+        xs = range(len(versions))
+        for i, workload in enumerate(workloads):
+            ax = axes[i // cols][i % cols]
+            for machine, per in sorted(points.items()):
+                ys = [per.get(workload, {}).get(v, math.nan) for v in versions]
+                ax.plot(xs, ys, marker="o", label=machine)
+            ax.set_title(workload, fontsize=9)
+            ax.set_xticks(list(xs), list(versions), fontsize=7, rotation=30)
+            ax.tick_params(axis="y", labelsize=7)
+            ax.set_ylabel("ms per call", fontsize=7)
+            ax.set_ylim(bottom=0)
+            ax.margins(x=0.12)
+        for j in range(len(workloads), rows * cols):
+            axes[j // cols][j % cols].set_visible(False)
+        handles, labels = axes[0][0].get_legend_handles_labels()
+        fig.suptitle(f"{title}: mean time per call by release (lower is better)",
+                     fontsize=10, x=0.01, ha="left")
+        fig.legend(handles, labels, loc="lower left", fontsize=7, frameon=False,
+                   ncol=max(1, min(3, len(labels))), bbox_to_anchor=(0.01, 0.0))
+        legend_rows = -(-len(labels) // max(1, min(3, len(labels))))
+        fig.tight_layout(rect=(0, 0.04 + 0.035 * legend_rows, 1, 0.95))
+        out = io.BytesIO()
+        fig.savefig(out, format=fmt)
+        return out.getvalue()
