@@ -9,12 +9,15 @@ present (``causal_conv1d_fn``, ``causal_conv1d_update``,
 ``selective_scan_fn``), so a Transformers kernel mapping can point its hub
 function names at them. Inputs the compiled loops do not cover (other dtypes,
 devices this build has no kernels for) run the same formulas in PyTorch, so a
-function never refuses what the original accepts; gradients are exact
+function never refuses what the original accepts (other keyword arguments, which
+Transformers passes through from the model call, are ignored as its own functions
+ignore them; see ``_calls``); gradients are exact
 (recomputed through the PyTorch formulas, see ``_recompute``).
 """
 
 from __future__ import annotations
 
+from ._calls import refusing
 from ._conv import causal_conv1d_fn, causal_conv1d_update
 from ._mamba1 import selective_scan_fn
 from ._ops import ops
@@ -37,6 +40,7 @@ for _f in (causal_conv1d_fn, causal_conv1d_update, mamba_chunk_scan_combined,
            selective_state_update, selective_scan_fn):
     _f.has_backward = True  # type: ignore[attr-defined]
     _f.can_torch_compile = False  # type: ignore[attr-defined]
+    _f.unsupported_reason = refusing(_f)  # type: ignore[attr-defined]
 del _f
 
 

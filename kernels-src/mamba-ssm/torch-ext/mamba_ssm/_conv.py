@@ -40,6 +40,7 @@ def causal_conv1d_fn(
     return_final_states: bool = False,
     final_states_out: torch.Tensor | None = None,
     activation: str | None = None,
+    **kwargs: object,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """out[b, d, l] = act(bias[d] + sum_k weight[d, k] x[b, d, l - width + 1 + k]).
 
@@ -80,6 +81,7 @@ def causal_conv1d_update(
     activation: str | None = None,
     cache_seqlens: torch.Tensor | None = None,
     conv_state_indices: torch.Tensor | None = None,
+    **kwargs: object,
 ) -> torch.Tensor:
     """Decode: the conv over ``conv_state ++ x`` for the new positions; conv_state
     [batch, dim, state_len >= width - 1] keeps its last state_len positions (in place).

@@ -37,6 +37,7 @@ def selective_scan_fn(
     delta_bias: torch.Tensor | None = None,
     delta_softplus: bool = False,
     return_last_state: bool = False,
+    **kwargs: object,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Mamba-1's scan: per channel d, s = exp(delta A[d]) s + delta u B_t,
     y = s . C_t + D[d] u, y *= silu(z).

@@ -58,6 +58,7 @@ def mamba_chunk_scan_combined(
     dt_limit: tuple[float, float] = (0.0, float("inf")),
     return_final_states: bool = False,
     return_varlen_states: bool = False,
+    **kwargs: object,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Mamba-2's selective scan over a sequence.
 
@@ -116,6 +117,7 @@ def selective_state_update(
     dt_bias: torch.Tensor | None = None,
     dt_softplus: bool = False,
     state_batch_indices: torch.Tensor | None = None,
+    **kwargs: object,
 ) -> torch.Tensor:
     """One decode step of the SSM; ``state`` is updated in place.
 
