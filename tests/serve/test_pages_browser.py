@@ -6,12 +6,11 @@ errors, and screenshots at phone and desktop sizes saved for review
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from chromium import SIZES, chromium, needs_chromium, screenshot_dir
 from huggingface_hub import HfApi
 from served import WRITE_TOKEN, serving
 from showcase import (
@@ -22,33 +21,13 @@ from showcase import (
     repository_files,
 )
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None or CHROMEDRIVER is None,
-    reason="needs the system's chromium and chromium-driver (ci/setup installs them with apt)")
-
-SIZES = {"desktop": (1280, 1000), "phone": (390, 844)}
+pytestmark = needs_chromium
 
 
 @pytest.fixture
 def browser() -> Iterator[object]:
-    selenium = pytest.importorskip("selenium")
-    del selenium
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                "--hide-scrollbars"):
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
-    try:
+    with chromium() as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 def test_pages_in_a_real_browser(hub: Path, tokens_file: Path, tmp_path: Path,
@@ -59,8 +38,7 @@ def test_pages_in_a_real_browser(hub: Path, tokens_file: Path, tmp_path: Path,
     from selenium.webdriver.support.ui import WebDriverWait
 
     assert isinstance(browser, WebDriver)
-    shots = Path(os.environ.get("KERNELHUB_SCREENSHOTS") or tmp_path / "screenshots")
-    shots.mkdir(parents=True, exist_ok=True)
+    shots = screenshot_dir(tmp_path)
     publish_showcase(hub, tmp_path)
     with serving(hub, TokenTable.load(tokens_file)) as url:
         HfApi(endpoint=url, token=WRITE_TOKEN).upload_folder(
