@@ -10,6 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # served.py, shared with benchmarks/serve.py
 
+from chromium import chromium
 from served import serving, write_tokens_file
 
 
@@ -37,3 +38,10 @@ def server(hub: Path, tokens_file: Path, monkeypatch: pytest.MonkeyPatch) -> Ite
     monkeypatch.setenv("NO_PROXY", "127.0.0.1")
     with serving(hub, TokenTable.load(tokens_file)) as url:
         yield url
+
+
+@pytest.fixture
+def browser() -> Iterator[object]:
+    """A real headless Chromium (tests/serve/chromium.py); skipped where none is installed."""
+    with chromium() as driver:
+        yield driver

@@ -10,11 +10,10 @@ import json
 from pathlib import Path
 
 import httpx
-import pytest
+from chromium import SIZES, needs_chromium
 from kernelhub.hub.git import GitRepo
 from served import READ_TOKEN, WRITE_TOKEN, serving
 from showcase import ecosystem_payload
-from test_pages_browser import CHROMEDRIVER, CHROMIUM, browser  # noqa: F401  (a fixture)
 
 REPO = "acme/activation"
 HTML = {"accept": "text/html"}
@@ -107,10 +106,9 @@ def test_releases_by_machine_in_one_figure(hub: Path, tokens_file: Path, tmp_pat
         assert moved.status_code == 200 and moved.headers["etag"] != svg.headers["etag"]
 
 
-@pytest.mark.skipif(CHROMIUM is None or CHROMEDRIVER is None,
-                    reason="needs the system's chromium and chromium-driver (ci/setup)")
+@needs_chromium
 def test_the_comparison_in_a_real_browser(hub: Path, tokens_file: Path, tmp_path: Path,
-                                          browser: object) -> None:  # noqa: F811
+                                          browser: object) -> None:
     import os
 
     from kernelhub_builder.ship import LocalPublisher
@@ -119,7 +117,6 @@ def test_the_comparison_in_a_real_browser(hub: Path, tokens_file: Path, tmp_path
     from selenium.webdriver.common.by import By
     from selenium.webdriver.remote.webdriver import WebDriver
     from selenium.webdriver.support.ui import WebDriverWait
-    from test_pages_browser import SIZES
 
     assert isinstance(browser, WebDriver)
     shots = Path(os.environ.get("KERNELHUB_SCREENSHOTS") or tmp_path / "screenshots")

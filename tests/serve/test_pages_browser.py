@@ -6,11 +6,9 @@ errors, and screenshots at phone and desktop sizes saved for review
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-from chromium import SIZES, chromium, needs_chromium, screenshot_dir
+from chromium import SIZES, needs_chromium, screenshot_dir
 from huggingface_hub import HfApi
 from served import WRITE_TOKEN, serving
 from showcase import (
@@ -23,11 +21,6 @@ from showcase import (
 
 pytestmark = needs_chromium
 
-
-@pytest.fixture
-def browser() -> Iterator[object]:
-    with chromium() as driver:
-        yield driver
 
 
 def test_pages_in_a_real_browser(hub: Path, tokens_file: Path, tmp_path: Path,

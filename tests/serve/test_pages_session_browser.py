@@ -11,13 +11,15 @@ from pathlib import Path
 from urllib.parse import urljoin, urlsplit
 
 import httpx
+from chromium import SIZES, needs_chromium
 from served import READ_TOKEN, serving
 from team_hub import PUBLIC, SECRET, publish_team_kernels
-from test_pages_browser import SIZES, browser, pytestmark  # noqa: F401  (fixture, skip rule)
+
+pytestmark = needs_chromium
 
 
 def test_sign_in_see_private_sign_out(hub: Path, tokens_file: Path, tmp_path: Path,
-                                      browser: object) -> None:  # noqa: F811
+                                      browser: object) -> None:
     from kernelhub_serve.tokens import TokenTable
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
