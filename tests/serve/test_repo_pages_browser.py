@@ -60,12 +60,12 @@ def test_reading_a_repository_in_a_real_browser(server: str, hub: Path, tmp_path
             names = [a.text for a in browser.find_elements(By.CSS_SELECTOR, "#files td:first-child a")]
             assert names[:3] == ["build/", "data/", "docs/"] and "README.md" in names
             visit("files")
-            _navigate(browser, browser.find_element(By.LINK_TEXT, "build/").click)
-            _navigate(browser, browser.find_element(By.LINK_TEXT, f"{CPU}/").click)
+            _navigate(browser, lambda: browser.find_element(By.LINK_TEXT, "build/").click())
+            _navigate(browser, lambda: browser.find_element(By.LINK_TEXT, f"{CPU}/").click())
             row = browser.find_element(By.XPATH, "//tr[td/a[text()='__init__.py']]")
             assert hashlib.sha256(b"VALUE = 2\n").hexdigest() in row.text
             visit("variant")
-            _navigate(browser, browser.find_element(By.LINK_TEXT, "__init__.py").click)
+            _navigate(browser, lambda: browser.find_element(By.LINK_TEXT, "__init__.py").click())
             assert browser.find_element(By.ID, "source").text == "VALUE = 2"
             facts = browser.find_element(By.ID, "file").text
             assert "matches metadata.json" in facts
@@ -80,7 +80,8 @@ def test_reading_a_repository_in_a_real_browser(server: str, hub: Path, tmp_path
             assert [e.text for e in entries] == ["release 1.1.0", "Docs and odd files",
                                                  "release 1.0.0"]
             visit("history")
-            _navigate(browser, entries[1].click)
+            _navigate(browser, lambda: browser.find_elements(By.CSS_SELECTOR, "#commits li a")[1]
+                      .click())
             assert browser.current_url == f"{server}{K}/commit/{story['docs']}"
             assert story["docs"] in browser.find_element(By.ID, "commit").text
             changed = browser.find_element(By.ID, "changes").text
@@ -89,7 +90,7 @@ def test_reading_a_repository_in_a_real_browser(server: str, hub: Path, tmp_path
 
             _navigate(browser, lambda: _keyboard_to(browser, "Compare"))
             assert browser.find_element(By.NAME, "base").get_attribute("value") == "v1.0.0"
-            _navigate(browser, browser.find_element(By.CSS_SELECTOR, "form.compare button").click)
+            _navigate(browser, lambda: browser.find_element(By.CSS_SELECTOR, "form.compare button").click())
             assert "base=v1.0.0&head=v1.1.0" in browser.current_url
             variants = browser.find_element(By.ID, "variant-changes").text
             for name, status in ((CPU, "changed"), (UNIVERSAL, "removed"), (CUDA, "added")):
@@ -119,11 +120,22 @@ def test_reading_a_repository_in_a_real_browser(server: str, hub: Path, tmp_path
 def _navigate(browser: Any, action: Callable[[], object]) -> None:
     """Do what leaves the page, then wait until the next page has replaced it (a click
     returns before a loaded machine has finished navigating)."""
+    from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
     from selenium.webdriver.support import expected_conditions
     from selenium.webdriver.support.ui import WebDriverWait
 
     old = browser.find_element("tag name", "html")
-    action()
+    for attempt in range(3):
+        try:
+            action()  # finds its element now: a page still settling can drop a node found earlier
+            break
+        except (StaleElementReferenceException, WebDriverException) as e:
+            if attempt == 2 or (not isinstance(e, StaleElementReferenceException) and \
+                    "does not belong to the document" not in str(e)):
+                raise
+            WebDriverWait(browser, 60).until(
+                lambda b: b.execute_script("return document.readyState") == "complete")
+            old = browser.find_element("tag name", "html")
     WebDriverWait(browser, 60).until(expected_conditions.staleness_of(old))
     WebDriverWait(browser, 60).until(
         lambda b: b.execute_script("return document.readyState") == "complete")
