@@ -28,6 +28,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import tomllib
 from e2e import BIN, REPO, Workspace, run
 from kernelhub.formats.metadata import read_metadata
 from kernelhub.formats.variants import parse_variant
@@ -41,6 +42,8 @@ pytestmark = pytest.mark.slow
 KERNELS = ("rmsnorm", "triton-activation")
 SCRIPTS = ("matrix", "install-toolkit", "build-variant", "test-variant", "publish-artifacts")
 """Every ci/ script release.yml runs besides ci/setup (which ci/test itself runs)."""
+RELEASES: dict[str, str] = tomllib.loads((REPO / "kernels.toml").read_text())["releases"]
+"""Each kernel's semver release, as the repository declares it (the tags it publishes)."""
 
 
 def cpu_variant() -> str:
@@ -161,7 +164,7 @@ def test_release_jobs_publish_what_was_built_record_the_rest_and_a_later_run_add
                     *(["--test"] if job["test"] else []))
         upload(runner, artifacts, job["artifact"])
         staged = artifacts / job["artifact"] / kernel / variant
-        assert read_metadata(staged).release == "1.0.0"
+        assert read_metadata(staged).release == RELEASES[kernel]
 
     # -- device tests: what ran says pass or fail; cu130's cannot pass without a GPU ------
     results = tmp_path / "device-results"
@@ -193,7 +196,7 @@ def test_release_jobs_publish_what_was_built_record_the_rest_and_a_later_run_add
     published = [key for key in rehearsed if key not in missing]
     for repo, kernel in (("kernels-community/rmsnorm", "rmsnorm"),
                          ("kernels-community/triton-activation", "triton-activation")):
-        tag = hub.list_refs(repo).tags["v1.0.0"]
+        tag = hub.list_refs(repo).tags[f"v{RELEASES[kernel]}"]
         # Each build under both generations of names (the same bytes; builder publish).
         assert hub.list_variants(repo, tag) == sorted(
             n for k, v in published if k == kernel
@@ -218,7 +221,8 @@ def test_release_jobs_publish_what_was_built_record_the_rest_and_a_later_run_add
     assert json.loads((tmp_path / "report-2" / "release-report.json").read_text())["missing"] == []
     triton = hub.list_refs("kernels-community/triton-activation")
     assert hub.list_variants("kernels-community/triton-activation",
-                             triton.tags["v1.0.0"]) == ["torch-cuda", "torch-xpu"]
+                             triton.tags[f"v{RELEASES['triton-activation']}"]) == [
+                                 "torch-cuda", "torch-xpu"]
     assert hub.list_refs("kernels-community/rmsnorm") == before  # untouched
     if cuda_skip is not None:
         pytest.skip(f"rehearsed all but the compile-only CUDA job: {cuda_skip}")
