@@ -89,6 +89,25 @@ struct GatedArgs {
   DType dtype;
 };
 
+// The gated norm's gradients (the forward's GatedArgs settings): grad_x and
+// grad_gate (nullptr without a gate) of the rows, and the rows' share of
+// grad_weight added into `partial` (`hidden` accumulators: float, or double
+// for float64), all computed in float and rounded once.
+struct GatedBackwardArgs {
+  const void* grad_out;
+  const void* x;
+  const void* gate;  // nullptr: no gate
+  const void* weight;
+  void* grad_x;
+  void* grad_gate;  // nullptr exactly when gate is
+  int64_t hidden;
+  int64_t group;
+  double eps;
+  bool norm_before_gate;
+  Activation activation;
+  DType dtype;
+};
+
 // One set of loops, compiled for one CPU capability. Each entry handles a
 // range [begin, end) of rows (forward/backward), columns (reduce),
 // elements (silu_mul) or weight rows (mlp_*), so the op layer owns the threads.
@@ -106,6 +125,8 @@ struct KernelTable {
   void (*mlp_down)(const MlpArgs&, int64_t begin, int64_t end);
   // rows [begin, end) of the gated norm.
   void (*gated)(const GatedArgs&, int64_t begin, int64_t end);
+  // rows [begin, end) of the gated norm's backward, grad_weight into `partial`.
+  void (*gated_backward)(const GatedBackwardArgs&, int64_t begin, int64_t end, void* partial);
 };
 
 // Defined by kernels_<capability>.cpp. A capability the compiler or target

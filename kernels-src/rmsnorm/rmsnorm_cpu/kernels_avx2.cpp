@@ -13,6 +13,8 @@
 #pragma GCC diagnostic ignored "-Wpsabi"
 #define RMSNORM_CAPABILITY AVX2
 #define RMSNORM_KERNEL_TABLE kernel_table_AVX2
+// The gated norm's float32/bf16 rows with AVX2 + FMA intrinsics (gated_avx2.h).
+#define RMSNORM_GATED_AVX2
 #include "kernels_impl.h"
 #else
 #include "kernels.h"

@@ -9,6 +9,8 @@
 // bf16 rows with intrinsics (bf16_rows.h), rounding by bit arithmetic.
 #define RMSNORM_BF16_ROWS
 #define RMSNORM_KERNEL_TABLE kernel_table_AVX512
+// The gated norm's float32/bf16 rows with AVX2 + FMA intrinsics (gated_avx2.h).
+#define RMSNORM_GATED_AVX2
 #include "kernels_impl.h"
 #else
 #include "kernels.h"

@@ -13,6 +13,10 @@
 #include "bf16_rows.h"
 #endif
 
+#ifdef RMSNORM_GATED_AVX2
+#include "gated_avx2.h"
+#endif
+
 #include <cmath>
 #include <algorithm>
 #include <cstdint>
@@ -221,6 +225,101 @@ void gated_rows(const GatedArgs& args, int64_t begin, int64_t end) {
   }
 }
 
+// The gated norm's backward, per group of G columns, r = rstd(v):
+//   norm first:  y = w * v * r * a,  v = x, a = act(gate) (1 without a gate);
+//   gate first:  y = w * v * r,      v = x * a.
+// With u = dy * w (* a when the gate comes after the norm),
+//   dL/dv = r * u - v * r^3 * mean(u * v)   (the RMSNorm backward),
+// then dx = dL/dv (* a when the gate comes first), dgate = dy * w * v * r *
+// act'(gate) (norm first) or dL/dv * x * act'(gate) (gate first), and
+// dw = dy * v * r (* a, norm first), summed over rows into `partial`.
+// act' = s (1 + g (1 - s)) for silu, s (1 - s) for sigmoid, s = sigmoid(g).
+// The row is widened once into scratch rows, so the loops are straight and
+// GCC vectorizes them.
+template <typename T>
+void gated_backward_rows(const GatedBackwardArgs& args, int64_t begin, int64_t end,
+                         void* partial_raw) {
+  using A = acc_t<T>;
+  const int64_t n = args.hidden;
+  const int64_t group = args.group;
+  const bool gated = args.gate != nullptr;
+  const bool before = args.norm_before_gate;
+  const bool silu_gate = args.activation == Activation::Silu;
+  const T* w = static_cast<const T*>(args.weight);
+  A* partial = static_cast<A*>(partial_raw);
+  std::vector<A> scratch(static_cast<size_t>(4 * n));
+  A* v = scratch.data();      // the normalised values (x, or x * a)
+  A* a = v + n;               // act(gate)
+  A* da = a + n;              // act'(gate)
+  A* u = da + n;              // dy * w (* a, norm first); then dL/dv
+  for (int64_t row = begin; row < end; ++row) {
+    const T* x = static_cast<const T*>(args.x) + row * n;
+    const T* dy = static_cast<const T*>(args.grad_out) + row * n;
+    T* dx = static_cast<T*>(args.grad_x) + row * n;
+    if (gated) {
+      const T* g = static_cast<const T*>(args.gate) + row * n;
+      for (int64_t i = 0; i < n; ++i) {
+        const A gi = widen(g[i]);
+        const A s = A(1) / (A(1) + exp_approx(-gi));
+        a[i] = silu_gate ? gi * s : s;
+        da[i] = silu_gate ? s * (A(1) + gi * (A(1) - s)) : s * (A(1) - s);
+      }
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      v[i] = widen(x[i]);
+    }
+    if (gated && !before) {
+      for (int64_t i = 0; i < n; ++i) {
+        v[i] = v[i] * a[i];
+      }
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      u[i] = widen(dy[i]) * widen(w[i]);
+    }
+    if (gated && before) {
+      T* dg = static_cast<T*>(args.grad_gate) + row * n;
+      for (int64_t start = 0; start < n; start += group) {
+        const A* vg = v + start;
+        const A r = rstd_of<T>(lane_sum<A>(group, [&](int64_t i) { return vg[i] * vg[i]; }),
+                               group, args.eps);
+        for (int64_t i = start; i < start + group; ++i) {
+          dg[i] = narrow<T>(u[i] * v[i] * r * da[i]);
+          partial[i] += widen(dy[i]) * v[i] * r * a[i];
+          u[i] = u[i] * a[i];
+        }
+        const A dot = lane_sum<A>(group, [&](int64_t i) { return u[start + i] * vg[i]; });
+        const A coef = r * r * r * dot / A(group);
+        for (int64_t i = start; i < start + group; ++i) {
+          dx[i] = narrow<T>(r * u[i] - v[i] * coef);
+        }
+      }
+      continue;
+    }
+    for (int64_t start = 0; start < n; start += group) {
+      const A* vg = v + start;
+      const A r = rstd_of<T>(lane_sum<A>(group, [&](int64_t i) { return vg[i] * vg[i]; }),
+                             group, args.eps);
+      const A dot = lane_sum<A>(group, [&](int64_t i) { return u[start + i] * vg[i]; });
+      const A coef = r * r * r * dot / A(group);
+      for (int64_t i = start; i < start + group; ++i) {
+        partial[i] += widen(dy[i]) * v[i] * r;
+        u[i] = r * u[i] - v[i] * coef;  // dL/dv
+      }
+    }
+    if (!gated) {
+      for (int64_t i = 0; i < n; ++i) {
+        dx[i] = narrow<T>(u[i]);
+      }
+      continue;
+    }
+    T* dg = static_cast<T*>(args.grad_gate) + row * n;
+    for (int64_t i = 0; i < n; ++i) {
+      dx[i] = narrow<T>(u[i] * a[i]);
+      dg[i] = narrow<T>(u[i] * widen(x[i]) * da[i]);
+    }
+  }
+}
+
 // ---- SwiGLU MLP for a few rows (MlpArgs) -----------------------------------
 //
 // Matrix-vector products that stream each weight row once for all rows of x:
@@ -382,7 +481,17 @@ void mlp_down(const MlpArgs& args, int64_t begin, int64_t end) {
 }
 
 void gated(const GatedArgs& args, int64_t begin, int64_t end) {
+#ifdef RMSNORM_GATED_AVX2
+  if (gated_avx2::forward(args, begin, end)) {
+    return;
+  }
+#endif
   with_dtype(args.dtype, [&](auto tag) { gated_rows<decltype(tag)>(args, begin, end); });
+}
+
+void gated_backward(const GatedBackwardArgs& args, int64_t begin, int64_t end, void* partial) {
+  with_dtype(args.dtype,
+             [&](auto tag) { gated_backward_rows<decltype(tag)>(args, begin, end, partial); });
 }
 
 #define RMSNORM_STRINGIFY_(x) #x
@@ -395,7 +504,8 @@ constexpr KernelTable kTable{RMSNORM_STRINGIFY(RMSNORM_CAPABILITY),
                              &silu_mul,
                              &mlp_gate_up,
                              &mlp_down,
-                             &gated};
+                             &gated,
+                             &gated_backward};
 
 }  // namespace
 

@@ -408,6 +408,68 @@ Tensor rms_norm_gated(Tensor x, std::optional<Tensor> gate, Tensor weight, doubl
   return out;
 }
 
+// The gated norm's gradients: (grad_x, grad_gate, grad_weight), grad_gate
+// empty without a gate. grad_weight sums over rows in per-block accumulators
+// added in block order, as rms_norm_backward does.
+std::tuple<Tensor, Tensor, Tensor> rms_norm_gated_backward(
+    Tensor grad_out, Tensor x, std::optional<Tensor> gate, Tensor weight, double eps,
+    int64_t group_size, bool norm_before_gate, std::string activation) {
+  const char* op = "rms_norm_gated_backward";
+  const DType dtype = check_norm_args(op, x, weight);
+  check_like(op, "grad_out", grad_out, x);
+  STD_TORCH_CHECK(activation == "silu" || activation == "sigmoid", op,
+                  ": activation must be 'silu' or 'sigmoid', got '", activation, "'");
+  const int64_t hidden = x.size(-1);
+  const int64_t group = group_size == 0 ? hidden : group_size;
+  STD_TORCH_CHECK(group > 0 ? hidden % group == 0 : hidden == 0, op, ": group_size ",
+                  group_size, " must divide the last dimension of x (", hidden, ")");
+  const Tensor xc = torch::stable::contiguous(x);
+  const Tensor dyc = torch::stable::contiguous(grad_out);
+  const Tensor wc = torch::stable::contiguous(weight);
+  Tensor gc;
+  Tensor grad_gate;
+  if (gate.has_value()) {
+    check_like(op, "gate", *gate, x);
+    gc = torch::stable::contiguous(*gate);
+    grad_gate = torch::stable::empty_like(xc);
+  } else {
+    grad_gate = torch::stable::new_empty(xc, {0});
+  }
+  Tensor grad_x = torch::stable::empty_like(xc);
+  Tensor grad_w = torch::stable::empty_like(wc);
+  const int64_t rows = hidden == 0 ? 0 : xc.numel() / hidden;
+  const int64_t blocks =
+      std::max<int64_t>(1, std::min<int64_t>(rows, torch::stable::get_num_threads()));
+  const size_t acc_size = dtype == DType::Double ? sizeof(double) : sizeof(float);
+  std::vector<unsigned char> partial(static_cast<size_t>(blocks * hidden) * acc_size, 0);
+  const KernelTable* table = active_table().load();
+  GatedBackwardArgs args{dyc.const_data_ptr(),
+                         xc.const_data_ptr(),
+                         gc.defined() ? gc.const_data_ptr() : nullptr,
+                         wc.const_data_ptr(),
+                         grad_x.mutable_data_ptr(),
+                         gc.defined() ? grad_gate.mutable_data_ptr() : nullptr,
+                         hidden,
+                         group,
+                         eps,
+                         norm_before_gate,
+                         activation == "silu" ? Activation::Silu : Activation::Sigmoid,
+                         dtype};
+  if (rows > 0) {
+    torch::stable::parallel_for(0, blocks, 1, [&](int64_t first, int64_t last) {
+      for (int64_t k = first; k < last; ++k) {
+        table->gated_backward(args, k * rows / blocks, (k + 1) * rows / blocks,
+                              partial.data() + static_cast<size_t>(k * hidden) * acc_size);
+      }
+    });
+  }
+  void* grad_w_data = grad_w.mutable_data_ptr();
+  torch::stable::parallel_for(0, hidden, 4096, [&](int64_t begin, int64_t end) {
+    table->reduce(partial.data(), blocks, hidden, grad_w_data, dtype, begin, end);
+  });
+  return {grad_x, grad_gate, grad_w};
+}
+
 std::string cpu_capability() {
   return active_table().load()->capability;
 }
@@ -436,6 +498,7 @@ TORCH_LIBRARY_IMPL_EXPAND(TORCH_EXTENSION_NAME, CPU, ops) {
   ops.impl("silu_mul_out", TORCH_BOX(&silu_mul_out));
   ops.impl("swiglu_mlp", TORCH_BOX(&swiglu_mlp));
   ops.impl("rms_norm_gated", TORCH_BOX(&rms_norm_gated));
+  ops.impl("rms_norm_gated_backward", TORCH_BOX(&rms_norm_gated_backward));
 }
 
 // Tensor-free ops have no device to dispatch on.

@@ -195,15 +195,58 @@ def test_layer_matches_transformers_own_classes():
             torch.testing.assert_close(_swap(module)(x, gate), expected, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("case", [(0, True, "silu"), (32, False, "sigmoid")], ids=str)
-def test_gradcheck_in_float64(cpu_kernels, case):
+GRAD_CASES = [(0, True, "silu"), (32, False, "sigmoid"), (16, True, "sigmoid"),
+              (32, False, "silu")]
+
+
+@pytest.mark.parametrize("gated", [True, False], ids=["gate", "no_gate"])
+@pytest.mark.parametrize("case", GRAD_CASES, ids=str)
+def test_gradcheck_in_float64(cpu_kernels, case, gated):
     group, before, activation = case
     x = _data((3, 64), torch.float64).requires_grad_()
-    gate = _data((3, 64), torch.float64, 1).requires_grad_()
+    gate = _data((3, 64), torch.float64, 1).requires_grad_() if gated else None
     weight = (1 + 0.5 * _data((64,), torch.float64, 2)).requires_grad_()
     torch.autograd.gradcheck(
-        lambda *t: rmsnorm.rms_norm_gated(*t, 1e-6, group, before, activation),
+        lambda x, g, w: rmsnorm.rms_norm_gated(x, g, w, 1e-6, group, before, activation),
         (x, gate, weight))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_fused_backward_matches_the_recomputed_one(target, case, dtype):
+    """dx, dgate and dweight of the C++ backward against autograd through the float64
+    PyTorch computation, rounded once to the dtype (every loop copy)."""
+    if target != "cpu":
+        pytest.skip("rms_norm_gated is a CPU op")
+    rows, hidden, group, before, activation, gated = case
+    x = _data((*rows, hidden), dtype)
+    gate = _data((*rows, hidden), dtype, 1) if gated else None
+    weight = (1 + 0.5 * _data((hidden,), torch.float64, 2)).to(dtype)
+    grad = _data((*rows, hidden), dtype, 3)
+    inputs = [t.detach().requires_grad_() if t is not None else None for t in (x, gate, weight)]
+    rmsnorm.rms_norm_gated(*inputs, 1e-6, group, before, activation).backward(grad)
+    wide = [t.detach().double().requires_grad_() if t is not None else None
+            for t in (x, gate, weight)]
+    rmsnorm._gated.reference(*wide, 1e-6, group, before, activation).backward(grad.double())
+    for name, got, want in zip(("x", "gate", "weight"), inputs, wide, strict=True):
+        if got is None:
+            continue
+        assert got.grad.dtype == dtype and got.grad.shape == got.shape
+        expected = want.grad.to(dtype).double()
+        tolerance = TOLERANCE[dtype]
+        if name == "weight" and dtype == torch.float32:  # a float sum over every row
+            tolerance = {"rtol": 1e-4, "atol": 1e-4}
+        torch.testing.assert_close(got.grad.double(), expected, **tolerance,
+                                   msg=lambda m, name=name: f"grad of {name}: {m}")
+
+
+@pytest.mark.parametrize("gated", [True, False], ids=["gate", "no_gate"])
+def test_backward_opcheck(cpu_kernels, gated):
+    x, grad = _data((3, 64), torch.float32), _data((3, 64), torch.float32, 3)
+    gate = _data((3, 64), torch.float32, 1) if gated else None
+    weight = 1 + 0.5 * _data((64,), torch.float32, 2)
+    torch.library.opcheck(rmsnorm._ops.ops.rms_norm_gated_backward,
+                          (grad, x, gate, weight, 1e-6, 32, False, "silu"))
 
 
 def test_layer_trains_like_the_module(cpu_kernels):

@@ -39,6 +39,12 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.def(
       "rms_norm_gated(Tensor x, Tensor? gate, Tensor weight, float eps, int group_size=0, "
       "bool norm_before_gate=True, str activation='silu') -> Tensor");
+  // Its gradients (grad_x, grad_gate (empty without a gate), grad_weight), in float
+  // rounded once. CPU only.
+  ops.def(
+      "rms_norm_gated_backward(Tensor grad_out, Tensor x, Tensor? gate, Tensor weight, "
+      "float eps, int group_size, bool norm_before_gate, str activation) "
+      "-> (Tensor, Tensor, Tensor)");
   ops.def("cpu_capability() -> str");
   ops.def("set_cpu_capability(str capability) -> str");
 }

@@ -2,7 +2,8 @@
 
 rms_norm and add_rms_norm differentiate through the ``rms_norm_backward``
 kernel (one pass per row for ``grad_x``, per-thread accumulators for
-``grad_weight``). silu_mul's backward is elementwise and cheap next to the
+``grad_weight``); rms_norm_gated through ``rms_norm_gated_backward`` (dx, dgate
+and the weight's row sums in one pass per row). silu_mul's backward is elementwise and cheap next to the
 matmuls around it in an MLP, so it is written with PyTorch ops. The in-place
 and ``out=`` ops have no autograd, like PyTorch's own ``out=`` functions; the
 Python wrappers route gradient-requiring calls to the functional ops.
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import torch
 
-from ._gated import reference
 from ._ops import add_op_namespace_prefix, ops
 
 
@@ -76,18 +76,13 @@ def _rms_norm_gated_setup(ctx, inputs, output) -> None:
 
 
 def _rms_norm_gated_backward(ctx, grad: torch.Tensor):
-    """Recomputes the forward with PyTorch ops and differentiates it: the gated norm's
-    gradient needs the gate's activation and its derivative per element, which the
-    recomputation gives in one autograd pass."""
+    """The fused gradients: one C++ pass per row gives dx and dgate, and the weight's
+    gradient sums per-thread rows in a fixed order (no second derivative, as before)."""
     x, gate, weight = ctx.saved_tensors
-    with torch.enable_grad():
-        inputs = [t.detach().requires_grad_() if t is not None else None
-                  for t in (x, gate, weight)]
-        out = reference(inputs[0], inputs[1], inputs[2], *ctx.settings)
-        wanted = [t for t in inputs if t is not None]
-        grads = iter(torch.autograd.grad(out, wanted, grad))
-    grad_x, grad_gate, grad_weight = (next(grads) if t is not None else None for t in inputs)
-    return grad_x, grad_gate, grad_weight, None, None, None, None
+    grad_x, grad_gate, grad_weight = ops.rms_norm_gated_backward(
+        grad, x, gate, weight, *ctx.settings)
+    return (grad_x, grad_gate if gate is not None else None, grad_weight,
+            None, None, None, None)
 
 
 torch.library.register_autograd(

@@ -71,3 +71,10 @@ def _swiglu_mlp(x, w_gate, w_up, w_down, residual=None):
 def _rms_norm_gated(x, gate, weight, eps: float, group_size: int = 0,
                     norm_before_gate: bool = True, activation: str = "silu"):
     return _fresh(x)
+
+
+@torch.library.register_fake(add_op_namespace_prefix("rms_norm_gated_backward"))
+def _rms_norm_gated_backward(grad_out, x, gate, weight, eps: float, group_size: int,
+                             norm_before_gate: bool, activation: str):
+    grad_gate = _fresh(x) if gate is not None else x.new_empty((0,))
+    return _fresh(x), grad_gate, _fresh(weight)

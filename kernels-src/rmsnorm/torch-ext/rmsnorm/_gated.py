@@ -22,8 +22,7 @@ def reference(x: torch.Tensor, gate: torch.Tensor | None, weight: torch.Tensor, 
               group_size: int = 0, norm_before_gate: bool = True,
               activation: str = "silu") -> torch.Tensor:
     """The kernel's computation in PyTorch ops (float32, float64 for float64 inputs,
-    rounded once): its backward
-    differentiates this, and tests compare against it."""
+    rounded once): the oracle the tests hold the forward and the fused backward to."""
     act = F.silu if activation == "silu" else torch.sigmoid
     wide = torch.float64 if x.dtype == torch.float64 else torch.float32
     values = x.to(wide)
