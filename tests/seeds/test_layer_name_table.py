@@ -59,6 +59,42 @@ _TINY: dict[str, Any] = dict(
 )
 
 
+_MLA_TINY: dict[str, Any] = dict(
+    num_key_value_heads=4, linear_num_heads=4, linear_head_dim=16, kv_lora_rank=32,
+    qk_rope_head_dim=16, qk_nope_head_dim=16, v_head_dim=16)
+"""Multi-head latent attention at the tiny size: as many key/value heads as query heads (the
+generic two does not divide into MLA's per-head projections), rotary width = head_dim."""
+
+FAMILY_TINY: dict[str, tuple[dict[str, Any], str]] = {
+    "bailing_hybrid": (dict(_MLA_TINY, num_experts_per_token=2, num_expert_group=1,
+                            topk_group=1),
+                       "MLA heads and linear-attention heads under their own names; routing "
+                       "groups over 8 experts"),
+    "kimi_linear": (dict(_MLA_TINY, num_experts_per_token=2, num_expert_group=1, topk_group=1),
+                    "MLA heads and KDA heads under their own names"),
+    "glm5_next": (dict(_MLA_TINY, hidden_size=64, num_attention_heads=4, q_lora_rank=32,
+                       qk_rope_head_dim=0, index_head_dim=16, index_n_heads=2, index_topk=16),
+                  "its config validates heads and the indexer's top-k (a multiple of its "
+                  "16-token pool) when built, so they are given to the constructor"),
+    "qwen4_exp": (dict(hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
+                       head_dim=16, num_experts=8, num_experts_per_tok=2,
+                       moe_intermediate_size=32, shared_expert_intermediate_size=32,
+                       indexer_n_heads=2, indexer_kv_heads=1, indexer_head_dim=16,
+                       indexer_budget=8, indexer_compress_ratio=4, hc_lowrank=16),
+                  "its indexed-attention layers need the sparse-attention indexer's sizes, "
+                  "which default to unset"),
+    "zamba2": (dict(hidden_size=64, num_hidden_layers=2,
+                    layers_block_type=["linear_attention", "hybrid"], num_attention_heads=4,
+                    num_key_value_heads=4, n_mamba_heads=4, mamba_d_state=16,
+                    intermediate_size=128, vocab_size=128),
+               "Mamba head width, attention widths and the hybrid layer ids are derived from "
+               "hidden_size and the layer list when the config is built"),
+}
+"""Per-family tiny sizes where the generic shrink cannot reach (model_type → (constructor
+arguments, why)): given to the config's constructor, so the sizes it derives follow, and set
+again after the shrink, so they win over its generic values."""
+
+
 def served_names() -> set[str]:
     from kernelhub.integrations.transformers.table import DEFAULT_MAPPING
 
@@ -107,8 +143,11 @@ def tiny_model(model_type: str) -> torch.nn.Module:
     kind = f"{model_type}_text" if f"{model_type}_text" in CONFIG_MAPPING else model_type
     if kind not in CONFIG_MAPPING:
         pytest.skip(f"{model_type}: no config class registered")
-    config = CONFIG_MAPPING[kind]()
+    overrides = FAMILY_TINY.get(model_type, ({}, ""))[0]
+    config = CONFIG_MAPPING[kind](**overrides)
     _shrink(config)
+    for key, value in overrides.items():
+        setattr(config, key, value)
     torch.manual_seed(0)
     errors = []
     for auto in (AutoModelForCausalLM, AutoModel):
