@@ -1,4 +1,5 @@
-// The gated norm's float32 and bf16 rows with AVX2 + FMA intrinsics, for the
+// The gated norm's float32 and bf16 rows with AVX2 + FMA intrinsics (forward,
+// and the backward of the gate-after-norm order), for the
 // AVX2 and AVX-512 copies of the loops (RMSNORM_GATED_AVX2). The plain loop
 // of kernels_impl.h (gated_rows) widens the row into a scratch row, runs the
 // activation as its own pass and then reduces and scales: four trips through
@@ -233,6 +234,110 @@ inline bool forward(const GatedArgs& args, int64_t begin, int64_t end) {
   if (args.dtype == DType::BFloat16) {
     silu ? rows<bf16_t, Activation::Silu>(args, begin, end)
          : rows<bf16_t, Activation::Sigmoid>(args, begin, end);
+    return true;
+  }
+  return false;
+}
+
+// ---- backward, norm first (the gated delta nets' order) ----------------------
+//
+// Per group, r = rstd(x), s = sigmoid(g), a = g s (silu) or s, a' = s (1 + g (1 - s))
+// or s (1 - s), u = dy * w * a:
+//   dgate = dy * w * x * r * a',  dw += dy * x * r * a,
+//   dx = r * u - x * r^3 * mean(u * x).
+// Three trips through the group in L1: the sum of squares, then (with the
+// activation in registers) dgate, the weight's row sums and u into the
+// scratch `u`, then dx.
+template <typename T, Activation kAct>
+inline void group_backward(const T* x, const T* g, const T* dy, const T* w, T* dx, T* dg,
+                           float* partial, int64_t n, double eps, float* u) {
+  const float r1 = rstd(sum_squares(x, n), n, eps);
+  const __m256 r = _mm256_set1_ps(r1);
+  const __m256 one = _mm256_set1_ps(1.0f);
+  __m256 dot = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 xv = load8(x + i);
+    const __m256 gv = load8(g + i);
+    const __m256 dyv = load8(dy + i);
+    const __m256 s = act8<Activation::Sigmoid>(gv);
+    const __m256 one_minus = _mm256_sub_ps(one, s);
+    __m256 a = s;
+    __m256 da = _mm256_mul_ps(s, one_minus);
+    if constexpr (kAct == Activation::Silu) {
+      a = _mm256_mul_ps(gv, s);
+      da = _mm256_mul_ps(s, _mm256_fmadd_ps(gv, one_minus, one));
+    }
+    const __m256 u0 = _mm256_mul_ps(dyv, load8(w + i));
+    const __m256 xr = _mm256_mul_ps(xv, r);
+    store8(dg + i, _mm256_mul_ps(_mm256_mul_ps(u0, xr), da));
+    _mm256_storeu_ps(partial + i,
+                     _mm256_fmadd_ps(_mm256_mul_ps(dyv, xr), a, _mm256_loadu_ps(partial + i)));
+    const __m256 uv = _mm256_mul_ps(u0, a);
+    _mm256_storeu_ps(u + i, uv);
+    dot = _mm256_fmadd_ps(uv, xv, dot);
+  }
+  float dot1 = hsum(dot);
+  for (; i < n; ++i) {
+    const float xi = widen(x[i]);
+    const float gi = widen(g[i]);
+    const float di = widen(dy[i]);
+    const float s = 1.0f / (1.0f + exp_approx(-gi));
+    const float a = kAct == Activation::Silu ? gi * s : s;
+    const float da = kAct == Activation::Silu ? s * (1.0f + gi * (1.0f - s)) : s * (1.0f - s);
+    const float u0 = di * widen(w[i]);
+    dg[i] = narrow<T>(u0 * (xi * r1) * da);
+    partial[i] += di * (xi * r1) * a;
+    u[i] = u0 * a;
+    dot1 += u[i] * xi;
+  }
+  const float coef1 = r1 * r1 * r1 * dot1 / static_cast<float>(n);
+  const __m256 coef = _mm256_set1_ps(coef1);
+  for (i = 0; i + 8 <= n; i += 8) {
+    const __m256 xc = _mm256_mul_ps(load8(x + i), coef);
+    store8(dx + i, _mm256_fmsub_ps(r, _mm256_loadu_ps(u + i), xc));
+  }
+  for (; i < n; ++i) {
+    dx[i] = narrow<T>(r1 * u[i] - widen(x[i]) * coef1);
+  }
+}
+
+template <typename T, Activation kAct>
+void backward_rows(const GatedBackwardArgs& args, int64_t begin, int64_t end, float* partial) {
+  const int64_t n = args.hidden;
+  const int64_t group = args.group;
+  const T* w = static_cast<const T*>(args.weight);
+  std::vector<float> u(static_cast<size_t>(group));
+  for (int64_t row = begin; row < end; ++row) {
+    const int64_t at = row * n;
+    const T* x = static_cast<const T*>(args.x) + at;
+    const T* g = static_cast<const T*>(args.gate) + at;
+    const T* dy = static_cast<const T*>(args.grad_out) + at;
+    T* dx = static_cast<T*>(args.grad_x) + at;
+    T* dg = static_cast<T*>(args.grad_gate) + at;
+    for (int64_t start = 0; start < n; start += group) {
+      group_backward<T, kAct>(x + start, g + start, dy + start, w + start, dx + start,
+                              dg + start, partial + start, group, args.eps, u.data());
+    }
+  }
+}
+
+// The float32 and bf16 rows of a gated norm-first backward; false for what is
+// left to the plain loop (other dtypes, no gate, the gate first).
+inline bool backward(const GatedBackwardArgs& args, int64_t begin, int64_t end, void* partial) {
+  if (args.gate == nullptr || !args.norm_before_gate) {
+    return false;
+  }
+  float* acc = static_cast<float*>(partial);
+  const bool silu = args.activation == Activation::Silu;
+  if (args.dtype == DType::Float) {
+    silu ? backward_rows<float, Activation::Silu>(args, begin, end, acc)
+         : backward_rows<float, Activation::Sigmoid>(args, begin, end, acc);
+    return true;
+  }
+  if (args.dtype == DType::BFloat16) {
+    silu ? backward_rows<bf16_t, Activation::Silu>(args, begin, end, acc)
+         : backward_rows<bf16_t, Activation::Sigmoid>(args, begin, end, acc);
     return true;
   }
   return false;

@@ -490,6 +490,11 @@ void gated(const GatedArgs& args, int64_t begin, int64_t end) {
 }
 
 void gated_backward(const GatedBackwardArgs& args, int64_t begin, int64_t end, void* partial) {
+#ifdef RMSNORM_GATED_AVX2
+  if (gated_avx2::backward(args, begin, end, partial)) {
+    return;
+  }
+#endif
   with_dtype(args.dtype,
              [&](auto tag) { gated_backward_rows<decltype(tag)>(args, begin, end, partial); });
 }
