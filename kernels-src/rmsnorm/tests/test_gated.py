@@ -270,6 +270,21 @@ def test_torch_compile_fullgraph(cpu_kernels):
         x, gate, weight, 1e-6))
 
 
+def test_torch_compile_fullgraph_backward(cpu_kernels):
+    """The fused backward traces (its fake) and gives the eager op's gradients."""
+    leaves = [_data((5, 128), torch.float32, seed).requires_grad_() for seed in (0, 1)]
+    leaves.append(torch.ones(128, requires_grad=True))
+    compiled = torch.compile(lambda *t: rmsnorm.rms_norm_gated(*t, 1e-6), fullgraph=True,
+                             backend="aot_eager")
+    compiled(*leaves).square().sum().backward()
+    expected = [t.grad.clone() for t in leaves]
+    for t in leaves:
+        t.grad = None
+    rmsnorm.rms_norm_gated(*leaves, 1e-6).square().sum().backward()
+    for got, want in zip((t.grad for t in leaves), expected, strict=True):
+        torch.testing.assert_close(got, want)
+
+
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"group_size": 48}, "group_size 48 must divide"),
     ({"activation": "gelu"}, "activation must be 'silu' or 'sigmoid'"),
