@@ -121,6 +121,15 @@ class Located(Record, frozen=True):
     """Whatever the resolver needs to fetch it later (a Resolution, a path)."""
 
 
+def located(name: str, commit: str | None, variant: str, metadata: Metadata, where: str,
+            handle: object) -> Located:
+    """One kernel of a tree as its variant's metadata describes it (``where`` names the
+    variant in errors): the one reading of a variant into a tree node, whoever found it (a
+    load's snapshot, ``info --dep-tree``'s fetch)."""
+    return Located(name, commit, variant, declared_depends(metadata, where),
+                   tuple(metadata.python_depends), handle)
+
+
 class DepNode(Record, frozen=True):
     location: Located
     deps: tuple[tuple[str, DepNode], ...] = ()
