@@ -16,8 +16,8 @@ from types import ModuleType
 
 from .. import settings
 from ..deps import KernelDependency, Located, located
+from ..deps.loading import load_tree
 from ..versions import is_commit_id
-from .dependencies import load_tree
 from .fetch import fetch
 from .importer import import_verified
 from .request import KernelRequest, dependency_request

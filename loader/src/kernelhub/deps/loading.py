@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from types import ModuleType
 
-from ..deps import DepNode, KernelDependency, Located, Resolver, providing, resolve_tree
+from . import DepNode, KernelDependency, Located, Resolver, providing, resolve_tree
 
 Step = Callable[[Located], object]
 """Something the caller does to one node of the tree (its ``handle`` is the caller's)."""

@@ -27,15 +27,15 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from . import versions
-from .errors import KernelHubError
-from .lazy_names import deferred
-from .value_types import Record
+from .. import versions
+from ..errors import KernelHubError
+from ..lazy_names import deferred
+from ..value_types import Record
 
 if TYPE_CHECKING:
     from importlib import util as importlib_util
 
-    from .formats.metadata import Metadata
+    from ..formats.metadata import Metadata
 else:
     importlib_util = deferred("importlib.util")
 
