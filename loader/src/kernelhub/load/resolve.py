@@ -22,7 +22,7 @@ from ..errors import (
     RepoNotFoundError,
     VersionSpecError,
 )
-from ..hub.base import Hub
+from ..hub.base import Hub, RemoteHub
 from ..hub.calls import hub_name
 from ..hub.search import as_search_path, not_found
 from ..selection import Selection, select_variant
@@ -109,7 +109,7 @@ def recent_refs(repo_id: str, hub: Hub, cache: KernelCache) -> Refs | None:
 
     Only a hub across a network (``remote``) is answered from the cache: a LocalHub's refs
     cost one local git call, and a publish to it is seen by the next load."""
-    if not getattr(hub, "remote", False) or settings.offline():
+    if not (isinstance(hub, RemoteHub) and hub.remote) or settings.offline():
         return None
     ttl = settings.refs_ttl()
     return cache.read_refs(hub.key, repo_id, max_age=ttl) if ttl > 0 else None
