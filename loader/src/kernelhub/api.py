@@ -8,6 +8,15 @@ the hub is asked at all and runs every check on the bytes that are imported.
 
 from __future__ import annotations
 
+# PEP 810: imported when first used (inert before Python 3.15)
+__lazy_modules__ = {
+    "kernelhub.deps", "kernelhub.errors", "kernelhub.formats.build_layout",
+    "kernelhub.formats.metadata", "kernelhub.hub.calls", "kernelhub.hub.search",
+    "kernelhub.load.fetch", "kernelhub.load.request", "kernelhub.load.resolve",
+    "kernelhub.load.verify", "kernelhub.selection", "kernelhub.signing.trust",
+    "kernelhub.system", "kernelhub.user_files", "kernelhub.versions",
+}
+
 from collections.abc import Collection
 from pathlib import Path
 from types import ModuleType

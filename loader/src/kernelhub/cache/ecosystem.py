@@ -11,6 +11,8 @@ different, and the variant is downloaded as usual.
 
 from __future__ import annotations
 
+__lazy_modules__ = {"kernelhub.hub.base", "kernelhub.hub.hashes"}  # PEP 810: imported when first used
+
 import os
 from pathlib import Path
 

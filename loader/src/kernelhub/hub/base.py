@@ -8,6 +8,8 @@ the load path carries the code that writes to a hub.
 
 from __future__ import annotations
 
+__lazy_modules__ = {"kernelhub.errors", "kernelhub.formats.build_layout"}  # PEP 810: imported when first used
+
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 

@@ -11,6 +11,8 @@ the hub's.
 
 from __future__ import annotations
 
+__lazy_modules__ = {"kernelhub.errors", "kernelhub.hub.base", "kernelhub.redact"}  # PEP 810: imported when first used
+
 import errno
 from collections.abc import Iterator
 from contextlib import contextmanager

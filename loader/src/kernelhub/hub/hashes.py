@@ -19,6 +19,12 @@ LFS sha256 for a file stored with Git LFS, else the git blob id. Two things use 
 
 from __future__ import annotations
 
+# PEP 810: imported when first used (inert before Python 3.15)
+__lazy_modules__ = {
+    "kernelhub.errors", "kernelhub.formats.metadata", "kernelhub.hub.base",
+    "kernelhub.value_types",
+}
+
 import hashlib
 import json
 import os

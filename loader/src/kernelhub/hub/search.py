@@ -17,6 +17,8 @@ online choice, for callers that hold a hub and ask it directly.
 
 from __future__ import annotations
 
+__lazy_modules__ = {"kernelhub.errors", "kernelhub.hub.base", "kernelhub.hub.calls"}  # PEP 810: imported when first used
+
 import hashlib
 from collections.abc import Sequence
 from pathlib import Path

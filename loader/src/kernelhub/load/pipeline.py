@@ -10,6 +10,13 @@ policy applies to it as to any load from the hub).
 
 from __future__ import annotations
 
+# PEP 810: imported when first used (inert before Python 3.15)
+__lazy_modules__ = {
+    "kernelhub.deps", "kernelhub.deps.loading", "kernelhub.load.fetch",
+    "kernelhub.load.importer", "kernelhub.load.request", "kernelhub.load.resolve",
+    "kernelhub.load.validators", "kernelhub.load.verify", "kernelhub.versions",
+}
+
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType

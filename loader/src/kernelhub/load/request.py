@@ -7,6 +7,12 @@ hub is asked.
 
 from __future__ import annotations
 
+# PEP 810: imported when first used (inert before Python 3.15)
+__lazy_modules__ = {
+    "kernelhub.errors", "kernelhub.hub.calls", "kernelhub.hub.select",
+    "kernelhub.signing.trust", "kernelhub.versions",
+}
+
 import os
 from collections.abc import Collection
 from typing import TYPE_CHECKING

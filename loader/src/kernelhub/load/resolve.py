@@ -9,6 +9,13 @@ hub's refs were seen within ``KERNELHUB_REFS_TTL`` seconds (:func:`resolve_ref`)
 
 from __future__ import annotations
 
+# PEP 810: imported when first used (inert before Python 3.15)
+__lazy_modules__ = {
+    "kernelhub.cache", "kernelhub.errors", "kernelhub.hub.base", "kernelhub.hub.calls",
+    "kernelhub.hub.search", "kernelhub.load.request", "kernelhub.selection",
+    "kernelhub.system", "kernelhub.versions",
+}
+
 import contextlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar

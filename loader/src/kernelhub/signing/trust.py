@@ -29,6 +29,8 @@ rotated: both verify until the old one is removed. The rules:
 
 from __future__ import annotations
 
+__lazy_modules__ = {"kernelhub.errors", "kernelhub.hub.base"}  # PEP 810: imported when first used
+
 import fnmatch
 import hashlib
 from pathlib import Path
