@@ -26,9 +26,8 @@ def load_tree(root: Located, resolve: Resolver, import_one: Callable[[Located], 
               discard: Step) -> ModuleType:
     """Import ``root`` after its dependencies, each found by ``resolve``; ``import_one``
     imports one node (its dependencies are served meanwhile); on a failed resolution every
-    node read so far is given to ``discard`` before the error leaves."""
-    if not root.depends:
-        return import_one(root)
+    node read so far is given to ``discard`` before the error leaves. (A root without
+    dependencies needs none of this: the load path imports it itself.)"""
     taken: list[Located] = [root]
 
     def resolve_taking(dep: KernelDependency) -> Located:

@@ -111,10 +111,14 @@ def _import_with_dependencies(name: str, snapshot: Snapshot,
     request on ``parent``'s hub (:func:`~kernelhub.load.request.dependency_request`) into
     a checked snapshot before anything of the tree is imported."""
 
+    root = _located(name, snapshot)
+    if not root.depends:  # most kernels: imported here, without a round trip through deps
+        return import_verified(snapshot.verified)
+
     def resolve(dep: KernelDependency) -> Located:
         return _located(dep.repo_id, checked_snapshot(dependency_request(dep, parent)))
 
-    return load_tree(_located(name, snapshot), resolve, _import_node, _discard_node)
+    return load_tree(root, resolve, _import_node, _discard_node)
 
 
 def _located(name: str, snapshot: Snapshot) -> Located:
