@@ -72,11 +72,14 @@ from kernelhub.load import pipeline
 c2 = pt()
 verified_import.compile = timed("compile", compile)
 marks = {}
-import_tree = pipeline.load_with_dependencies
+# The pipeline's import step (load_with_dependencies in trees before the deps/ package).
+step = ("_import_with_dependencies" if hasattr(pipeline, "_import_with_dependencies")
+        else "load_with_dependencies")
+import_tree = getattr(pipeline, step)
 def import_step(*args, **kwargs):
     marks["pipeline"] = pt()
     return import_tree(*args, **kwargs)
-pipeline.load_with_dependencies = import_step
+setattr(pipeline, step, import_step)
 module = api.get_kernel(REPO_ID, revision=sys.argv[1])
 c3 = pt()
 print(json.dumps({

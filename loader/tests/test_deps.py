@@ -9,7 +9,13 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from kernelhub.api import load_locked_entry, load_locked_kernel, lock_project, resolve_kernel
+from kernelhub.api import (
+    dependency_tree,
+    load_locked_entry,
+    load_locked_kernel,
+    lock_project,
+    resolve_kernel,
+)
 from kernelhub.cli import main
 from kernelhub.deps import (
     DependencyError,
@@ -20,7 +26,6 @@ from kernelhub.deps import (
     providing,
     resolve_tree,
 )
-from kernelhub.deps_resolve import hub_resolver, locate_hub
 from kernelhub.errors import LockFileError
 from kernelhub.lock import HASHES_NAME, lock_entry
 from kernelhub.system import detect_system
@@ -78,8 +83,7 @@ def hub(tmp_path: Path) -> LocalPublisher:
 
 
 def test_the_tree_resolves_every_dependency_to_a_commit_and_variant(hub: LocalPublisher) -> None:
-    root = locate_hub(resolve_kernel("kernels-community/top", 1, hub=hub))
-    tree = resolve_tree(root, hub_resolver(hub))
+    tree = dependency_tree("kernels-community/top", 1, hub=hub)
     assert tree.to_json() == {"kernels-community/mid": {"kernels-community/leaf": {}},
                               "kernels-community/leaf": {}}
     assert [n.location.name for n in tree.walk()] == [
@@ -116,9 +120,8 @@ def test_a_cycle_is_one_line(hub: LocalPublisher, tmp_path: Path,
 def test_an_unsatisfiable_pin_names_the_chain(hub: LocalPublisher, tmp_path: Path) -> None:
     _publish(hub, tmp_path, "kernels-community/mid",
              [{"repo-id": "kernels-community/leaf", "version": 7}], major=2)
-    root = locate_hub(resolve_kernel("kernels-community/mid", 2, hub=hub))
     with pytest.raises(DependencyError) as error:
-        resolve_tree(root, hub_resolver(hub))
+        dependency_tree("kernels-community/mid", 2, hub=hub)
     message = str(error.value)
     assert "\n" not in message
     assert message.startswith("cannot satisfy kernels-community/mid -> "

@@ -81,3 +81,42 @@ def test_every_function_takes_what_transformers_passes() -> None:
         checked += 1
     if not checked:
         pytest.skip(f"Transformers {transformers.__version__} registers none of these functions")
+
+
+def _bound_verdict(function, args, kwargs) -> str | None:
+    """The verdict by binding the call, as the check did before it looked parameters up
+    by position and name."""
+    from mamba_ssm._calls import UNSUPPORTED
+
+    try:
+        bound = inspect.signature(function).bind(*args, **kwargs)
+    except TypeError as e:
+        return f"arguments the kernel does not take ({e})"
+    given = [n for n in UNSUPPORTED[function.__name__]
+             if (value := bound.arguments.get(n)) is not None and value is not False]
+    return (f"{', '.join(given)} (packed sequences or indexed states) not supported"
+            if given else None)
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_the_quick_verdict_is_the_bound_one(name) -> None:
+    import mamba_ssm
+
+    function = getattr(mamba_ssm, name)
+    params = [p for p in inspect.signature(function).parameters.values()
+              if p.kind is p.POSITIONAL_OR_KEYWORD]
+    required = [p for p in params if p.default is p.empty]
+    t = torch.empty(0)
+    calls = [((t,) * len(required), {}), ((t,) * (len(required) - 1), {}),
+             ((t,) * (len(params) + 1), {}), ((t,) * len(required), {"output_attentions": 1}),
+             ((t,) * len(required), {required[0].name: t})]
+    from mamba_ssm._calls import UNSUPPORTED
+
+    for declined in UNSUPPORTED[name]:
+        at = next(i for i, p in enumerate(params) if p.name == declined)
+        calls += [((t,) * len(required), {declined: t}), ((t,) * len(required), {declined: None}),
+                  ((t,) * len(required), {declined: False}), ((t,) * (at + 1), {}),
+                  ((t,) * at + (None,), {})]
+    for args, kwargs in calls:
+        assert function.unsupported_reason(*args, **kwargs) == _bound_verdict(
+            function, args, kwargs), (name, len(args), sorted(kwargs))

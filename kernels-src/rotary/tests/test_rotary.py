@@ -313,6 +313,21 @@ def test_calls_only_the_model_can_say_are_refused(device):
     assert "outside the kernel" in reason(q.bfloat16(), k.bfloat16(), cos, sin)
 
 
+def test_a_prepared_call_is_the_verdict_and_the_call_in_one(device):
+    # kernelize's prepare_call: the same reasons, or the call with its layout decided.
+    prepare = rotary.apply_rotary_transformers.prepare_call
+    q, k = _input((2, 4, 7, 64), torch.float32, 0, device), _input((2, 2, 7, 64), torch.float32, 2, device)
+    cos, sin = _tables(2, 7, 64, torch.float32, device=device)
+    assert "32 angles for heads of 64" in prepare(q, k, cos[..., :32], sin[..., :32])
+    assert "outside the kernel" in prepare(q.bfloat16(), k.bfloat16(), cos, sin)
+    for unsqueeze_dim, (qq, kk) in ((1, (q, k)), (2, (q.transpose(1, 2), k.transpose(1, 2)))):
+        prepared = prepare(qq, kk, cos, sin, position_ids=None, unsqueeze_dim=unsqueeze_dim)
+        assert callable(prepared)
+        direct = rotary.apply_rotary_transformers(qq, kk, cos, sin, unsqueeze_dim=unsqueeze_dim)
+        for a, b in zip(prepared(), direct, strict=True):
+            torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
 def test_inputs_outside_the_kernel_run_the_formula(device):
     # Mixed dtypes promote exactly as Transformers' arithmetic does.
     q = _input((1, 2, 5, 8), torch.bfloat16, 0, device)

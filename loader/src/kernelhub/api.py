@@ -8,12 +8,22 @@ the hub is asked at all and runs every check on the bytes that are imported.
 
 from __future__ import annotations
 
+# PEP 810: imported when first used (inert before Python 3.15)
+__lazy_modules__ = {
+    "kernelhub.deps", "kernelhub.errors", "kernelhub.formats.build_layout",
+    "kernelhub.formats.metadata", "kernelhub.hub.calls", "kernelhub.hub.search",
+    "kernelhub.load.fetch", "kernelhub.load.request", "kernelhub.load.resolve",
+    "kernelhub.load.verify", "kernelhub.selection", "kernelhub.signing.trust",
+    "kernelhub.system", "kernelhub.user_files", "kernelhub.versions",
+}
+
 from collections.abc import Collection
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
 from . import cache
+from .deps import DepNode, KernelDependency, Located, located, resolve_tree
 from .errors import KernelHubError, NoCompatibleVariantError, RepoNotFoundError, VersionSpecError
 from .formats.build_layout import local_build_dirs, variant_dirs
 from .formats.metadata import METADATA_FILE, read_metadata
@@ -44,6 +54,7 @@ __all__ = [
     "HubArg",
     "Resolution",
     "default_spec",
+    "dependency_tree",
     "describe_signature",
     "download_locked",
     "find_local_variant",
@@ -193,6 +204,39 @@ def has_kernel(repo_id: str, version: int | str | None = None, revision: str | N
     except (RepoNotFoundError, VersionSpecError):
         return False
     return resolution.selection.chosen is not None
+
+
+# -- dependency trees --------------------------------------------------------------
+
+
+def dependency_tree(kernel: str | Path, version: int | str | None = None,
+                    revision: str | None = None, *, hub: HubArg = None,
+                    backend: str | None = None) -> DepNode:
+    """The ``kernel-depends`` tree of a hub kernel (a repo id) or a local build (a Path, as
+    :func:`get_local_kernel` takes it), each dependency resolved on ``hub`` for this system
+    (or ``backend``) and its chosen variant fetched for the metadata naming its own;
+    nothing is imported (``kernelhub info --dep-tree`` draws it)."""
+    if isinstance(kernel, Path):
+        variant_dir = find_local_variant(kernel, backend=backend)
+        root = located(str(kernel), None, variant_dir.name, read_metadata(variant_dir),
+                       str(variant_dir), variant_dir)
+    else:
+        root = _located_on_hub(resolve_kernel(kernel, version, revision, hub=hub,
+                                              backend=backend))
+
+    def resolve(dep: KernelDependency) -> Located:
+        resolution = resolve_kernel(dep.repo_id, dep.version, dep.revision, hub=hub,
+                                    backend=backend)
+        resolution.variant  # noqa: B018 - raises, naming every rejection, when none fits
+        return _located_on_hub(resolution)
+
+    return resolve_tree(root, resolve)
+
+
+def _located_on_hub(resolution: Resolution) -> Located:
+    variant_dir = fetch(resolution).path
+    return located(resolution.repo_id, resolution.commit, variant_dir.name,
+                   read_metadata(variant_dir), str(variant_dir), resolution)
 
 
 # -- project locks ---------------------------------------------------------------

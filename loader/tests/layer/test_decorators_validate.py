@@ -69,6 +69,41 @@ def test_a_kernel_function_refusing_a_call_hands_it_to_the_replaced_function(cap
     assert said == ["kernel: running rotate's own code (half-width table)"]
 
 
+def test_a_prepared_call_decides_and_runs_in_one_pass(caplog) -> None:
+    """``prepare_call`` returns the reason or the call itself: what deciding worked out
+    is what runs, so the arguments are read once per call, not once per look."""
+    import types
+
+    looks: list[str] = []
+
+    def rotate(x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+        return x * table  # the model's own function
+
+    def kernel(x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+        raise AssertionError("kernelize runs the prepared call, not the function again")
+
+    def prepare_call(x: torch.Tensor, table: torch.Tensor) -> object:
+        looks.append("looked")
+        if table.shape[-1] != x.shape[-1]:
+            return "a narrow table"
+        width = table.shape[-1]  # worked out once, used by the call
+        return lambda: x * table[..., :width] + 100
+
+    kernel.prepare_call = prepare_call  # type: ignore[attr-defined]
+    kernel.unsupported_reason = lambda x, table: pytest.fail(  # type: ignore[attr-defined]
+        "prepare_call is preferred")
+    module = use_kernel_forward_from_hub("rotate")(rotate)
+    module.forward = types.MethodType(func_layer(kernel, "kernel").forward, module)
+    x = torch.ones(2, 4)
+    assert torch.equal(module(x, torch.ones(4)), torch.full((2, 4), 101.0))
+    assert looks == ["looked"]
+    with caplog.at_level("WARNING"):
+        assert torch.equal(module(x, torch.full((2, 1), 3.0)), torch.full((2, 4), 3.0))
+    assert looks == ["looked", "looked"]
+    assert any(r.getMessage() == "kernel: running rotate's own code (a narrow table)"
+               for r in caplog.records)
+
+
 def test_bad_decorator_arguments_are_clear() -> None:
     with pytest.raises(TypeError, match="non-empty str"):
         use_kernel_forward_from_hub("")

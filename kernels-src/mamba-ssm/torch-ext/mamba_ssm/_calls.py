@@ -26,17 +26,34 @@ UNSUPPORTED: dict[str, tuple[str, ...]] = {
 
 def refusing(func: Callable[..., object]) -> Callable[..., str | None]:
     """``func``'s ``unsupported_reason``: the parameters of :data:`UNSUPPORTED` a call
-    sets, or a call that does not bind to ``func``'s signature."""
+    sets, or a call that does not bind to ``func``'s signature.
+
+    It runs before every kernelized call, so the signature is read once, here: a call
+    looks its declined parameters up by position and by name, and is bound
+    (``Signature.bind``, for bind's own message) only when it may not bind at all, i.e.
+    too many positional arguments, one given twice or a required one missing. Binding
+    every call cost more than some of the decode steps it guards."""
     signature = inspect.signature(func)
-    declined = UNSUPPORTED[func.__name__]
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    position = {p.name: i for i, p in enumerate(
+        p for p in signature.parameters.values() if p.kind in kinds)}
+    required = tuple(p.name for p in signature.parameters.values()
+                     if p.default is p.empty and p.kind not in (
+                         inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD))
+    slots = tuple((name, position.get(name)) for name in UNSUPPORTED[func.__name__])
 
     def unsupported_reason(*args: object, **kwargs: object) -> str | None:
-        try:
-            bound = signature.bind(*args, **kwargs)
-        except TypeError as e:
-            return f"arguments the kernel does not take ({e})"
-        given = [n for n in declined
-                 if (value := bound.arguments.get(n)) is not None and value is not False]
+        n = len(args)
+        if (n > len(position)
+                or any(position.get(name, n) < n for name in kwargs)
+                or any(name not in kwargs and position.get(name, n) >= n for name in required)):
+            try:
+                signature.bind(*args, **kwargs)
+            except TypeError as e:
+                return f"arguments the kernel does not take ({e})"
+        given = [name for name, at in slots
+                 if (value := args[at] if at is not None and at < n else kwargs.get(name))
+                 is not None and value is not False]
         if given:
             return f"{', '.join(given)} (packed sequences or indexed states) not supported"
         return None

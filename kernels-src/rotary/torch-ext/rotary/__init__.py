@@ -16,6 +16,9 @@ passes through unchanged.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 import torch
 
 from . import _autograd, _buffers, _fake
@@ -118,15 +121,17 @@ def _kernel_layout(
     return transposed
 
 
-def _unsupported_reason(
+def _prepare_call(
     q: torch.Tensor,
     k: torch.Tensor,
     cos: torch.Tensor,
     sin: torch.Tensor,
     position_ids: torch.Tensor | None = None,
     unsqueeze_dim: int = 1,
-) -> str | None:
-    """Why the kernel does not take this call of ``apply_rotary_transformers``, or None.
+) -> str | Callable[[], tuple[torch.Tensor, torch.Tensor]]:
+    """Why the kernel does not take this call of ``apply_rotary_transformers``, or the
+    call itself with its layout worked out (kernelize's ``prepare_call``: deciding and
+    calling read the arguments once).
 
     A model that registers ``rotary_pos_emb`` can mean another rotation by the same
     arguments: tables of ``head_dim / 2`` angles pair each column with its partner half a
@@ -138,9 +143,17 @@ def _unsupported_reason(
     if cos.dim() >= 1 and q.dim() >= 1 and cos.shape[-1] != q.shape[-1]:
         return (f"cos/sin of {cos.shape[-1]} angles for heads of {q.shape[-1]}: a layout "
                 "only the model's code says")
-    if _kernel_layout(q, k, cos, sin, unsqueeze_dim) is None:
+    transposed = _kernel_layout(q, k, cos, sin, unsqueeze_dim)
+    if transposed is None:
         return "inputs outside the kernel (rank, dtype, device or shape)"
-    return None
+    return functools.partial(_kernel_call, q, k, cos, sin, transposed)
+
+
+def _unsupported_reason(*args: object, **kwargs: object) -> str | None:
+    """The reason alone, for loaders that ask only that (kernelhub before
+    ``prepare_call``)."""
+    verdict = _prepare_call(*args, **kwargs)  # type: ignore[arg-type]
+    return verdict if isinstance(verdict, str) else None
 
 
 def apply_rotary_transformers(
@@ -160,13 +173,19 @@ def apply_rotary_transformers(
     ranks or dtypes, mixed dtypes or devices, a device this build has no kernels for)
     run Transformers' own formula,
     so the function never refuses what the original accepts; under kernelize,
-    :attr:`unsupported_reason` hands them to the model's own function instead.
+    :attr:`prepare_call` hands them to the model's own function instead.
     """
     del position_ids
     transposed = _kernel_layout(q, k, cos, sin, unsqueeze_dim)
     if transposed is None:
         cos_u, sin_u = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
         return q * cos_u + _rotate_half(q) * sin_u, k * cos_u + _rotate_half(k) * sin_u
+    return _kernel_call(q, k, cos, sin, transposed)
+
+
+def _kernel_call(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                 transposed: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """The kernel on inputs :func:`_kernel_layout` accepted (``transposed``: its answer)."""
     if transposed:
         q_embed, k_embed = ops.rotary(q.transpose(1, 2), k.transpose(1, 2), cos, sin, False)
         return q_embed.transpose(1, 2), k_embed.transpose(1, 2)
@@ -181,6 +200,7 @@ def apply_rotary_transformers(
     return q_out, k_out
 
 
+apply_rotary_transformers.prepare_call = _prepare_call  # type: ignore[attr-defined]
 apply_rotary_transformers.unsupported_reason = _unsupported_reason  # type: ignore[attr-defined]
 
 

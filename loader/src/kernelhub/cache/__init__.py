@@ -19,6 +19,8 @@ only once it is complete and verified (temp dir + rename), so readers never need
 
 from __future__ import annotations
 
+__lazy_modules__ = {"kernelhub.errors", "kernelhub.formats.metadata", "kernelhub.versions"}  # PEP 810: imported when first used
+
 import base64
 import contextlib
 import json

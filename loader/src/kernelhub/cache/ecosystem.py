@@ -11,10 +11,12 @@ different, and the variant is downloaded as usual.
 
 from __future__ import annotations
 
+__lazy_modules__ = {"kernelhub.hub.base", "kernelhub.hub.hashes"}  # PEP 810: imported when first used
+
 import os
 from pathlib import Path
 
-from ..hub.base import BUILD_DIR, Hub
+from ..hub.base import BUILD_DIR, Hub, TypedReposHub
 from ..hub.hashes import HubHashes, matches_hash
 
 
@@ -34,11 +36,10 @@ def copy_variant(hub: Hub, repo_id: str, commit: str, variant: str, dest: Path,
     """Fill the empty dir ``dest`` with ``variant`` from the ecosystem's cache when it holds
     every file ``listed`` (the hub's content hashes at ``commit``) with those hashes;
     False (``dest`` untouched) otherwise, or for a hub that is not a Hub-API server."""
-    type_of = getattr(hub, "type_of", None)
-    if not listed or type_of is None:
+    if not listed or not isinstance(hub, TypedReposHub):
         return False
     try:
-        repo_type = type_of(repo_id)
+        repo_type = hub.type_of(repo_id)
     except Exception:  # the type only says where to look: no answer, no reuse
         return False
     snapshot = (hf_hub_cache() / f"{repo_type}s--{repo_id.replace('/', '--')}" / "snapshots"

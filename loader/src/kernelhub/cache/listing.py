@@ -9,6 +9,12 @@ through. ``kernelhub cache ls`` prints it; its ``--json`` keys follow the ecosys
 
 from __future__ import annotations
 
+# PEP 810: imported when first used (inert before Python 3.15)
+__lazy_modules__ = {
+    "kernelhub.cache", "kernelhub.errors", "kernelhub.formats.variants",
+    "kernelhub.versions",
+}
+
 import os
 from pathlib import Path
 from typing import Any

@@ -16,6 +16,8 @@ Anything else is refused in one line and nothing is removed.
 
 from __future__ import annotations
 
+__lazy_modules__ = {"kernelhub.errors"}  # PEP 810: imported when first used
+
 import shutil
 from pathlib import Path
 

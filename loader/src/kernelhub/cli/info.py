@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .. import api, deps, deps_resolve
+from .. import api, deps
 from ..formats.metadata import read_metadata
 from ..hub.calls import hub_name
 from ..printable import printable
@@ -107,13 +107,9 @@ def _print_info(args: argparse.Namespace) -> None:
 
 
 def _print_dep_tree(args: argparse.Namespace, target: Path) -> None:
-    if target.exists():
-        root = deps_resolve.locate_local(target, backend=args.backend)
-    else:
-        root = deps_resolve.locate_hub(api.resolve_kernel(args.target, args.version,
-                                                          args.revision, hub=args.hub,
-                                                          backend=args.backend))
-    tree = deps.resolve_tree(root, deps_resolve.hub_resolver(args.hub, args.backend))
+    tree = api.dependency_tree(target if target.exists() else args.target, args.version,
+                               args.revision, hub=args.hub, backend=args.backend)
+    root = tree.location
     print("dependency tree:")
     print(f"  {root.name}")
     for line in tree.lines("  ") or ["  (no kernel dependencies)"]:

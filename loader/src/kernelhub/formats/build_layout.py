@@ -15,6 +15,8 @@ this module; the loader's :func:`local_build_dirs` reads it.
 
 from __future__ import annotations
 
+__lazy_modules__ = {"kernelhub.formats.metadata"}  # PEP 810: imported when first used
+
 from pathlib import Path
 
 from .. import user_files

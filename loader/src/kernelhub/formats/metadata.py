@@ -7,6 +7,8 @@ read and written back, so older loaders keep working as the format grows.
 
 from __future__ import annotations
 
+__lazy_modules__ = {"kernelhub.errors"}  # PEP 810: imported when first used
+
 import base64
 import hashlib
 import json

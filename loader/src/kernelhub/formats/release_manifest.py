@@ -24,6 +24,8 @@ only, one trailing newline. Metadata digests are lowercase hex sha256 of the raw
 
 from __future__ import annotations
 
+__lazy_modules__ = {"kernelhub.errors"}  # PEP 810: imported when first used
+
 import hashlib
 import json
 import re

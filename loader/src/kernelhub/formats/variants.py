@@ -28,6 +28,8 @@ commit, and one regex compile costs more than all of them.
 
 from __future__ import annotations
 
+__lazy_modules__ = {"kernelhub.errors", "kernelhub.system"}  # PEP 810: imported when first used
+
 import re
 from enum import Enum
 

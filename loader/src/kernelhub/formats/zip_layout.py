@@ -22,6 +22,8 @@ decided here, by what the loader accepts.
 
 from __future__ import annotations
 
+__lazy_modules__ = {"kernelhub.errors"}  # PEP 810: imported when first used
+
 import io
 import stat
 import zipfile

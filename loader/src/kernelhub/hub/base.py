@@ -8,6 +8,8 @@ the load path carries the code that writes to a hub.
 
 from __future__ import annotations
 
+__lazy_modules__ = {"kernelhub.errors", "kernelhub.formats.build_layout"}  # PEP 810: imported when first used
+
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -18,17 +20,25 @@ if TYPE_CHECKING:  # the protocol names them; loading through it needs neither m
     from ..formats.release_manifest import ReleaseFiles
     from ..versions import Refs
 
-__all__ = ["BUILD_DIR", "Hub", "check_relative"]
+__all__ = [
+    "BUILD_DIR",
+    "HashListingHub",
+    "Hub",
+    "RemoteHub",
+    "TrustAskingHub",
+    "TypedReposHub",
+    "check_relative",
+]
 
 
 @runtime_checkable
 class Hub(Protocol):
     """A place kernels are loaded from.
 
-    Optional, read with ``getattr``: ``file_hashes(repo_id, commit, variant)`` (the hub's
-    content hash of each file, see :mod:`kernelhub.hub.hashes`) and ``remote`` (True for a
-    hub across a network, whose refs the loader may answer from the cache for
-    ``KERNELHUB_REFS_TTL`` seconds; absent: False).
+    What only some hubs can do is a protocol of its own below (:class:`HashListingHub`,
+    :class:`RemoteHub`, :class:`TrustAskingHub`, :class:`TypedReposHub`), checked with
+    ``isinstance``: a hub lacking one is still a Hub, and mypy sees the member where it is
+    used.
     """
 
     @property
@@ -55,6 +65,42 @@ class Hub(Protocol):
 
     def trusted_orgs(self) -> frozenset[str]:
         """Organisations the hub's operator declares trusted, beyond the user's own list."""
+        ...
+
+
+@runtime_checkable
+class HashListingHub(Protocol):
+    """A hub that lists the content hash of each file of a variant
+    (:mod:`kernelhub.hub.hashes`), so a variant is checked against the hub as it lands."""
+
+    def file_hashes(self, repo_id: str, commit: str, variant: str) -> dict[str, str]:
+        """Path inside the variant → ``git:<sha1>`` or ``sha256:<hex>``."""
+        ...
+
+
+@runtime_checkable
+class RemoteHub(Protocol):
+    """A hub that says whether it is across a network: a remote one's refs may be answered
+    from the cache for ``KERNELHUB_REFS_TTL`` seconds (a hub that does not say is local)."""
+
+    remote: bool
+
+
+@runtime_checkable
+class TrustAskingHub(Protocol):
+    """A Hub-API server, asked per organisation whether it is a trusted publisher
+    (instead of listing :meth:`Hub.trusted_orgs`)."""
+
+    def trusts(self, org: str) -> bool:
+        ...
+
+
+@runtime_checkable
+class TypedReposHub(Protocol):
+    """A Hub-API server whose repositories have a type (``model``, ``kernel``): it names
+    where the ecosystem's cache keeps a repository's files."""
+
+    def type_of(self, repo_id: str) -> str:
         ...
 
 

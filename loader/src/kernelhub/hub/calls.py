@@ -11,6 +11,8 @@ the hub's.
 
 from __future__ import annotations
 
+__lazy_modules__ = {"kernelhub.errors", "kernelhub.hub.base", "kernelhub.redact"}  # PEP 810: imported when first used
+
 import errno
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import HubError, KernelHubError
 from ..redact import names_credentials, redact, redacted_error
+from .base import HashListingHub, Hub, RemoteHub, TrustAskingHub, TypedReposHub
 
 if TYPE_CHECKING:
     from ..formats.release_manifest import ReleaseFiles
     from ..versions import Refs
-    from .base import Hub
 
 _DISK_ERRNOS = frozenset({
     errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR,
@@ -84,20 +86,29 @@ class GuardedHub:
 
     def __init__(self, inner: Hub) -> None:
         self.inner = inner
+        # The optional members (hub.base) are set on the instance exactly when the inner
+        # hub has them, so a capability check answers for the guard as for its hub on
+        # every Python (3.12's isinstance on a protocol never reaches __getattr__).
+        if isinstance(inner, HashListingHub):
+            self.file_hashes = self._file_hashes
+        if isinstance(inner, RemoteHub):
+            self.remote = inner.remote
+        if isinstance(inner, TrustAskingHub):
+            self.trusts = inner.trusts
+        if isinstance(inner, TypedReposHub):
+            self.type_of = inner.type_of
 
     def __repr__(self) -> str:
         return repr(self.inner)
 
     def __getattr__(self, name: str) -> Any:
-        value = getattr(self.inner, name)
-        if name == "file_hashes":  # optional: only hubs that can list content hashes
-            def file_hashes(repo_id: str, commit: str, variant: str) -> dict[str, str]:
-                with hub_call(self.inner, f"listing the content hashes of {variant} of "
-                                          f"{repo_id} at {commit[:12]}"):
-                    listed: dict[str, str] = value(repo_id, commit, variant)
-                return listed
-            return file_hashes
-        return value
+        return getattr(self.inner, name)  # the hub's own attributes (root, endpoint)
+
+    def _file_hashes(self, repo_id: str, commit: str, variant: str) -> dict[str, str]:
+        assert isinstance(self.inner, HashListingHub)
+        with hub_call(self.inner, f"listing the content hashes of {variant} of "
+                                  f"{repo_id} at {commit[:12]}"):
+            return self.inner.file_hashes(repo_id, commit, variant)
 
     @property
     def key(self) -> str:

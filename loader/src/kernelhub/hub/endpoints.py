@@ -13,6 +13,8 @@ be different servers, and one host may serve several mirrors under different pat
 
 from __future__ import annotations
 
+__lazy_modules__ = {"kernelhub.errors"}  # PEP 810: imported when first used
+
 import hashlib
 import os
 import socket

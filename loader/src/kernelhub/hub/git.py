@@ -12,6 +12,8 @@ prompts, a fixed committer identity, no commit signing, C locale (stable message
 
 from __future__ import annotations
 
+__lazy_modules__ = {"kernelhub.errors"}  # PEP 810: imported when first used
+
 import os
 import re
 import secrets

@@ -19,6 +19,12 @@ LFS sha256 for a file stored with Git LFS, else the git blob id. Two things use 
 
 from __future__ import annotations
 
+# PEP 810: imported when first used (inert before Python 3.15)
+__lazy_modules__ = {
+    "kernelhub.errors", "kernelhub.formats.metadata", "kernelhub.hub.base",
+    "kernelhub.value_types",
+}
+
 import hashlib
 import json
 import os
@@ -28,7 +34,7 @@ from pathlib import Path
 from ..errors import IntegrityError
 from ..formats.metadata import Metadata, file_digest, is_digested, stored_files
 from ..value_types import replace
-from .base import Hub
+from .base import HashListingHub, Hub
 
 LFS_SUFFIX = ".hub-lfs.json"
 """Sidecar of a cached variant some of whose files the hub stores with Git LFS: a JSON list
@@ -56,11 +62,9 @@ def matches_hash(data: bytes, expected: str) -> bool:
 def hub_hashes(hub: Hub, repo_id: str, commit: str, variant: str) -> HubHashes | None:
     """The hub's content hash of every file of a variant; None for a hub that cannot list
     them (a variant with a digest is then still verified by it)."""
-    file_hashes = getattr(hub, "file_hashes", None)
-    if file_hashes is None:
+    if not isinstance(hub, HashListingHub):
         return None
-    listed: HubHashes = file_hashes(repo_id, commit, variant)
-    return listed
+    return hub.file_hashes(repo_id, commit, variant)
 
 
 def check_against_hub(hub: Hub, repo_id: str, commit: str, variant: str, fetched: Path,

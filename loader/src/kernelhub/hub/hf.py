@@ -20,6 +20,13 @@ Publishing to such a server lives in :mod:`kernelhub_builder.ship.hf`.
 
 from __future__ import annotations
 
+# PEP 810: imported when first used (inert before Python 3.15)
+__lazy_modules__ = {
+    "kernelhub.errors", "kernelhub.formats.variants", "kernelhub.hub.base",
+    "kernelhub.hub.endpoints", "kernelhub.hub.hf_files", "kernelhub.redact",
+    "kernelhub.versions",
+}
+
 import logging
 import os
 import tempfile

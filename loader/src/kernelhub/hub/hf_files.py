@@ -12,6 +12,8 @@ by the cache before anything of it is kept.
 
 from __future__ import annotations
 
+__lazy_modules__ = {"kernelhub.hub.base"}  # PEP 810: imported when first used
+
 from collections.abc import Iterable
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from pathlib import Path, PurePosixPath

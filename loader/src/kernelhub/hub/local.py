@@ -34,6 +34,12 @@ published so tools that look at HEAD find content.
 
 from __future__ import annotations
 
+# PEP 810: imported when first used (inert before Python 3.15)
+__lazy_modules__ = {
+    "kernelhub.errors", "kernelhub.formats.variants", "kernelhub.hub.base",
+    "kernelhub.versions",
+}
+
 import hashlib
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING

@@ -17,6 +17,8 @@ online choice, for callers that hold a hub and ask it directly.
 
 from __future__ import annotations
 
+__lazy_modules__ = {"kernelhub.errors", "kernelhub.hub.base", "kernelhub.hub.calls"}  # PEP 810: imported when first used
+
 import hashlib
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import RepoNotFoundError
 from .base import Hub
-from .calls import guard, hub_name
+from .calls import GuardedHub, guard, hub_name
 
 if TYPE_CHECKING:
     from ..formats.release_manifest import ReleaseFiles
@@ -121,10 +123,14 @@ def not_found(repo_id: str, misses: Sequence[str]) -> RepoNotFoundError:
 
 def is_search_path(hub: object) -> bool:
     """Whether ``hub`` (guarded or not) is a :class:`SearchPath`."""
-    return isinstance(getattr(hub, "inner", hub), SearchPath)
+    return isinstance(_unguarded(hub), SearchPath)
 
 
 def as_search_path(hub: object) -> SearchPath | None:
     """``hub`` as the SearchPath it is (guarded or not), else None."""
-    inner = getattr(hub, "inner", hub)
+    inner = _unguarded(hub)
     return inner if isinstance(inner, SearchPath) else None
+
+
+def _unguarded(hub: object) -> object:
+    return hub.inner if isinstance(hub, GuardedHub) else hub

@@ -5,6 +5,13 @@ How every call to a hub is reported is :mod:`kernelhub.hub.calls`.
 
 from __future__ import annotations
 
+# PEP 810: imported when first used (inert before Python 3.15)
+__lazy_modules__ = {
+    "kernelhub.errors", "kernelhub.hub.base", "kernelhub.hub.endpoints",
+    "kernelhub.hub.local", "kernelhub.hub.search", "kernelhub.redact",
+    "kernelhub.user_files",
+}
+
 import os
 from pathlib import Path
 

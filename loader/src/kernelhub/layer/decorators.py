@@ -58,24 +58,42 @@ _refusals_told: set[tuple[str, str]] = set()
 
 
 def forward_calling(func: Callable[..., object],
-                    refuses: Callable[..., str | None] | None = None) -> Callable[..., object]:
+                    refuses: Callable[..., str | None] | None = None,
+                    prepares: Callable[..., Callable[[], object] | str] | None = None,
+                    ) -> Callable[..., object]:
     """A ``forward(self, *args, **kwargs)`` that calls ``func(*args, **kwargs)``.
 
     It advertises ``func``'s signature with ``self`` in front, so kernelize's signature
-    check compares the function itself against the layer it replaces. With ``refuses``
-    (a kernel function's ``unsupported_reason``, taking the same arguments): a call it
-    gives a reason for runs the replaced module's own forward instead (the model's
-    function), and the reason is logged once per function and reason.
+    check compares the function itself against the layer it replaces. A call the kernel
+    declines runs the replaced module's own forward instead (the model's function), and
+    the reason is logged once per function and reason. The kernel says so in one of two
+    ways, each taking the call's arguments:
+
+    - ``prepares`` (a kernel function's ``prepare_call``): the reason it declines the
+      call, or the call itself, prepared: a zero-argument callable that runs the kernel
+      on what deciding already worked out (rotary's layout). Deciding and calling are
+      then one computation per call, where a verdict followed by the call works the
+      arguments out twice; preferred when both are given.
+    - ``refuses`` (``unsupported_reason``): the reason, or None to call ``func``. Kernels
+      published before ``prepare_call`` carry only this.
     """
 
     def forward(self: nn.Module, *args: object, **kwargs: object) -> object:
-        if refuses is not None and (why := refuses(*args, **kwargs)) is not None:
-            told = (getattr(func, "__name__", "kernel"), why)
-            if told not in _refusals_told:
-                _refusals_told.add(told)
-                logger.warning("%s: running %s's own code (%s)", told[0], type(self).__name__, why)
-            return type(self).forward(self, *args, **kwargs)
-        return func(*args, **kwargs)
+        if prepares is not None:
+            verdict = prepares(*args, **kwargs)
+            if not isinstance(verdict, str):
+                return verdict()
+            why = verdict
+        else:
+            reason = None if refuses is None else refuses(*args, **kwargs)
+            if reason is None:
+                return func(*args, **kwargs)
+            why = reason
+        told = (getattr(func, "__name__", "kernel"), why)
+        if told not in _refusals_told:
+            _refusals_told.add(told)
+            logger.warning("%s: running %s's own code (%s)", told[0], type(self).__name__, why)
+        return type(self).forward(self, *args, **kwargs)
 
     try:
         sig = inspect.signature(func)

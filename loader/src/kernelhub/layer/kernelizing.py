@@ -92,7 +92,6 @@ def declined(name: str, why: str) -> bool:
         return False
     sink.append((name, why))
     return True
-"""(repository cache key, model class) → validated layer; loading and checking run once."""
 
 
 class KernelizeError(KernelHubError):

@@ -75,12 +75,14 @@ def func_layer(func: Callable[..., object], name: str) -> type[nn.Module]:
 
     ``has_backward`` and ``can_torch_compile`` come from attributes on ``func`` when it
     has them, with the same defaults as a layer class (True, False); a callable
-    ``unsupported_reason`` on ``func`` refuses calls, which then run the replaced
-    function (see :func:`forward_calling`).
+    ``prepare_call`` or ``unsupported_reason`` on ``func`` declines calls, which then run
+    the replaced function (see :func:`forward_calling`).
     """
     refuses = getattr(func, "unsupported_reason", None)
+    prepares = getattr(func, "prepare_call", None)
     attrs = {
-        "forward": forward_calling(func, refuses if callable(refuses) else None),
+        "forward": forward_calling(func, refuses if callable(refuses) else None,
+                                   prepares if callable(prepares) else None),
         "__doc__": f"Pure layer calling {name}.",
         "has_backward": bool(getattr(func, "has_backward", True)),
         "can_torch_compile": bool(getattr(func, "can_torch_compile", False)),

@@ -6,6 +6,8 @@ by the next step, which reads it once. Offline mode allows no fetch.
 
 from __future__ import annotations
 
+__lazy_modules__ = {"kernelhub.cache", "kernelhub.errors", "kernelhub.load.resolve"}  # PEP 810: imported when first used
+
 from pathlib import Path
 
 from .. import settings

@@ -9,6 +9,11 @@ process, so a clash is refused here, before any of the variant's code runs.
 
 from __future__ import annotations
 
+# PEP 810: imported when first used (inert before Python 3.15)
+__lazy_modules__ = {
+    "kernelhub.errors", "kernelhub.formats.metadata", "kernelhub.load.verified_import",
+}
+
 import importlib
 import importlib.metadata
 import importlib.util

@@ -10,15 +10,24 @@ policy applies to it as to any load from the hub).
 
 from __future__ import annotations
 
+# PEP 810: imported when first used (inert before Python 3.15)
+__lazy_modules__ = {
+    "kernelhub.deps", "kernelhub.deps.loading", "kernelhub.load.fetch",
+    "kernelhub.load.importer", "kernelhub.load.request", "kernelhub.load.resolve",
+    "kernelhub.load.validators", "kernelhub.load.verify", "kernelhub.versions",
+}
+
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
 from .. import settings
+from ..deps import KernelDependency, Located, located
+from ..deps.loading import load_tree
 from ..versions import is_commit_id
-from .dependencies import load_with_dependencies
 from .fetch import fetch
-from .request import KernelRequest
+from .importer import import_verified
+from .request import KernelRequest, dependency_request
 from .resolve import ReleaseVerdict, resolve_request
 from .validators import SignatureValidator, Validator, validators_for
 from .verify import Snapshot, verify, verify_fetched
@@ -36,8 +45,7 @@ def load(request: KernelRequest) -> ModuleType:
            *(check.key() for check in checks))
     if (module := _memo.get(key)) is not None:
         return module
-    module = load_with_dependencies(request.repo_id, _snapshot(request, checks), request,
-                                    checked_snapshot)
+    module = _import_with_dependencies(request.repo_id, _snapshot(request, checks), request)
     _memo[key] = module
     return module
 
@@ -94,7 +102,42 @@ def load_local(path: Path) -> ModuleType:
     release = _cached_release(checks, *cached) if cached is not None else None
     snapshot = checked(verify(path, path.name, cached=cached is not None, release=release),
                        checks)
-    return load_with_dependencies(str(path), snapshot, None, checked_snapshot)
+    return _import_with_dependencies(str(path), snapshot, None)
+
+
+def _import_with_dependencies(name: str, snapshot: Snapshot,
+                              parent: KernelRequest | None) -> ModuleType:
+    """Import ``snapshot`` (the kernel ``name``) after its dependencies, each read as a
+    request on ``parent``'s hub (:func:`~kernelhub.load.request.dependency_request`) into
+    a checked snapshot before anything of the tree is imported."""
+
+    root = _located(name, snapshot)
+    if not root.depends:  # most kernels: imported here, without a round trip through deps
+        return import_verified(snapshot.verified)
+
+    def resolve(dep: KernelDependency) -> Located:
+        return _located(dep.repo_id, checked_snapshot(dependency_request(dep, parent)))
+
+    return load_tree(root, resolve, _import_node, _discard_node)
+
+
+def _located(name: str, snapshot: Snapshot) -> Located:
+    commit = snapshot.cached.parent.name if snapshot.cached is not None else None
+    return located(name, commit, snapshot.variant_name, snapshot.verified.metadata,
+                   str(snapshot.verified.source), snapshot)
+
+
+def _import_node(node: Located) -> ModuleType:
+    return import_verified(_node_snapshot(node).verified)
+
+
+def _discard_node(node: Located) -> None:
+    _node_snapshot(node).discard()
+
+
+def _node_snapshot(node: Located) -> Snapshot:
+    assert isinstance(node.handle, Snapshot)
+    return node.handle
 
 
 def _cached_variant(path: Path) -> tuple[str, str, str, str] | None:

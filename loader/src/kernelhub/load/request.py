@@ -7,6 +7,12 @@ hub is asked.
 
 from __future__ import annotations
 
+# PEP 810: imported when first used (inert before Python 3.15)
+__lazy_modules__ = {
+    "kernelhub.errors", "kernelhub.hub.calls", "kernelhub.hub.select",
+    "kernelhub.signing.trust", "kernelhub.versions",
+}
+
 import os
 from collections.abc import Collection
 from typing import TYPE_CHECKING
@@ -20,6 +26,7 @@ from ..value_types import Record
 from ..versions import VersionSpec, check_repo_id, select_spec
 
 if TYPE_CHECKING:
+    from ..deps import KernelDependency
     from ..lock import LockEntry, LockPins
 
 HubArg = Hub | str | os.PathLike[str] | None
@@ -85,3 +92,20 @@ def kernel_request(
     require_bool(check_arch, "check_arch")
     return KernelRequest(repo_id, spec, open_hub_arg(hub), backend, vouched, lock,
                          pins, check_arch)
+
+
+def dependency_request(dep: KernelDependency, parent: KernelRequest | None) -> KernelRequest:
+    """How ``dep`` loads for ``parent``: on its hub with its backend and trust (the default
+    hub and trust for a local build: ``parent`` None); for a locked load, at the commit the
+    same lock pins, checked against that pin's hashes (a dependency the lock does not pin
+    is refused, naming the chain: a fresh resolution would load what nobody locked)."""
+    if parent is None:
+        return kernel_request(dep.repo_id, dep.version, dep.revision)
+    if parent.pins is not None:
+        pin = parent.pins.pick(dep.repo_id)
+        return kernel_request(dep.repo_id, revision=pin.sha, hub=parent.hub,
+                              backend=parent.backend,
+                              trust_remote_code=parent.trust_remote_code, lock=pin,
+                              pins=parent.pins)
+    return kernel_request(dep.repo_id, dep.version, dep.revision, hub=parent.hub,
+                          backend=parent.backend, trust_remote_code=parent.trust_remote_code)

@@ -9,6 +9,13 @@ hub's refs were seen within ``KERNELHUB_REFS_TTL`` seconds (:func:`resolve_ref`)
 
 from __future__ import annotations
 
+# PEP 810: imported when first used (inert before Python 3.15)
+__lazy_modules__ = {
+    "kernelhub.cache", "kernelhub.errors", "kernelhub.hub.base", "kernelhub.hub.calls",
+    "kernelhub.hub.search", "kernelhub.load.request", "kernelhub.selection",
+    "kernelhub.system", "kernelhub.versions",
+}
+
 import contextlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
@@ -22,7 +29,7 @@ from ..errors import (
     RepoNotFoundError,
     VersionSpecError,
 )
-from ..hub.base import Hub
+from ..hub.base import Hub, RemoteHub
 from ..hub.calls import hub_name
 from ..hub.search import as_search_path, not_found
 from ..selection import Selection, select_variant
@@ -109,7 +116,7 @@ def recent_refs(repo_id: str, hub: Hub, cache: KernelCache) -> Refs | None:
 
     Only a hub across a network (``remote``) is answered from the cache: a LocalHub's refs
     cost one local git call, and a publish to it is seen by the next load."""
-    if not getattr(hub, "remote", False) or settings.offline():
+    if not (isinstance(hub, RemoteHub) and hub.remote) or settings.offline():
         return None
     ttl = settings.refs_ttl()
     return cache.read_refs(hub.key, repo_id, max_age=ttl) if ttl > 0 else None

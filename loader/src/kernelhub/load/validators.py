@@ -40,6 +40,13 @@ A new check is one more class here and one more line in :func:`validators_for`.
 
 from __future__ import annotations
 
+# PEP 810: imported when first used (inert before Python 3.15)
+__lazy_modules__ = {
+    "kernelhub.errors", "kernelhub.formats.minver", "kernelhub.formats.provenance",
+    "kernelhub.load.resolve", "kernelhub.selection", "kernelhub.signing.trust",
+    "kernelhub.value_types",
+}
+
 import hashlib
 import json
 from typing import TYPE_CHECKING

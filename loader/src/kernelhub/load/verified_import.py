@@ -26,6 +26,11 @@ are ignored entirely: never read, never verified, never run.
 
 from __future__ import annotations
 
+# PEP 810: imported when first used (inert before Python 3.15)
+__lazy_modules__ = {
+    "kernelhub.errors", "kernelhub.formats.metadata", "kernelhub.formats.zip_layout",
+}
+
 import atexit
 import base64
 import hashlib

@@ -8,6 +8,12 @@ and the next step imports from it.
 
 from __future__ import annotations
 
+# PEP 810: imported when first used (inert before Python 3.15)
+__lazy_modules__ = {
+    "kernelhub.load.fetch", "kernelhub.load.resolve", "kernelhub.load.verified_import",
+    "kernelhub.system",
+}
+
 from pathlib import Path
 
 from ..system import SystemInfo

@@ -16,6 +16,12 @@ used from another.
 
 from __future__ import annotations
 
+# PEP 810: imported when first used (inert before Python 3.15)
+__lazy_modules__ = {
+    "kernelhub.errors", "kernelhub.formats.release_manifest", "kernelhub.signing.trust",
+    "kernelhub.versions",
+}
+
 import hashlib
 
 from .. import settings

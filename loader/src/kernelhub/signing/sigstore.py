@@ -38,6 +38,8 @@ process and, under the user's HMAC key, on disk (:mod:`kernelhub.signing.verifie
 
 from __future__ import annotations
 
+__lazy_modules__ = {"kernelhub.errors", "kernelhub.signing.trust"}  # PEP 810: imported when first used
+
 import hashlib
 import warnings
 from pathlib import Path

@@ -18,6 +18,8 @@ Only Ed25519 keys are accepted: one key type keeps the code small and is what
 
 from __future__ import annotations
 
+__lazy_modules__ = {"kernelhub.errors", "kernelhub.user_files"}  # PEP 810: imported when first used
+
 import base64
 import binascii
 import hashlib

@@ -29,6 +29,8 @@ rotated: both verify until the old one is removed. The rules:
 
 from __future__ import annotations
 
+__lazy_modules__ = {"kernelhub.errors", "kernelhub.hub.base"}  # PEP 810: imported when first used
+
 import fnmatch
 import hashlib
 from pathlib import Path
@@ -36,7 +38,7 @@ from typing import TYPE_CHECKING
 
 from .. import settings, user_files
 from ..errors import FlagTypeError, KernelHubError, SigningKeyError, TrustError
-from ..hub.base import Hub
+from ..hub.base import Hub, TrustAskingHub
 from ..value_types import Record
 
 if TYPE_CHECKING:
@@ -59,8 +61,8 @@ def is_trusted(repo_id: str, hub: Hub | None) -> bool:
         return True
     if hub is None:
         return False
-    if (asks := getattr(hub, "trusts", None)) is not None:  # a Hub-API server, per org
-        return bool(asks(org))
+    if isinstance(hub, TrustAskingHub):  # a Hub-API server, per org
+        return bool(hub.trusts(org))
     return org in hub.trusted_orgs()
 
 

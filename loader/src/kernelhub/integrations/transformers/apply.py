@@ -175,6 +175,14 @@ def _supports(obj: object, mode: Mode) -> bool:
 _told_unverifiable: set[str] = set()
 
 
+def _keep_own(name: str, why: object, kept: str | None = None) -> None:
+    """Say once that ``name`` keeps its own code because of ``why`` (``kept``: the
+    attention implementation it keeps; None: PyTorch's): recorded for the one summary
+    line where kernelize collects failures (:func:`declined`), a warning otherwise."""
+    if not declined(name, str(why) if kept is None else f"keeping {kept}: {why}"):
+        logger.warning("%s: keeping %s (%s)", name, kept or "PyTorch", why)
+
+
 def _apply_layers(model: nn.Module, entries: dict[str, list[Entry]], explicit: set[str],
                   device: str, mode: Mode, autotune: bool) -> None:
     mapping: dict[str, dict[str | Device, dict[Mode, Repository]]] = {}
@@ -220,8 +228,7 @@ def _apply_functions(model: nn.Module, entries: dict[str, list[Entry]], explicit
             except (KernelHubError, AttributeError) as e:
                 if name in explicit:
                     raise load_failure(spec, name, device, e) from None
-                if not declined(name, str(e)):
-                    logger.warning("%s: keeping PyTorch (%s)", name, e)
+                _keep_own(name, e)
         if replacement is not None and _supports(replacement, mode):
             if autotune:
                 replacement = autotuned_function(name, replacement, getattr(module, attr),
@@ -244,8 +251,7 @@ def _apply_experts(model: nn.Module, entries: dict[str, list[Entry]], explicit: 
         except (KernelHubError, AttributeError) as e:
             if EXPERTS_KEY in explicit:
                 raise load_failure(spec, EXPERTS_KEY, device, e) from None
-            if not declined(EXPERTS_KEY, str(e)):
-                logger.warning("%s: keeping PyTorch (%s)", EXPERTS_KEY, e)
+            _keep_own(EXPERTS_KEY, e)
     if spec is None or function is None or not _supports(function, mode):
         experts.uninstall(model)
         return
@@ -291,8 +297,7 @@ def _apply_attention(model: nn.Module, entries: dict[str, list[Entry]], explicit
         return
     if ATTENTION_KEY not in explicit and (why := _needs_own_attention(model, spec.source)):
         _restore_attention(model)
-        if not declined("attention", f"keeping {current}: {why}"):
-            logger.warning("attention: keeping %s (%s)", current, why)
+        _keep_own("attention", why, kept=current)
         return
     function = None if spec.name == attention.DEFAULT_FUNCTION else spec.name
     # An int major is the table's choice (the name stays "org/repo", as Transformers
@@ -306,8 +311,7 @@ def _apply_attention(model: nn.Module, entries: dict[str, list[Entry]], explicit
     except KernelHubError as e:
         if ATTENTION_KEY in explicit:
             raise load_failure(spec, ATTENTION_KEY, device, e) from None
-        if not declined("attention", f"keeping {current}: {e}"):
-            logger.warning("attention: keeping %s (%s)", current, e)
+        _keep_own("attention", e, kept=current)
         return
     chosen = attention.attention_function(name)
     if _supports(chosen, mode):
@@ -317,8 +321,7 @@ def _apply_attention(model: nn.Module, entries: dict[str, list[Entry]], explicit
             except ValueError as e:  # the model refuses it (e.g. a prefix-LM mask): its own
                 if ATTENTION_KEY in explicit:  # attention stays, as the table's is optional
                     raise
-                if not declined("attention", f"keeping {current}: {e}"):
-                    logger.warning("attention: keeping %s (%s)", current, e)
+                _keep_own("attention", e, kept=current)
                 return
         setattr(model, _ATTN_PREVIOUS, previous or current)
         if autotune:

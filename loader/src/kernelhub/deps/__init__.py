@@ -27,15 +27,15 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from . import versions
-from .errors import KernelHubError
-from .lazy_names import deferred
-from .value_types import Record
+from .. import versions
+from ..errors import KernelHubError
+from ..lazy_names import deferred
+from ..value_types import Record
 
 if TYPE_CHECKING:
     from importlib import util as importlib_util
 
-    from .formats.metadata import Metadata
+    from ..formats.metadata import Metadata
 else:
     importlib_util = deferred("importlib.util")
 
@@ -119,6 +119,15 @@ class Located(Record, frozen=True):
     python_depends: tuple[str, ...] = ()
     handle: Any = None
     """Whatever the resolver needs to fetch it later (a Resolution, a path)."""
+
+
+def located(name: str, commit: str | None, variant: str, metadata: Metadata, where: str,
+            handle: object) -> Located:
+    """One kernel of a tree as its variant's metadata describes it (``where`` names the
+    variant in errors): the one reading of a variant into a tree node, whoever found it (a
+    load's snapshot, ``info --dep-tree``'s fetch)."""
+    return Located(name, commit, variant, declared_depends(metadata, where),
+                   tuple(metadata.python_depends), handle)
 
 
 class DepNode(Record, frozen=True):
