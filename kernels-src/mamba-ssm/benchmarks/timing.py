@@ -194,6 +194,7 @@ def _mamba1_case(kernel: ModuleType, tm1: ModuleType, dtype: torch.dtype, T: int
 
 
 def main(argv: list[str] | None = None) -> None:
+    global CASES, CPU_TIME
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("path", type=Path, help="built variant (or kernel) path")
     parser.add_argument("--tokens", type=int, nargs="+", default=[256, 1024])
@@ -206,7 +207,6 @@ def main(argv: list[str] | None = None) -> None:
                         help="one torch thread, medians of thread CPU time (loaded machines)")
     parser.add_argument("--cases", nargs="+", choices=sorted(CASES), default=sorted(CASES))
     args = parser.parse_args(argv)
-    global CASES, CPU_TIME
     CASES = frozenset(args.cases)
     if args.cpu_time:
         CPU_TIME = True
