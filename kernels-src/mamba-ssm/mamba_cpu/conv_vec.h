@@ -3,10 +3,11 @@
 // without intrinsics. Included by kernels_impl.h inside its anonymous
 // namespace (after load/store, exp_approx and the ConvArgs helpers).
 //
-// Prefill (`conv_rows_fixed`): channel-last rows, a block of 8 channels at a
-// time walks a run of rows with the K taps and the last K - 1 inputs in
-// registers, so each input is loaded once and the SiLU is applied before the
-// single store (the general row loop made K + 3 passes over a row buffer).
+// Prefill (`conv_rows_fixed`, float32): channel-last rows, a block of 8
+// channels at a time walks a run of rows with the K taps and the last K - 1
+// inputs in registers, so each input is loaded once and the SiLU is applied
+// before the single store (the general row loop made K + 3 passes over a row
+// buffer).
 //
 // Decode (`conv_update_w4s4`): Transformers' state of width 4 positions per
 // channel, contiguous. Two channels fill a vector as they sit in memory
@@ -49,8 +50,17 @@ inline void store8(bf16_bits* p, v8 v) {
   const v8u rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
   const v8u quiet = (u >> 16) | 0x40u;
   const v8u bits = (u & 0x7fffffffu) > 0x7f800000u ? quiet : rounded;
+#ifdef __AVX2__
+  // GCC narrows a vector lane by lane; a pack (every lane is below 2^16) and a
+  // lane fix-up do it in two instructions.
+  __m256i packed;
+  std::memcpy(&packed, &bits, sizeof packed);
+  packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(packed, packed), 0xd8);
+  std::memcpy(p, &packed, sizeof(v8h));
+#else
   const v8h h = __builtin_convertvector(bits, v8h);
   std::memcpy(p, &h, sizeof h);
+#endif
 }
 
 // exp_approx on 8 lanes (the same steps, so the same results up to FMA contraction).

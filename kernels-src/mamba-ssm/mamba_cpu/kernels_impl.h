@@ -16,9 +16,10 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
-#ifdef MAMBA_HW_BF16
+#if defined(MAMBA_HW_BF16) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -159,9 +160,13 @@ void conv_channels(const ConvArgs& a, int64_t begin, int64_t end) {
 
 template <typename T>
 void conv_t(const ConvArgs& a, int64_t begin, int64_t end) {
-  if (conv_rows_fixed_applies(a)) {
-    a.silu ? conv_rows_width<T, true>(a, begin, end) : conv_rows_width<T, false>(a, begin, end);
-  } else if (a.x_sd == 1 && a.o_sd == 1) {
+  if constexpr (std::is_same_v<T, float>) {  // the backend gives bf16 no row block
+    if (conv_rows_fixed_applies(a)) {
+      a.silu ? conv_rows_width<T, true>(a, begin, end) : conv_rows_width<T, false>(a, begin, end);
+      return;
+    }
+  }
+  if (a.x_sd == 1 && a.o_sd == 1) {
     conv_rows<T>(a, begin, end);
   } else {
     conv_channels<T>(a, begin, end);
