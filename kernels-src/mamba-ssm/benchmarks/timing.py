@@ -10,7 +10,8 @@ Shapes (batch 1 prefill, batch 1 and 8 decode): Mamba-2 2.7B's mixer (d_model 25
 Falcon-H1's at its Transformers config defaults (128 heads x 8, dstate 256, conv over
 1536 channels), and Mamba-1 130m's (1536 channels, dstate 16). The inputs are views
 into one projection, as the models pass them. Options: --tokens (default 256 1024),
---dtypes, --shapes, --capability, --min-run-time. Baselines are Transformers 5.25's
+--dtypes, --shapes, --capability, --min-run-time, --cpu-time (one thread, timed by
+thread CPU time: for a loaded machine), --cases (conv, scan, step). Baselines are Transformers 5.25's
 functions from transformers.models.mamba2 / falcon_h1 / mamba (which must be
 installed). Several minutes.
 """
@@ -20,6 +21,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import statistics
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,11 +62,47 @@ MIXERS = {
 M1_INNER, M1_DSTATE = 1536, 16
 
 
+CASES = frozenset({"conv", "scan", "step"})
+"""--cases: which rows to time (conv1d prefill and decode, chunk scan, decode step)."""
+
+CPU_TIME = False
+"""--cpu-time: one torch thread, each candidate timed by this thread's CPU time. On a
+shared, loaded machine wall time stretches with whatever else runs (eager's conv1d
+swung 0.4-100 ms for one call here); a thread's CPU time does not."""
+
+
+def _cpu_seconds(fn: Callable[[], Any], seconds: float) -> float:
+    """The per-call thread CPU time of one block of calls lasting about ``seconds``."""
+    start = time.thread_time()
+    fn()
+    per_call = max(time.thread_time() - start, 1e-7)
+    calls = max(3, int(seconds / per_call))
+    start = time.thread_time()
+    for _ in range(calls):
+        fn()
+    return (time.thread_time() - start) / calls
+
+
+def _cpu_interleaved(candidates: dict[str, Callable[[], Any]], min_run_time: float,
+                     rounds: int = 7) -> dict[str, float]:
+    """Each candidate's median block over ``rounds`` rounds in which they take turns."""
+    blocks: dict[str, list[float]] = {key: [] for key in candidates}
+    for _ in range(rounds):
+        for key, fn in candidates.items():
+            blocks[key].append(_cpu_seconds(fn, min_run_time / rounds))
+    return {key: statistics.median(times) for key, times in blocks.items()}
+
+
 def _row(label: str, kernel: Callable[[], Any], eager: Callable[[], Any],
          compiled: Callable[[], Any], min_run_time: float) -> None:
+    case = "conv" if label.startswith("conv1d") else "scan" if "scan" in label else "step"
+    if case not in CASES:
+        return
     for _ in range(3):  # compile and reach the steady state before timing
         compiled()
-    t = interleaved({"kernel": kernel, "eager": eager, "compile": compiled}, min_run_time)
+    candidates = {"kernel": kernel, "eager": eager, "compile": compiled}
+    t = (_cpu_interleaved(candidates, min_run_time) if CPU_TIME
+         else interleaved(candidates, min_run_time))
     print(f"  {label:<44}{t['kernel'] * 1e3:10.3f}{t['eager'] * 1e3:10.3f}"
           f"{t['compile'] * 1e3:10.3f}{t['eager'] / t['kernel']:9.2f}x"
           f"{t['compile'] / t['kernel']:9.2f}x")
@@ -155,6 +194,7 @@ def _mamba1_case(kernel: ModuleType, tm1: ModuleType, dtype: torch.dtype, T: int
 
 
 def main(argv: list[str] | None = None) -> None:
+    global CASES, CPU_TIME
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("path", type=Path, help="built variant (or kernel) path")
     parser.add_argument("--tokens", type=int, nargs="+", default=[256, 1024])
@@ -163,7 +203,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--capability", choices=["DEFAULT", "AVX2", "AVX512", "AVX512_BF16"])
     parser.add_argument("--min-run-time", type=float, default=0.5)
     parser.add_argument("--mamba1", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument("--cpu-time", action="store_true",
+                        help="one torch thread, medians of thread CPU time (loaded machines)")
+    parser.add_argument("--cases", nargs="+", choices=sorted(CASES), default=sorted(CASES))
     args = parser.parse_args(argv)
+    CASES = frozenset(args.cases)
+    if args.cpu_time:
+        CPU_TIME = True
+        torch.set_num_threads(1)
     torch._dynamo.config.recompile_limit = 64
     logging.getLogger("transformers").setLevel(logging.ERROR)  # the fallback warning, once per name
 
@@ -175,7 +222,9 @@ def main(argv: list[str] | None = None) -> None:
         kernel.set_cpu_capability(args.capability)
     torch.manual_seed(0)
     print(cpu_header())
-    print(f"threads {torch.get_num_threads()}, loops {kernel.cpu_capability()}; eager = "
+    clock = ("thread CPU time, medians of 7 interleaved rounds" if CPU_TIME
+             else "wall time, best of interleaved rounds")
+    print(f"threads {torch.get_num_threads()}, {clock}, loops {kernel.cpu_capability()}; eager = "
           "Transformers' PyTorch fallback, compile = torch.compile of it; ratios: their time / ours")
     print(f"  {'case':<44}{'ours ms':>10}{'eager ms':>10}{'compile':>10}{'eager/us':>10}{'cmp/us':>10}")
     with torch.inference_mode():

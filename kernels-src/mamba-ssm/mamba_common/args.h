@@ -28,6 +28,9 @@ struct ConvArgs {
   int64_t o_sb, o_sd, o_sl;
   bool silu;
   DType dtype;
+  // CPU: rows per work item of the channel-last loop compiled for widths 2-4
+  // (0: one row per item, the general loop); set by the backend.
+  int64_t row_block;
 };
 
 // One or more decode steps against a rolling conv state [B, D, S], S >= K - 1:

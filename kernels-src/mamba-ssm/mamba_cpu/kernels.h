@@ -9,7 +9,8 @@ namespace mamba_ssm {
 
 struct CpuTable {
   const char* capability;
-  // items: batch * len (rows of channels) for channel-last x, else batch * dim.
+  // items: batch * (len / row_block, rounded up) with a row block, else batch * len
+  // (rows of channels) for channel-last x, else batch * dim.
   void (*conv)(const ConvArgs&, int64_t begin, int64_t end);
   // items: batch * (dim / channel_block, rounded up) with a channel block, else batch * dim
   void (*conv_update)(const ConvUpdateArgs&, int64_t begin, int64_t end);

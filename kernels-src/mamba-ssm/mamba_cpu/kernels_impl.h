@@ -16,9 +16,10 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
-#ifdef MAMBA_HW_BF16
+#if defined(MAMBA_HW_BF16) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -108,6 +109,8 @@ inline float* scratch(int slot, int64_t n) {
 
 // ---- causal conv1d -------------------------------------------------------
 
+#include "conv_vec.h"
+
 // Channel-last x (x_sd == o_sd == 1): one item is one (b, l) row of channels,
 // so the inner loops run over contiguous channels.
 template <typename T>
@@ -157,6 +160,12 @@ void conv_channels(const ConvArgs& a, int64_t begin, int64_t end) {
 
 template <typename T>
 void conv_t(const ConvArgs& a, int64_t begin, int64_t end) {
+  if constexpr (std::is_same_v<T, float>) {  // the backend gives bf16 no row block
+    if (conv_rows_fixed_applies(a)) {
+      a.silu ? conv_rows_width<T, true>(a, begin, end) : conv_rows_width<T, false>(a, begin, end);
+      return;
+    }
+  }
   if (a.x_sd == 1 && a.o_sd == 1) {
     conv_rows<T>(a, begin, end);
   } else {
@@ -238,7 +247,7 @@ void conv_update_blocks(const ConvUpdateArgs& a, int64_t begin, int64_t end) {
     const int64_t b = item / blocks, d0 = item % blocks * cb;
     const int64_t d1 = d0 + cb < a.dim ? d0 + cb : a.dim;
     if (a.state_len == 4) {
-      conv_update_step<T, 4, 4>(a, b, d0, d1, acc);
+      a.silu ? conv_update_w4s4<T, true>(a, b, d0, d1) : conv_update_w4s4<T, false>(a, b, d0, d1);
     } else {
       conv_update_step<T, 4, 3>(a, b, d0, d1, acc);
     }
@@ -282,7 +291,6 @@ constexpr int kVec = 16;
 constexpr int kVec = 8;
 #endif
 typedef float vwide __attribute__((vector_size(kVec * sizeof(float))));
-typedef float v8 __attribute__((vector_size(8 * sizeof(float))));
 
 template <typename V>
 inline V loadv(const float* p) {

@@ -2,13 +2,15 @@
 // torch's current stream. Only c10's stream and error headers come in, no ATen.
 // Straightforward mappings of the recurrences: one thread per
 // output element for the conv, one block per (batch, head) with a thread per
-// head channel for Mamba-2, one thread per (batch, channel) for Mamba-1. The
+// head channel for Mamba-2 (B, C and dt staged in shared memory a chunk of
+// tokens at a time), one thread per (batch, channel) for Mamba-1. The
 // scan states live in a float workspace laid out so a warp's accesses are
 // coalesced ([.., dstate, headdim]).
 #include "../mamba_common/backend.h"
 
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAStream.h>
+#include <c10/util/Exception.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -77,8 +79,13 @@ __global__ void conv_update_kernel(ConvUpdateArgs a) {
 }
 
 // One block per (b, h); thread p owns row p of the state, stored as ws[n][p].
+// The sequence goes by in tiles of `tile` tokens (the caller's chunk_size, or
+// the largest tile whose B, C and dt fit the block's shared memory): the block
+// loads a tile's B and C rows together, coalesced, then every thread walks the
+// tile's tokens from shared memory.
 template <typename T>
-__global__ void scan_kernel(ScanArgs a, float* ws) {
+__global__ void scan_kernel(ScanArgs a, float* ws, int64_t tile) {
+  extern __shared__ float smem[];
   const int64_t item = blockIdx.x, H = a.heads, P = a.headdim, N = a.dstate, L = a.len;
   const int64_t b = item / H, h = item % H, g = h / (H / a.groups);
   const T* x = static_cast<const T*>(a.x);
@@ -87,27 +94,44 @@ __global__ void scan_kernel(ScanArgs a, float* ws) {
   const T* z = static_cast<const T*>(a.z);
   T* y = static_cast<T*>(a.y);
   float* S = ws + item * P * N;
+  float* sB = smem;
+  float* sC = smem + tile * N;
+  float* sdt = smem + 2 * tile * N;
+  const float Ah = a.A[h];
   for (int64_t p = threadIdx.x; p < P; p += blockDim.x) {
     for (int64_t n = 0; n < N; ++n) S[n * P + p] = a.init ? a.init[(item * P + p) * N + n] : 0.0f;
-    const float Ah = a.A[h];
-    for (int64_t t = 0; t < L; ++t) {
-      const float dtv = a.dt[(b * L + t) * H + h];
-      const float da = __expf(dtv * Ah);
-      const T* Bt = Bm + b * a.B_sb + t * a.B_sl + g * a.B_sg;
-      const T* Ct = Cm + b * a.C_sb + t * a.C_sl + g * a.C_sg;
-      const float xv = ld(x, b * a.x_sb + t * a.x_sl + h * a.x_sh + p);
-      const float xd = xv * dtv;
-      float acc = 0.0f;
-      for (int64_t n = 0; n < N; ++n) {
-        const float v = da * S[n * P + p] + xd * ld(Bt, n);
-        S[n * P + p] = v;
-        acc += v * ld(Ct, n);
-      }
-      if (a.D) acc += a.D[h * P + p] * xv;
-      if (z) acc *= silu(ld(z, b * a.z_sb + t * a.z_sl + h * a.z_sh + p));
-      st(y, ((b * L + t) * H + h) * P + p, acc);
+  }
+  for (int64_t t0 = 0; t0 < L; t0 += tile) {
+    const int64_t nt = L - t0 < tile ? L - t0 : tile;
+    __syncthreads();  // the previous tile is no longer read
+    for (int64_t i = threadIdx.x; i < nt * N; i += blockDim.x) {
+      const int64_t t = t0 + i / N, n = i % N;
+      sB[i] = ld(Bm, b * a.B_sb + t * a.B_sl + g * a.B_sg + n);
+      sC[i] = ld(Cm, b * a.C_sb + t * a.C_sl + g * a.C_sg + n);
     }
-    if (a.final_state) {
+    for (int64_t i = threadIdx.x; i < nt; i += blockDim.x) sdt[i] = a.dt[(b * L + t0 + i) * H + h];
+    __syncthreads();
+    for (int64_t p = threadIdx.x; p < P; p += blockDim.x) {
+      for (int64_t i = 0; i < nt; ++i) {
+        const int64_t t = t0 + i;
+        const float dtv = sdt[i];
+        const float da = __expf(dtv * Ah);
+        const float xv = ld(x, b * a.x_sb + t * a.x_sl + h * a.x_sh + p);
+        const float xd = xv * dtv;
+        float acc = 0.0f;
+        for (int64_t n = 0; n < N; ++n) {
+          const float v = da * S[n * P + p] + xd * sB[i * N + n];
+          S[n * P + p] = v;
+          acc += v * sC[i * N + n];
+        }
+        if (a.D) acc += a.D[h * P + p] * xv;
+        if (z) acc *= silu(ld(z, b * a.z_sb + t * a.z_sl + h * a.z_sh + p));
+        st(y, ((b * L + t) * H + h) * P + p, acc);
+      }
+    }
+  }
+  if (a.final_state) {
+    for (int64_t p = threadIdx.x; p < P; p += blockDim.x) {
       for (int64_t n = 0; n < N; ++n) a.final_state[(item * P + p) * N + n] = S[n * P + p];
     }
   }
@@ -204,13 +228,27 @@ void run_conv_update(const ConvUpdateArgs& a) {
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
+// The token tile of the scan: the caller's chunk_size, split (same result) to
+// the largest tile whose B, C and dt fit the 48 KiB of shared memory a block
+// gets without opting in.
+int64_t scan_tile(const ScanArgs& a) {
+  constexpr int64_t kSharedBytes = 48 * 1024;
+  const int64_t per_token = (2 * a.dstate + 1) * static_cast<int64_t>(sizeof(float));
+  const int64_t fits = kSharedBytes / per_token;
+  TORCH_CHECK(fits >= 1, "ssd_scan: dstate ", a.dstate, " is too large for the CUDA scan (one "
+              "token's B and C must fit 48 KiB of shared memory: dstate <= 6143)");
+  return a.chunk < fits ? a.chunk : fits;
+}
+
 void run_scan(const ScanArgs& a) {
   const unsigned blocks = static_cast<unsigned>(a.batch * a.heads);
   const int threads = threads_for(a.headdim);
+  const int64_t tile = scan_tile(a);
+  const size_t smem = static_cast<size_t>((2 * a.dstate + 1) * tile) * sizeof(float);
   if (a.dtype == DType::BFloat16) {
-    scan_kernel<__nv_bfloat16><<<blocks, threads, 0, stream()>>>(a, a.workspace);
+    scan_kernel<__nv_bfloat16><<<blocks, threads, smem, stream()>>>(a, a.workspace, tile);
   } else {
-    scan_kernel<float><<<blocks, threads, 0, stream()>>>(a, a.workspace);
+    scan_kernel<float><<<blocks, threads, smem, stream()>>>(a, a.workspace, tile);
   }
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }

@@ -13,12 +13,16 @@ def _close(ref, out: torch.Tensor, expected: torch.Tensor, dtype: torch.dtype) -
 
 
 @pytest.mark.parametrize("channel_last", [True, False], ids=["channel-last", "contiguous"])
-@pytest.mark.parametrize("width", [2, 4])
-def test_conv_matches_definition(ref, target, dtype, channel_last, width) -> None:
+@pytest.mark.parametrize("width", [2, 3, 4])
+@pytest.mark.parametrize("d", [80, 83], ids=["blocks-of-8", "tail-channels"])
+@pytest.mark.parametrize("seqlen", [37, 150], ids=["one-row-block", "row-blocks"])
+def test_conv_matches_definition(ref, target, dtype, channel_last, width, d, seqlen) -> None:
+    """Channel-last rows run the loop compiled per width over blocks of 8 channels and
+    64 rows: channels past the last block of 8 and rows past a block's first."""
     import mamba_ssm
 
     torch.manual_seed(0)
-    b, d, seqlen = 2, 80, 37
+    b = 2
     x = torch.randn(b, seqlen, d, dtype=dtype).transpose(1, 2) if channel_last \
         else torch.randn(b, d, seqlen, dtype=dtype)
     w, bias = torch.randn(d, width, dtype=dtype), torch.randn(d, dtype=dtype)
@@ -111,13 +115,17 @@ def test_conv_update_decode_step_across_channel_blocks(ref, target, dtype, state
     import mamba_ssm
 
     torch.manual_seed(state_len)
-    b, d, width = 2, 600, 4
+    b, d, width = 2, 603, 4  # 603: the last block's channels end past a multiple of 8
     w, bias = torch.randn(d, width, dtype=dtype), torch.randn(d, dtype=dtype)
-    state, x = torch.randn(b, d, state_len, dtype=dtype), torch.randn(b, d, dtype=dtype)
-    s = state.to(target).clone()
-    out = mamba_ssm.causal_conv1d_update(x.to(target), s, w.to(target), bias.to(target),
-                                         activation="silu")
-    full = torch.cat([state, x[..., None]], -1)
-    assert out.shape == (b, d) and out.dtype == dtype
-    _close(ref, out, ref.conv(full, w, bias, True)[..., -1], dtype)
-    torch.testing.assert_close(s.cpu(), full[..., -state_len:])
+    state = torch.randn(b, d, state_len, dtype=dtype)
+    xs = torch.randn(b, 2 * d, dtype=dtype)
+    for x in (xs[:, :d], xs[:, ::2]):  # a slice of a projection, and a strided view
+        for act, b_ in (("silu", bias), (None, None)):
+            s = state.to(target).clone()
+            out = mamba_ssm.causal_conv1d_update(x.to(target), s, w.to(target),
+                                                 None if b_ is None else b_.to(target),
+                                                 activation=act)
+            full = torch.cat([state, x[..., None]], -1)
+            assert out.shape == (b, d) and out.dtype == dtype
+            _close(ref, out, ref.conv(full, w, b_, act == "silu")[..., -1], dtype)
+            torch.testing.assert_close(s.cpu(), full[..., -state_len:])

@@ -158,11 +158,15 @@ at::Tensor causal_conv1d_fwd(const at::Tensor& x, const at::Tensor& weight_t,
   return out;
 }
 
-at::Tensor causal_conv1d_update(const at::Tensor& x, at::Tensor& conv_state,
+at::Tensor causal_conv1d_update(const at::Tensor& x_in, at::Tensor& conv_state,
                                 const at::Tensor& weight,
                                 const std::optional<at::Tensor>& bias, bool silu) {
   constexpr const char* op = "causal_conv1d_update";
-  const Checker check(op, x, "x", 3, "[batch, dim, seqlen]", true);
+  // [batch, dim] is one token (the decode step's own form): viewed here, not in
+  // Python, where a view and its undo cost more than the step's loop.
+  const bool one_token = x_in.dim() == 2;
+  const at::Tensor x = one_token ? x_in.unsqueeze(-1) : x_in;
+  const Checker check(op, x, "x", 3, "[batch, dim, seqlen] or [batch, dim]", true);
   check.like_x(conv_state, "conv_state");
   const int64_t D = x.size(1);
   TORCH_CHECK(conv_state.dim() == 3 && conv_state.size(0) == x.size(0) && conv_state.size(1) == D,
@@ -192,7 +196,7 @@ at::Tensor causal_conv1d_update(const at::Tensor& x, at::Tensor& conv_state,
   a.silu = silu;
   a.dtype = check.dtype();
   if (out.numel() > 0) mamba_ssm::run_conv_update(a);
-  return out;
+  return one_token ? out.squeeze(-1) : out;
 }
 
 std::tuple<at::Tensor, at::Tensor> ssd_scan(

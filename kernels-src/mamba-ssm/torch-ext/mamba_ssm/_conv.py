@@ -8,7 +8,9 @@ import torch
 
 from . import _recompute, _reference
 from ._ops import ops
-from ._support import applies, as_float
+from ._support import applies, as_float, as_float_param
+
+_update_op = ops.causal_conv1d_update.default
 
 
 def _silu(activation: str | None) -> bool:
@@ -90,14 +92,14 @@ def causal_conv1d_update(
         raise ValueError("causal_conv1d_update: cache_seqlens and conv_state_indices (a "
                          "circular or indexed state) are not supported by this kernel")
     silu = _silu(activation)
-    squeeze = x.dim() == 2
-    x3 = x.unsqueeze(-1) if squeeze else x
     needs_grad = torch.is_grad_enabled() and any(
         t is not None and t.requires_grad for t in (x, weight, bias, conv_state))
-    if (needs_grad or weight.dim() != 2 or not applies(x3, conv_state)
+    if (needs_grad or weight.dim() != 2 or x.dim() not in (2, 3) or not applies(x, conv_state)
             or conv_state.shape[-1] < weight.shape[-1] - 1):
-        out = _reference.causal_conv1d_update(x3, conv_state, weight, bias, silu)
-    else:
-        out = ops.causal_conv1d_update(x3, conv_state, as_float(weight, x3), as_float(bias, x3),
-                                       silu)
-    return out.squeeze(-1) if squeeze else out
+        squeeze = x.dim() == 2
+        out = _reference.causal_conv1d_update(x.unsqueeze(-1) if squeeze else x, conv_state,
+                                              weight, bias, silu)
+        return out.squeeze(-1) if squeeze else out
+    # A decode step's loop takes ~10 us, so its Python costs count: the op takes x
+    # as [batch, dim] itself, and float32 parameters pass through unconverted.
+    return _update_op(x, conv_state, as_float_param(weight, x), as_float_param(bias, x), silu)

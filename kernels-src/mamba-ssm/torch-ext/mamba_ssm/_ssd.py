@@ -21,6 +21,11 @@ def _head_params(D: torch.Tensor | None, heads: int, headdim: int,
     return (d[:, None].expand(heads, headdim) if d.dim() == 1 else d).contiguous()
 
 
+CUDA_MAX_DSTATE = 6143
+"""The CUDA scan stages one token's B and C (and dt) in a block's 48 KiB of shared
+memory at least; a larger state runs the PyTorch formula."""
+
+
 def _scan_kernel(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor,
                  C: torch.Tensor, D: torch.Tensor | None, z: torch.Tensor | None,
                  init: torch.Tensor | None, chunk_size: int, want_final: bool,
@@ -77,7 +82,7 @@ def mamba_chunk_scan_combined(
     dtp = _reference.dt_prepare(dt, dt_bias, dt_softplus, dt_limit)
     args = (x, dtp, A, B, C, D, z, initial_states, chunk_size, return_final_states)
     if (x.dim() == 4 and B.dim() == 4 and A.dim() == 1 and x.shape[2] % B.shape[2] == 0
-            and applies(x, B, C, z)):
+            and applies(x, B, C, z) and not (x.is_cuda and B.shape[3] > CUDA_MAX_DSTATE)):
         y, final = _recompute.run(_scan_kernel, _scan_ref, *args)
     else:
         y, final = _scan_ref(*args)

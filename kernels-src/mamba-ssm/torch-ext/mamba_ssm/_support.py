@@ -37,6 +37,14 @@ def as_float(t: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor | None:
     return t.detach().to(device=like.device, dtype=torch.float32).contiguous()
 
 
+def as_float_param(t: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor | None:
+    """:func:`as_float` for a call that records no gradient: a parameter already
+    contiguous float32 on x's device is passed as it is (no detach, no copy)."""
+    if t is None or (t.dtype is torch.float32 and t.is_contiguous() and t.device == like.device):
+        return t
+    return as_float(t, like)
+
+
 def last_contiguous(t: torch.Tensor | None) -> torch.Tensor | None:
     """``t`` with a unit-stride last dim (the loops take any other strides)."""
     if t is None or t.stride(-1) == 1:
