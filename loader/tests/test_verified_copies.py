@@ -140,3 +140,15 @@ def test_tampering_after_a_warm_hub_load_is_caught(tmp_path: Path, dirhub: DirHu
     pipeline._memo.clear()  # a new process: nothing remembered in memory
     with pytest.raises(IntegrityError, match=r"helper\.py: sha256 does not match"):
         api.get_kernel(REPO, revision=commit, hub=dirhub)
+
+
+def test_a_copy_no_record_can_describe_is_removed_at_exit(tmp_path: Path, settled: None,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """A read-only cache keeps no record: the copy is then the process's own, not kept
+    (else every process would leave one behind)."""
+    monkeypatch.setattr(verified_marks, "remember_data", lambda *args: False)
+    variant = snapshot_variant(_variant(tmp_path), keep=True)
+    assert not variant.kept
+    variant.discard()
+    assert not variant.copy.exists()

@@ -81,15 +81,14 @@ def remember(record_key: bytes, copy: Path, digests: dict[str, str],
     """Record that ``copy`` holds exactly the verified files: ``digests`` (file → digest
     checked against metadata.json), ``sources`` and ``copies`` (file → identity of the
     cache file and of its copy, metadata.json included). Nothing is recorded while a cache
-    file is too fresh to tell apart from a write in the same clock tick; returns whether
-    a record was written."""
+    file is too fresh to tell apart from a write in the same clock tick, or where the
+    record cannot be written (a read-only cache); returns whether it was written."""
     settled = time.time_ns() - SETTLED_NS
     if any(fp[4] > settled for fp in sources.values()):
         return False
     data = json.dumps({"copy": copy.name, "digests": digests, "sources": sources,
                        "copies": copies}, sort_keys=True).encode()
-    verified_marks.remember_data(RECORDS, record_key, data)
-    return True
+    return verified_marks.remember_data(RECORDS, record_key, data)
 
 
 def recall(record_key: bytes, where: Path, sources: dict[str, Fingerprint]

@@ -134,17 +134,20 @@ def recall_data(kind: str, content_key: bytes) -> bytes | None:
     return data if hmac.compare_digest(tag, expected) else None
 
 
-def remember_data(kind: str, content_key: bytes, data: bytes) -> None:
+def remember_data(kind: str, content_key: bytes, data: bytes) -> bool:
     """Record ``data`` for ``content_key`` under ``kind`` (best effort, like
-    :func:`remember`)."""
+    :func:`remember`); whether the record was written."""
     secret = _secret()
     if secret is None:
-        return
+        return False
     path = _data_path(kind, content_key)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}")
+    written = False
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp.write_bytes(hmac.new(secret, content_key + data, hashlib.sha256).digest() + data)
         os.replace(tmp, path)
+        written = True
     with contextlib.suppress(OSError):
         tmp.unlink(missing_ok=True)
+    return written
