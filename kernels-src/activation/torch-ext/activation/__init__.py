@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from . import _fake, layers
+from . import layers
 from ._ops import ops
 
 __all__ = [
@@ -30,8 +30,11 @@ __all__ = [
     "silu_and_mul",
 ]
 
-# Registered for its side effect: fake (meta) implementations for torch.compile.
-del _fake
+# No fake (meta) implementations are registered: every op writes only its ``out``
+# argument and returns nothing, so torch derives the trivial one itself (FakeTensor and
+# ``opcheck`` treat a mutable op with no returns as returning nothing). Registering them
+# with ``torch.library.register_fake`` cost ~5 ms of every load (torch walks
+# ``sys.modules`` to name the caller), for no behaviour.
 
 
 def silu_and_mul(out: torch.Tensor, x: torch.Tensor) -> torch.Tensor:

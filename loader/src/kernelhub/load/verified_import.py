@@ -6,7 +6,9 @@ us) decides what runs. So a variant is read exactly once, here, into a private c
 that only this process writes (:func:`snapshot_variant`): each file is opened without
 following links (``O_NOFOLLOW`` through directory file descriptors, so no path component
 can be swapped either), hashed as it is copied, and the digests are checked against the
-metadata read in the same pass.
+metadata read in the same pass. A copy of a variant from the kernel cache is kept for this
+user's later processes, which use it only while neither it nor the cache variant changed
+(:mod:`kernelhub.load.verified_copies`).
 
 Python's own file loaders would then read each ``.py`` again (after verification) and
 prefer a ``__pycache__/*.pyc`` whose header matches the source's size and mtime — a file
@@ -62,6 +64,8 @@ from ..formats.metadata import (
 from ..formats.zip_layout import BUILD_LAYOUT, archive_name, build_layout, extract_verified
 from ..signing import verified_marks
 from ..value_types import Record
+from . import verified_copies
+from .verified_copies import Fingerprint
 
 # -- the verified private copy ------------------------------------------------------
 
@@ -98,35 +102,107 @@ class VerifiedVariant(Record, frozen=True):
     own_digest: bool = True
     """Whether metadata.json itself lists the digests (False: an ecosystem build, checked
     against the hub's hashes recorded at fetch)."""
+    kept: bool = False
+    """Whether the copy is kept for later processes (:mod:`kernelhub.load.verified_copies`)."""
 
     def discard(self) -> None:
-        """Remove the private copy (native code already loaded from it stays mapped)."""
-        shutil.rmtree(self.copy, ignore_errors=True)
+        """Remove the private copy (native code already loaded from it stays mapped); a
+        kept copy stays, for the loads its record serves."""
+        if not self.kept:
+            shutil.rmtree(self.copy, ignore_errors=True)
 
 
-def snapshot_variant(variant_dir: Path) -> VerifiedVariant:
+def snapshot_variant(variant_dir: Path, keep: bool = False) -> VerifiedVariant:
     """Copy ``variant_dir`` into a private dir, hashing as it goes; verify; return it.
 
-    Raises IntegrityError (naming the file) for links, special files, missing, extra or
-    changed files, and MetadataError for a missing or malformed metadata.json. On any
-    error the private copy is removed.
+    With ``keep`` (a variant in the kernel cache) the copy is kept for later processes,
+    and one kept before is used instead when neither it nor ``variant_dir`` changed since
+    (:mod:`kernelhub.load.verified_copies`). Raises IntegrityError (naming the file) for
+    links, special files, missing, extra or changed files, and MetadataError for a missing
+    or malformed metadata.json. On any error the private copy is removed.
     """
     source = Path(variant_dir)
-    copy = Path(tempfile.mkdtemp(prefix=f"{source.name}-", dir=_private_dir()))
+    where = verified_copies.root() if keep else None
+    if where is not None and (kept := _recalled(source, where)) is not None:
+        return kept
+    copy = Path(tempfile.mkdtemp(prefix=f"{source.name}-", dir=where or _private_dir()))
     try:
-        metadata_bytes, digests, sources = _copy_verified(source, copy)
+        metadata_bytes, digests, sources, identities = _copy_verified(source, copy)
         parsed = parse_metadata(metadata_bytes, str(source / METADATA_FILE))
         metadata = complete_digest(parsed, source)
         check_digests(source, metadata, digests)
         files = frozenset(digests)
-        sources, files = _unpack_zip_layout(source, copy, metadata, sources, files)
+        unpacked, files = _unpack_zip_layout(source, copy, metadata, sources, files)
         if any(rel.endswith(NATIVE_SUFFIXES) for rel in files):
             _check_exec_allowed(copy)
+        kept_now = where is not None and files == frozenset(digests) and verified_copies.remember(
+            verified_copies.key(source, metadata_bytes), copy, digests, *identities)
     except BaseException:
         shutil.rmtree(copy, ignore_errors=True)
         raise
-    return VerifiedVariant(source, copy, metadata, metadata_bytes, sources, files,
-                           bool(parsed.digest_files))
+    if where is not None and not kept_now:  # not recorded: no later load can use it
+        atexit.register(shutil.rmtree, copy, True)
+    return VerifiedVariant(source, copy, metadata, metadata_bytes, unpacked, files,
+                           bool(parsed.digest_files), kept_now)
+
+
+def _recalled(source: Path, where: Path) -> VerifiedVariant | None:
+    """The copy kept for ``source``, when its record says it still holds exactly the
+    verified files (None: read and hash ``source`` in full)."""
+    scanned = _scan(source)
+    if scanned is None:
+        return None
+    metadata_bytes, identities = scanned
+    found = verified_copies.recall(verified_copies.key(source, metadata_bytes), where,
+                                   identities)
+    if found is None:
+        return None
+    copy, digests = found
+    parsed = parse_metadata(metadata_bytes, str(source / METADATA_FILE))
+    metadata = complete_digest(parsed, source)
+    check_digests(source, metadata, digests)
+    sources = {}
+    for rel in digests:
+        if rel.endswith(".py"):
+            try:
+                sources[rel] = (copy / rel).read_bytes()
+            except OSError:
+                return None
+    if any(rel.endswith(NATIVE_SUFFIXES) for rel in digests):
+        _check_exec_allowed(copy)
+    return VerifiedVariant(source, copy, metadata, metadata_bytes, sources,
+                           frozenset(digests), bool(parsed.digest_files), True)
+
+
+def _scan(source: Path) -> tuple[bytes, dict[str, Fingerprint]] | None:
+    """metadata.json's bytes and the identity of every file :func:`_copy_verified` would
+    copy, without reading them; None on anything unusual (the full read reports it)."""
+    metadata_bytes: bytes | None = None
+    identities: dict[str, Fingerprint] = {}
+    try:
+        for dirpath, dirnames, filenames, dirfd in os.fwalk(source, follow_symlinks=False):
+            rel_dir = Path(dirpath).relative_to(source)
+            dirnames[:] = [d for d in dirnames if d not in _BYTECODE_DIRS]
+            for name in filenames:
+                rel = (rel_dir / name).as_posix()
+                if name.endswith(_BYTECODE_SUFFIXES) or rel in SIGNATURE_SIDECARS:
+                    continue
+                if rel == METADATA_FILE:
+                    fd = os.open(name, _OPEN_FLAGS, dir_fd=dirfd)
+                    with os.fdopen(fd, "rb") as f:
+                        info = os.fstat(f.fileno())
+                        if not stat.S_ISREG(info.st_mode):
+                            return None
+                        metadata_bytes = f.read()
+                        info = os.fstat(f.fileno())
+                else:
+                    info = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+                    if not stat.S_ISREG(info.st_mode):
+                        return None
+                identities[rel] = verified_copies.fingerprint(info)
+    except OSError:
+        return None
+    return None if metadata_bytes is None else (metadata_bytes, identities)
 
 
 def _unpack_zip_layout(source: Path, copy: Path, metadata: Metadata, kept: dict[str, bytes],
@@ -147,11 +223,17 @@ def _unpack_zip_layout(source: Path, copy: Path, metadata: Metadata, kept: dict[
     return sources, files | frozenset(members)
 
 
-def _copy_verified(source: Path, copy: Path) -> tuple[bytes, dict[str, str], dict[str, bytes]]:
+Identities = tuple[dict[str, Fingerprint], dict[str, Fingerprint]]
+"""File → identity of each file read (as it was after the read) and of its copy."""
+
+
+def _copy_verified(source: Path, copy: Path
+                   ) -> tuple[bytes, dict[str, str], dict[str, bytes], Identities]:
     """Walk ``source`` through directory fds, copying every regular file once."""
     metadata_bytes: bytes | None = None
     digests: dict[str, str] = {}
     sources: dict[str, bytes] = {}
+    identities: Identities = ({}, {})
     try:
         walk = os.fwalk(source, follow_symlinks=False)
         for dirpath, dirnames, filenames, dirfd in walk:
@@ -168,7 +250,9 @@ def _copy_verified(source: Path, copy: Path) -> tuple[bytes, dict[str, str], dic
                     continue
                 keep = rel == METADATA_FILE or name.endswith(".py") or (
                     name.endswith(".zip") and rel_dir == Path("."))  # a ZIP layout's archive
-                digest, data = _copy_file(source / rel, name, dirfd, copy / rel, keep)
+                digest, data, read, written = _copy_file(source / rel, name, dirfd,
+                                                         copy / rel, keep)
+                identities[0][rel], identities[1][rel] = read, written
                 if rel == METADATA_FILE:
                     metadata_bytes = data
                 else:
@@ -185,7 +269,7 @@ def _copy_verified(source: Path, copy: Path) -> tuple[bytes, dict[str, str], dic
         raise MetadataError(
             f"{source / METADATA_FILE} does not exist: {source} is not a built variant"
         )
-    return metadata_bytes, digests, sources
+    return metadata_bytes, digests, sources, identities
 
 
 def _refuse_link(path: Path, name: str, dirfd: int) -> None:
@@ -203,8 +287,9 @@ def _link_error(path: Path) -> IntegrityError:
 
 def _copy_file(
     path: Path, name: str, dirfd: int, dest: Path, keep: bool
-) -> tuple[str, bytes | None]:
-    """Copy one file opened without following links; its digest and (if kept) bytes."""
+) -> tuple[str, bytes | None, Fingerprint, Fingerprint]:
+    """Copy one file opened without following links; its digest, (if kept) bytes, and
+    the identities of the file (once read) and of the copy."""
     try:
         fd = os.open(name, _OPEN_FLAGS, dir_fd=dirfd)
     except OSError as e:
@@ -222,8 +307,11 @@ def _copy_file(
                 out.write(chunk)
                 if keep:
                     kept.append(chunk)
+            out.flush()  # what the copy holds once closed
+            written = verified_copies.fingerprint(os.fstat(out.fileno()))
+        read = verified_copies.fingerprint(os.fstat(f.fileno()))
     digest = base64.b64encode(h.digest()).decode("ascii")
-    return digest, (b"".join(kept) if keep else None)
+    return digest, (b"".join(kept) if keep else None), read, written
 
 
 def _private_dir() -> Path:

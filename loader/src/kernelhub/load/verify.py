@@ -48,13 +48,13 @@ def verify(path: Path, variant_name: str, *, cached: bool,
            release: ReleaseVerdict | None = None) -> Snapshot:
     """Read the variant at ``path`` once into a private copy, every file checked against
     the digest read in the same pass."""
-    return Snapshot(snapshot_variant(path), variant_name, path if cached else None,
-                    release=release)
+    return Snapshot(snapshot_variant(path, keep=cached), variant_name,
+                    path if cached else None, release=release)
 
 
 def verify_fetched(fetched: Fetched) -> Snapshot:
     """:func:`verify` of a fetched variant, carrying what the checks learned of its
     resolution to the checks on its bytes."""
     resolution = fetched.resolution
-    return Snapshot(snapshot_variant(fetched.path), fetched.variant, fetched.path,
+    return Snapshot(snapshot_variant(fetched.path, keep=True), fetched.variant, fetched.path,
                     resolution.system, resolution.release)

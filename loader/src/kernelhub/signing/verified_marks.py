@@ -26,7 +26,6 @@ import contextlib
 import hashlib
 import hmac
 import os
-import secrets
 import stat
 from pathlib import Path
 
@@ -59,7 +58,7 @@ def _secret() -> bytes | None:
 
 
 def _create_secret(path: Path) -> bytes | None:
-    data = secrets.token_bytes(_SECRET_SIZE)
+    data = os.urandom(_SECRET_SIZE)
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600)
@@ -70,6 +69,11 @@ def _create_secret(path: Path) -> bytes | None:
     with os.fdopen(fd, "wb") as f:
         f.write(data)
     return data
+
+
+def available() -> bool:
+    """Whether checks can be remembered across processes (this user has a usable secret)."""
+    return _secret() is not None
 
 
 def _tag(secret: bytes, content_key: bytes, fingerprint: str) -> str:
@@ -101,7 +105,7 @@ def remember(content_key: bytes, fingerprint: str) -> None:
     if secret is None:
         return
     path = _mark_path(content_key)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}")
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp.write_text(f"{fingerprint}\n{_tag(secret, content_key, fingerprint)}\n")
@@ -130,17 +134,20 @@ def recall_data(kind: str, content_key: bytes) -> bytes | None:
     return data if hmac.compare_digest(tag, expected) else None
 
 
-def remember_data(kind: str, content_key: bytes, data: bytes) -> None:
+def remember_data(kind: str, content_key: bytes, data: bytes) -> bool:
     """Record ``data`` for ``content_key`` under ``kind`` (best effort, like
-    :func:`remember`)."""
+    :func:`remember`); whether the record was written."""
     secret = _secret()
     if secret is None:
-        return
+        return False
     path = _data_path(kind, content_key)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}")
+    written = False
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp.write_bytes(hmac.new(secret, content_key + data, hashlib.sha256).digest() + data)
         os.replace(tmp, path)
+        written = True
     with contextlib.suppress(OSError):
         tmp.unlink(missing_ok=True)
+    return written
