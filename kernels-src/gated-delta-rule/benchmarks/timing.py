@@ -19,7 +19,7 @@ from types import ModuleType
 
 import torch
 import torch.nn.functional as F
-from kernelhub.benchmark.timing import cpu_header, interleaved
+from kernelhub.benchmark.timing import cpu_header, interleaved, interleaved_thread_time
 
 KEY_HEADS, VALUE_HEADS, DIM = 16, 32, 128
 
@@ -47,18 +47,29 @@ def inputs(seq: int, dtype: torch.dtype) -> dict:
     )
 
 
+CPU_TIME = False
+"""--cpu-time: one torch thread, each candidate timed by this thread's CPU time (median of
+interleaved rounds): a loaded shared machine stretches wall time, not CPU time."""
+
+
+def measure(candidates: dict, min_run_time: float, rounds: int) -> dict[str, float]:
+    if CPU_TIME:
+        return interleaved_thread_time(candidates, rounds=max(rounds, 5))
+    return interleaved(candidates, min_run_time, rounds=rounds)
+
+
 def case(label: str, ours, theirs, compiled, x: dict, min_run_time: float, rounds: int) -> None:
     kwargs = dict(output_final_state=True, use_qk_l2norm_in_kernel=True)
     for _ in range(2):  # compile and reach the steady state before timing
         compiled(**x, **kwargs)
-    t = interleaved(
+    t = measure(
         {
             "kernel": lambda: ours(**x, **kwargs),
             "fallback": lambda: theirs(**x, **kwargs),
             "compile": lambda: compiled(**x, **kwargs),
         },
         min_run_time,
-        rounds=rounds,
+        rounds,
     )
     print(
         f"  {label:<26}{t['kernel'] * 1e3:11.3f}{t['fallback'] * 1e3:12.3f}{t['compile'] * 1e3:12.3f}"
@@ -79,9 +90,7 @@ def layer_case(kernel: ModuleType, name: str, seq: int, min_run_time: float, rou
     ours = kernel.layers.Qwen3_5GatedDeltaNet.forward.__get__(layer)  # what kernelize does
     x = torch.randn(1, seq, 4096, dtype=dtype)
     with torch.no_grad():
-        t = interleaved(
-            {"kernel": lambda: ours(x), "pytorch": lambda: layer(x)}, min_run_time, rounds=rounds
-        )
+        t = measure({"kernel": lambda: ours(x), "pytorch": lambda: layer(x)}, min_run_time, rounds)
     print(
         f"  {name + ' layer prefill ' + str(seq):<26}{t['kernel'] * 1e3:11.3f}{t['pytorch'] * 1e3:12.3f}"
         f"{'-':>12}{t['pytorch'] / t['kernel']:11.2f}x{'-':>11}"
@@ -102,10 +111,10 @@ def conv_case(kernel: ModuleType, name: str, seq: int, min_run_time: float, roun
         out = F.conv1d(x.transpose(1, 2), weight, None, padding=3, groups=channels)
         return F.silu(out[:, :, :seq]).transpose(1, 2)
 
-    t = interleaved(
+    t = measure(
         {"kernel": lambda: op(x, weight.squeeze(1), None, None, seq), "pytorch": pytorch},
         min_run_time,
-        rounds=rounds,
+        rounds,
     )
     print(
         f"  {name + ' conv+silu ' + str(seq):<26}{t['kernel'] * 1e3:11.3f}{t['pytorch'] * 1e3:12.3f}"
@@ -127,7 +136,16 @@ def main(argv: list[str] | None = None) -> None:
         help="also the layer's conv and the whole layer at prefill 256 (default on; the "
         "fallback column is then PyTorch's conv1d / PyTorch's layer)",
     )
+    parser.add_argument(
+        "--cpu-time",
+        action="store_true",
+        help="one torch thread, timed by thread CPU time (medians; for loaded machines)",
+    )
     args = parser.parse_args(argv)
+    if args.cpu_time:
+        global CPU_TIME
+        CPU_TIME = True
+        torch.set_num_threads(1)
     torch._dynamo.config.recompile_limit = 64
     import kernelhub
 
