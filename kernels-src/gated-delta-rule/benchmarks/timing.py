@@ -19,7 +19,7 @@ from types import ModuleType
 
 import torch
 import torch.nn.functional as F
-from kernelhub.benchmark.timing import cpu_header, interleaved
+from kernelhub.benchmark.timing import cpu_header, interleaved, interleaved_thread_time
 
 KEY_HEADS, VALUE_HEADS, DIM = 16, 32, 128
 
@@ -47,18 +47,29 @@ def inputs(seq: int, dtype: torch.dtype) -> dict:
     )
 
 
+CPU_TIME = False
+"""--cpu-time: one torch thread, each candidate timed by this thread's CPU time (median of
+interleaved rounds): a loaded shared machine stretches wall time, not CPU time."""
+
+
+def measure(candidates: dict, min_run_time: float, rounds: int) -> dict[str, float]:
+    if CPU_TIME:
+        return interleaved_thread_time(candidates, rounds=max(rounds, 5))
+    return interleaved(candidates, min_run_time, rounds=rounds)
+
+
 def case(label: str, ours, theirs, compiled, x: dict, min_run_time: float, rounds: int) -> None:
     kwargs = dict(output_final_state=True, use_qk_l2norm_in_kernel=True)
     for _ in range(2):  # compile and reach the steady state before timing
         compiled(**x, **kwargs)
-    t = interleaved(
+    t = measure(
         {
             "kernel": lambda: ours(**x, **kwargs),
             "fallback": lambda: theirs(**x, **kwargs),
             "compile": lambda: compiled(**x, **kwargs),
         },
         min_run_time,
-        rounds=rounds,
+        rounds,
     )
     print(
         f"  {label:<26}{t['kernel'] * 1e3:11.3f}{t['fallback'] * 1e3:12.3f}{t['compile'] * 1e3:12.3f}"
@@ -67,23 +78,46 @@ def case(label: str, ours, theirs, compiled, x: dict, min_run_time: float, round
 
 
 def layer_case(kernel: ModuleType, name: str, seq: int, min_run_time: float, rounds: int) -> None:
-    """The whole Qwen3_5GatedDeltaNet (hidden 1024, the issue's tiny-but-real shape, with
-    the real head counts and dims), PyTorch's forward vs this kernel's layer forward."""
+    """The whole Qwen3_5GatedDeltaNet (the released hidden size 4096, head counts and
+    dims), PyTorch's forward vs this kernel's layer forward, without a cache."""
     from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5GatedDeltaNet, Qwen3_5TextConfig
 
     config = Qwen3_5TextConfig(
-        hidden_size=1024, num_hidden_layers=1, layer_types=["linear_attention"]
+        hidden_size=4096, num_hidden_layers=1, layer_types=["linear_attention"]
     )
     dtype = getattr(torch, name)
     layer = Qwen3_5GatedDeltaNet(config, 0).to(dtype).eval()
     ours = kernel.layers.Qwen3_5GatedDeltaNet.forward.__get__(layer)  # what kernelize does
-    x = torch.randn(1, seq, 1024, dtype=dtype)
+    x = torch.randn(1, seq, 4096, dtype=dtype)
     with torch.no_grad():
-        t = interleaved(
-            {"kernel": lambda: ours(x), "pytorch": lambda: layer(x)}, min_run_time, rounds=rounds
-        )
+        t = measure({"kernel": lambda: ours(x), "pytorch": lambda: layer(x)}, min_run_time, rounds)
     print(
         f"  {name + ' layer prefill ' + str(seq):<26}{t['kernel'] * 1e3:11.3f}{t['pytorch'] * 1e3:12.3f}"
+        f"{'-':>12}{t['pytorch'] / t['kernel']:11.2f}x{'-':>11}"
+    )
+
+
+def conv_case(kernel: ModuleType, name: str, seq: int, min_run_time: float, rounds: int) -> None:
+    """The layer's causal conv + SiLU at the real width (2 x 16 x 128 + 32 x 128 = 8192
+    channels, 4 taps) on the input projection's [batch, seq, channels] output: PyTorch's
+    depthwise conv1d as the model runs it (channels first, then back) vs this kernel's op."""
+    dtype = getattr(torch, name)
+    channels = 2 * KEY_HEADS * DIM + VALUE_HEADS * DIM
+    x = torch.randn(1, seq, channels, dtype=dtype)
+    weight = torch.randn(channels, 1, 4, dtype=dtype)
+    op = kernel._ops.ops.causal_conv1d_silu
+
+    def pytorch() -> torch.Tensor:
+        out = F.conv1d(x.transpose(1, 2), weight, None, padding=3, groups=channels)
+        return F.silu(out[:, :, :seq]).transpose(1, 2)
+
+    t = measure(
+        {"kernel": lambda: op(x, weight.squeeze(1), None, None, seq), "pytorch": pytorch},
+        min_run_time,
+        rounds,
+    )
+    print(
+        f"  {name + ' conv+silu ' + str(seq):<26}{t['kernel'] * 1e3:11.3f}{t['pytorch'] * 1e3:12.3f}"
         f"{'-':>12}{t['pytorch'] / t['kernel']:11.2f}x{'-':>11}"
     )
 
@@ -99,9 +133,19 @@ def main(argv: list[str] | None = None) -> None:
         "--layer",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="also the whole layer at prefill 256 (default on)",
+        help="also the layer's conv and the whole layer at prefill 256 (default on; the "
+        "fallback column is then PyTorch's conv1d / PyTorch's layer)",
+    )
+    parser.add_argument(
+        "--cpu-time",
+        action="store_true",
+        help="one torch thread, timed by thread CPU time (medians; for loaded machines)",
     )
     args = parser.parse_args(argv)
+    if args.cpu_time:
+        global CPU_TIME
+        CPU_TIME = True
+        torch.set_num_threads(1)
     torch._dynamo.config.recompile_limit = 64
     import kernelhub
 
@@ -139,6 +183,10 @@ def main(argv: list[str] | None = None) -> None:
             args.min_run_time,
             args.rounds,
         )
+        if args.layer:
+            for seq in (256, 1):
+                conv_case(kernel, name, seq, args.min_run_time, args.rounds)
+            layer_case(kernel, name, 256, args.min_run_time, args.rounds)
 
 
 if __name__ == "__main__":

@@ -131,6 +131,72 @@ std::tuple<at::Tensor, at::Tensor> recurrent_gated_delta_rule_fwd(
                       use_qk_l2norm, 1, false);
 }
 
+namespace gdn_cpu {
+namespace {
+
+at::Tensor conv_silu(const at::Tensor& x_in, const at::Tensor& weight,
+                     const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& state,
+                     int64_t keep) {
+  const char* op = "causal_conv1d_silu";
+  TORCH_CHECK_VALUE(x_in.dim() == 3, op, ": x must be [batch, seq, channels], got ", x_in.sizes());
+  TORCH_CHECK_VALUE(x_in.device().is_cpu(), op, ": expected CPU tensors, got ", x_in.device());
+  const auto dtype = x_in.scalar_type();
+  TORCH_CHECK_VALUE(dtype == at::kFloat || dtype == at::kBFloat16 || dtype == at::kHalf, op,
+                    ": x must be float32, bfloat16 or float16, got ", dtype);
+  const int64_t batch = x_in.size(0), seq = x_in.size(1), channels = x_in.size(2);
+  TORCH_CHECK_VALUE(weight.dim() == 2 && weight.size(0) == channels && weight.size(1) >= 1, op,
+                    ": weight must be [channels, width] = [", channels, ", width], got ",
+                    weight.sizes());
+  const int64_t width = weight.size(1);
+  TORCH_CHECK_VALUE(keep >= 0 && keep <= seq, op, ": keep must be in [0, ", seq, "], got ", keep);
+  if (bias.has_value()) {
+    TORCH_CHECK_VALUE(bias->dim() == 1 && bias->size(0) == channels, op,
+                      ": bias must be [channels] = [", channels, "], got ", bias->sizes());
+  }
+  if (state.has_value()) {
+    TORCH_CHECK_VALUE(state->dim() == 3 && state->size(0) == batch &&
+                          state->size(1) == channels && state->size(2) >= width - 1,
+                      op, ": state must be [batch, channels, at least width - 1] = [", batch, ", ",
+                      channels, ", >= ", width - 1, "], got ", state->sizes());
+    TORCH_CHECK_VALUE(state->scalar_type() == dtype && state->is_contiguous(), op,
+                      ": state must be contiguous and of x's dtype ", dtype);
+  }
+  const at::Tensor x = x_in.stride(2) == 1 ? x_in : x_in.contiguous();
+  const at::Tensor w = weight.to(at::kFloat).t().contiguous();
+  const at::Tensor b = bias.has_value() ? bias->to(at::kFloat).contiguous() : at::Tensor();
+  at::Tensor out = at::empty({batch, keep, channels}, x.options());
+  if (batch * keep * channels > 0) {
+    ConvArgs args{x.const_data_ptr(),
+                  {x.stride(0), x.stride(1)},
+                  state.has_value() ? state->const_data_ptr() : nullptr,
+                  state.has_value() ? state->size(2) : 0,
+                  w.const_data_ptr<float>(),
+                  b.defined() ? b.const_data_ptr<float>() : nullptr,
+                  out.data_ptr(),
+                  batch, seq, channels, width, keep, dtype};
+    const KernelTable* table = active_table().load();
+    // Rows of a few thousand channels: a grain of 4 rows keeps decode on one thread.
+    at::parallel_for(0, batch * keep, 4,
+                     [&](int64_t begin, int64_t end) { table->conv(args, begin, end); });
+  }
+  if (state.has_value() && state->size(2) > 0) {
+    // The state becomes its width's worth of the latest inputs (the cache's layout).
+    const int64_t keep_cols = state->size(2);
+    at::Tensor window = at::cat({*state, x.transpose(1, 2)}, 2);
+    state->copy_(window.narrow(2, window.size(2) - keep_cols, keep_cols));
+  }
+  return out;
+}
+
+}  // namespace
+}  // namespace gdn_cpu
+
+at::Tensor causal_conv1d_silu(const at::Tensor& x, const at::Tensor& weight,
+                              const std::optional<at::Tensor>& bias,
+                              const std::optional<at::Tensor>& state, int64_t keep) {
+  return gdn_cpu::conv_silu(x, weight, bias, state, keep);
+}
+
 std::string cpu_capability() {
   return gdn_cpu::active_table().load()->capability;
 }

@@ -32,12 +32,32 @@ struct GdnArgs {
   c10::ScalarType dtype;
 };
 
+// The layer's causal depthwise convolution + SiLU in the layout the input
+// projection writes: x [B, T, C] (any strides in B/T, unit stride in C), out
+// [B, keep, C] contiguous in x's dtype, the last `keep` positions of
+// silu(bias + sum_w weight[w][c] x[t - (W - 1) + w][c]). Positions before the
+// start read the last columns of `state` [B, C, S >= W - 1] (x's dtype,
+// contiguous; the model cache keeps S = W) where given, else 0.
+struct ConvArgs {
+  const void* x;
+  int64_t x_stride[2];  // strides of x in elements for B, T
+  const void* state;    // nullable
+  int64_t state_width;  // S
+  const float* weight;  // [W, C] float32 (transposed from the model's [C, W])
+  const float* bias;    // nullable, [C] float32
+  void* out;
+  int64_t batch, seq, channels, width, keep;
+  c10::ScalarType dtype;
+};
+
 // One set of loops, compiled for one CPU capability. Each runs the
-// (batch, value-head) problems [begin, end) of `args`.
+// (batch, value-head) problems [begin, end) of `args`; `conv` runs the output
+// rows [begin, end) of batch * keep.
 struct KernelTable {
   const char* capability;
   void (*chunked)(const GdnArgs& args, int64_t begin, int64_t end);
   void (*recurrent)(const GdnArgs& args, int64_t begin, int64_t end);
+  void (*conv)(const ConvArgs& args, int64_t begin, int64_t end);
 };
 
 // Defined by kernels_<capability>.cpp; nullptr where this compiler/target

@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -201,9 +202,10 @@ void chunked_range(const GdnArgs& a, int64_t begin, int64_t end) {
   }
 }
 
-// One token at a time (decode, and any length where chunking does not pay):
-// two passes over S per token, the first decays it and reads S^T k, the
-// second writes the update and reads S^T q.
+// One token at a time (decode, and any length where chunking does not pay).
+// With S' = a S + k v'^T and v' = beta (v - a S^T k), the output is
+// S'^T q = a S^T q + (k.q) v': one read-only pass gathers S^T k and S^T q, the
+// second writes S' in place, two streams over S instead of two read-modify-write.
 template <typename T>
 void recurrent_range(const GdnArgs& a, int64_t begin, int64_t end) {
   const int64_t dk = a.dk, dv = a.dv;
@@ -218,23 +220,102 @@ void recurrent_range(const GdnArgs& a, int64_t begin, int64_t end) {
       const float decay = std::exp(a.g[gi]);
       const float beta = a.beta[gi];
       std::fill(kv.begin(), kv.end(), 0.f);
+      std::fill(o.begin(), o.end(), 0.f);
+      float* kvp = kv.data();
+      float* op = o.data();
       for (int64_t d = 0; d < dk; ++d) {
-        float* s = S + d * dv;
-        scale_row(s, decay, dv);
-        axpy(kv.data(), k[d], s, dv);
+        const float* s = S + d * dv;
+        const float kd = k[d], qd = q[d];
+#pragma omp simd
+        for (int64_t c = 0; c < dv; ++c) {
+          kvp[c] += kd * s[c];
+          op[c] += qd * s[c];
+        }
       }
+      const float qk = dot(q.data(), k.data(), dk);
+      float* vp = v.data();
 #pragma omp simd
       for (int64_t c = 0; c < dv; ++c) {
-        v[c] = beta * (v[c] - kv[c]);
+        vp[c] = beta * (vp[c] - decay * kvp[c]);
+        op[c] = decay * op[c] + qk * vp[c];
       }
-      std::fill(o.begin(), o.end(), 0.f);
       for (int64_t d = 0; d < dk; ++d) {
         float* s = S + d * dv;
-        axpy(s, k[d], v.data(), dv);
-        axpy(o.data(), q[d], s, dv);
+        const float kd = k[d];
+#pragma omp simd
+        for (int64_t c = 0; c < dv; ++c) {
+          s[c] = decay * s[c] + kd * vp[c];
+        }
       }
       store_row(o.data(), out_row<T>(a, hv, t), dv);
     }
+  }
+}
+
+// e^x for the SiLU, in plain arithmetic the compiler vectorises inside
+// `omp simd` (std::exp is a library call there): x = n ln2 + r with |r| <= ln2/2,
+// e^r by its degree-6 minimax polynomial (Cephes' expf coefficients), 2^n put
+// into the exponent bits. Relative error ~2e-7; x is clamped to the float range.
+inline float exp_poly(float x) {
+  // Selects, not std::min/max (whose references keep GCC from if-converting).
+  x = x < -87.3f ? -87.3f : x;
+  x = x > 88.3f ? 88.3f : x;
+  const float n = std::floor(x * 1.44269504089f + 0.5f);
+  const float r = x - n * 0.693359375f + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.f;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float two_n;
+  std::memcpy(&two_n, &bits, sizeof two_n);
+  return p * two_n;
+}
+
+// Output rows [begin, end) of batch * keep: each row is one position of every
+// channel, so the channel loop (unit stride in x, out and the [W, C] weight)
+// vectorises; taps before the sequence start read the state (or zeros).
+template <typename T>
+void conv_range(const ConvArgs& a, int64_t begin, int64_t end) {
+  const int64_t C = a.channels, W = a.width;
+  std::vector<float> acc(C), tap(C);
+  for (int64_t row = begin; row < end; ++row) {
+    const int64_t b = row / a.keep;
+    const int64_t t = a.seq - a.keep + row % a.keep;
+    if (a.bias != nullptr) {
+      std::memcpy(acc.data(), a.bias, C * sizeof(float));
+    } else {
+      std::fill(acc.begin(), acc.end(), 0.f);
+    }
+    for (int64_t w = 0; w < W; ++w) {
+      const int64_t src = t - (W - 1) + w;
+      const float* wt = a.weight + w * C;
+      float* accp = acc.data();
+      if (src >= 0) {
+        const T* x = static_cast<const T*>(a.x) + b * a.x_stride[0] + src * a.x_stride[1];
+#pragma omp simd
+        for (int64_t c = 0; c < C; ++c) {
+          accp[c] += wt[c] * static_cast<float>(x[c]);
+        }
+      } else if (a.state != nullptr) {
+        // state [B, C, S]: position src < 0 is its column S + src.
+        const int64_t S = a.state_width;
+        const T* st = static_cast<const T*>(a.state) + b * C * S + (S + src);
+        for (int64_t c = 0; c < C; ++c) {
+          accp[c] += wt[c] * static_cast<float>(st[c * S]);
+        }
+      }
+    }
+    float* res = tap.data();
+    const float* accp = acc.data();
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c) {
+      res[c] = accp[c] / (1.f + exp_poly(-accp[c]));
+    }
+    store_row(res, static_cast<T*>(a.out) + row * C, C);
   }
 }
 
@@ -260,7 +341,18 @@ void recurrent(const GdnArgs& a, int64_t begin, int64_t end) {
   }
 }
 
-const KernelTable table{GDN_CAPABILITY, &chunked, &recurrent};
+void conv(const ConvArgs& a, int64_t begin, int64_t end) {
+  switch (a.dtype) {
+    case c10::ScalarType::BFloat16:
+      return conv_range<c10::BFloat16>(a, begin, end);
+    case c10::ScalarType::Half:
+      return conv_range<c10::Half>(a, begin, end);
+    default:
+      return conv_range<float>(a, begin, end);
+  }
+}
+
+const KernelTable table{GDN_CAPABILITY, &chunked, &recurrent, &conv};
 
 }  // namespace
 

@@ -13,6 +13,11 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
       "recurrent_gated_delta_rule_fwd(Tensor q, Tensor k, Tensor v, Tensor g, Tensor beta, "
       "float scale, Tensor? initial_state, bool use_qk_l2norm) -> (Tensor, Tensor)");
 #if defined(CPU_KERNEL)
+  // CPU only: the layer runs PyTorch's conv1d on other devices.
+  ops.def(
+      "causal_conv1d_silu(Tensor x, Tensor weight, Tensor? bias, Tensor(a!)? state, int keep) "
+      "-> Tensor");
+  ops.impl("causal_conv1d_silu", c10::DeviceType::CPU, &causal_conv1d_silu);
   ops.impl("chunk_gated_delta_rule_fwd", c10::DeviceType::CPU, &chunk_gated_delta_rule_fwd);
   ops.impl("recurrent_gated_delta_rule_fwd", c10::DeviceType::CPU,
            &recurrent_gated_delta_rule_fwd);

@@ -20,6 +20,13 @@ std::tuple<at::Tensor, at::Tensor> recurrent_gated_delta_rule_fwd(
     bool use_qk_l2norm);
 
 #if defined(CPU_KERNEL)
+// The layer's causal depthwise convolution + SiLU over x [B, T, C] (the input
+// projection's layout, no transpose), the last `keep` positions, out [B, keep, C];
+// positions before the start read the last columns of `state` [B, C, S >= W - 1],
+// which then holds the last S inputs (decode; the model cache keeps S = W), else zeros.
+at::Tensor causal_conv1d_silu(const at::Tensor& x, const at::Tensor& weight,
+                              const std::optional<at::Tensor>& bias,
+                              const std::optional<at::Tensor>& state, int64_t keep);
 // Which vector loops (DEFAULT, AVX2, AVX512, AVX512_BF16) the CPU ops run.
 std::string cpu_capability();
 // Switches the CPU ops to other compiled loops (one this CPU supports) and

@@ -2,14 +2,15 @@
 
 Checks happen in the real kernel; the fakes only describe the results: the output
 ``[batch, seq, value_heads, value_dim]`` in the dtype of ``v`` and the float32 state
-``[batch, value_heads, key_dim, value_dim]``.
+``[batch, value_heads, key_dim, value_dim]``; the conv gives ``[batch, keep, channels]`` in
+the dtype of ``x``.
 """
 
 from __future__ import annotations
 
 import torch
 
-from ._ops import add_op_namespace_prefix
+from ._ops import add_op_namespace_prefix, ops
 
 
 def _results(k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -46,3 +47,18 @@ def _recurrent_fake(
     use_qk_l2norm: bool,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     return _results(k, v)
+
+
+def _conv_fake(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    state: torch.Tensor | None,
+    keep: int,
+) -> torch.Tensor:
+    return x.new_empty((x.shape[0], keep, x.shape[2]))
+
+
+# The conv op exists in CPU builds only.
+if hasattr(ops, "causal_conv1d_silu"):
+    torch.library.register_fake(add_op_namespace_prefix("causal_conv1d_silu"), _conv_fake)

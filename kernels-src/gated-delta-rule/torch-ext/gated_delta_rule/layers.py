@@ -2,10 +2,19 @@
 
 A "pure" layer (only ``forward``, run on the model's own layer instance, whose
 projections, ``conv1d``, ``A_log``, ``dt_bias`` and gated ``norm`` it uses). It follows
-the model's forward step for step, with the gated delta rule on this kernel's ops; the
-causal convolution is PyTorch's depthwise ``conv1d`` (with the model cache's conv state),
-and the gated RMSNorm is the model's own ``norm`` module, so a kernel mapped to
-``RMSNormGated`` serves it too.
+the model's forward step for step, with the gated delta rule on this kernel's ops. On the
+CPU the causal convolution + SiLU is this kernel's ``causal_conv1d_silu``, which reads the
+input projection's ``[batch, seq, channels]`` output where it lies (PyTorch's depthwise
+``conv1d`` wants channels first, and costs 30-70 ms at 256 tokens, 40 ms per bfloat16
+decode step); elsewhere it is PyTorch's ``conv1d``. The model cache's conv state is read
+and written as the model does. The gated RMSNorm is the model's own ``norm`` module, so a
+kernel mapped to ``RMSNormGated`` serves it too.
+
+On CPUs without native bfloat16 arithmetic (no AVX512_BF16), PyTorch's bfloat16 matrix
+products run ~8 GFLOP/s, 7-10x slower than float32; there the layer's projections of 16
+or more tokens widen to float32 (the weights too, for the call: ~50 ms for the largest,
+against seconds saved) and round the result to bfloat16 once, as the bfloat16 product
+does after its float32 accumulation.
 """
 
 from __future__ import annotations
@@ -17,38 +26,71 @@ import torch.nn.functional as F
 from torch import nn
 
 from ._functional import chunk_gated_delta_rule, fused_recurrent_gated_delta_rule
+from ._ops import ops
 
 
 def _conv(layer: nn.Module, mixed: torch.Tensor, cache: Any) -> torch.Tensor:
-    """Causal depthwise convolution + SiLU over [batch, channels, seq], reading and
-    updating the cache's conv state the way the model's ``causal_conv1d_forward`` does."""
+    """Causal depthwise convolution + SiLU over ``mixed`` [batch, seq, channels], reading and
+    updating the cache's conv state the way the model's ``causal_conv1d_forward`` does;
+    returns [batch, seq, channels]."""
     conv1d: nn.Conv1d = layer.conv1d
     weight = conv1d.weight.squeeze(1)
-    seq_len = mixed.shape[-1]
+    seq_len = mixed.shape[1]
     idx = layer.layer_idx
+    # The fused op has no backward: training keeps PyTorch's conv1d.
+    fused = (
+        mixed.device.type == "cpu"
+        and hasattr(ops, "causal_conv1d_silu")
+        and not (torch.is_grad_enabled() and (mixed.requires_grad or weight.requires_grad))
+    )
     conv_state = cache.get_conv_state(idx, state_idx=0) if cache is not None else None
     if conv_state is not None and seq_len == 1 and not cache.is_recording_past(idx):
         cache.increase_count(idx, 0)
-        window = torch.cat([conv_state, mixed], dim=-1).to(weight.dtype)
+        if fused and conv_state.dtype == mixed.dtype and conv_state.is_contiguous():
+            return ops.causal_conv1d_silu(mixed, weight, conv1d.bias, conv_state, seq_len)
+        window = torch.cat([conv_state, mixed.transpose(1, 2)], dim=-1).to(weight.dtype)
         conv_state.copy_(window[:, :, -conv_state.shape[-1] :])
         out = F.conv1d(window, weight.unsqueeze(1), conv1d.bias, groups=weight.shape[0])[
             :, :, -seq_len:
         ]
-    else:
-        if cache is not None:
-            mixed = cache.update_conv_state(
-                mixed, idx, state_idx=0, conv_kernel_size=conv1d.kernel_size[0]
-            )
-        pad = weight.shape[-1] - 1
-        out = F.conv1d(
-            mixed.to(weight.dtype),
-            weight.unsqueeze(1),
-            conv1d.bias,
-            padding=pad,
-            groups=weight.shape[0],
+        return F.silu(out).to(mixed.dtype).transpose(1, 2)
+    full = mixed.transpose(1, 2)
+    if cache is not None:
+        full = cache.update_conv_state(
+            full, idx, state_idx=0, conv_kernel_size=conv1d.kernel_size[0]
         )
-        out = out[:, :, : mixed.shape[-1]][:, :, -seq_len:]
-    return F.silu(out).to(mixed.dtype)
+    if fused:
+        return ops.causal_conv1d_silu(full.transpose(1, 2), weight, conv1d.bias, None, seq_len)
+    pad = weight.shape[-1] - 1
+    out = F.conv1d(
+        full.to(weight.dtype), weight.unsqueeze(1), conv1d.bias, padding=pad, groups=weight.shape[0]
+    )
+    out = out[:, :, : full.shape[-1]][:, :, -seq_len:]
+    return F.silu(out).to(mixed.dtype).transpose(1, 2)
+
+
+_WIDEN_ROWS = 16
+"""Rows from which a bfloat16/float16 projection runs in float32 on CPUs without native
+bfloat16 arithmetic (measured: 16 rows 129 ms in bfloat16 vs 92 ms widened, 4 rows 33 vs
+79 ms, for the 4096 x 8192 ``in_proj_qkv``)."""
+
+
+def _project(linear: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    """``linear(x)``, widened to float32 where PyTorch's half-precision product is slow."""
+    if (
+        x.dtype in (torch.bfloat16, torch.float16)
+        and x.device.type == "cpu"
+        and x.numel() // x.shape[-1] >= _WIDEN_ROWS
+        and _slow_half_products()
+    ):
+        bias = None if linear.bias is None else linear.bias.float()
+        return F.linear(x.float(), linear.weight.float(), bias).to(x.dtype)
+    return linear(x)
+
+
+def _slow_half_products() -> bool:
+    """No AVX512_BF16 loops here (those CPUs, AMX ones included, multiply bfloat16 natively)."""
+    return hasattr(ops, "cpu_capability") and ops.cpu_capability() != "AVX512_BF16"
 
 
 def _prefill(
@@ -112,12 +154,12 @@ class Qwen3_5GatedDeltaNet(nn.Module):
             cache.get_recurrent_state(self.layer_idx, state_idx=0) if cache is not None else None
         )
 
-        mixed = _conv(self, self.in_proj_qkv(hidden_states).transpose(1, 2), cache).transpose(1, 2)
+        mixed = _conv(self, _project(self.in_proj_qkv, hidden_states), cache)
         query, key, value = torch.split(mixed, [self.key_dim, self.key_dim, self.value_dim], dim=-1)
         query = query.reshape(batch, seq_len, -1, self.head_k_dim)
         key = key.reshape(batch, seq_len, -1, self.head_k_dim)
         value = value.reshape(batch, seq_len, -1, self.head_v_dim)
-        z = self.in_proj_z(hidden_states)
+        z = _project(self.in_proj_z, hidden_states)
         beta = self.in_proj_b(hidden_states).sigmoid()
         g = -self.A_log.float().exp() * F.softplus(
             self.in_proj_a(hidden_states).float() + self.dt_bias
@@ -140,4 +182,4 @@ class Qwen3_5GatedDeltaNet(nn.Module):
             cache.update_recurrent_state(new_state, self.layer_idx)
 
         out = self.norm(out.reshape(-1, self.head_v_dim), z.reshape(-1, self.head_v_dim))
-        return self.out_proj(out.reshape(batch, seq_len, -1))
+        return _project(self.out_proj, out.reshape(batch, seq_len, -1))

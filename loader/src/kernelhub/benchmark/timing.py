@@ -55,6 +55,27 @@ def interleaved(candidates: Mapping[str, Callable[[], Any]], min_run_time: float
             interleaved_blocks(candidates, min_run_time, rounds).items()}
 
 
+def interleaved_thread_time(candidates: Mapping[str, Callable[[], Any]], rounds: int = 7,
+                            calls: int = 1) -> dict[str, float]:
+    """Each candidate's median over ``rounds`` turns of this thread's CPU time per call
+    (``calls`` calls a turn). On a loaded machine wall time stretches by whatever else
+    runs and CPU time does not; the caller pins torch to one thread, so the op's work is
+    all on this thread."""
+    import statistics
+    import time
+
+    samples: dict[str, list[float]] = {key: [] for key in candidates}
+    for fn in candidates.values():
+        fn()
+    for _ in range(rounds):
+        for key, fn in candidates.items():
+            start = time.thread_time()
+            for _ in range(calls):
+                fn()
+            samples[key].append((time.thread_time() - start) / calls)
+    return {key: statistics.median(times) for key, times in samples.items()}
+
+
 MODEL_TOKENS = (1, 128, 512, 2048)
 """Token counts of the model-shape tables (x hidden 4096 for norms and rotary, x
 intermediate 11008 for activation): decode, short and long prompts."""
