@@ -152,12 +152,55 @@ __attribute__((target("avx2,fma"))) void small_gemm_one_row(const float* x, int6
   if (o < o1) small_gemm_rows<W, 1>(x, h, w, y, ldy, o, o1);
 }
 
+// Transposed weights ([E, H, O], gpt-oss): y[r, o] = sum_h x[r, h] w[h, o], each weight
+// row read once for R rows; S vectors of 8 outputs per strip (R * S accumulators, at
+// most 8, so 8 FMA chains are in flight for a single row). Every output is one chain
+// over h in order (vector FMA or std::fma in the tail), so its bits do not depend on R.
+template <typename W, int R, int S>
+__attribute__((target("avx2,fma"))) void small_gemm_t(const float* x, int64_t h, const W* w,
+                                                       int64_t out_dim, float* y, int64_t ldy,
+                                                       int64_t o0, int64_t o1) {
+  int64_t o = o0;
+  for (; o + 8 * S <= o1; o += 8 * S) {
+    __m256 acc[R][S];
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < S; ++j) acc[r][j] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < h; ++i) {
+      __m256 wv[S];
+      for (int j = 0; j < S; ++j) wv[j] = load8(w + i * out_dim + o + 8 * j);
+      for (int r = 0; r < R; ++r) {
+        const __m256 xb = _mm256_set1_ps(x[r * h + i]);
+        for (int j = 0; j < S; ++j) acc[r][j] = _mm256_fmadd_ps(wv[j], xb, acc[r][j]);
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < S; ++j) _mm256_storeu_ps(y + r * ldy + o + 8 * j, acc[r][j]);
+  }
+  if (S > 1 && o + 8 <= o1) {
+    small_gemm_t<W, R, 1>(x, h, w, out_dim, y, ldy, o, o1);
+    return;
+  }
+  for (; o < o1; ++o)
+    for (int r = 0; r < R; ++r) {
+      float sum = 0.0f;
+      for (int64_t i = 0; i < h; ++i) sum = std::fma(widen(w[i * out_dim + o]), x[r * h + i], sum);
+      y[r * ldy + o] = sum;
+    }
+}
+
 template <typename W>
 using SmallGemm = void (*)(const float*, int64_t, const W*, float*, int64_t, int64_t, int64_t);
 template <typename W>
 constexpr SmallGemm<W> kSmallGemm[kSmallRows] = {
     small_gemm_one_row<W>, small_gemm_rows<W, 2>, small_gemm_rows<W, 3>, small_gemm_rows<W, 4>,
     small_gemm_rows<W, 5>, small_gemm_rows<W, 6>, small_gemm_rows<W, 7>, small_gemm_rows<W, 8>};
+template <typename W>
+using SmallGemmT = void (*)(const float*, int64_t, const W*, int64_t, float*, int64_t, int64_t,
+                            int64_t);
+template <typename W>
+constexpr SmallGemmT<W> kSmallGemmT[kSmallRows] = {
+    small_gemm_t<W, 1, 8>, small_gemm_t<W, 2, 4>, small_gemm_t<W, 3, 2>, small_gemm_t<W, 4, 2>,
+    small_gemm_t<W, 5, 1>, small_gemm_t<W, 6, 1>, small_gemm_t<W, 7, 1>, small_gemm_t<W, 8, 1>};
 
 bool small_gemm_usable() {
   static const bool usable = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
@@ -165,10 +208,12 @@ bool small_gemm_usable() {
 }
 
 // y [rows, O] (float32) = each run's rows of x [rows, H] (float32) times w_e^T, where w is
-// [E, O, H] (contiguous).
+// [E, O, H] (contiguous), or times w_e where w is [E, H, O] (transposed); plus b_e where
+// biases b [E, O] are given.
 template <typename W>
 void grouped_small_gemm(const float* x, int64_t h, const W* w, int64_t out_dim,
-                        const std::vector<Run>& runs, float* y) {
+                        const std::vector<Run>& runs, float* y, bool transposed,
+                        const W* bias) {
   const int64_t blocks = (out_dim + kOutBlock - 1) / kOutBlock;
   const int64_t items = static_cast<int64_t>(runs.size()) * blocks;
   at::parallel_for(0, items, 1, [&](int64_t begin, int64_t end) {
@@ -177,8 +222,16 @@ void grouped_small_gemm(const float* x, int64_t h, const W* w, int64_t out_dim,
       const int64_t o0 = (item % blocks) * kOutBlock, o1 = std::min(out_dim, o0 + kOutBlock);
       for (int64_t r0 = run.first; r0 < run.first + run.rows; r0 += kSmallRows) {
         const int64_t rows = std::min(kSmallRows, run.first + run.rows - r0);
-        kSmallGemm<W>[rows - 1](x + r0 * h, h, w + run.expert * out_dim * h, y + r0 * out_dim,
-                                out_dim, o0, o1);
+        const W* we = w + run.expert * out_dim * h;
+        float* yr = y + r0 * out_dim;
+        if (transposed)
+          kSmallGemmT<W>[rows - 1](x + r0 * h, h, we, out_dim, yr, out_dim, o0, o1);
+        else
+          kSmallGemm<W>[rows - 1](x + r0 * h, h, we, yr, out_dim, o0, o1);
+        if (bias != nullptr)
+          for (int64_t r = 0; r < rows; ++r)
+            for (int64_t o = o0; o < o1; ++o)
+              yr[r * out_dim + o] += widen(bias[run.expert * out_dim + o]);
       }
     }
   });
@@ -340,15 +393,16 @@ at::Tensor moe_experts(const at::Tensor& hidden_in, const at::Tensor& index_in,
   if (tokens == 0) return out;
 
   // Rows per expert, and which experts take the few-rows loop: it needs AVX2 + FMA and
-  // weights as [E, O, H] rows without biases.
+  // contiguous weights and biases.
   const int64_t* idx = index.data_ptr<int64_t>();
   std::vector<int64_t> count(experts, 0);
   for (int64_t s = 0; s < slots; ++s)
     if (idx[s] >= 0 && idx[s] < experts) ++count[idx[s]];
   bool small_ok = false;
 #if MOE_HAVE_SMALL_GEMM
-  small_ok = small_gemm_usable() && !transposed && !gate_up_bias.has_value() &&
-             gate_up.is_contiguous() && down.is_contiguous();
+  small_ok = small_gemm_usable() && gate_up.is_contiguous() && down.is_contiguous() &&
+             (!gate_up_bias.has_value() ||
+              (gate_up_bias->is_contiguous() && down_bias->is_contiguous()));
 #endif
   const int64_t gemm_from = !small_ok ? 1 : gemm_rows >= 1 ? gemm_rows : gemm_from_rows(dtype);
   // Few-rows experts first, then the GEMM experts, each group in expert order.
@@ -409,21 +463,26 @@ at::Tensor moe_experts(const at::Tensor& hidden_in, const at::Tensor& index_in,
     if (bf16) xs32.copy_(xs.narrow(0, 0, small_rows));
     at::Tensor gu = ws.take(small_rows, 2 * inter, at::kFloat);
     at::Tensor act = ws.take(small_rows, inter, at::kFloat);
-    if (bf16)
-      grouped_small_gemm(xs32.data_ptr<float>(), h,
-                         reinterpret_cast<const uint16_t*>(gate_up.data_ptr()), 2 * inter,
-                         small, gu.data_ptr<float>());
-    else
-      grouped_small_gemm(xs32.data_ptr<float>(), h, gate_up.data_ptr<float>(), 2 * inter,
-                         small, gu.data_ptr<float>());
-    apply_gate(gu, act, how);
-    if (bf16)
-      grouped_small_gemm(act.data_ptr<float>(), inter,
-                         reinterpret_cast<const uint16_t*>(down.data_ptr()), h, small,
-                         y.data_ptr<float>());
-    else
+    const bool has_bias = gate_up_bias.has_value();
+    if (bf16) {
+      auto bits = [](const at::Tensor& t) {
+        return reinterpret_cast<const uint16_t*>(t.data_ptr());
+      };
+      grouped_small_gemm(xs32.data_ptr<float>(), h, bits(gate_up), 2 * inter, small,
+                         gu.data_ptr<float>(), transposed,
+                         has_bias ? bits(*gate_up_bias) : nullptr);
+      apply_gate(gu, act, how);
+      grouped_small_gemm(act.data_ptr<float>(), inter, bits(down), h, small, y.data_ptr<float>(),
+                         transposed, has_bias ? bits(*down_bias) : nullptr);
+    } else {
+      grouped_small_gemm(xs32.data_ptr<float>(), h, gate_up.data_ptr<float>(), 2 * inter, small,
+                         gu.data_ptr<float>(), transposed,
+                         has_bias ? gate_up_bias->data_ptr<float>() : nullptr);
+      apply_gate(gu, act, how);
       grouped_small_gemm(act.data_ptr<float>(), inter, down.data_ptr<float>(), h, small,
-                         y.data_ptr<float>());
+                         y.data_ptr<float>(), transposed,
+                         has_bias ? down_bias->data_ptr<float>() : nullptr);
+    }
   }
 #endif
   if (most_large > 0) {

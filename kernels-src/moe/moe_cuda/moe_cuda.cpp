@@ -12,7 +12,7 @@
 #include "kernels.h"
 
 #include <ATen/ATen.h>
-#include <c10/cuda/CUDAGuard.h>
+#include <c10/core/DeviceGuard.h>
 
 at::Tensor moe_experts(const at::Tensor& hidden_in, const at::Tensor& index_in,
                        const at::Tensor& weights_in, const at::Tensor& gate_up,
@@ -32,7 +32,7 @@ at::Tensor moe_experts(const at::Tensor& hidden_in, const at::Tensor& index_in,
                   down_bias->device() == device;
   TORCH_CHECK(same_device, "moe_experts: every tensor must be on hidden's CUDA device ",
               device);
-  const c10::cuda::CUDAGuard guard(device);
+  const c10::DeviceGuard guard(device);
   const at::Tensor hidden = hidden_in.contiguous();
   const at::Tensor weights = weights_in.to(at::kFloat).contiguous();
   const int64_t tokens = hidden.size(0), h = hidden.size(1), k = index_in.size(1);
@@ -88,7 +88,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> moe_router(
     const at::Tensor& hidden, const at::Tensor& weight, int64_t top_k, int64_t scoring,
     const c10::optional<at::Tensor>& bias, double softcap) {
   moe::check_router_args(hidden, weight, top_k, scoring, bias);
-  const c10::cuda::CUDAGuard guard(hidden.device());
+  const c10::DeviceGuard guard(hidden.device());
   const at::Tensor logits = at::mm(hidden, weight.t());
   at::Tensor logits32 = logits.to(at::kFloat);
   if (scoring == 1 && softcap > 0.0) logits32 = at::tanh(logits32 / softcap) * softcap;

@@ -112,15 +112,33 @@ def _gpt_oss_problem(tokens, dtype, experts=8, k=4, h=64, inter=48, seed=4):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("tokens", [1, 9, 200])
-def test_gpt_oss_experts(moe, dtype, tokens):
+@pytest.mark.parametrize("h, inter", [(64, 48), (67, 45)])  # 67, 45: tails past 8 outputs
+def test_gpt_oss_experts(moe, dtype, tokens, h, inter):
+    """Both paths (the transposed few-rows loop: gemm_rows above every count; ATen's GEMMs:
+    gemm_rows=1) and the table's choice."""
     hidden, index, weights, gate_up, gate_up_bias, down, down_bias = _gpt_oss_problem(
-        tokens, dtype)
-    got = moe.experts(hidden, index, weights, gate_up, down, 3, gate_up_bias=gate_up_bias,
-                      down_bias=down_bias, transposed=True, interleaved=True, alpha=1.702,
-                      limit=1.5)
+        tokens, dtype, h=h, inter=inter)
     want = gpt_oss_reference(hidden, index, weights, gate_up, gate_up_bias, down, down_bias,
                              1.702, 1.5)
-    torch.testing.assert_close(got, want, **TOL[dtype])
+    for gemm_rows in (-1, 1, 10**6):
+        got = moe.experts(hidden, index, weights, gate_up, down, 3, gate_up_bias=gate_up_bias,
+                          down_bias=down_bias, transposed=True, interleaved=True, alpha=1.702,
+                          limit=1.5, gemm_rows=gemm_rows)
+        torch.testing.assert_close(got, want, **TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_gpt_oss_token_alone_gets_the_same_bits_as_in_a_batch(moe, dtype):
+    """The transposed loop sums every output in one order whatever the rows per expert."""
+    hidden, index, weights, gate_up, gate_up_bias, down, down_bias = _gpt_oss_problem(
+        6, dtype, experts=4, k=2, h=67, inter=45)
+    kw = dict(gate_up_bias=gate_up_bias, down_bias=down_bias, transposed=True,
+              interleaved=True, limit=1.5, gemm_rows=10**6)
+    batch = moe.experts(hidden, index, weights, gate_up, down, 3, **kw)
+    for t in range(hidden.shape[0]):
+        alone = moe.experts(hidden[t:t + 1], index[t:t + 1], weights[t:t + 1], gate_up, down,
+                            3, **kw)
+        assert torch.equal(alone[0], batch[t]), t
 
 
 def test_experts_ignores_sentinel_slots(moe):
