@@ -1,8 +1,9 @@
 """Time the moe kernel against the PyTorch code Transformers runs, at real layer shapes.
 
 Experts: one MoE layer of Qwen3-30B-A3B (hidden 2048, expert intermediate 768, 128
-experts, top 8) and of Mixtral-8x7B (hidden 4096, intermediate 14336, 8 experts, top 2),
-at a decode token and a prefill, float32 and bfloat16. Baselines, all in one run:
+experts, top 8), of Mixtral-8x7B (hidden 4096, intermediate 14336, 8 experts, top 2) and
+of gpt-oss-20b (hidden 2880, intermediate 2880, 32 experts, top 4; transposed weights,
+biases, clamped SwiGLU), at a decode token and a prefill, float32 and bfloat16. Baselines, all in one run:
 Transformers' default experts implementation on the CPU (``grouped_mm``), its
 ``batched_mm`` (decode only: it copies every slot's weights), the experts class's own
 loop (``eager``), and ``torch.compile`` of ``grouped_mm``. Router: Qwen3.5-MoE's
@@ -10,12 +11,18 @@ loop (``eager``), and ``torch.compile`` of ``grouped_mm``. Router: Qwen3.5-MoE's
 Ratios are baseline time / kernel time (higher: the kernel is faster).
 
     python benchmarks/timing.py build/moe/torch213-cxx11-cpu-x86_64-linux \\
-        [--families qwen3_moe mixtral] [--tokens 1 128] [--dtypes float32 bfloat16]
+        [--families qwen3_moe mixtral gpt_oss] [--tokens 1 128] [--dtypes float32 bfloat16]
+        [--cpu-time]
+
+``--cpu-time``: thread CPU time on one thread, median of interleaved rounds, instead of
+the best wall-clock block on the configured threads (for a loaded, shared machine).
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -26,7 +33,8 @@ from kernelhub.benchmark.timing import cpu_header, interleaved
 from torch import nn
 from transformers.integrations import moe as tmoe
 
-SHAPES = {"qwen3_moe": (2048, 768, 128, 8), "mixtral": (4096, 14336, 8, 2)}
+SHAPES = {"qwen3_moe": (2048, 768, 128, 8), "mixtral": (4096, 14336, 8, 2),
+          "gpt_oss": (2880, 2880, 32, 4)}
 """Family → (hidden, expert intermediate, experts, top-k)."""
 
 
@@ -59,6 +67,57 @@ class Experts(nn.Module):
             y = F.linear(self.act_fn(gate) * up, self.down_proj[e]) * weights[token, slot, None]
             out.index_add_(0, token, y.to(out.dtype))
         return out
+
+
+class GptOssExperts(Experts):
+    """gpt-oss's experts layout: ``[E, H, 2I]`` / ``[E, I, H]``, biases, its own gate."""
+
+    is_concatenated, is_transposed, has_bias = False, True, True
+
+    def __init__(self, hidden: int, inter: int, experts: int, dtype: torch.dtype) -> None:
+        super().__init__(hidden, inter, experts, dtype)
+        self.gate_up_proj = nn.Parameter(self.gate_up_proj.transpose(1, 2).contiguous(),
+                                         requires_grad=False)
+        self.down_proj = nn.Parameter(self.down_proj.transpose(1, 2).contiguous(),
+                                      requires_grad=False)
+        self.gate_up_proj_bias = nn.Parameter(torch.randn(experts, 2 * inter, dtype=dtype)
+                                              * 0.1, requires_grad=False)
+        self.down_proj_bias = nn.Parameter(torch.randn(experts, hidden, dtype=dtype) * 0.1,
+                                           requires_grad=False)
+        self.alpha, self.limit = 1.702, 7.0
+
+    def _apply_gate(self, gate_up: torch.Tensor) -> torch.Tensor:
+        gate = gate_up[..., ::2].clamp(min=None, max=self.limit)
+        up = gate_up[..., 1::2].clamp(min=-self.limit, max=self.limit)
+        return (up + 1) * (gate * torch.sigmoid(gate * self.alpha))
+
+    def eager(self, hidden: torch.Tensor, index: torch.Tensor, weights: torch.Tensor
+              ) -> torch.Tensor:
+        out = torch.zeros_like(hidden)
+        for e in index.unique():
+            token, slot = torch.where(index == e)
+            gu = hidden[token] @ self.gate_up_proj[e] + self.gate_up_proj_bias[e]
+            y = self._apply_gate(gu) @ self.down_proj[e] + self.down_proj_bias[e]
+            out.index_add_(0, token, (y * weights[token, slot, None]).to(out.dtype))
+        return out
+
+
+def cpu_time_interleaved(candidates: dict[str, Callable[[], Any]], rounds: int = 5
+                         ) -> dict[str, float]:
+    """Median thread CPU time per call over ``rounds`` interleaved rounds (one warm-up)."""
+    times: dict[str, list[float]] = {key: [] for key in candidates}
+    for fn in candidates.values():
+        fn()
+    for _ in range(rounds):
+        for key, fn in candidates.items():
+            start = time.thread_time()
+            fn()
+            times[key].append(time.thread_time() - start)
+    return {key: statistics.median(v) for key, v in times.items()}
+
+
+CPU_TIME = False
+"""Whether times are thread CPU time on one thread (``--cpu-time``)."""
 
 
 def router_reference(hidden: torch.Tensor, weight: torch.Tensor, top_k: int):
@@ -112,7 +171,8 @@ def experts_rows(moe: Any, family: str, tokens: list[int], dtypes: list[torch.dt
                  min_run_time: float) -> None:
     hidden_size, inter, experts, top_k = SHAPES[family]
     for dtype in dtypes:
-        module = Experts(hidden_size, inter, experts, dtype)
+        module = (GptOssExperts if family == "gpt_oss" else Experts)(hidden_size, inter,
+                                                                    experts, dtype)
         for n in tokens:
             gen = torch.Generator().manual_seed(n)
             hidden = torch.randn(n, hidden_size, generator=gen).to(dtype)
@@ -125,7 +185,8 @@ def experts_rows(moe: Any, family: str, tokens: list[int], dtypes: list[torch.dt
                 got = moe.experts_forward(*args).float()
                 want = tmoe.grouped_mm_experts_forward(*args).float()
                 err = (got - want).abs().max().item() / max(want.abs().max().item(), 1e-30)
-                times = interleaved(candidates, min_run_time)
+                times = (cpu_time_interleaved(candidates) if CPU_TIME
+                         else interleaved(candidates, min_run_time))
             _row(f"{family} {str(dtype)[6:]} tokens {n}", times)
             print(f"  {'':<28} max |kernel - grouped_mm| / max |grouped_mm| = {err:.2e}")
 
@@ -152,13 +213,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--min-run-time", type=float, default=1.0)
     parser.add_argument("--no-router", action="store_true")
     parser.add_argument("--no-compile", action="store_true")
+    parser.add_argument("--cpu-time", action="store_true")
     args = parser.parse_args(argv)
-    global COMPILE
+    global COMPILE, CPU_TIME
     COMPILE = not args.no_compile
+    CPU_TIME = args.cpu_time
+    if CPU_TIME:
+        torch.set_num_threads(1)
     moe = get_local_kernel(args.variant)
     dtypes = [getattr(torch, d) for d in args.dtypes]
     print(cpu_header())
-    print("ms per call (best block of interleaved rounds); (Nx) = that time / kernel time")
+    print("ms per call (" + ("thread CPU time on 1 thread, median of 5 interleaved rounds"
+                             if CPU_TIME else "best block of interleaved rounds")
+          + "); (Nx) = that time / kernel time")
     for family in args.families:
         experts_rows(moe, family, args.tokens, dtypes, args.min_run_time)
     if not args.no_router:

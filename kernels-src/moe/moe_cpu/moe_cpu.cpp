@@ -1,16 +1,20 @@
 // CPU ops of the moe kernel: fused experts and the top-k router.
 //
-// Experts: the (token, slot) pairs are counting-sorted by expert once, their rows
-// gathered into one contiguous block, each expert's rows multiplied by its
-// gate/up and down weights — with ATen's GEMMs (oneDNN/MKL: AVX-512, AVX-512-BF16,
-// AMX where the CPU has it) where experts get many rows, and with the few-rows
-// kernel below (all experts in one parallel region) where none gets more than 32 —
-// the gated activation applied to the whole block in two vectorised passes, and each token's output summed from its slots in
-// float32 in slot order, weights applied on the way (the weighted scatter). The
-// PyTorch paths Transformers runs instead sort with torch.sort, gather, permute
-// back and reduce as separate tensor ops, or loop over experts with one_hot
-// masks and index_add_; this path allocates three scratch blocks and touches
-// each once.
+// Experts: the (token, slot) pairs are counting-sorted by expert once and their rows
+// gathered into one contiguous block. Each expert's rows then take one of two paths,
+// chosen per expert by its row count against a threshold measured per CPU and dtype
+// (kGemmFrom below): few rows (a decode token, the handful of rows each of many experts
+// gets in a short prefill) go through the kernel's own few-rows loop, all such experts
+// in one parallel region; many rows (Mixtral's 8 experts at prefill) go to ATen's GEMMs
+// (oneDNN/MKL: AVX-512, AVX-512-BF16, AMX where the CPU has it), with the gated
+// activation fused between the two GEMMs and the bias added by the GEMM. The few-rows
+// experts are placed first in the sorted block, so their activation is one pass. Each
+// token's output is then summed from its slots in float32 in slot order, weights
+// applied on the way (the weighted scatter). All scratch lives in one workspace
+// allocated once per call. The PyTorch paths Transformers runs instead sort with
+// torch.sort, gather, permute back and reduce as separate tensor ops, or loop over
+// experts with one_hot masks and index_add_.
+#include "../moe_common/args.h"
 #include "../torch-ext/torch_binding.h"
 
 #include <ATen/ATen.h>
@@ -21,6 +25,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -43,16 +48,6 @@ MOE_CLONES void accumulate_f32(float* acc, const float* y, float w, int64_t h) {
   for (int64_t i = 0; i < h; ++i) acc[i] += w * y[i];
 }
 
-MOE_CLONES void accumulate_bf16(float* acc, const c10::BFloat16* y, float w, int64_t h) {
-  const uint16_t* bits = reinterpret_cast<const uint16_t*>(y);
-  for (int64_t i = 0; i < h; ++i) {
-    uint32_t u = static_cast<uint32_t>(bits[i]) << 16;
-    float v;
-    std::memcpy(&v, &u, sizeof v);
-    acc[i] += w * v;
-  }
-}
-
 MOE_CLONES void store_bf16(c10::BFloat16* out, const float* acc, int64_t h) {
   // Round to nearest even, as torch's float -> bfloat16 conversion does (the
   // inputs are finite sums of finite products; NaN keeps a quiet payload).
@@ -73,8 +68,12 @@ MOE_CLONES void store_bf16(c10::BFloat16* out, const float* acc, int64_t h) {
 // parallel region: a GEMM call per expert would open one region per expert (and, for
 // bfloat16 on a CPU without AVX-512-BF16, ATen widens the weights through memory).
 // AVX2 + FMA; the caller checks the CPU.
+// An expert's run of rows in the sorted block: expert e owns rows [first, first + rows).
+struct Run {
+  int64_t expert, first, rows;
+};
+
 constexpr int64_t kSmallRows = 8;
-constexpr int64_t kSmallMaxRows = 32;
 constexpr int64_t kOutBlock = 64;
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
@@ -153,36 +152,86 @@ __attribute__((target("avx2,fma"))) void small_gemm_one_row(const float* x, int6
   if (o < o1) small_gemm_rows<W, 1>(x, h, w, y, ldy, o, o1);
 }
 
+// Transposed weights ([E, H, O], gpt-oss): y[r, o] = sum_h x[r, h] w[h, o], each weight
+// row read once for R rows; S vectors of 8 outputs per strip (R * S accumulators, at
+// most 8, so 8 FMA chains are in flight for a single row). Every output is one chain
+// over h in order (vector FMA or std::fma in the tail), so its bits do not depend on R.
+template <typename W, int R, int S>
+__attribute__((target("avx2,fma"))) void small_gemm_t(const float* x, int64_t h, const W* w,
+                                                       int64_t out_dim, float* y, int64_t ldy,
+                                                       int64_t o0, int64_t o1) {
+  int64_t o = o0;
+  for (; o + 8 * S <= o1; o += 8 * S) {
+    __m256 acc[R][S];
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < S; ++j) acc[r][j] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < h; ++i) {
+      __m256 wv[S];
+      for (int j = 0; j < S; ++j) wv[j] = load8(w + i * out_dim + o + 8 * j);
+      for (int r = 0; r < R; ++r) {
+        const __m256 xb = _mm256_set1_ps(x[r * h + i]);
+        for (int j = 0; j < S; ++j) acc[r][j] = _mm256_fmadd_ps(wv[j], xb, acc[r][j]);
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < S; ++j) _mm256_storeu_ps(y + r * ldy + o + 8 * j, acc[r][j]);
+  }
+  if (S > 1 && o + 8 <= o1) {
+    small_gemm_t<W, R, 1>(x, h, w, out_dim, y, ldy, o, o1);
+    return;
+  }
+  for (; o < o1; ++o)
+    for (int r = 0; r < R; ++r) {
+      float sum = 0.0f;
+      for (int64_t i = 0; i < h; ++i) sum = std::fma(widen(w[i * out_dim + o]), x[r * h + i], sum);
+      y[r * ldy + o] = sum;
+    }
+}
+
 template <typename W>
 using SmallGemm = void (*)(const float*, int64_t, const W*, float*, int64_t, int64_t, int64_t);
 template <typename W>
 constexpr SmallGemm<W> kSmallGemm[kSmallRows] = {
     small_gemm_one_row<W>, small_gemm_rows<W, 2>, small_gemm_rows<W, 3>, small_gemm_rows<W, 4>,
     small_gemm_rows<W, 5>, small_gemm_rows<W, 6>, small_gemm_rows<W, 7>, small_gemm_rows<W, 8>};
+template <typename W>
+using SmallGemmT = void (*)(const float*, int64_t, const W*, int64_t, float*, int64_t, int64_t,
+                            int64_t);
+template <typename W>
+constexpr SmallGemmT<W> kSmallGemmT[kSmallRows] = {
+    small_gemm_t<W, 1, 8>, small_gemm_t<W, 2, 4>, small_gemm_t<W, 3, 2>, small_gemm_t<W, 4, 2>,
+    small_gemm_t<W, 5, 1>, small_gemm_t<W, 6, 1>, small_gemm_t<W, 7, 1>, small_gemm_t<W, 8, 1>};
 
 bool small_gemm_usable() {
   static const bool usable = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return usable;
 }
 
-// y [rows, O] (float32) = each expert's rows of x [rows, H] (float32) times w_e^T, where
-// w is [E, O, H] (contiguous) and expert e owns rows count[e] .. count[e + 1].
+// y [rows, O] (float32) = each run's rows of x [rows, H] (float32) times w_e^T, where w is
+// [E, O, H] (contiguous), or times w_e where w is [E, H, O] (transposed); plus b_e where
+// biases b [E, O] are given.
 template <typename W>
 void grouped_small_gemm(const float* x, int64_t h, const W* w, int64_t out_dim,
-                        const std::vector<int64_t>& count, float* y) {
-  std::vector<int64_t> active;
-  for (size_t e = 0; e + 1 < count.size(); ++e)
-    if (count[e + 1] > count[e]) active.push_back(static_cast<int64_t>(e));
+                        const std::vector<Run>& runs, float* y, bool transposed,
+                        const W* bias) {
   const int64_t blocks = (out_dim + kOutBlock - 1) / kOutBlock;
-  const int64_t items = static_cast<int64_t>(active.size()) * blocks;
+  const int64_t items = static_cast<int64_t>(runs.size()) * blocks;
   at::parallel_for(0, items, 1, [&](int64_t begin, int64_t end) {
     for (int64_t item = begin; item < end; ++item) {
-      const int64_t e = active[item / blocks];
+      const Run& run = runs[item / blocks];
       const int64_t o0 = (item % blocks) * kOutBlock, o1 = std::min(out_dim, o0 + kOutBlock);
-      for (int64_t r0 = count[e]; r0 < count[e + 1]; r0 += kSmallRows) {
-        const int64_t rows = std::min(kSmallRows, count[e + 1] - r0);
-        kSmallGemm<W>[rows - 1](x + r0 * h, h, w + e * out_dim * h, y + r0 * out_dim,
-                                out_dim, o0, o1);
+      for (int64_t r0 = run.first; r0 < run.first + run.rows; r0 += kSmallRows) {
+        const int64_t rows = std::min(kSmallRows, run.first + run.rows - r0);
+        const W* we = w + run.expert * out_dim * h;
+        float* yr = y + r0 * out_dim;
+        if (transposed)
+          kSmallGemmT<W>[rows - 1](x + r0 * h, h, we, out_dim, yr, out_dim, o0, o1);
+        else
+          kSmallGemm<W>[rows - 1](x + r0 * h, h, we, yr, out_dim, o0, o1);
+        if (bias != nullptr)
+          for (int64_t r = 0; r < rows; ++r)
+            for (int64_t o = o0; o < o1; ++o)
+              yr[r * out_dim + o] += widen(bias[run.expert * out_dim + o]);
       }
     }
   });
@@ -192,84 +241,214 @@ void grouped_small_gemm(const float* x, int64_t h, const W* w, int64_t out_dim,
 bool small_gemm_usable() { return false; }
 #endif
 
-void check_experts_args(const at::Tensor& hidden, const at::Tensor& index,
-                        const at::Tensor& weights, const at::Tensor& gate_up,
-                        const at::Tensor& down) {
-  TORCH_CHECK(hidden.dim() == 2, "moe_experts: hidden must be [tokens, hidden], got ",
-              hidden.sizes());
-  TORCH_CHECK(index.dim() == 2 && index.size(0) == hidden.size(0),
-              "moe_experts: top_k_index must be [tokens, k] with hidden's tokens, got ",
-              index.sizes());
-  TORCH_CHECK(weights.sizes() == index.sizes(),
-              "moe_experts: top_k_weights must have top_k_index's shape ", index.sizes(),
-              ", got ", weights.sizes());
-  TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt,
-              "moe_experts: top_k_index must be int64 or int32, got ", index.scalar_type());
-  TORCH_CHECK(gate_up.dim() == 3 && gate_up.size(2) == hidden.size(1) &&
-                  gate_up.size(1) % 2 == 0,
-              "moe_experts: gate_up must be [experts, 2 * intermediate, hidden=",
-              hidden.size(1), "], got ", gate_up.sizes());
-  TORCH_CHECK(down.dim() == 3 && down.size(0) == gate_up.size(0) &&
-                  down.size(1) == hidden.size(1) && down.size(2) * 2 == gate_up.size(1),
-              "moe_experts: down must be [experts, hidden, intermediate] = [",
-              gate_up.size(0), ", ", hidden.size(1), ", ", gate_up.size(1) / 2, "], got ",
-              down.sizes());
-  auto dtype = hidden.scalar_type();
-  TORCH_CHECK(dtype == at::kFloat || dtype == at::kBFloat16,
-              "moe_experts: float32 and bfloat16 only, got ", dtype);
-  TORCH_CHECK(gate_up.scalar_type() == dtype && down.scalar_type() == dtype,
-              "moe_experts: weights must have hidden's dtype ", dtype, ", got ",
-              gate_up.scalar_type(), " and ", down.scalar_type());
+// From how many rows an expert's GEMMs go to ATen rather than the few-rows loop, by
+// the CPU's widest GEMM instructions and the dtype. Measured with
+// benchmarks/threshold.py (thread CPU time on one thread, every expert given the same
+// row count, the two paths interleaved, at Qwen3-MoE's and Mixtral's expert shapes; the
+// table is in the README). kNever: the loop won at every measured count. Tiers without
+// a measurement keep the limit the kernel had before the table (32 rows) and say so.
+constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
+enum class Isa { kAvx2, kAvx512, kAvx512Bf16, kAmx };
+struct GemmFrom {
+  Isa isa;
+  at::ScalarType dtype;
+  int64_t rows;
+  const char* measured;
+};
+constexpr GemmFrom kGemmFrom[] = {
+    // The loop/GEMM crossing was at 24 rows (Qwen3-MoE) and 48 (Mixtral).
+    {Isa::kAvx2, at::kFloat, 32, "AMD EPYC (Zen 2), avx2 fma"},
+    // ATen's bfloat16 GEMM without AVX-512-BF16 ran at 1/4-1/5 of the loop, 1 to 64 rows.
+    {Isa::kAvx2, at::kBFloat16, kNever, "AMD EPYC (Zen 2), avx2 fma"},
+    {Isa::kAvx512, at::kFloat, 32, "not measured (no such CPU here)"},
+    {Isa::kAvx512, at::kBFloat16, 32, "not measured (no such CPU here)"},
+    {Isa::kAvx512Bf16, at::kFloat, 32, "not measured (no such CPU here)"},
+    {Isa::kAvx512Bf16, at::kBFloat16, 32, "not measured (no such CPU here)"},
+    {Isa::kAmx, at::kFloat, 32, "not measured (no such CPU here)"},
+    {Isa::kAmx, at::kBFloat16, 32, "not measured (no such CPU here)"},
+};
+
+Isa cpu_isa() {
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+  static const Isa isa = __builtin_cpu_supports("amx-bf16")      ? Isa::kAmx
+                         : __builtin_cpu_supports("avx512bf16") ? Isa::kAvx512Bf16
+                         : __builtin_cpu_supports("avx512f")    ? Isa::kAvx512
+                                                                : Isa::kAvx2;
+  return isa;
+#else
+  return Isa::kAvx2;
+#endif
 }
 
-void gated_activation(at::Tensor& act, const at::Tensor& gate_up, int64_t activation) {
-  const int64_t inter = act.size(1);
-  at::Tensor gate = gate_up.narrow(1, 0, inter);
-  at::Tensor up = gate_up.narrow(1, inter, inter);
-  switch (activation) {
-    case 0: at::silu_out(act, gate); break;
-    case 1: at::gelu_out(act, gate, "none"); break;
-    case 2: at::gelu_out(act, gate, "tanh"); break;
-    default: TORCH_CHECK(false, "moe_experts: activation must be 0 (silu), 1 (gelu) or "
-                                "2 (gelu tanh), got ", activation);
-  }
-  act.mul_(up);
+int64_t gemm_from_rows(at::ScalarType dtype) {
+  const Isa isa = cpu_isa();
+  for (const GemmFrom& row : kGemmFrom)
+    if (row.isa == isa && row.dtype == dtype) return row.rows;
+  return 1;
 }
+
+// The gated activations: out = act(gate) * up, gate and up either the two halves of a
+// row (concatenated) or its even and odd columns (interleaved), or gpt-oss's clamped
+// SwiGLU (3): (clamp(up, -limit, limit) + 1) * g * sigmoid(alpha * g), g = min(gate, limit).
+struct Gate {
+  int64_t activation;
+  bool interleaved;
+  float alpha, limit;
+};
+
+inline float gate_value(float g, float u, const Gate& how) {
+  switch (how.activation) {
+    case 0: return g / (1.0f + std::exp(-g)) * u;
+    case 1: return 0.5f * g * (1.0f + std::erf(g * 0.70710678118654752f)) * u;
+    case 2: {
+      const float inner = 0.79788456080286536f * (g + 0.044715f * g * g * g);
+      return 0.5f * g * (1.0f + std::tanh(inner)) * u;
+    }
+    default: {
+      g = std::min(g, how.limit);
+      u = std::min(std::max(u, -how.limit), how.limit);
+      return (u + 1.0f) * (g / (1.0f + std::exp(-how.alpha * g)));
+    }
+  }
+}
+
+inline float to_float(float v) { return v; }
+inline float to_float(c10::BFloat16 v) { return static_cast<float>(v); }
+
+// act [rows, I] from gu [rows, 2I], rows in parallel; T and U float or bfloat16 (bfloat16
+// widened on read, rounded once on write).
+template <typename T, typename U>
+void apply_gate(const T* gu, U* act, int64_t rows, int64_t inter, const Gate& how) {
+  const int64_t g_step = how.interleaved ? 2 : 1;
+  const int64_t u_off = how.interleaved ? 1 : inter;
+  at::parallel_for(0, rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(inter, 1)),
+                   [&](int64_t begin, int64_t end) {
+                     for (int64_t r = begin; r < end; ++r) {
+                       const T* row = gu + r * 2 * inter;
+                       U* out = act + r * inter;
+                       for (int64_t i = 0; i < inter; ++i)
+                         out[i] = static_cast<U>(gate_value(to_float(row[i * g_step]),
+                                                            to_float(row[i * g_step + u_off]),
+                                                            how));
+                     }
+                   });
+}
+
+void apply_gate(const at::Tensor& gu, const at::Tensor& act, const Gate& how) {
+  const int64_t rows = gu.size(0), inter = act.size(1);
+  if (rows == 0) return;
+  const bool in16 = gu.scalar_type() == at::kBFloat16, out16 = act.scalar_type() == at::kBFloat16;
+  if (in16 && out16)
+    apply_gate(gu.data_ptr<c10::BFloat16>(), act.data_ptr<c10::BFloat16>(), rows, inter, how);
+  else if (in16)
+    apply_gate(gu.data_ptr<c10::BFloat16>(), act.data_ptr<float>(), rows, inter, how);
+  else if (out16)
+    apply_gate(gu.data_ptr<float>(), act.data_ptr<c10::BFloat16>(), rows, inter, how);
+  else
+    apply_gate(gu.data_ptr<float>(), act.data_ptr<float>(), rows, inter, how);
+}
+
+// One allocation per call, carved into typed 2-D blocks (64-byte aligned).
+class Workspace {
+ public:
+  void reserve(int64_t rows, int64_t cols, at::ScalarType dtype) {
+    bytes_ += round_up(rows * cols * static_cast<int64_t>(c10::elementSize(dtype)));
+  }
+  void allocate(const at::TensorOptions& options) {
+    buffer_ = at::empty({bytes_}, options.dtype(at::kByte));
+  }
+  at::Tensor take(int64_t rows, int64_t cols, at::ScalarType dtype) {
+    const int64_t n = rows * cols * static_cast<int64_t>(c10::elementSize(dtype));
+    at::Tensor block = buffer_.narrow(0, offset_, n).view(dtype).view({rows, cols});
+    offset_ += round_up(n);
+    return block;
+  }
+
+ private:
+  static int64_t round_up(int64_t n) { return (n + 63) / 64 * 64; }
+  int64_t bytes_ = 0, offset_ = 0;
+  at::Tensor buffer_;
+};
 
 }  // namespace
 
 at::Tensor moe_experts(const at::Tensor& hidden_in, const at::Tensor& index_in,
                        const at::Tensor& weights_in, const at::Tensor& gate_up,
-                       const at::Tensor& down, int64_t activation) {
-  check_experts_args(hidden_in, index_in, weights_in, gate_up, down);
+                       const at::Tensor& down, int64_t activation,
+                       const c10::optional<at::Tensor>& gate_up_bias,
+                       const c10::optional<at::Tensor>& down_bias, bool transposed,
+                       bool interleaved, double alpha, double limit, int64_t gemm_rows) {
+  moe::check_experts_args(hidden_in, index_in, weights_in, gate_up, down, activation,
+                          transposed, gate_up_bias, down_bias);
+  const Gate how{activation, interleaved, static_cast<float>(alpha), static_cast<float>(limit)};
   const at::Tensor hidden = hidden_in.contiguous();
   const at::Tensor index = index_in.to(at::kLong).contiguous();
   const at::Tensor weights = weights_in.to(at::kFloat).contiguous();
   const int64_t tokens = hidden.size(0), h = hidden.size(1), k = index.size(1);
-  const int64_t experts = gate_up.size(0), inter = gate_up.size(1) / 2;
+  const int64_t experts = gate_up.size(0), inter = down.size(transposed ? 1 : 2);
   const int64_t slots = tokens * k;
+  const at::ScalarType dtype = hidden.scalar_type();
+  const bool bf16 = dtype == at::kBFloat16;
   at::Tensor out = at::empty_like(hidden);
   if (tokens == 0) return out;
 
-  // Counting sort of the slots by expert; pos[slot] = its row in the sorted block
-  // (-1: a sentinel, no expert here).
+  // Rows per expert, and which experts take the few-rows loop: it needs AVX2 + FMA and
+  // contiguous weights and biases.
   const int64_t* idx = index.data_ptr<int64_t>();
-  std::vector<int64_t> count(experts + 1, 0), pos(slots, -1), source;
+  std::vector<int64_t> count(experts, 0);
   for (int64_t s = 0; s < slots; ++s)
-    if (idx[s] >= 0 && idx[s] < experts) ++count[idx[s] + 1];
-  std::partial_sum(count.begin(), count.end(), count.begin());
-  const int64_t rows = count[experts];
-  source.resize(rows);
-  {
-    std::vector<int64_t> next(count.begin(), count.end() - 1);
-    for (int64_t s = 0; s < slots; ++s)
-      if (idx[s] >= 0 && idx[s] < experts) {
-        pos[s] = next[idx[s]]++;
-        source[pos[s]] = s / k;
-      }
-  }
+    if (idx[s] >= 0 && idx[s] < experts) ++count[idx[s]];
+  bool small_ok = false;
+#if MOE_HAVE_SMALL_GEMM
+  small_ok = small_gemm_usable() && gate_up.is_contiguous() && down.is_contiguous() &&
+             (!gate_up_bias.has_value() ||
+              (gate_up_bias->is_contiguous() && down_bias->is_contiguous()));
+#endif
+  const int64_t gemm_from = !small_ok ? 1 : gemm_rows >= 1 ? gemm_rows : gemm_from_rows(dtype);
+  // Few-rows experts first, then the GEMM experts, each group in expert order.
+  std::vector<Run> small, large;
+  int64_t rows = 0, most_large = 0;
+  for (int pass = 0; pass < 2; ++pass)
+    for (int64_t e = 0; e < experts; ++e) {
+      const int64_t n = count[e];
+      if (n == 0 || (n >= gemm_from) != (pass == 1)) continue;
+      (pass == 0 ? small : large).push_back({e, rows, n});
+      rows += n;
+      if (pass == 1) most_large = std::max(most_large, n);
+    }
+  const int64_t small_rows = rows - [&] {
+    int64_t n = 0;
+    for (const Run& run : large) n += run.rows;
+    return n;
+  }();
 
-  at::Tensor xs = at::empty({rows, h}, hidden.options());
+  // pos[slot] = its row in the sorted block (-1: a sentinel, no expert here).
+  std::vector<int64_t> first(experts, 0), pos(slots, -1), source(rows);
+  for (const auto* group : {&small, &large})
+    for (const Run& run : *group) first[run.expert] = run.first;
+  for (int64_t s = 0; s < slots; ++s)
+    if (idx[s] >= 0 && idx[s] < experts) {
+      pos[s] = first[idx[s]]++;
+      source[pos[s]] = s / k;
+    }
+
+  Workspace ws;
+  ws.reserve(rows, h, dtype);                                 // xs: the gathered rows
+  ws.reserve(rows, h, at::kFloat);                            // y: each slot's output
+  if (small_rows > 0) {
+    if (bf16) ws.reserve(small_rows, h, at::kFloat);          // xs widened
+    ws.reserve(small_rows, 2 * inter, at::kFloat);            // gate/up
+    ws.reserve(small_rows, inter, at::kFloat);                // activation
+  }
+  if (most_large > 0) {
+    ws.reserve(most_large, 2 * inter, dtype);                 // one expert's gate/up
+    ws.reserve(most_large, inter, dtype);                     // its activation
+    if (bf16) ws.reserve(most_large, h, dtype);               // its output before widening
+  }
+  ws.allocate(hidden.options());
+  at::Tensor xs = ws.take(rows, h, dtype);
+  at::Tensor y = ws.take(rows, h, at::kFloat);
+
   const int64_t row_bytes = h * hidden.element_size();
   const char* src = static_cast<const char*>(hidden.data_ptr());
   char* dst = static_cast<char*>(xs.data_ptr());
@@ -278,57 +457,60 @@ at::Tensor moe_experts(const at::Tensor& hidden_in, const at::Tensor& index_in,
       std::memcpy(dst + r * row_bytes, src + source[r] * row_bytes, row_bytes);
   });
 
-  int64_t most = 0;
-  for (int64_t e = 0; e < experts; ++e) most = std::max(most, count[e + 1] - count[e]);
-  const bool bf16 = hidden.scalar_type() == at::kBFloat16;
-  at::Tensor y;  // [rows, h]: each slot's expert output (float32 on the small path)
 #if MOE_HAVE_SMALL_GEMM
-  if (most <= kSmallMaxRows && small_gemm_usable() && gate_up.is_contiguous() &&
-      down.is_contiguous()) {
-    at::Tensor xs32 = xs.to(at::kFloat);
-    at::Tensor gu = at::empty({rows, 2 * inter}, xs32.options());
-    at::Tensor act = at::empty({rows, inter}, xs32.options());
-    y = at::empty({rows, h}, xs32.options());
+  if (small_rows > 0) {
+    at::Tensor xs32 = bf16 ? ws.take(small_rows, h, at::kFloat) : xs;
+    if (bf16) xs32.copy_(xs.narrow(0, 0, small_rows));
+    at::Tensor gu = ws.take(small_rows, 2 * inter, at::kFloat);
+    at::Tensor act = ws.take(small_rows, inter, at::kFloat);
+    const bool has_bias = gate_up_bias.has_value();
     if (bf16) {
-      grouped_small_gemm(xs32.data_ptr<float>(), h,
-                         reinterpret_cast<const uint16_t*>(gate_up.data_ptr()), 2 * inter,
-                         count, gu.data_ptr<float>());
+      auto bits = [](const at::Tensor& t) {
+        return reinterpret_cast<const uint16_t*>(t.data_ptr());
+      };
+      grouped_small_gemm(xs32.data_ptr<float>(), h, bits(gate_up), 2 * inter, small,
+                         gu.data_ptr<float>(), transposed,
+                         has_bias ? bits(*gate_up_bias) : nullptr);
+      apply_gate(gu, act, how);
+      grouped_small_gemm(act.data_ptr<float>(), inter, bits(down), h, small, y.data_ptr<float>(),
+                         transposed, has_bias ? bits(*down_bias) : nullptr);
     } else {
-      grouped_small_gemm(xs32.data_ptr<float>(), h, gate_up.data_ptr<float>(), 2 * inter,
-                         count, gu.data_ptr<float>());
-    }
-    if (rows > 0) gated_activation(act, gu, activation);
-    if (bf16) {
-      grouped_small_gemm(act.data_ptr<float>(), inter,
-                         reinterpret_cast<const uint16_t*>(down.data_ptr()), h, count,
-                         y.data_ptr<float>());
-    } else {
-      grouped_small_gemm(act.data_ptr<float>(), inter, down.data_ptr<float>(), h, count,
-                         y.data_ptr<float>());
+      grouped_small_gemm(xs32.data_ptr<float>(), h, gate_up.data_ptr<float>(), 2 * inter, small,
+                         gu.data_ptr<float>(), transposed,
+                         has_bias ? gate_up_bias->data_ptr<float>() : nullptr);
+      apply_gate(gu, act, how);
+      grouped_small_gemm(act.data_ptr<float>(), inter, down.data_ptr<float>(), h, small,
+                         y.data_ptr<float>(), transposed,
+                         has_bias ? down_bias->data_ptr<float>() : nullptr);
     }
   }
 #endif
-  if (!y.defined()) {
-    at::Tensor gu = at::empty({rows, 2 * inter}, hidden.options());
-    y = at::empty({rows, h}, hidden.options());
-    for (int64_t e = 0; e < experts; ++e) {
-      const int64_t n = count[e + 1] - count[e];
-      if (n == 0) continue;
-      at::Tensor gu_e = gu.narrow(0, count[e], n);
-      at::mm_out(gu_e, xs.narrow(0, count[e], n), gate_up[e].t());
-    }
-    at::Tensor act = at::empty({rows, inter}, hidden.options());
-    if (rows > 0) gated_activation(act, gu, activation);
-    for (int64_t e = 0; e < experts; ++e) {
-      const int64_t n = count[e + 1] - count[e];
-      if (n == 0) continue;
-      at::Tensor y_e = y.narrow(0, count[e], n);
-      at::mm_out(y_e, act.narrow(0, count[e], n), down[e].t());
+  if (most_large > 0) {
+    at::Tensor gu_ws = ws.take(most_large, 2 * inter, dtype);
+    at::Tensor act_ws = ws.take(most_large, inter, dtype);
+    at::Tensor y_ws = bf16 ? ws.take(most_large, h, dtype) : at::Tensor();
+    for (const Run& run : large) {
+      const int64_t e = run.expert, n = run.rows;
+      const at::Tensor w1 = transposed ? gate_up[e] : gate_up[e].t();
+      const at::Tensor w2 = transposed ? down[e] : down[e].t();
+      at::Tensor gu = gu_ws.narrow(0, 0, n), act = act_ws.narrow(0, 0, n);
+      at::Tensor ye = bf16 ? y_ws.narrow(0, 0, n) : y.narrow(0, run.first, n);
+      const at::Tensor x = xs.narrow(0, run.first, n);
+      if (gate_up_bias.has_value()) {
+        at::addmm_out(gu, (*gate_up_bias)[e], x, w1);
+        apply_gate(gu, act, how);
+        at::addmm_out(ye, (*down_bias)[e], act, w2);
+      } else {
+        at::mm_out(gu, x, w1);
+        apply_gate(gu, act, how);
+        at::mm_out(ye, act, w2);
+      }
+      if (bf16) y.narrow(0, run.first, n).copy_(ye);
     }
   }
-  const bool y_bf16 = y.scalar_type() == at::kBFloat16;
 
   const float* w = weights.data_ptr<float>();
+  const float* ys = y.data_ptr<float>();
   at::parallel_for(0, tokens, 16, [&](int64_t begin, int64_t end) {
     std::vector<float> acc(bf16 ? h : 0);
     for (int64_t t = begin; t < end; ++t) {
@@ -336,11 +518,7 @@ at::Tensor moe_experts(const at::Tensor& hidden_in, const at::Tensor& index_in,
       std::fill(a, a + h, 0.0f);
       for (int64_t j = 0; j < k; ++j) {
         const int64_t p = pos[t * k + j];
-        if (p < 0) continue;
-        if (y_bf16)
-          accumulate_bf16(a, y.data_ptr<c10::BFloat16>() + p * h, w[t * k + j], h);
-        else
-          accumulate_f32(a, y.data_ptr<float>() + p * h, w[t * k + j], h);
+        if (p >= 0) accumulate_f32(a, ys + p * h, w[t * k + j], h);
       }
       if (bf16) store_bf16(out.data_ptr<c10::BFloat16>() + t * h, a, h);
     }
@@ -351,16 +529,8 @@ at::Tensor moe_experts(const at::Tensor& hidden_in, const at::Tensor& index_in,
 std::tuple<at::Tensor, at::Tensor, at::Tensor> moe_router(
     const at::Tensor& hidden_in, const at::Tensor& weight, int64_t top_k, int64_t scoring,
     const c10::optional<at::Tensor>& bias, double softcap) {
-  TORCH_CHECK(hidden_in.dim() == 2 && weight.dim() == 2 && weight.size(1) == hidden_in.size(1),
-              "moe_router: hidden must be [tokens, hidden] and weight [experts, hidden], got ",
-              hidden_in.sizes(), " and ", weight.sizes());
+  moe::check_router_args(hidden_in, weight, top_k, scoring, bias);
   const int64_t tokens = hidden_in.size(0), experts = weight.size(0);
-  TORCH_CHECK(top_k >= 1 && top_k <= experts, "moe_router: top_k must be in [1, ", experts,
-              "], got ", top_k);
-  TORCH_CHECK(scoring == 0 || scoring == 1,
-              "moe_router: scoring must be 0 (softmax) or 1 (sigmoid), got ", scoring);
-  TORCH_CHECK(!bias.has_value() || bias->numel() == experts,
-              "moe_router: bias must have one value per expert (", experts, ")");
   at::Tensor logits = at::mm(hidden_in, weight.t());
   at::Tensor logits32 = logits.to(at::kFloat).contiguous();
   if (scoring == 1 && softcap > 0.0)

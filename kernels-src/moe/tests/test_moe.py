@@ -68,6 +68,79 @@ def test_a_token_alone_gets_the_same_bits_as_in_a_batch(moe, dtype):
     torch.testing.assert_close(batch, want, **TOL[dtype])
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("act", [0, 1, 2])
+def test_few_row_and_gemm_experts_mix_in_one_call(moe, dtype, act):
+    """gemm_rows=6: experts with 6 rows or more take ATen's GEMMs, the others the few-rows
+    loop, in one call; the table's choice (gemm_rows=-1) and all-GEMM (1) agree."""
+    hidden, index, weights, gate_up, down = _problem(40, experts=16, k=2, h=67, inter=45,
+                                                     dtype=dtype)
+    rows = torch.bincount(index.flatten(), minlength=16)
+    assert (rows >= 6).any() and ((rows > 0) & (rows < 6)).any()
+    want = experts_reference(hidden, index, weights, gate_up, down, act)
+    for gemm_rows in (6, 1, -1, 1000):
+        got = moe.experts(hidden, index, weights, gate_up, down, act, gemm_rows=gemm_rows)
+        torch.testing.assert_close(got, want, **TOL[dtype])
+
+
+def gpt_oss_reference(hidden, index, weights, gate_up, gate_up_bias, down, down_bias,
+                      alpha, limit):
+    """GptOssExperts' loop: transposed weights, biases, clamped SwiGLU over alternating
+    gate/up columns."""
+    out = torch.zeros_like(hidden, dtype=torch.float32)
+    for e in range(gate_up.shape[0]):
+        token, slot = torch.where(index == e)
+        if token.numel() == 0:
+            continue
+        gu = hidden[token].float() @ gate_up[e].float() + gate_up_bias[e].float()
+        gate, up = gu[..., ::2].clamp(max=limit), gu[..., 1::2].clamp(-limit, limit)
+        y = ((up + 1) * gate * torch.sigmoid(gate * alpha)) @ down[e].float()
+        out.index_add_(0, token, (y + down_bias[e].float()) * weights[token, slot, None].float())
+    return out.to(hidden.dtype)
+
+
+def _gpt_oss_problem(tokens, dtype, experts=8, k=4, h=64, inter=48, seed=4):
+    hidden, index, weights, gate_up, down = _problem(tokens, experts, k, h, inter, dtype, seed)
+    g = torch.Generator().manual_seed(seed + 1)
+    # Scaled so the clamps at limit 1.5 cut both ways.
+    gate_up = (gate_up.float().transpose(1, 2).contiguous() * 6).to(dtype)
+    down = down.transpose(1, 2).contiguous()
+    gate_up_bias = torch.randn(experts, 2 * inter, generator=g).to(dtype)
+    down_bias = torch.randn(experts, h, generator=g).to(dtype)
+    return hidden, index, weights, gate_up, gate_up_bias, down, down_bias
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("tokens", [1, 9, 200])
+@pytest.mark.parametrize("h, inter", [(64, 48), (67, 45)])  # 67, 45: tails past 8 outputs
+def test_gpt_oss_experts(moe, dtype, tokens, h, inter):
+    """Both paths (the transposed few-rows loop: gemm_rows above every count; ATen's GEMMs:
+    gemm_rows=1) and the table's choice."""
+    hidden, index, weights, gate_up, gate_up_bias, down, down_bias = _gpt_oss_problem(
+        tokens, dtype, h=h, inter=inter)
+    want = gpt_oss_reference(hidden, index, weights, gate_up, gate_up_bias, down, down_bias,
+                             1.702, 1.5)
+    for gemm_rows in (-1, 1, 10**6):
+        got = moe.experts(hidden, index, weights, gate_up, down, 3, gate_up_bias=gate_up_bias,
+                          down_bias=down_bias, transposed=True, interleaved=True, alpha=1.702,
+                          limit=1.5, gemm_rows=gemm_rows)
+        torch.testing.assert_close(got, want, **TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_gpt_oss_token_alone_gets_the_same_bits_as_in_a_batch(moe, dtype):
+    """The transposed loop sums every output in one order whatever the rows per expert."""
+    hidden, index, weights, gate_up, gate_up_bias, down, down_bias = _gpt_oss_problem(
+        6, dtype, experts=4, k=2, h=67, inter=45)
+    kw = dict(gate_up_bias=gate_up_bias, down_bias=down_bias, transposed=True,
+              interleaved=True, limit=1.5, gemm_rows=10**6)
+    batch = moe.experts(hidden, index, weights, gate_up, down, 3, **kw)
+    for t in range(hidden.shape[0]):
+        alone = moe.experts(hidden[t:t + 1], index[t:t + 1], weights[t:t + 1], gate_up, down,
+                            3, **kw)
+        assert torch.equal(alone[0], batch[t]), t
+
+
 def test_experts_ignores_sentinel_slots(moe):
     hidden, index, weights, gate_up, down = _problem(9)
     index[::2, 1] = gate_up.shape[0]  # expert-parallel sentinels: no expert here
@@ -89,11 +162,16 @@ def test_experts_int32_index_and_no_tokens(moe):
 @pytest.mark.parametrize("bad, message", [
     ("down", "down must be"), ("dtype", "float32 and bfloat16 only"),
     ("activation", "activation must be"), ("weights", "top_k_weights must have"),
+    ("bias", "give both biases"), ("bias shape", "biases must be"),
 ])
 def test_experts_rejects_bad_input_in_one_line(moe, bad, message):
     hidden, index, weights, gate_up, down = _problem(3)
-    act = 0
-    if bad == "down":
+    act, biases = 0, {}
+    if bad == "bias":
+        biases = dict(gate_up_bias=torch.zeros(gate_up.shape[0], gate_up.shape[1]))
+    elif bad == "bias shape":
+        biases = dict(gate_up_bias=torch.zeros(2, 2), down_bias=torch.zeros(2, 2))
+    elif bad == "down":
         down = down[:, :, :-1]
     elif bad == "dtype":
         hidden, gate_up, down = hidden.half(), gate_up.half(), down.half()
@@ -102,7 +180,7 @@ def test_experts_rejects_bad_input_in_one_line(moe, bad, message):
     else:
         weights = weights[:, :1]
     with pytest.raises(RuntimeError, match=message):
-        moe.experts(hidden, index, weights, gate_up, down, act)
+        moe.experts(hidden, index, weights, gate_up, down, act, **biases)
 
 
 class _Experts(nn.Module):
@@ -139,6 +217,65 @@ def test_unsupported_layouts_are_named(moe):
     with pytest.raises(ValueError, match="cannot serve"):
         moe.experts_forward(_Experts(gate_up, down, nn.ReLU()), hidden,
                             torch.zeros(2, 1, dtype=torch.long), torch.ones(2, 1))
+
+
+class _GptOssExperts(nn.Module):
+    """gpt-oss's experts layout: transposed, biases, its own clamped-SwiGLU gate."""
+
+    has_gate, is_concatenated, is_transposed = True, False, True
+    has_bias, has_post_expert_norm, _is_expert_parallel = True, False, False
+
+    def __init__(self, gate_up, gate_up_bias, down, down_bias, alpha=1.702, limit=1.5):
+        super().__init__()
+        self.gate_up_proj = nn.Parameter(gate_up, requires_grad=False)
+        self.gate_up_proj_bias = nn.Parameter(gate_up_bias, requires_grad=False)
+        self.down_proj = nn.Parameter(down, requires_grad=False)
+        self.down_proj_bias = nn.Parameter(down_bias, requires_grad=False)
+        self.alpha, self.limit = alpha, limit
+
+    def _apply_gate(self, gate_up):
+        gate, up = gate_up[..., ::2], gate_up[..., 1::2]
+        gate = gate.clamp(min=None, max=self.limit)
+        up = up.clamp(min=-self.limit, max=self.limit)
+        return (up + 1) * (gate * torch.sigmoid(gate * self.alpha))
+
+
+class _OtherGate(_GptOssExperts):
+    def _apply_gate(self, gate_up):  # no clamp on up: not gpt-oss's gate
+        gate, up = gate_up[..., ::2], gate_up[..., 1::2]
+        return (up + 1) * (gate * torch.sigmoid(gate * self.alpha))
+
+
+def test_experts_forward_serves_gpt_oss_and_refuses_other_gates(moe):
+    problem = _gpt_oss_problem(7, torch.float32)
+    hidden, index, weights, gate_up, gate_up_bias, down, down_bias = problem
+    module = _GptOssExperts(gate_up, gate_up_bias, down, down_bias)
+    assert moe.unsupported_reason(module, hidden) is None
+    torch.testing.assert_close(
+        moe.experts_forward(module, hidden, index, weights),
+        gpt_oss_reference(*problem, 1.702, 1.5), **TOL[torch.float32])
+    other = _OtherGate(gate_up, gate_up_bias, down, down_bias)
+    assert "_apply_gate" in moe.unsupported_reason(other, hidden)
+
+
+def test_transformers_gpt_oss_experts_are_served(moe):
+    """The installed Transformers' GptOssExperts (its own gate, constants from its config)."""
+    gpt_oss = pytest.importorskip("transformers.models.gpt_oss.modeling_gpt_oss")
+    config = pytest.importorskip("transformers").GptOssConfig(
+        hidden_size=64, intermediate_size=48, num_local_experts=8, num_experts_per_tok=4)
+    module = gpt_oss.GptOssExperts(config)
+    hidden, index, weights, gate_up, gate_up_bias, down, down_bias = _gpt_oss_problem(
+        11, torch.float32)
+    with torch.no_grad():
+        for name, value in [("gate_up_proj", gate_up), ("gate_up_proj_bias", gate_up_bias),
+                            ("down_proj", down), ("down_proj_bias", down_bias)]:
+            getattr(module, name).copy_(value)
+    module.requires_grad_(False)
+    assert moe.unsupported_reason(module, hidden) is None
+    torch.testing.assert_close(
+        moe.experts_forward(module, hidden, index, weights),
+        gpt_oss_reference(hidden, index, weights, gate_up, gate_up_bias, down, down_bias,
+                          config.swiglu_alpha, config.swiglu_limit), **TOL[torch.float32])
 
 
 def softmax_router_reference(hidden, weight, top_k):
@@ -214,3 +351,54 @@ def test_ops_trace_under_torch_compile(moe):
     torch.testing.assert_close(compiled(hidden, index, weights, gate_up, down),
                                experts_reference(hidden, index, weights, gate_up, down, 0),
                                **TOL[torch.float32])
+
+
+# CUDA (moe_cuda/): the same contracts on the GPU; these run only where the variant under
+# test has CUDA kernels and a GPU is present.
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("tokens", [1, 5, 300])
+@pytest.mark.parametrize("act", [0, 1, 2])
+def test_cuda_experts_match_the_loop(moe_cuda, dtype, tokens, act):
+    hidden, index, weights, gate_up, down = _problem(tokens, dtype=dtype)
+    index[::3, -1] = gate_up.shape[0]  # a sentinel slot now and then
+    want = experts_reference(hidden, torch.where(index < gate_up.shape[0], index, -1),
+                             weights, gate_up, down, act)
+    got = moe_cuda.experts(*(t.cuda() for t in (hidden, index, weights, gate_up, down)), act)
+    assert got.is_cuda and got.dtype == dtype
+    torch.testing.assert_close(got.cpu(), want, **TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("tokens", [1, 200])
+def test_cuda_gpt_oss_experts(moe_cuda, dtype, tokens):
+    problem = _gpt_oss_problem(tokens, dtype)
+    hidden, index, weights, gate_up, gate_up_bias, down, down_bias = (t.cuda() for t in problem)
+    got = moe_cuda.experts(hidden, index, weights, gate_up, down, 3, gate_up_bias=gate_up_bias,
+                           down_bias=down_bias, transposed=True, interleaved=True,
+                           alpha=1.702, limit=1.5)
+    torch.testing.assert_close(got.cpu(), gpt_oss_reference(*problem, 1.702, 1.5), **TOL[dtype])
+
+
+def test_cuda_empty_batch_and_bad_device(moe_cuda):
+    hidden, index, weights, gate_up, down = (t.cuda() for t in _problem(3))
+    assert moe_cuda.experts(hidden[:0], index[:0], weights[:0], gate_up, down).shape == (0, 64)
+    with pytest.raises(RuntimeError, match="CUDA device"):
+        moe_cuda.experts(hidden, index, weights, gate_up.cpu(), down)
+
+
+@pytest.mark.parametrize("sigmoid", [False, True])
+def test_cuda_router(moe_cuda, sigmoid):
+    g = torch.Generator().manual_seed(5)
+    hidden, weight = torch.randn(17, 32, generator=g), torch.randn(12, 32, generator=g)
+    bias = torch.randn(12, generator=g) * 0.1
+    if sigmoid:
+        want = sigmoid_router_reference(hidden, weight, 3, bias, 30.0)
+        got = moe_cuda.router(hidden.cuda(), weight.cuda(), 3, sigmoid=True, bias=bias.cuda(),
+                              softcap=30.0)
+    else:
+        want = softmax_router_reference(hidden, weight, 3)
+        got = moe_cuda.router(hidden.cuda(), weight.cuda(), 3)
+    assert torch.equal(got[2].cpu(), want[2])
+    for g_, w_ in zip(got[:2], want[:2], strict=True):
+        torch.testing.assert_close(g_.cpu(), w_, **TOL[torch.float32])

@@ -8,7 +8,9 @@
 TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.def(
       "moe_experts(Tensor hidden, Tensor top_k_index, Tensor top_k_weights, "
-      "Tensor gate_up, Tensor down, int activation) -> Tensor");
+      "Tensor gate_up, Tensor down, int activation, Tensor? gate_up_bias=None, "
+      "Tensor? down_bias=None, bool transposed=False, bool interleaved=False, "
+      "float alpha=1.702, float limit=7.0, int gemm_rows=-1) -> Tensor");
   ops.def(
       "moe_router(Tensor hidden, Tensor weight, int top_k, int scoring, "
       "Tensor? bias, float softcap) -> (Tensor, Tensor, Tensor)");

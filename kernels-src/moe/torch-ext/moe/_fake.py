@@ -8,7 +8,10 @@ from ._ops import add_op_namespace_prefix
 
 
 def _experts(hidden: torch.Tensor, top_k_index: torch.Tensor, top_k_weights: torch.Tensor,
-             gate_up: torch.Tensor, down: torch.Tensor, activation: int) -> torch.Tensor:
+             gate_up: torch.Tensor, down: torch.Tensor, activation: int,
+             gate_up_bias: torch.Tensor | None = None, down_bias: torch.Tensor | None = None,
+             transposed: bool = False, interleaved: bool = False, alpha: float = 1.702,
+             limit: float = 7.0, gemm_rows: int = -1) -> torch.Tensor:
     return hidden.new_empty(hidden.shape)
 
 
