@@ -306,20 +306,22 @@ void run_loops(at::Tensor& out, const at::Tensor& q, const at::Tensor& k, const 
   });
 }
 
-void run(at::Tensor& out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-         const std::optional<at::Tensor>& attn_mask, double scale, bool causal,
-         int64_t window_left, int64_t window_right, double softcap) {
+// Into `*out` when given, else into a fresh output or sdpa's own (run_faster).
+at::Tensor run(at::Tensor* out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+               const std::optional<at::Tensor>& attn_mask, double scale, bool causal,
+               int64_t window_left, int64_t window_right, double softcap) {
   constexpr const char* op = "flash_attn2.attention";
   const flash_attn2::Problem p = flash_attn2::prepare(
-      op, q, k, v, attn_mask, scale, causal, window_left, window_right, softcap, &out);
+      op, q, k, v, attn_mask, scale, causal, window_left, window_right, softcap, out);
   TORCH_CHECK(q.device().is_cpu(), op, ": the CPU op got tensors on ", q.device());
-  if (out.numel() == 0) {
-    return;
+  if (p.batch * p.heads_q * p.seq_q * p.head_dim_v == 0) {
+    return out != nullptr ? *out : flash_attn2::empty_output(q, v);
   }
   const KernelTable* table = active_table().load();
   const Request request{scale, softcap, causal, p.mask.defined()};
-  run_faster(out, q, k, v, p, request, table->capability,
-             [&] { run_loops(out, q, k, v, p, scale, softcap, table); });
+  return run_faster(out, q, k, v, p, request, table->capability, [&](at::Tensor& dst) {
+    run_loops(dst, q, k, v, p, scale, softcap, table);
+  });
 }
 
 }  // namespace
@@ -329,17 +331,15 @@ void attention_out_cpu(at::Tensor& out, const at::Tensor& q, const at::Tensor& k
                        const at::Tensor& v, const std::optional<at::Tensor>& attn_mask,
                        double scale, bool causal, int64_t window_left, int64_t window_right,
                        double softcap) {
-  flash_attn2_cpu::run(out, q, k, v, attn_mask, scale, causal, window_left, window_right,
+  flash_attn2_cpu::run(&out, q, k, v, attn_mask, scale, causal, window_left, window_right,
                        softcap);
 }
 
 at::Tensor attention_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                          const std::optional<at::Tensor>& attn_mask, double scale, bool causal,
                          int64_t window_left, int64_t window_right, double softcap) {
-  at::Tensor out = flash_attn2::empty_output(q, v);
-  flash_attn2_cpu::run(out, q, k, v, attn_mask, scale, causal, window_left, window_right,
-                       softcap);
-  return out;
+  return flash_attn2_cpu::run(nullptr, q, k, v, attn_mask, scale, causal, window_left,
+                              window_right, softcap);
 }
 
 std::string cpu_capability() {

@@ -151,13 +151,24 @@ bool torch_equivalent(const flash_attn2::Problem& p, const Request& request) {
          p.head_dim == p.head_dim_v && p.seq_q > 0 && p.seq_k > 0;
 }
 
-void run_faster(at::Tensor& out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                const flash_attn2::Problem& p, const Request& request, const char* capability,
-                const std::function<void()>& ours) {
+at::Tensor run_faster(at::Tensor* out, const at::Tensor& q, const at::Tensor& k,
+                      const at::Tensor& v, const flash_attn2::Problem& p,
+                      const Request& request, const char* capability,
+                      const std::function<void(at::Tensor&)>& ours) {
+  at::Tensor fresh;
+  auto into = [&]() -> at::Tensor& {
+    if (out != nullptr) {
+      return *out;
+    }
+    if (!fresh.defined()) {
+      fresh = flash_attn2::empty_output(q, v);
+    }
+    return fresh;
+  };
   const Mode current = mode().load();
   if (current == Mode::kKernel || !torch_equivalent(p, request)) {
-    ours();
-    return;
+    ours(into());
+    return into();
   }
   // Causal with one query (a decode step) sees every key: not causal for torch.
   const bool is_causal = p.window_right == 0 && p.seq_q > 1;
@@ -170,16 +181,24 @@ void run_faster(at::Tensor& out, const at::Tensor& q, const at::Tensor& k, const
     const Key key = key_of(q, p, request, capability);
     const std::optional<bool> known = lookup(key);
     if (!known.has_value()) {
-      record(key, measure([&] { torch_attention(); }, ours, capability));
-      return;  // `out` holds our result
+      at::Tensor& dst = into();
+      record(key, measure([&] { torch_attention(); }, [&] { ours(dst); }, capability));
+      return dst;  // it holds our result
     }
     use_torch = *known;
   }
-  if (use_torch) {
-    out.copy_(torch_attention());
-  } else {
-    ours();
+  if (!use_torch) {
+    ours(into());
+    return into();
   }
+  at::Tensor theirs = torch_attention();
+  if (out == nullptr) {
+    if (std::optional<at::Tensor> as_is = flash_attn2::in_output_layout(q, theirs)) {
+      return *as_is;  // sdpa's own memory, in the op's (and its fake's) layout
+    }
+  }
+  into().copy_(theirs);
+  return into();
 }
 
 std::string set_dispatch(const std::string& text) {

@@ -35,13 +35,17 @@ struct Request {
 // (which then sees every key).
 bool torch_equivalent(const flash_attn2::Problem& p, const Request& request);
 
-// Writes the attention into `out` with whichever of `ours` (these loops) and
-// torch's sdpa is faster for this shape bucket; the first call of a bucket
-// times both (`ours` writes `out` last, so the call's result is ours either
-// way). `capability` names the loops `ours` runs (part of the bucket).
-void run_faster(at::Tensor& out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                const flash_attn2::Problem& p, const Request& request, const char* capability,
-                const std::function<void()>& ours);
+// The attention by whichever of `ours` (these loops, writing into the tensor
+// they are given) and torch's sdpa is faster for this shape bucket; the first
+// call of a bucket times both and returns ours. Into `*out` when given; without
+// `out`, ours write a fresh flash_attn2::empty_output, and a bucket handed to
+// torch returns sdpa's own tensor as it is (no output of ours allocated, nothing
+// copied), so the allocating path costs what calling sdpa costs. `capability`
+// names the loops `ours` runs (part of the bucket).
+at::Tensor run_faster(at::Tensor* out, const at::Tensor& q, const at::Tensor& k,
+                      const at::Tensor& v, const flash_attn2::Problem& p,
+                      const Request& request, const char* capability,
+                      const std::function<void(at::Tensor&)>& ours);
 
 // "auto" (time and choose; the default, or $FLASH_ATTN2_DISPATCH), "kernel"
 // (always these loops) or "torch" (torch's sdpa wherever equivalent). Returns

@@ -512,6 +512,87 @@ def test_auto_records_one_decision_per_bucket(dispatch):
     assert f"loops {flash_attn2.cpu_capability()}" in lines[0]
 
 
+def _sdpa(q, k, v, causal):
+    """What the op hands a shape to: torch's sdpa as the CPU dispatch calls it."""
+    causal = causal and q.shape[2] > 1  # one query sees every key
+    return torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, is_causal=causal, enable_gqa=True)
+
+
+def _same_layout(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Same sizes and the same strides wherever a dimension is stepped along (size > 1)."""
+    return a.shape == b.shape and all(
+        n == 1 or sa == sb for n, sa, sb in zip(a.shape, a.stride(), b.stride(), strict=True))
+
+
+def _as_transformers_hands_it(q: torch.Tensor) -> torch.Tensor:
+    """q as Transformers' attention gets it: a [B, S, H, D] projection viewed [B, H, S, D]."""
+    return q.transpose(1, 2).contiguous().transpose(1, 2)
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "transformers"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("case", EQUIVALENT, ids=str)
+def test_handed_to_sdpa_is_sdpas_own_result(dispatch, case, dtype, layout):
+    """A shape handed to sdpa: the allocating op, flash_attn_func and Transformers'
+    interface give sdpa's bits in sdpa's layout, with no op of their own around sdpa's
+    (no output allocated, nothing copied, transposed or made contiguous)."""
+    from flash_attn2 import attention_forward
+    from torch.profiler import ProfilerActivity, profile
+
+    dispatch("torch")
+    shape, causal = case
+    q, k, v = qkv(*shape, dtype, seed=9)
+    if layout == "transformers":
+        q = _as_transformers_hands_it(q)
+    expected = _sdpa(q, k, v, causal)
+    got = flash_attn2.attention(q, k, v, causal=causal)
+    assert torch.equal(got, expected) and _same_layout(got, expected)
+    via_fa2 = flash_attn2.flash_attn_func(q.transpose(1, 2), k.transpose(1, 2),
+                                          v.transpose(1, 2), causal=causal)
+    assert torch.equal(via_fa2, expected.transpose(1, 2))
+    module = torch.nn.Module()
+    module.is_causal = causal
+    out, _ = attention_forward(module, q, k, v, None)
+    assert torch.equal(out, expected.transpose(1, 2)) and out.is_contiguous()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        flash_attn2.attention(q, k, v, causal=causal)
+        if layout == "transformers":
+            attention_forward(module, q, k, v, None)
+    inside = [e.name for e in prof.events() if e.cpu_parent is not None
+              and e.cpu_parent.name.endswith("::attention")]
+    # sdpa, and at most a view that restrides dimensions of size 1 (a decode step's query).
+    assert inside.count("aten::scaled_dot_product_attention") == (
+        2 if layout == "transformers" else 1), inside
+    assert set(inside) <= {"aten::scaled_dot_product_attention", "aten::as_strided"}, inside
+
+    def outside_sdpa(event) -> bool:
+        while event is not None:
+            if event.name == "aten::scaled_dot_product_attention":
+                return False
+            event = event.cpu_parent
+        return True
+
+    # Transformers' layout: the interface's transpose is a view, its contiguous() a no-op.
+    ours = [e.name for e in prof.events() if outside_sdpa(e)]
+    assert not {"aten::copy_", "aten::clone", "aten::empty", "aten::empty_strided",
+                "aten::contiguous"} & set(ours), ours
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "transformers"])
+def test_own_output_has_sdpas_layout(dispatch, layout):
+    """The loops' fresh output is laid out as sdpa's for the same query (a transposed
+    [B, S, H, D] buffer for Transformers' query), so either side of the dispatch returns
+    one layout, the one the fake describes."""
+    dispatch("kernel")
+    q, k, v = qkv(1, 8, 2, 70, 70, 64, torch.float32, seed=10)
+    if layout == "transformers":
+        q = _as_transformers_hands_it(q)
+    got = flash_attn2.attention(q, k, v, causal=True)
+    assert _same_layout(got, _sdpa(q, k, v, True))
+    assert got.transpose(1, 2).is_contiguous() == (layout == "transformers")
+
+
 def test_unknown_mode_is_rejected(dispatch):
     with pytest.raises(RuntimeError, match=r"'fastest' is not a dispatch mode; choose auto"):
         flash_attn2.set_attention_dispatch("fastest")

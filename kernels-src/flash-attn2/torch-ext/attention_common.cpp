@@ -97,11 +97,60 @@ Problem prepare(const char* op, const at::Tensor& q, const at::Tensor& k, const 
   return p;
 }
 
+namespace {
+
+// [B, Hq, Sq, Dv] strides of the op's output: a transposed [B, Sq, Hq, Dv] buffer where q
+// is one (as Transformers' projections hand it over), else contiguous, as torch's CPU
+// sdpa lays out its output; the fake (_fake.py) follows the same rule.
+// q.transpose(1, 2).is_contiguous(), from the strides alone (no tensor made).
+bool rows_by_position(const at::Tensor& q) {
+  if (q.numel() == 0) {
+    return true;
+  }
+  int64_t expected = 1;
+  for (const int64_t d : {3, 1, 2, 0}) {
+    if (q.size(d) == 1) {
+      continue;
+    }
+    if (q.stride(d) != expected) {
+      return false;
+    }
+    expected *= q.size(d);
+  }
+  return true;
+}
+
+std::vector<int64_t> output_strides(const at::Tensor& q, int64_t dv) {
+  const int64_t heads = q.size(1);
+  const int64_t seq = q.size(2);
+  if (rows_by_position(q)) {
+    return {seq * heads * dv, dv, heads * dv, 1};
+  }
+  return {heads * seq * dv, seq * dv, dv, 1};
+}
+
+}  // namespace
+
 at::Tensor empty_output(const at::Tensor& q, const at::Tensor& v) {
   TORCH_CHECK(q.dim() == 4 && v.dim() == 4,
               "flash_attn2.attention: query and value must be 4-D [batch, heads, seq, head_dim], "
               "got ", q.sizes(), " and ", v.sizes());
-  return at::empty({q.size(0), q.size(1), q.size(2), v.size(3)}, q.options());
+  return at::empty_strided({q.size(0), q.size(1), q.size(2), v.size(3)},
+                           output_strides(q, v.size(3)), q.options());
+}
+
+std::optional<at::Tensor> in_output_layout(const at::Tensor& q, const at::Tensor& t) {
+  const std::vector<int64_t> strides = output_strides(q, t.size(3));
+  if (t.strides() == c10::IntArrayRef(strides)) {
+    return t;
+  }
+  for (int64_t i = 0; i < 4; ++i) {
+    // A dimension of size 1 is never stepped along: its stride addresses nothing.
+    if (t.size(i) != 1 && t.stride(i) != strides[i]) {
+      return std::nullopt;
+    }
+  }
+  return t.as_strided(t.sizes(), strides, t.storage_offset());
 }
 
 at::Tensor rows_contiguous(const at::Tensor& t) {

@@ -29,8 +29,15 @@ Problem prepare(const char* op, const at::Tensor& q, const at::Tensor& k, const 
                 int64_t window_left, int64_t window_right, double softcap,
                 const at::Tensor* out);
 
-// A fresh output for the problem, [B, Hq, Sq, Dv] in q's dtype and device.
+// A fresh output for the problem, [B, Hq, Sq, Dv] in q's dtype and device: a transposed
+// [B, Sq, Hq, Dv] buffer where q is one (Transformers' layout), else contiguous; the
+// layout torch's CPU sdpa returns, and the one the fake describes.
 at::Tensor empty_output(const at::Tensor& q, const at::Tensor& v);
+
+// `t` ([B, Hq, Sq, Dv]) as a view with exactly empty_output's strides for this q, where
+// it addresses the same memory as such a tensor (strides differing only on dimensions of
+// size 1); nullopt otherwise.
+std::optional<at::Tensor> in_output_layout(const at::Tensor& q, const at::Tensor& t);
 
 // The kernels write outputs whose last dimension is contiguous; any other
 // `out` is filled through a staging tensor.

@@ -2,8 +2,8 @@
 
 Shape and dtype checks happen in the real kernel; the meta kernel only describes the
 result: ``attention`` returns ``[batch, heads_q, seq_q, head_dim_v]`` in the query's
-dtype. ``attention_out`` only writes its ``out`` argument and returns nothing, so torch
-derives its fake itself.
+dtype, laid out as the CPU op lays it out. ``attention_out`` only writes its ``out``
+argument and returns nothing, so torch derives its fake itself.
 
 Registered as a ``Meta`` kernel through a ``torch.library.Library`` rather than with
 ``torch.library.register_fake``: that walks ``sys.modules`` with ``inspect`` to name its
@@ -29,6 +29,11 @@ def _attention_meta(
     window_right: int,
     softcap: float,
 ) -> torch.Tensor:
+    # The real op's layout (attention_common.cpp, empty_output): a transposed
+    # [B, Sq, Hq, Dv] buffer where q is one, else contiguous, as torch's CPU sdpa lays
+    # out its result (a shape the op hands to sdpa returns sdpa's tensor).
+    if q.transpose(1, 2).is_contiguous():
+        return q.new_empty((q.shape[0], q.shape[2], q.shape[1], v.shape[3])).transpose(1, 2)
     return q.new_empty((q.shape[0], q.shape[1], q.shape[2], v.shape[3]))
 
 

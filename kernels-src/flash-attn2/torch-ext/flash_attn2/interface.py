@@ -48,7 +48,10 @@ def attention(
     ``[i + Sk - Sq - left, i + Sk - Sq + right]`` (-1 = unbounded). ``softcap > 0``
     applies ``softcap * tanh(score / softcap)``. With ``out`` (``[B, Hq, Sq, Dv]``,
     any strides, e.g. a transposed ``[B, Sq, Hq, Dv]`` buffer) the result is written
-    there and no new tensor is allocated.
+    there and no new tensor is allocated. Without it the result is laid out as torch's
+    CPU sdpa lays out its own (a transposed ``[B, Sq, Hq, Dv]`` buffer where the query is
+    one, else contiguous): where the CPU op hands a shape to sdpa, that is sdpa's own
+    tensor, with nothing allocated or copied around it.
     """
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
     left, right = _window(window_size)
@@ -81,9 +84,7 @@ def flash_attn_func(
         alibi_slopes=alibi_slopes is not None,
         return_attn_probs=return_attn_probs,
     )
-    batch, seq_q, heads_q, _ = q.shape
-    out = q.new_empty((batch, seq_q, heads_q, v.shape[-1]))
-    attention(
+    return attention(
         q.transpose(1, 2),
         k.transpose(1, 2),
         v.transpose(1, 2),
@@ -91,9 +92,7 @@ def flash_attn_func(
         causal=causal,
         window_size=window_size,
         softcap=softcap,
-        out=out.transpose(1, 2),
-    )
-    return out
+    ).transpose(1, 2)
 
 
 def flash_attn_varlen_func(

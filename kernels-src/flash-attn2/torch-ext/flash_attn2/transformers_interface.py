@@ -71,19 +71,11 @@ def attention_forward(
         mask = _position_bias_mask(position_bias, attention_mask, is_causal, query, key)
         is_causal = False
     softcap = kwargs.get("softcap") or 0.0
-    batch, heads, _, _ = query.shape
-    out = query.new_empty((batch, q_len, heads, value.shape[-1]))
-    attention(
-        query,
-        key,
-        value,
-        mask,
-        scale=scaling,
-        causal=is_causal,
-        softcap=softcap,
-        out=out.transpose(1, 2),
-    )
-    return out, None
+    # For Transformers' query (a transposed [B, S, H, D] projection) the op returns a
+    # transposed [B, S, H, D] buffer, so the contiguous() of its sdpa path is a no-op here,
+    # and a shape the CPU op hands to sdpa comes back as sdpa's own tensor.
+    out = attention(query, key, value, mask, scale=scaling, causal=is_causal, softcap=softcap)
+    return out.transpose(1, 2).contiguous(), None
 
 
 # An inference kernel: the Transformers integration keeps its own attention when training.

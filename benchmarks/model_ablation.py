@@ -1,0 +1,170 @@
+"""Which replaced op makes a model slower: the table's entries one at a time, in the model.
+
+``benchmarks/model.py`` times ``use_kernels`` as a whole; when a row comes out under 1.0x
+it cannot say which kernel did it. This script builds the same models (Llama and Qwen3 by
+default, :mod:`model`'s shapes, ``--layers`` of them) and times, in one process and
+interleaved round by round (the order reversed every round), these configurations:
+
+* ``pytorch`` — Transformers as is;
+* ``all`` — ``use_kernels=True``, every table entry (what users get);
+* ``only:<entry>`` — ``use_kernels=True`` with every entry but one disabled
+  (``KernelConfig({name: None, ...})``), so its ratio is that kernel's effect on the
+  whole model, the ops around it included;
+* ``all-<entry>`` — every entry but one, which says what the others come to without it.
+
+Entries: ``act`` (SiLU), ``norm`` (RMSNorm), ``rotary`` (rotary_pos_emb), ``attn``
+(flash-attn2 through ``attention``), ``fused`` (the MLP and DecoderLayer kernels).
+
+Timing: with ``--cpu-time`` the main thread's CPU time (``time.thread_time``), meant for
+``--threads 1`` where all work runs on that thread, so other processes' load on a shared
+machine does not count; otherwise wall time. Medians of ``--repeats`` rounds after one
+warm-up round (the attention kernel's per-shape timing and first-touch allocations happen
+there). Prints the CPU line, the load average before and after, and per (family, dtype,
+phase) each configuration's ms and ``pytorch / it`` ratio.
+
+    .venv/bin/python benchmarks/model_ablation.py --threads 1 --cpu-time \\
+        [--families llama qwen3] [--dtypes float32 bfloat16] [--prefill 64 256]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import model as bench  # benchmarks/model.py: the models and their set-up
+
+ENTRIES: dict[str, tuple[str, ...]] = {
+    "act": ("SiLU",),
+    "norm": ("RMSNorm",),
+    "rotary": ("rotary_pos_emb",),
+    "attn": ("attention",),
+    "fused": ("MLP", "DecoderLayer"),
+}
+"""Short name → the table's names it turns on or off together."""
+
+
+def kernel_config(keep: set[str]) -> Any:
+    """A KernelConfig that disables every entry of :data:`ENTRIES` outside ``keep``."""
+    from kernelhub.integrations.transformers import KernelConfig
+
+    off = {name: None for short, names in ENTRIES.items() if short not in keep
+           for name in names}
+    return KernelConfig(off) if off else None
+
+
+def prepare(base: Any, config: str) -> Any:
+    """A copy of ``base`` sharing its weights, set up for ``config`` (see the docstring)."""
+    import copy
+
+    shared = {id(t): t for t in (*base.parameters(), *base.buffers())}
+    model = copy.deepcopy(base, shared)
+    if config == "pytorch":
+        return model
+    if config == "all":
+        keep = set(ENTRIES)
+    elif config.startswith("only:"):
+        keep = {config.removeprefix("only:")}
+    else:
+        keep = set(ENTRIES) - {config.removeprefix("all-")}
+    model.set_use_kernels(True, kernel_config(keep))
+    return model
+
+
+def measure(models: dict[str, Any], ids: Any, decode_steps: int, repeats: int,
+            clock: Callable[[], float]) -> dict[str, tuple[float, float]]:
+    """Per configuration: (median prefill s, median s per decode step), interleaved."""
+    import torch
+
+    rounds: dict[str, list[tuple[float, float]]] = {c: [] for c in models}
+    order = list(models)
+    with torch.inference_mode():
+        for i in range(repeats + 1):
+            for config in order if i % 2 == 0 else order[::-1]:
+                model = models[config]
+                start = clock()
+                token, cache = bench.prefill(model, ids)
+                middle = clock()
+                bench.decode(model, token, cache, decode_steps)
+                end = clock()
+                if i:
+                    rounds[config].append((middle - start, (end - middle) / decode_steps))
+    return {c: (statistics.median(t[0] for t in ts), statistics.median(t[1] for t in ts))
+            for c, ts in rounds.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hub", default=os.environ.get("KERNELHUB_HUB",
+                                                        str(bench.ROOT / ".kernelhub/hub")))
+    parser.add_argument("--families", nargs="+", default=["llama", "qwen3"],
+                        choices=sorted(bench.FAMILIES))
+    parser.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--prefill", type=int, nargs="+", default=[64, 256])
+    parser.add_argument("--decode", type=int, default=8)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--cpu-time", action="store_true",
+                        help="time the main thread's CPU time (use with --threads 1)")
+    parser.add_argument("--configs", nargs="+",
+                        default=["pytorch", "all", *(f"only:{e}" for e in ENTRIES)])
+    args = parser.parse_args(argv)
+    os.environ["KERNELHUB_HUB"] = args.hub
+    if not Path(args.hub).is_dir():
+        print(f"model_ablation.py: no hub at {args.hub}; run builder publish first",
+              file=sys.stderr)
+        return 2
+    bad = [c for c in args.configs if c not in ("pytorch", "all") and
+           c.removeprefix("only:").removeprefix("all-") not in ENTRIES]
+    if bad:
+        print(f"model_ablation.py: unknown configuration(s) {bad}; entries: {list(ENTRIES)}",
+              file=sys.stderr)
+        return 2
+
+    import torch
+    from kernelhub.integrations.transformers import enable
+    from kernelhub.system import cpu_summary
+
+    torch.set_num_threads(args.threads)
+    enable()
+    clock = time.thread_time if args.cpu_time else time.perf_counter
+    print(cpu_summary())
+    print(f"load average at start {' '.join(f'{v:.1f}' for v in os.getloadavg())}; "
+          f"torch {torch.__version__}, {torch.get_num_threads()} thread(s); "
+          f"{'main-thread CPU time' if args.cpu_time else 'wall time'}; "
+          f"{args.layers} layer(s), decode {args.decode} steps; "
+          f"median of {args.repeats} interleaved rounds after 1 warm-up")
+    print(f"{'model':<7}{'dtype':<10}{'phase':<12}"
+          + "".join(f"{c:>20}" for c in args.configs), flush=True)
+    for family in args.families:
+        for dtype_name in args.dtypes:
+            base = bench.make_model(family, getattr(torch, dtype_name), args.layers)
+            models = {c: prepare(base, c) for c in args.configs}
+            for length in args.prefill:
+                ids = torch.randint(0, base.config.vocab_size, (1, length),
+                                    generator=torch.Generator().manual_seed(0))
+                times = measure(models, ids, args.decode, args.repeats, clock)
+                for phase, index in ((f"prefill {length}", 0), (f"decode@{length}", 1)):
+                    ref = times["pytorch"][index] if "pytorch" in times else None
+                    cells = [f"{times[c][index] * 1e3:8.2f} "
+                             + (f"({ref / times[c][index]:4.2f}x)" if ref else "")
+                             for c in args.configs]
+                    print(f"{family:<7}{dtype_name:<10}{phase:<12}"
+                          + "".join(f"{cell:>20}" for cell in cells), flush=True)
+            del base, models
+            gc.collect()
+    print(f"load average at end {' '.join(f'{v:.1f}' for v in os.getloadavg())}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
