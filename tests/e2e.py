@@ -25,6 +25,9 @@ TORCH_MINORS: tuple[str, ...] = tuple(
     sorted(tomllib.loads((REPO / "kernels.toml").read_text())["matrix"]["torch"],
            key=lambda v: tuple(int(p) for p in v.split("."))))
 """Every torch of the repository's matrix, oldest first (kernels.toml, not a second list)."""
+RELEASES: dict[str, str] = tomllib.loads((REPO / "kernels.toml").read_text())["releases"]
+"""Each kernel's semver release, as the repository declares it (the tags it publishes):
+tests pin ``@v{RELEASES[name]}`` instead of a literal that the next release breaks."""
 PUBLISHED = "KERNELHUB_E2E_PUBLISHED"
 """A workspace root (``build/``, ``hub/``) an earlier session built and published: a
 session with it set uses it as it is (the seed tests on another Transformers release

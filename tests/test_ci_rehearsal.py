@@ -28,8 +28,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import tomllib
-from e2e import BIN, REPO, Workspace, run
+from e2e import BIN, RELEASES, REPO, Workspace, run
 from kernelhub.formats.metadata import read_metadata
 from kernelhub.formats.variants import parse_variant
 from kernelhub.hub.local import LocalHub
@@ -42,8 +41,6 @@ pytestmark = pytest.mark.slow
 KERNELS = ("rmsnorm", "triton-activation")
 SCRIPTS = ("matrix", "install-toolkit", "build-variant", "test-variant", "publish-artifacts")
 """Every ci/ script release.yml runs besides ci/setup (which ci/test itself runs)."""
-RELEASES: dict[str, str] = tomllib.loads((REPO / "kernels.toml").read_text())["releases"]
-"""Each kernel's semver release, as the repository declares it (the tags it publishes)."""
 
 
 def cpu_variant() -> str:

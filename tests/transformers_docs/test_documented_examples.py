@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e import REPO, Workspace, run
+from e2e import RELEASES, REPO, Workspace, run
 from transformers_docs.docs_report import WATCH
 from transformers_docs.ranges import environment
 
@@ -47,7 +47,7 @@ TINY = dict(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_la
 
 SUBSTITUTIONS = {
     "kernels-community/liger-kernels:LigerRMSNorm": "kernels-community/rmsnorm:RMSNorm",
-    "flash-attn2@v2.1.0": "flash-attn2@v4.0.0",
+    "flash-attn2@v2.1.0": f"flash-attn2@v{RELEASES['flash-attn2']}",
     "flash-attn2@>=2.0,<3.0": "flash-attn2@>=4.0,<5.0",
     "/path/to/liger-kernels:LigerRMSNorm": "{local_rmsnorm}:RMSNorm",
 }
