@@ -21,15 +21,13 @@ the best wall-clock block on the configured threads (for a loaded, shared machin
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from kernelhub import get_local_kernel
-from kernelhub.benchmark.timing import cpu_header, interleaved
+from kernelhub.benchmark.timing import cpu_header, interleaved, interleaved_thread_time
 from torch import nn
 from transformers.integrations import moe as tmoe
 
@@ -102,20 +100,6 @@ class GptOssExperts(Experts):
         return out
 
 
-def cpu_time_interleaved(candidates: dict[str, Callable[[], Any]], rounds: int = 5
-                         ) -> dict[str, float]:
-    """Median thread CPU time per call over ``rounds`` interleaved rounds (one warm-up)."""
-    times: dict[str, list[float]] = {key: [] for key in candidates}
-    for fn in candidates.values():
-        fn()
-    for _ in range(rounds):
-        for key, fn in candidates.items():
-            start = time.thread_time()
-            fn()
-            times[key].append(time.thread_time() - start)
-    return {key: statistics.median(v) for key, v in times.items()}
-
-
 CPU_TIME = False
 """Whether times are thread CPU time on one thread (``--cpu-time``)."""
 
@@ -185,7 +169,7 @@ def experts_rows(moe: Any, family: str, tokens: list[int], dtypes: list[torch.dt
                 got = moe.experts_forward(*args).float()
                 want = tmoe.grouped_mm_experts_forward(*args).float()
                 err = (got - want).abs().max().item() / max(want.abs().max().item(), 1e-30)
-                times = (cpu_time_interleaved(candidates) if CPU_TIME
+                times = (interleaved_thread_time(candidates, rounds=5) if CPU_TIME
                          else interleaved(candidates, min_run_time))
             _row(f"{family} {str(dtype)[6:]} tokens {n}", times)
             print(f"  {'':<28} max |kernel - grouped_mm| / max |grouped_mm| = {err:.2e}")
