@@ -251,9 +251,32 @@ void add_rms_norm_out(Tensor out, Tensor sum, Tensor x, Tensor residual, Tensor 
   });
 }
 
-// (grad_x, grad_weight). grad_weight sums over rows: each block of rows adds
-// into its own accumulators (one block per thread), which are then summed in
-// block order, so the result does not depend on thread timing.
+// Both backwards: grad_weight sums over rows, so each block of rows (one block per
+// thread) adds into its own accumulators, which are then summed in block order, and the
+// result does not depend on thread timing. `rows_into(first, last, partial)` runs one
+// block.
+template <typename RowsInto>
+void backward_rows(const KernelTable* table, int64_t rows, int64_t hidden, DType dtype,
+                   Tensor& grad_w, RowsInto rows_into) {
+  const int64_t blocks =
+      std::max<int64_t>(1, std::min<int64_t>(rows, torch::stable::get_num_threads()));
+  const size_t acc_size = dtype == DType::Double ? sizeof(double) : sizeof(float);
+  std::vector<unsigned char> partial(static_cast<size_t>(blocks * hidden) * acc_size, 0);
+  if (rows > 0) {
+    torch::stable::parallel_for(0, blocks, 1, [&](int64_t first, int64_t last) {
+      for (int64_t k = first; k < last; ++k) {
+        rows_into(k * rows / blocks, (k + 1) * rows / blocks,
+                  partial.data() + static_cast<size_t>(k * hidden) * acc_size);
+      }
+    });
+  }
+  void* grad_w_data = grad_w.mutable_data_ptr();
+  torch::stable::parallel_for(0, hidden, 4096, [&](int64_t begin, int64_t end) {
+    table->reduce(partial.data(), blocks, hidden, grad_w_data, dtype, begin, end);
+  });
+}
+
+// (grad_x, grad_weight), grad_weight summed as backward_rows says.
 std::tuple<Tensor, Tensor> rms_norm_backward(Tensor grad_out, Tensor x, Tensor weight, double eps,
                                              bool unit_offset) {
   const DType dtype = check_norm_args("rms_norm_backward", x, weight);
@@ -265,25 +288,13 @@ std::tuple<Tensor, Tensor> rms_norm_backward(Tensor grad_out, Tensor x, Tensor w
   Tensor grad_w = torch::stable::empty_like(wc);
   const int64_t hidden = xc.size(-1);
   const int64_t rows = hidden == 0 ? 0 : xc.numel() / hidden;
-  const int64_t blocks =
-      std::max<int64_t>(1, std::min<int64_t>(rows, torch::stable::get_num_threads()));
-  const size_t acc_size = dtype == DType::Double ? sizeof(double) : sizeof(float);
-  std::vector<unsigned char> partial(static_cast<size_t>(blocks * hidden) * acc_size, 0);
   const KernelTable* table = active_table().load();
   BackwardArgs args{gc.const_data_ptr(), xc.const_data_ptr(), wc.const_data_ptr(),
                     grad_x.mutable_data_ptr(), hidden, eps, unit_offset, dtype};
-  if (rows > 0) {
-    torch::stable::parallel_for(0, blocks, 1, [&](int64_t first, int64_t last) {
-      for (int64_t k = first; k < last; ++k) {
-        table->backward(args, k * rows / blocks, (k + 1) * rows / blocks,
-                        partial.data() + static_cast<size_t>(k * hidden) * acc_size);
-      }
-    });
-  }
-  void* grad_w_data = grad_w.mutable_data_ptr();
-  torch::stable::parallel_for(0, hidden, 4096, [&](int64_t begin, int64_t end) {
-    table->reduce(partial.data(), blocks, hidden, grad_w_data, dtype, begin, end);
-  });
+  backward_rows(table, rows, hidden, dtype, grad_w,
+                [&](int64_t first, int64_t last, void* partial) {
+                  table->backward(args, first, last, partial);
+                });
   return {grad_x, grad_w};
 }
 
@@ -438,10 +449,6 @@ std::tuple<Tensor, Tensor, Tensor> rms_norm_gated_backward(
   Tensor grad_x = torch::stable::empty_like(xc);
   Tensor grad_w = torch::stable::empty_like(wc);
   const int64_t rows = hidden == 0 ? 0 : xc.numel() / hidden;
-  const int64_t blocks =
-      std::max<int64_t>(1, std::min<int64_t>(rows, torch::stable::get_num_threads()));
-  const size_t acc_size = dtype == DType::Double ? sizeof(double) : sizeof(float);
-  std::vector<unsigned char> partial(static_cast<size_t>(blocks * hidden) * acc_size, 0);
   const KernelTable* table = active_table().load();
   GatedBackwardArgs args{dyc.const_data_ptr(),
                          xc.const_data_ptr(),
@@ -455,18 +462,10 @@ std::tuple<Tensor, Tensor, Tensor> rms_norm_gated_backward(
                          norm_before_gate,
                          activation == "silu" ? Activation::Silu : Activation::Sigmoid,
                          dtype};
-  if (rows > 0) {
-    torch::stable::parallel_for(0, blocks, 1, [&](int64_t first, int64_t last) {
-      for (int64_t k = first; k < last; ++k) {
-        table->gated_backward(args, k * rows / blocks, (k + 1) * rows / blocks,
-                              partial.data() + static_cast<size_t>(k * hidden) * acc_size);
-      }
-    });
-  }
-  void* grad_w_data = grad_w.mutable_data_ptr();
-  torch::stable::parallel_for(0, hidden, 4096, [&](int64_t begin, int64_t end) {
-    table->reduce(partial.data(), blocks, hidden, grad_w_data, dtype, begin, end);
-  });
+  backward_rows(table, rows, hidden, dtype, grad_w,
+                [&](int64_t first, int64_t last, void* partial) {
+                  table->gated_backward(args, first, last, partial);
+                });
   return {grad_x, grad_gate, grad_w};
 }
 
