@@ -226,11 +226,29 @@ def print_rows(family: str, dtype_name: str, times: dict[str, tuple[float, float
               flush=True)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def model_parser(description: str) -> argparse.ArgumentParser:
+    """The options every model benchmark takes the same way (model.py, model_profile.py,
+    model_ablation.py): the hub the kernels come from and the families to build."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--hub", default=os.environ.get("KERNELHUB_HUB", str(ROOT / ".kernelhub/hub")))
     parser.add_argument("--families", nargs="+", default=["llama", "qwen3"],
                         choices=sorted(FAMILIES))
+    return parser
+
+
+def use_hub(hub: str, script: str, needed: bool = True) -> bool:
+    """Point kernelhub at ``hub``; False, said on stderr, where kernels are needed and the
+    hub is not there (the scripts then exit 2 before importing torch)."""
+    os.environ["KERNELHUB_HUB"] = hub
+    if needed and not Path(hub).is_dir():
+        print(f"{script}: no hub at {hub}; run ci/main-job (or builder publish) first",
+              file=sys.stderr)
+        return False
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = model_parser(__doc__.splitlines()[0])
     parser.add_argument("--layers", type=int, default=None,
                         help="layers per model (default: the family's, see FAMILIES)")
     parser.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
@@ -244,10 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--configs", nargs="+",
                         default=["pytorch", "use_kernels", "autotune", "compile", "both"])
     args = parser.parse_args(argv)
-    os.environ["KERNELHUB_HUB"] = args.hub
-    if not Path(args.hub).is_dir():
-        print(f"model.py: no hub at {args.hub}; run ci/main-job (or builder publish) first",
-              file=sys.stderr)
+    if not use_hub(args.hub, "model.py"):
         return 2
 
     import torch

@@ -28,7 +28,6 @@ phase) each configuration's ms and ``pytorch / it`` ratio.
 
 from __future__ import annotations
 
-import argparse
 import gc
 import os
 import statistics
@@ -102,11 +101,7 @@ def measure(models: dict[str, Any], ids: Any, decode_steps: int, repeats: int,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--hub", default=os.environ.get("KERNELHUB_HUB",
-                                                        str(bench.ROOT / ".kernelhub/hub")))
-    parser.add_argument("--families", nargs="+", default=["llama", "qwen3"],
-                        choices=sorted(bench.FAMILIES))
+    parser = bench.model_parser(__doc__.splitlines()[0])
     parser.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--prefill", type=int, nargs="+", default=[64, 256])
@@ -118,10 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--configs", nargs="+",
                         default=["pytorch", "all", *(f"only:{e}" for e in ENTRIES)])
     args = parser.parse_args(argv)
-    os.environ["KERNELHUB_HUB"] = args.hub
-    if not Path(args.hub).is_dir():
-        print(f"model_ablation.py: no hub at {args.hub}; run builder publish first",
-              file=sys.stderr)
+    if not bench.use_hub(args.hub, "model_ablation.py"):
         return 2
     bad = [c for c in args.configs if c not in ("pytorch", "all") and
            c.removeprefix("only:").removeprefix("all-") not in ENTRIES]

@@ -33,9 +33,7 @@ with the matmuls unchanged, a phase can at best become ``1 / share`` times faste
 
 from __future__ import annotations
 
-import argparse
 import gc
-import os
 import sys
 import time
 from collections import defaultdict
@@ -219,11 +217,7 @@ def profile_config(model: Any, ids: Any, steps: int, label: str) -> list[tuple[s
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--hub", default=os.environ.get("KERNELHUB_HUB",
-                                                        str(bench.ROOT / ".kernelhub/hub")))
-    parser.add_argument("--families", nargs="+", default=["llama", "qwen3"],
-                        choices=sorted(bench.FAMILIES))
+    parser = bench.model_parser(__doc__.splitlines()[0])
     parser.add_argument("--layers", type=int, default=None,
                         help="layers per model (default: the family's, see model.FAMILIES)")
     parser.add_argument("--dtypes", nargs="+", default=["bfloat16", "float32"])
@@ -235,11 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-ops", action="store_true",
                         help="only the share table by module (no torch.profiler pass)")
     args = parser.parse_args(argv)
-    os.environ["KERNELHUB_HUB"] = args.hub
-    needs_hub = any(c != "pytorch" for c in args.configs)
-    if needs_hub and not Path(args.hub).is_dir():
-        print(f"model_profile.py: no hub at {args.hub}; run ci/main-job (or builder publish) "
-              "first", file=sys.stderr)
+    if not bench.use_hub(args.hub, "model_profile.py",
+                         needed=any(c != "pytorch" for c in args.configs)):
         return 2
 
     import torch
