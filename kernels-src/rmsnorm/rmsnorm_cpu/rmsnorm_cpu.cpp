@@ -251,6 +251,8 @@ void add_rms_norm_out(Tensor out, Tensor sum, Tensor x, Tensor residual, Tensor 
   });
 }
 
+namespace {
+
 // Both backwards: grad_weight sums over rows, so each block of rows (one block per
 // thread) adds into its own accumulators, which are then summed in block order, and the
 // result does not depend on thread timing. `rows_into(first, last, partial)` runs one
@@ -275,6 +277,8 @@ void backward_rows(const KernelTable* table, int64_t rows, int64_t hidden, DType
     table->reduce(partial.data(), blocks, hidden, grad_w_data, dtype, begin, end);
   });
 }
+
+}  // namespace
 
 // (grad_x, grad_weight), grad_weight summed as backward_rows says.
 std::tuple<Tensor, Tensor> rms_norm_backward(Tensor grad_out, Tensor x, Tensor weight, double eps,
@@ -378,18 +382,38 @@ Tensor swiglu_mlp(Tensor x, Tensor w_gate, Tensor w_up, Tensor w_down,
   return out;
 }
 
-// The gated norm (GatedArgs): x [..., hidden], gate like x or None, weight
-// [hidden] of x's dtype, group_size dividing hidden (0: the whole row).
-Tensor rms_norm_gated(Tensor x, std::optional<Tensor> gate, Tensor weight, double eps,
-                      int64_t group_size, bool norm_before_gate, std::string activation) {
-  const char* op = "rms_norm_gated";
-  const DType dtype = check_norm_args(op, x, weight);
+// What both gated ops check and derive from (x, group_size, activation): the row
+// length, the group the norm runs over (0 means the whole row) and the gate function.
+namespace {
+
+struct GatedShape {
+  int64_t hidden;
+  int64_t group;
+  Activation activation;
+};
+
+GatedShape check_gated_args(const char* op, const Tensor& x, int64_t group_size,
+                            const std::string& activation) {
   STD_TORCH_CHECK(activation == "silu" || activation == "sigmoid", op,
                   ": activation must be 'silu' or 'sigmoid', got '", activation, "'");
   const int64_t hidden = x.size(-1);
   const int64_t group = group_size == 0 ? hidden : group_size;
   STD_TORCH_CHECK(group > 0 ? hidden % group == 0 : hidden == 0, op, ": group_size ",
                   group_size, " must divide the last dimension of x (", hidden, ")");
+  return {hidden, group, activation == "silu" ? Activation::Silu : Activation::Sigmoid};
+}
+
+}  // namespace
+
+// The gated norm (GatedArgs): x [..., hidden], gate like x or None, weight
+// [hidden] of x's dtype, group_size dividing hidden (0: the whole row).
+Tensor rms_norm_gated(Tensor x, std::optional<Tensor> gate, Tensor weight, double eps,
+                      int64_t group_size, bool norm_before_gate, std::string activation) {
+  const char* op = "rms_norm_gated";
+  const DType dtype = check_norm_args(op, x, weight);
+  const GatedShape shape = check_gated_args(op, x, group_size, activation);
+  const int64_t hidden = shape.hidden;
+  const int64_t group = shape.group;
   const Tensor xc = torch::stable::contiguous(x);
   Tensor gc;
   if (gate.has_value()) {
@@ -410,7 +434,7 @@ Tensor rms_norm_gated(Tensor x, std::optional<Tensor> gate, Tensor weight, doubl
                  group,
                  eps,
                  norm_before_gate,
-                 activation == "silu" ? Activation::Silu : Activation::Sigmoid,
+                 shape.activation,
                  dtype};
   const KernelTable* table = active_table().load();
   torch::stable::parallel_for(0, rows, row_grain(hidden), [&](int64_t begin, int64_t end) {
@@ -428,12 +452,9 @@ std::tuple<Tensor, Tensor, Tensor> rms_norm_gated_backward(
   const char* op = "rms_norm_gated_backward";
   const DType dtype = check_norm_args(op, x, weight);
   check_like(op, "grad_out", grad_out, x);
-  STD_TORCH_CHECK(activation == "silu" || activation == "sigmoid", op,
-                  ": activation must be 'silu' or 'sigmoid', got '", activation, "'");
-  const int64_t hidden = x.size(-1);
-  const int64_t group = group_size == 0 ? hidden : group_size;
-  STD_TORCH_CHECK(group > 0 ? hidden % group == 0 : hidden == 0, op, ": group_size ",
-                  group_size, " must divide the last dimension of x (", hidden, ")");
+  const GatedShape shape = check_gated_args(op, x, group_size, activation);
+  const int64_t hidden = shape.hidden;
+  const int64_t group = shape.group;
   const Tensor xc = torch::stable::contiguous(x);
   const Tensor dyc = torch::stable::contiguous(grad_out);
   const Tensor wc = torch::stable::contiguous(weight);
@@ -460,7 +481,7 @@ std::tuple<Tensor, Tensor, Tensor> rms_norm_gated_backward(
                          group,
                          eps,
                          norm_before_gate,
-                         activation == "silu" ? Activation::Silu : Activation::Sigmoid,
+                         shape.activation,
                          dtype};
   backward_rows(table, rows, hidden, dtype, grad_w,
                 [&](int64_t first, int64_t last, void* partial) {
