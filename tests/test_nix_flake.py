@@ -18,7 +18,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from e2e import REPO, Workspace, builder, run, torch_python
+from e2e import RELEASES, REPO, Workspace, builder, run, torch_python
 from kernelhub.formats.provenance import NULL_COMMIT
 
 COMPILED = ("activation", "torch213-cxx11-cpu-x86_64-linux")
@@ -448,7 +448,7 @@ def test_hermetic_derivations_instantiate_offline_with_nixpkgs_names() -> None:
     assert "cuda_nvcc-13.0.drv" not in names(pure)
     (pure_drv,) = (v for k, v in pure.items() if k.endswith(f"{PURE[1]}-1.0.0.drv"))
     assert pure_drv["env"]["torchMinor"] == "2.14"
-    hermetic = next(v for k, v in cpu.items() if k.endswith("cpu-x86_64-linux-1.0.0.drv"))
+    hermetic = next(v for k, v in cpu.items() if k.endswith(f"cpu-x86_64-linux-{RELEASES['activation']}.drv"))
     host = _derivation(_drv_path(
         "packages.x86_64-linux.activation-torch213-cxx11-cpu-x86_64-linux"), recursive=True)
     host_build = next(v for k, v in host.items() if k.endswith("-build.drv"))

@@ -9,6 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import tomllib
 from kernelhub_builder.cli import main
 from kernelhub_builder.errors import ShardError
 from kernelhub_builder.ship.ci_matrix import parse_shard, shard_of
@@ -205,15 +206,16 @@ def test_missing_on_plans_a_build_until_the_tag_holds_every_name_it_is_published
         return [j["variant"] for j in json.loads(out)["include"]]
 
     hub = tmp_path / "hub"
+    tag = "v" + tomllib.loads((REPO / "kernels.toml").read_text())["releases"]["activation"]
     variant = next(v for v in planned() if v.endswith("-cpu-x86_64-linux"))
     legacy, current = variant, published_names(parse_variant(variant), VariantNames.CURRENT)[0]
     assert current != legacy
     staged = tmp_path / "staged"
     make_variant(staged, name="activation")
     publisher = LocalPublisher(hub)
-    publisher.publish("kernels-community/activation", "v1", {legacy: staged}, tag="v1.0.0",
+    publisher.publish("kernels-community/activation", "v1", {legacy: staged}, tag=tag,
                       message="legacy name only")
     assert variant in planned()
     publisher.publish("kernels-community/activation", "v1", {legacy: staged, current: staged},
-                      tag="v1.0.0", message="both names")
+                      tag=tag, message="both names")
     assert variant not in planned()

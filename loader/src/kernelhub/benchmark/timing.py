@@ -11,6 +11,8 @@ every candidate alike). torch is imported by the functions, not by this module.
 
 from __future__ import annotations
 
+import statistics
+import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -61,9 +63,6 @@ def interleaved_thread_time(candidates: Mapping[str, Callable[[], Any]], rounds:
     (``calls`` calls a turn). On a loaded machine wall time stretches by whatever else
     runs and CPU time does not; the caller pins torch to one thread, so the op's work is
     all on this thread."""
-    import statistics
-    import time
-
     samples: dict[str, list[float]] = {key: [] for key in candidates}
     for fn in candidates.values():
         fn()
