@@ -62,3 +62,51 @@ def test_gpu_check_refuses_a_torch_that_cannot_use_the_gpu(
     assert reason in done.stderr
     assert not (tmp_path / "work").exists()  # refused before anything was written
 
+
+
+def test_gpu_check_refuses_a_prebuilt_dir_that_is_not_there(tmp_path: Path) -> None:
+    done = subprocess.run([str(SCRIPT), "--prebuilt", str(tmp_path / "nothing")],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2
+    assert "--prebuilt" in done.stderr and "no such directory" in done.stderr
+
+
+SCRATCH = SCRIPT.parent / "scratch-project"
+
+
+def test_scratch_project_makes_an_out_of_matrix_torch_the_whole_matrix(tmp_path: Path) -> None:
+    """The lent H100's torch 2.11: a scratch project whose matrix, pin and gpu-torch are
+    2.11, with CUDA narrowed to sm_90 and the stable-ABI kernels retargeted; the builder
+    reads it as any project and plans torch 2.11 variants from it."""
+    import sys
+
+    from kernelhub_builder.manifest import load_project
+    from kernelhub_builder.manifest.build_toml import load_kernel
+
+    out = tmp_path / "project"
+    done = subprocess.run([sys.executable, str(SCRATCH), str(out), "--torch", "2.11",
+                           "--pin", "torch==2.11.0", "--cuda-capabilities", "9.0",
+                           "--stable-abi", "2.11"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    project = load_project(out)
+    assert project.matrix.torch == ("2.11",)
+    assert project.torch_pins["2.11"] == "torch==2.11.0" and project.gpu_torch == "2.11"
+    assert project.kernels == load_project(SCRIPT.parents[1]).kernels
+    activation = load_kernel(project.kernel_dir("activation"), project)
+    parts = {part.name: part for part in activation.parts}
+    assert parts["activation_cuda"].cuda_capabilities == ("9.0",)
+    rmsnorm = load_kernel(project.kernel_dir("rmsnorm"), project)
+    assert rmsnorm.torch.stable_abi == "2.11"
+    # The real project is untouched: its matrix still starts at 2.13.
+    assert load_project(SCRIPT.parents[1]).matrix.torch[0] == "2.13"
+
+
+def test_scratch_project_refuses_a_torch_that_is_not_major_minor(tmp_path: Path) -> None:
+    import sys
+
+    done = subprocess.run([sys.executable, str(SCRATCH), str(tmp_path / "p"), "--torch",
+                           "2.11.0", "--pin", "torch==2.11.0"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2 and "not <major>.<minor>" in done.stderr
+    assert not (tmp_path / "p").exists()

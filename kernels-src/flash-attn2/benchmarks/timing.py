@@ -34,8 +34,8 @@ def run(kernel: ModuleType, args: argparse.Namespace, dtype: torch.dtype) -> Non
         ~torch.ones(args.seq, args.seq, dtype=torch.bool).tril(), float("-inf")
     )
     out = torch.empty(shape, dtype=dtype)
-    compiled = torch.compile(eager_attention, dynamic=False)
-    for _ in range(3):  # compile and reach the steady state before timing
+    compiled = torch.compile(eager_attention, dynamic=False) if args.compile else None
+    for _ in range(3 if compiled else 0):  # compile and reach the steady state before timing
         compiled(q, k, v, mask)
     times = {
         "kernel, out=": best_seconds(
@@ -50,8 +50,10 @@ def run(kernel: ModuleType, args: argparse.Namespace, dtype: torch.dtype) -> Non
         "eager (explicit mask)": best_seconds(
             lambda: eager_attention(q, k, v, mask), args.min_run_time
         ),
-        "torch.compile(eager, dynamic=False)": best_seconds(lambda: compiled(q, k, v, mask), args.min_run_time),
     }
+    if compiled is not None:
+        times["torch.compile(eager, dynamic=False)"] = best_seconds(
+            lambda: compiled(q, k, v, mask), args.min_run_time)
     ours = times["kernel, allocating"]
     flops = 4 * args.batch * args.heads * args.seq * args.seq * args.head_dim / 2  # causal
     print(
@@ -89,10 +91,11 @@ def _model_case(kernel: ModuleType, name: str, seq: int | str, compiled: object,
         mask = torch.zeros(seq_q, seq_k, dtype=dtype).masked_fill(
             ~torch.ones(seq_q, seq_k, dtype=torch.bool).tril(seq_k - seq_q),
             float("-inf"))
-        for _ in range(3):
-            compiled(q, kr, vr, mask)
         candidates["eager"] = lambda: eager_attention(q, kr, vr, mask)
-        candidates["compile"] = lambda: compiled(q, kr, vr, mask)
+        if compiled is not None:
+            for _ in range(3):
+                compiled(q, kr, vr, mask)
+            candidates["compile"] = lambda: compiled(q, kr, vr, mask)
     t = interleaved(candidates, min_run_time, rounds=3)
     pairs = seq_q * seq_k / (2 if causal else 1)
     flops = 4 * 32 * pairs * 128
@@ -103,7 +106,8 @@ def _model_case(kernel: ModuleType, name: str, seq: int | str, compiled: object,
           f"{t['sdpa'] / t['layer']:10.2f}x{flops / t['out='] / 1e9:9.1f}")
 
 
-def model_shapes(kernel: ModuleType, dtypes: list[str], min_run_time: float) -> None:
+def model_shapes(kernel: ModuleType, dtypes: list[str], min_run_time: float,
+                 compile: bool = True) -> None:
     """Causal prefill at seq 128..4096 and decode (one query against a 4096-key cache), with
     Llama-shaped heads (32 query heads, 8 KV heads, dim 128): the allocating call that
     Transformers' attention interface makes ("layer"), out=, sdpa (the target), and eager /
@@ -114,7 +118,7 @@ def model_shapes(kernel: ModuleType, dtypes: list[str], min_run_time: float) -> 
           f"{kernel.cpu_capability()}); ratios: sdpa time / ours (higher is faster)")
     print(f"  {'case':<24}{'out= ms':>10}{'layer ms':>10}{'sdpa ms':>10}{'eager ms':>10}"
           f"{'compile':>10}{'out=/sdpa':>11}{'layer/sdpa':>11}{'GFLOP/s':>9}")
-    compiled = torch.compile(eager_attention, dynamic=False)
+    compiled = torch.compile(eager_attention, dynamic=False) if compile else None
     for name in dtypes:
         for seq in (*MODEL_SEQS, "decode"):
             _model_case(kernel, name, seq, compiled, min_run_time)
@@ -136,6 +140,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model-shapes", action=argparse.BooleanOptionalAction, default=True,
                         help="also the model-shape table (default on)")
     parser.add_argument("--model-min-run-time", type=float, default=0.3)
+    parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True,
+                        help="the torch.compile baseline (--no-compile: minutes less where "
+                             "machine time is scarce, e.g. a lent AMX machine)")
     args = parser.parse_args(argv)
     # torch.compile baselines: one static graph per shape and dtype, every one compiled.
     torch._dynamo.config.recompile_limit = 64
@@ -146,7 +153,7 @@ def main(argv: list[str] | None = None) -> None:
     for name in args.dtypes:
         run(kernel, args, getattr(torch, name))
     if args.model_shapes:
-        model_shapes(kernel, args.dtypes, args.model_min_run_time)
+        model_shapes(kernel, args.dtypes, args.model_min_run_time, args.compile)
 
 
 if __name__ == "__main__":
