@@ -59,3 +59,23 @@ def test_device_check_reports_a_step_that_fails(tmp_path: Path) -> None:
     done = _run(str(tmp_path / "out"), "--steps", "attn", "--prebuilt", str(tmp_path / "prebuilt"))
     assert done.returncode == 1
     assert "attn: FAILED: no CPU variant of flash-attn2" in (tmp_path / "out" / "summary.log").read_text()
+
+
+PREPARE = SCRIPT.parent / "device-prepare"
+
+
+@pytest.mark.parametrize(("args", "reason"), [
+    (["--torch", "2.11"], "--torch '2.11' is not a torch release X.Y.Z"),
+    ([], "--torch '' is not a torch release X.Y.Z"),
+    (["--torch", "2.11.0", "--bogus"], "unknown argument '--bogus'"),
+])
+def test_device_prepare_refuses_bad_arguments_before_building(
+    tmp_path: Path, args: list[str], reason: str
+) -> None:
+    """ci/device-prepare (the development machine's half: builds for the lent machine's
+    torch) says what is wrong before it creates, builds or downloads anything."""
+    done = subprocess.run([str(PREPARE), str(tmp_path / "dest"), *args], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert reason in done.stderr
+    assert not (tmp_path / "dest").exists()
