@@ -110,3 +110,35 @@ def test_scratch_project_refuses_a_torch_that_is_not_major_minor(tmp_path: Path)
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2 and "not <major>.<minor>" in done.stderr
     assert not (tmp_path / "p").exists()
+
+
+def test_gpu_check_checks_a_torch_outside_the_matrix_on_a_scratch_project(tmp_path: Path) -> None:
+    """The lent H100's case: torch 2.11, which the matrix (2.13-2.15) does not hold. The
+    script must not stop at "no CUDA variant for torch 2.11": it writes a scratch project
+    whose matrix is 2.11, narrowed to the GPU's capability, and goes on to adopt the
+    machine's python. Here the python only claims torch 2.11 with a GPU (its real torch is
+    this venv's), so the builder's adoption refuses it, saying which torch it found."""
+    import sys
+
+    env = _fake_tools(tmp_path, "")
+    bin_dir = tmp_path / "bin"
+    (bin_dir / "nvidia-smi").write_text(
+        "#!/bin/sh\ncase \"$*\" in\n"
+        "  *compute_cap,driver*) echo 'NVIDIA H100 80GB HBM3, 9.0, 580.0';;\n"
+        "  *compute_cap*) echo '9.0';;\n"
+        "  *) echo 'GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)';;\nesac\n")
+    # The probe of torch and GPU answers as the H100 would; everything else is real Python.
+    (bin_dir / "python").write_text(
+        "#!/bin/sh\ncase \"$*\" in\n"
+        "  *is_available*) echo '2.11.0+cu130 13.0 1';;\n"
+        f"  *) exec {sys.executable} \"$@\";;\nesac\n")
+    done = subprocess.run([str(SCRIPT), "activation"], capture_output=True, text=True,
+                          timeout=300, env=env, check=False)
+    out = done.stdout + done.stderr
+    assert "no CUDA variant" not in out
+    assert ("torch 2.11.0+cu130 is outside the matrix: checking a scratch project "
+            "(matrix torch 2.11, sm 9.0, stable ABI 2.11)") in done.stdout, out
+    scratch = (tmp_path / "work" / "project" / "kernels.toml").read_text()
+    assert 'torch = ["2.11"]' in scratch and '"2.11" = "torch==2.11.0"' in scratch
+    assert done.returncode == 2
+    assert "the builder cannot adopt" in done.stderr, out
