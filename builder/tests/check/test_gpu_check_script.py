@@ -74,19 +74,26 @@ def test_gpu_check_refuses_a_prebuilt_dir_that_is_not_there(tmp_path: Path) -> N
 SCRATCH = SCRIPT.parent / "scratch-project"
 
 
+def _python_env() -> dict[str, str]:
+    """The scripts' Python: this test's, which has the builder."""
+    import os
+    import sys
+
+    return {**os.environ, "PYTHON": sys.executable}
+
+
 def test_scratch_project_makes_an_out_of_matrix_torch_the_whole_matrix(tmp_path: Path) -> None:
     """The lent H100's torch 2.11: a scratch project whose matrix, pin and gpu-torch are
     2.11, with CUDA narrowed to sm_90 and the stable-ABI kernels retargeted; the builder
     reads it as any project and plans torch 2.11 variants from it."""
-    import sys
 
     from kernelhub_builder.manifest import load_project
     from kernelhub_builder.manifest.build_toml import load_kernel
 
     out = tmp_path / "project"
-    done = subprocess.run([sys.executable, str(SCRATCH), str(out), "--torch", "2.11",
+    done = subprocess.run([str(SCRATCH), str(out), "--torch", "2.11",
                            "--pin", "torch==2.11.0", "--cuda-capabilities", "9.0",
-                           "--stable-abi", "2.11"],
+                           "--stable-abi", "2.11"], env=_python_env(),
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     project = load_project(out)
@@ -103,10 +110,9 @@ def test_scratch_project_makes_an_out_of_matrix_torch_the_whole_matrix(tmp_path:
 
 
 def test_scratch_project_refuses_a_torch_that_is_not_major_minor(tmp_path: Path) -> None:
-    import sys
 
-    done = subprocess.run([sys.executable, str(SCRATCH), str(tmp_path / "p"), "--torch",
-                           "2.11.0", "--pin", "torch==2.11.0"],
+    done = subprocess.run([str(SCRATCH), str(tmp_path / "p"), "--torch",
+                           "2.11.0", "--pin", "torch==2.11.0"], env=_python_env(),
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2 and "not <major>.<minor>" in done.stderr
     assert not (tmp_path / "p").exists()
