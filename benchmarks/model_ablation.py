@@ -13,7 +13,9 @@ interleaved round by round (the order reversed every round), these configuration
 * ``all-<entry>`` — every entry but one, which says what the others come to without it.
 
 Entries: ``act`` (SiLU), ``norm`` (RMSNorm), ``rotary`` (rotary_pos_emb), ``attn``
-(flash-attn2 through ``attention``), ``fused`` (the MLP and DecoderLayer kernels).
+(flash-attn2 through ``attention``), ``fused`` (the MLP and DecoderLayer kernels),
+``widen`` (bfloat16 ``nn.Linear`` products widened to float32: ``all-widen`` against ``all``
+is that change, before and after, in one run).
 
 Timing: with ``--cpu-time`` the main thread's CPU time (``time.thread_time``), meant for
 ``--threads 1`` where all work runs on that thread, so other processes' load on a shared
@@ -47,6 +49,7 @@ ENTRIES: dict[str, tuple[str, ...]] = {
     "rotary": ("rotary_pos_emb",),
     "attn": ("attention",),
     "fused": ("MLP", "DecoderLayer"),
+    "widen": ("Linear",),
 }
 """Short name → the table's names it turns on or off together."""
 

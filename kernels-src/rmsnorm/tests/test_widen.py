@@ -137,3 +137,32 @@ def test_the_fused_mlp_widens_its_prefill_products(residual):
         if res is not None:
             theirs = res + theirs
     torch.testing.assert_close(got, theirs, rtol=2e-2, atol=2e-2)
+
+
+@needs_widening
+def test_a_tiny_bfloat16_llama_decodes_the_same_tokens_greedily():
+    """Every ``nn.Linear`` and MLP of a bfloat16 Llama on this kernel's layers (as the
+    Transformers table installs them): the prompt's products widen, decode steps do not,
+    and greedy decoding gives PyTorch's tokens."""
+    import types
+
+    transformers = pytest.importorskip("transformers")
+    config = transformers.LlamaConfig(hidden_size=128, intermediate_size=352,
+                                      num_hidden_layers=2, num_attention_heads=4,
+                                      num_key_value_heads=2, vocab_size=256)
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(config).to(torch.bfloat16).eval()
+    prompt = torch.randint(0, 256, (1, 24), generator=torch.Generator().manual_seed(1))
+    settings = dict(max_new_tokens=12, do_sample=False, pad_token_id=0)
+    with torch.no_grad():
+        expected = model.generate(prompt, **settings)
+        widened = 0
+        for module in model.modules():
+            if type(module) is nn.Linear:
+                module.forward = types.MethodType(layers.Linear.forward, module)
+                widened += 1
+            elif type(module).__name__ == "LlamaMLP":
+                module.forward = types.MethodType(layers.MLP.forward, module)
+        assert widened == 2 * 7 + 1  # q, k, v, o, gate, up, down per layer and the lm_head
+        got = model.generate(prompt, **settings)
+    assert torch.equal(got, expected)
