@@ -8,9 +8,9 @@ never a float32 copy of the whole weight), each block multiplied in float32 and 
 once into the bfloat16 output, as PyTorch rounds its own float32 accumulation. Fewer rows
 (a decode step) keep PyTorch's product, which reads the bfloat16 weight only once.
 
-Measured (``benchmarks/widen.py``, AMD EPYC avx2 fma, 1 thread, thread CPU time,
-2048x5632 and 5632x2048 weights): widened 0.8-1.1x at 2 rows, 1.3-1.7x at 4,
-2.1-2.7x at 8, 5-8x from 64 rows.
+Measured (``benchmarks/widen.py``, AMD EPYC avx2 fma, 1 thread, thread CPU time, five
+projection shapes from 1024x3072 to 5632x2048): widened 0.67-0.82x at 1 row, 1.00-1.10x
+at 2, 1.35-1.61x at 4, 2.2-2.6x at 8, 6.4-6.8x at 64 and 8.2-8.5x at 512 rows.
 """
 
 from __future__ import annotations
@@ -20,13 +20,14 @@ import torch.nn.functional as F
 
 from ._ops import ops
 
-WIDEN_ROWS = 8
-"""Rows from which a bfloat16 product runs widened (it wins from 4 rows at every shape
-measured, by 2.1-2.7x at 8; below that the block conversions are not paid back)."""
+WIDEN_ROWS = 4
+"""Rows from which a bfloat16 product runs widened: it wins from 4 rows at every shape
+measured (1.35-1.61x); at 2 rows it only breaks even, and one row (a decode step) is
+faster in PyTorch's product, which reads the bfloat16 weight once."""
 
 BLOCK = 256
-"""Output features per widened block: a 256-row float32 weight block of a 4096-wide layer
-is 4 MiB, and blocks of 128-512 timed alike."""
+"""Output features per widened block: the float32 scratch of a 4096-wide layer's block is
+4 MiB, whatever the weight's size (chosen, not tuned: the timings above are at 256)."""
 
 NATIVE_BF16 = ops.cpu_capability() == "AVX512_BF16"
 """Whether this CPU multiplies bfloat16 natively (AVX512_BF16; AMX CPUs have it too), where
