@@ -166,3 +166,17 @@ def test_a_tiny_bfloat16_llama_decodes_the_same_tokens_greedily():
         assert widened == 2 * 7 + 1  # q, k, v, o, gate, up, down per layer and the lm_head
         got = model.generate(prompt, **settings)
     assert torch.equal(got, expected)
+
+
+@needs_widening
+def test_the_linear_layer_compiles_to_the_same_bits():
+    """``can_torch_compile = True``: the block loop traces into one graph (fullgraph)."""
+    import types
+
+    module = _linear(300, 64)  # 300 features: a whole block and a partial one
+    module.forward = types.MethodType(layers.Linear.forward, module)
+    x = _rand((2, 10, 64), 0)
+    with torch.no_grad():
+        eager = module(x)
+        compiled = torch.compile(module, fullgraph=True)(x)
+    assert torch.equal(compiled, eager)
