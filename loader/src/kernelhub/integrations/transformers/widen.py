@@ -52,7 +52,7 @@ native bfloat16 products."""
 WIDENED = (
     "Linear: bfloat16 projections of prefill-sized inputs (4 rows or more) run in float32, "
     "rounded once, on this CPU (no AVX512_BF16/AMX: PyTorch's bfloat16 GEMM runs ~8 GFLOP/s "
-    "per core there, 4-8x slower than widened; kernels-src/rmsnorm/benchmarks/widen.py); "
+    "per core there, 6.4-8.5x slower than widened from 64 rows; rmsnorm benchmarks/widen.py); "
     "decode steps keep PyTorch's product (kernels-community/rmsnorm layers.Linear)")
 
 _told: set[str] = set()
