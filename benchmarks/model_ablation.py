@@ -10,10 +10,15 @@ interleaved round by round (the order reversed every round), these configuration
 * ``only:<entry>`` — ``use_kernels=True`` with every entry but one disabled
   (``KernelConfig({name: None, ...})``), so its ratio is that kernel's effect on the
   whole model, the ops around it included;
-* ``all-<entry>`` — every entry but one, which says what the others come to without it.
+* ``all-<entry>`` — every entry but one, which says what the others come to without it;
+* ``before`` (with ``--before VERSION``, rmsnorm's previous release on the hub) —
+  ``use_kernels=True`` with that release's fused MLP/DecoderLayer and no ``Linear``: the
+  model as the release before the widened projections ran it, in the same run.
 
 Entries: ``act`` (SiLU), ``norm`` (RMSNorm), ``rotary`` (rotary_pos_emb), ``attn``
-(flash-attn2 through ``attention``), ``fused`` (the MLP and DecoderLayer kernels).
+(flash-attn2 through ``attention``), ``fused`` (the MLP and DecoderLayer kernels),
+``widen`` (bfloat16 ``nn.Linear`` products widened to float32: ``all-widen`` against ``all``
+is that change, before and after, in one run).
 
 Timing: with ``--cpu-time`` the main thread's CPU time (``time.thread_time``), meant for
 ``--threads 1`` where all work runs on that thread, so other processes' load on a shared
@@ -47,6 +52,7 @@ ENTRIES: dict[str, tuple[str, ...]] = {
     "rotary": ("rotary_pos_emb",),
     "attn": ("attention",),
     "fused": ("MLP", "DecoderLayer"),
+    "widen": ("Linear",),
 }
 """Short name → the table's names it turns on or off together."""
 
@@ -60,13 +66,22 @@ def kernel_config(keep: set[str]) -> Any:
     return KernelConfig(off) if off else None
 
 
-def prepare(base: Any, config: str) -> Any:
+def prepare(base: Any, config: str, before: str | None = None) -> Any:
     """A copy of ``base`` sharing its weights, set up for ``config`` (see the docstring)."""
     import copy
 
     shared = {id(t): t for t in (*base.parameters(), *base.buffers())}
     model = copy.deepcopy(base, shared)
     if config == "pytorch":
+        return model
+    if config == "before":
+        from kernelhub.integrations.transformers import KernelConfig
+        from kernelhub.integrations.transformers.table import registered_names
+
+        names = set(registered_names(base).values())
+        fused = {n: f"kernels-community/rmsnorm@{before}:{n}" for n in ENTRIES["fused"]
+                 if n in names}
+        model.set_use_kernels(True, KernelConfig({"Linear": None, **fused}))
         return model
     if config == "all":
         keep = set(ENTRIES)
@@ -112,11 +127,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="time the main thread's CPU time (use with --threads 1)")
     parser.add_argument("--configs", nargs="+",
                         default=["pytorch", "all", *(f"only:{e}" for e in ENTRIES)])
+    parser.add_argument("--before", metavar="VERSION",
+                        help="the rmsnorm release before the widened Linear, on the hub "
+                             "(e.g. v1.2.0): configuration 'before' runs its fused "
+                             "MLP/DecoderLayer and no Linear (what use_kernels gave before, "
+                             "in the same run)")
     args = parser.parse_args(argv)
     if not bench.use_hub(args.hub, "model_ablation.py"):
         return 2
-    bad = [c for c in args.configs if c not in ("pytorch", "all") and
-           c.removeprefix("only:").removeprefix("all-") not in ENTRIES]
+    bad = [c for c in args.configs if c not in ("pytorch", "all")
+           and not (c == "before" and args.before)
+           and c.removeprefix("only:").removeprefix("all-") not in ENTRIES]
     if bad:
         print(f"model_ablation.py: unknown configuration(s) {bad}; entries: {list(ENTRIES)}",
               file=sys.stderr)
@@ -140,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     for family in args.families:
         for dtype_name in args.dtypes:
             base = bench.make_model(family, getattr(torch, dtype_name), args.layers)
-            models = {c: prepare(base, c) for c in args.configs}
+            models = {c: prepare(base, c, args.before) for c in args.configs}
             for length in args.prefill:
                 ids = torch.randint(0, base.config.vocab_size, (1, length),
                                     generator=torch.Generator().manual_seed(0))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from . import _buffers
+from . import _buffers, _widen
 from ._ops import ops
 
 
@@ -128,7 +128,8 @@ def swiglu_mlp(
     for all rows and never materialises gate and up; more rows run the matrix products of
     ``F.linear`` with ``silu_mul`` in place between them and the residual added by the
     down projection itself (``addmm``). Products are rounded to the dtype where PyTorch's
-    matmuls round them, ``silu(gate) * up`` once (as :func:`silu_mul`).
+    matmuls round them, ``silu(gate) * up`` once (as :func:`silu_mul`). In bfloat16 on a
+    CPU without native bfloat16 products, those products run widened (:mod:`._widen`).
     """
     return fused_swiglu(x, (w_gate, w_up, w_down), (None, None, None), residual)
 
@@ -153,6 +154,10 @@ def fused_swiglu(
     if (x.device.type == "cpu" and not grad and _rows(x) <= GEMV_MAX_ROWS
             and all(b is None for b in biases)):
         return ops.swiglu_mlp(x, w_gate, w_up, w_down, residual)
+    if _widen.widens(x, w_gate):
+        gate = _widen.linear(x, w_gate, biases[0])
+        act = silu_mul(gate, _widen.linear(x, w_up, biases[1]), out=gate)
+        return _widen.linear(act, w_down, biases[2], residual)
     gate = F.linear(x, w_gate, biases[0])
     up = F.linear(x, w_up, biases[1])
     act = silu_mul(gate, up) if grad else silu_mul(gate, up, out=gate)

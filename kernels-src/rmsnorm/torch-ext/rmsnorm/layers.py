@@ -12,7 +12,8 @@ computes beyond float32 summation order.
 out like :class:`RMSNormMLPLayout` (a post-attention norm and a SwiGLU MLP).
 ``MLP`` and ``DecoderLayer`` are the forwards of a model's own MLP and decoder-layer
 classes, with the SwiGLU activation, the residual adds and the post-attention norm
-fused around the matmuls.
+fused around the matmuls. ``Linear`` is ``nn.Linear``'s, with bfloat16 products widened
+to float32 where the CPU has no native bfloat16 products (:mod:`._widen`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from . import _widen
 from ._functional import add_rms_norm, fused_swiglu, gemma_rms_norm, rms_norm
 from ._gated import ACTIVATIONS, rms_norm_gated
 from ._ops import add_op_namespace_prefix
@@ -225,6 +227,21 @@ class MLP(nn.Module):
         if _swiglu_projections(self, x) is None:
             return type(self).forward(self, x)
         return _mlp(self, x)
+
+
+class Linear(nn.Module):
+    """``nn.Linear``'s forward, with bfloat16 products of many rows computed in float32 and
+    rounded once on CPUs without native bfloat16 products (:mod:`._widen` says when and
+    why). Any other input, and any subclass of ``nn.Linear`` (quantised, adapter-wrapped),
+    runs the module's own forward."""
+
+    has_backward: bool = True
+    can_torch_compile: bool = True
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        if type(self) is not nn.Linear or not _widen.widens(input, self.weight):
+            return type(self).forward(self, input)
+        return _widen.linear(input, self.weight, self.bias)
 
 
 def _llama_norm(norm: nn.Module, x: torch.Tensor) -> bool:

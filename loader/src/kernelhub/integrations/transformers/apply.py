@@ -1,7 +1,8 @@
 """Apply kernels to a Transformers model for a mode, and take them all off again.
 
 First the entries this machine declines for the model are dropped (:mod:`.machine`:
-kernels measured slower than PyTorch on CPUs of its kind). Then five parts, in this order: layers and the function modules a model attaches
+kernels measured slower than PyTorch on CPUs of its kind), and the widened ``Linear`` is
+kept only where it widens (:mod:`.widen`). Then five parts, in this order: layers and the function modules a model attaches
 (``_kernel_funcs``), both through :func:`kernelhub.layer.kernelize`; module fusion
 (explicit KernelConfig entries only, :mod:`.fusion`); module-global functions of models
 that attach none (seen replaced by this model's modules only, :mod:`.rebind`); experts
@@ -63,6 +64,7 @@ from .table import (
     has_function_modules,
     is_covered,
 )
+from .widen import linear_marked, settle_widening
 
 if TYPE_CHECKING:
     from torch import nn
@@ -211,7 +213,7 @@ def _apply_layers(model: nn.Module, entries: dict[str, list[Entry]], explicit: s
             key = _device_key(device, entry.capability)
             per_device.setdefault(key, {}).update(dict.fromkeys(entry.modes, repo))
         mapping[name] = per_device
-    with use_kernel_mapping(mapping, inherit_mapping=False):
+    with use_kernel_mapping(mapping, inherit_mapping=False), linear_marked():
         kernelize(model, mode=mode, use_fallback=True, autotune=autotune)
 
 
@@ -362,6 +364,7 @@ def apply_kernels(model: nn.Module, kernel_config: object, mode: Mode, device: s
         logger.warning(coverage_message(model))
     entries, explicit = effective_entries(config, device)
     drop_declined(entries, explicit, model, device)
+    settle_widening(entries, explicit, model, device)
     autotune = (config is not None and config.autotune) or autotune_from_env()
     with collected_failures() as failed:
         _apply_layers(model, entries, explicit, device, mode, autotune)

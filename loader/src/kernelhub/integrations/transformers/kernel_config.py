@@ -40,6 +40,7 @@ from .table import (
     function_targets,
     registered_names,
 )
+from .widen import WIDEN_NAME
 
 if TYPE_CHECKING:
     import torch
@@ -228,6 +229,8 @@ class KernelConfig(Record):
     def valid_keys(self, model: nn.Module) -> list[str]:
         """The names a mapping key may use for ``model``."""
         names = set(registered_names(model).values()) | set(function_targets(model))
+        if any(type(m) is nn.Linear for m in model.modules()):
+            names.add(WIDEN_NAME)  # the widened projections (.widen): marked only while applied
         return sorted(names | {ATTENTION_KEY})
 
     def check_keys(self, model: nn.Module) -> None:

@@ -157,6 +157,10 @@ def _kernelhub_additions(m: dict[str, dict[str, list[KernelRef]]]) -> None:
     # The fused decoder kernels (see FUSED_LAYER_CLASSES): their ops are CPU code.
     _entries("rmsnorm", 1, [("MLP", "MLP", ("cpu",), _TI),
                             ("DecoderLayer", "DecoderLayer", ("cpu",), _TI)], m)
+    # bfloat16 projections widened to float32 on CPUs without native bfloat16 products
+    # (issue 31): every nn.Linear of a bfloat16 model, whatever its family (.widen says
+    # when the entry stays and how nn.Linear carries the name).
+    _entries("rmsnorm", 1, [("Linear", "Linear", ("cpu",), (_I,))], m)
     m[ATTENTION_KEY] = {d: [KernelRef(FLASH_ATTN2, "attention_forward", FLASH_ATTN2_VERSION,
                                       modes=(_I | Mode.TORCH_COMPILE,))]
                         for d in ("cpu", "cuda")}
