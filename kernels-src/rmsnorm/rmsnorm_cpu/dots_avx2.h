@@ -6,10 +6,10 @@
 // row at a time, read ~11 GB/s on the AVX2 machine (AMD EPYC) where the BLAS GEMV
 // reads ~18, and four rows at a time read 19-24 (a standalone sweep of 1-8 rows:
 // 2 rows 15, 3 rows 17, 4 rows 19-24, 8 rows no better at the smaller sizes). So
-// each pass reads up to kWeightRows weight rows side by side against every row of
-// x. Rows of x after the first meet the weights in L1: the row is walked in chunks
-// of kChunk values, each chunk multiplied by every row of x before the next, the
-// partial sums kept in memory between chunks.
+// each pass reads up to four weight rows (kernels_impl.h: kWeightRows) side by side
+// against every row of x. Rows of x after the first meet the weights in L1: the row
+// is walked in chunks of kChunk values, each chunk multiplied by every row of x
+// before the next, the partial sums kept in memory between chunks.
 //
 // Every sum keeps lane_sum's 32 lanes (four vectors of eight) and its fold, products
 // rounded before they are added (no FMA), so the results are the plain loop's bit
@@ -38,8 +38,6 @@ using gated_avx2::load8;
 template <typename T>
 constexpr bool kHandles = std::is_same_v<T, float> || std::is_same_v<T, bf16_t>;
 
-// Weight rows read side by side (the streams in flight).
-constexpr int64_t kWeightRows = 4;
 // Rows of x per pass over the weights (the op's few rows: GEMV_MAX_ROWS).
 constexpr int64_t kXRows = 4;
 // Values of a weight row per chunk when x has several rows: four rows' chunks
@@ -140,7 +138,7 @@ void dots_of(const T* w, const float* x, int64_t rows, int64_t n, float* out, in
   }
 }
 
-// out[r * rows + m] = w_r . x_m for the `count` weight rows from `w` (<= kWeightRows)
+// out[r * rows + m] = w_r . x_m for the `count` weight rows from `w` (1 to 4)
 // and every row of x (`rows` rows of `n` floats).
 template <typename T>
 inline void dots(const T* w, int64_t count, const float* x, int64_t rows, int64_t n,
