@@ -328,8 +328,9 @@ void gated_backward_rows(const GatedBackwardArgs& args, int64_t begin, int64_t e
 //
 // Matrix-vector products that stream each weight row once for all rows of x:
 // a decode step reads ~70 MB of MLP weights per layer for 2 flops per weight
-// and row, so the memory stream is the cost. Each weight row is loaded (and
-// widened) once and multiplied by every row of x while it is in registers.
+// and row, so the memory stream is the cost. Each weight comes from memory once
+// per call: the plain loop (dot_rows) multiplies a weight row by each row of x in
+// turn while the row is in cache; dots_avx2.h reads four rows side by side.
 
 // Weight rows per pass: a pass reads them side by side, so several memory streams
 // are in flight (dots_avx2.h says what one row at a time cost).
