@@ -148,65 +148,15 @@ inline void forward_rows(const ForwardArgs& args, int64_t begin, int64_t end) {
   }
 }
 
-// dots<bf16_t> (kernels_impl.h) for M rows of x: each 16 weights widened once
-// and multiplied by every row, each row's sum in lane_sum's 32 lanes and order,
-// so the result is the plain loop's.
-template <int M>
-inline void dots_of(const bf16_t* w, const float* x, int64_t ldx, int64_t n, float* out) {
-  __m512 acc0[M];
-  __m512 acc1[M];
-  for (int m = 0; m < M; ++m) {
-    acc0[m] = _mm512_setzero_ps();
-    acc1[m] = _mm512_setzero_ps();
-  }
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    const __m512 w0 = widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + i)));
-    const __m512 w1 = widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + i + 16)));
-#pragma GCC unroll 4
-    for (int m = 0; m < M; ++m) {
-      acc0[m] = _mm512_add_ps(acc0[m], _mm512_mul_ps(w0, _mm512_loadu_ps(x + m * ldx + i)));
-      acc1[m] = _mm512_add_ps(acc1[m], _mm512_mul_ps(w1, _mm512_loadu_ps(x + m * ldx + i + 16)));
-    }
-  }
-  if (i < n) {
-    const __mmask16 low = first(n - i);
-    const __mmask16 high = n - i > 16 ? first(n - i - 16) : __mmask16(0);
-    const __m512 w0 = load(w + i, low);
-    const __m512 w1 = load(w + i + 16, high);
-    for (int m = 0; m < M; ++m) {
-      const float* xm = x + m * ldx + i;
-      acc0[m] = _mm512_mask_add_ps(acc0[m], low, acc0[m],
-                                   _mm512_mul_ps(w0, _mm512_maskz_loadu_ps(low, xm)));
-      acc1[m] = _mm512_mask_add_ps(acc1[m], high, acc1[m],
-                                   _mm512_mul_ps(w1, _mm512_maskz_loadu_ps(high, xm + 16)));
-    }
-  }
-  for (int m = 0; m < M; ++m) {
-    out[m] = fold(acc0[m], acc1[m]);
-  }
-}
-
-inline void dots(const bf16_t* w, const float* x, int64_t ldx, int64_t rows, int64_t n,
-                 float* out) {
-  switch (rows) {
-    case 1:
-      return dots_of<1>(w, x, ldx, n, out);
-    case 2:
-      return dots_of<2>(w, x, ldx, n, out);
-    case 3:
-      return dots_of<3>(w, x, ldx, n, out);
-    default:
-      return dots_of<4>(w, x, ldx, n, out);
-  }
-}
-
 #ifdef RMSNORM_BF16_DOT
-// The same products with VDPBF16PS: 32 bf16 weights times 32 bf16 values of x
-// in one instruction, each pair's two products added into a float lane (in the
-// instruction's own order and rounding: these sums may differ from dots' in
-// the last float bit, hence in a bf16 result's last bit). Two accumulators per
-// row keep two instructions in flight.
+// Rows of x per call of pair_dots (its register budget).
+constexpr int64_t kPairRows = 4;
+
+// swiglu_mlp's bf16 products with VDPBF16PS: 32 bf16 weights times 32 bf16 values
+// of x in one instruction, each pair's two products added into a float lane (in the
+// instruction's own order and rounding: these sums may differ from the other
+// copies' lane sums in the last float bit, hence in a bf16 result's last bit).
+// Two accumulators per row keep two instructions in flight.
 template <int M>
 inline void pair_dots_of(const bf16_t* w, const bf16_t* x, int64_t ldx, int64_t n, float* out) {
   __m512 even[M];

@@ -15,6 +15,8 @@
 #define RMSNORM_KERNEL_TABLE kernel_table_AVX2
 // The gated norm's float32/bf16 rows with AVX2 + FMA intrinsics (gated_avx2.h).
 #define RMSNORM_GATED_AVX2
+// swiglu_mlp's float32 and bf16 products, several weight rows a pass (dots_avx2.h).
+#define RMSNORM_DOTS_AVX2
 #include "kernels_impl.h"
 #else
 #include "kernels.h"

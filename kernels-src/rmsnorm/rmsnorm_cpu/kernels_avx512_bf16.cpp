@@ -13,6 +13,8 @@
 #define RMSNORM_KERNEL_TABLE kernel_table_AVX512_BF16
 // The gated norm's float32/bf16 rows with AVX2 + FMA intrinsics (gated_avx2.h).
 #define RMSNORM_GATED_AVX2
+// swiglu_mlp's float32 and bf16 products, several weight rows a pass (dots_avx2.h).
+#define RMSNORM_DOTS_AVX2
 #define RMSNORM_BF16_ROWS
 #define RMSNORM_HW_BF16
 // swiglu_mlp's bf16 products by VDPBF16PS (bf16_rows.h: pair_dots).

@@ -17,6 +17,10 @@
 #include "gated_avx2.h"
 #endif
 
+#ifdef RMSNORM_DOTS_AVX2
+#include "dots_avx2.h"
+#endif
+
 #include <cmath>
 #include <algorithm>
 #include <cstdint>
@@ -324,28 +328,13 @@ void gated_backward_rows(const GatedBackwardArgs& args, int64_t begin, int64_t e
 //
 // Matrix-vector products that stream each weight row once for all rows of x:
 // a decode step reads ~70 MB of MLP weights per layer for 2 flops per weight
-// and row, so the memory stream is the cost. Each weight row is loaded (and
-// widened) once and multiplied by every row of x while it is in registers.
+// and row, so the memory stream is the cost. Each weight comes from memory once
+// per call: the plain loop (dot_rows) multiplies a weight row by each row of x in
+// turn while the row is in cache; dots_avx2.h reads four rows side by side.
 
-// Rows of x per pass over a weight row (the register budget of the AVX-512 dots).
-constexpr int64_t kDotRows = 4;
-
-// out[m] = w . x_m for m < rows, x_m = x + m * ldx (widened to the compute type);
-// each sum with lane_sum's partial sums (products rounded, then added: no FMA),
-// so every copy of the loops gives the same bits.
-template <typename T>
-inline void dots(const T* __restrict w, const acc_t<T>* __restrict x, int64_t ldx, int64_t rows,
-                 int64_t n, acc_t<T>* out) {
-#ifdef RMSNORM_BF16_ROWS
-  if constexpr (std::is_same_v<T, bf16_t>) {
-    return bf16_rows::dots(w, x, ldx, rows, n, out);
-  }
-#endif
-  for (int64_t m = 0; m < rows; ++m) {
-    const acc_t<T>* xm = x + m * ldx;
-    out[m] = lane_sum<acc_t<T>>(n, [&](int64_t i) { return widen(w[i]) * xm[i]; });
-  }
-}
+// Weight rows per pass: a pass reads them side by side, so several memory streams
+// are in flight (dots_avx2.h says what one row at a time cost).
+constexpr int64_t kWeightRows = 4;
 
 // Whether this copy multiplies bf16 by bf16 in hardware (VDPBF16PS): x is then
 // read as bf16, not widened first.
@@ -357,20 +346,40 @@ template <typename T>
 constexpr bool kPairDots = false;
 #endif
 
-// out[m] = w . x_m for every row of x (`rows` of `n` values each): `raw` in the
-// dtype, `wide` the same values widened (empty where kPairDots reads `raw`).
+// out[r * rows + m] = w_r . x_m for the `count` (<= kWeightRows) weight rows from
+// `w` (w_r = w + r * n) and every row of x (`rows` of `n` values each): `raw` in the
+// dtype, `wide` the same values widened (empty where kPairDots reads `raw`). Each
+// sum with lane_sum's partial sums (products rounded, then added: no FMA), so every
+// copy of the loops gives the same bits (VDPBF16PS excepted, see bf16_rows.h).
 template <typename T>
-inline void dot_all(const T* w, const T* raw, const std::vector<acc_t<T>>& wide, int64_t rows,
-                    int64_t n, acc_t<T>* out) {
-  for (int64_t m0 = 0; m0 < rows; m0 += kDotRows) {
-    const int64_t count = std::min(kDotRows, rows - m0);
+inline void dot_rows(const T* w, int64_t count, const T* raw, const std::vector<acc_t<T>>& wide,
+                     int64_t rows, int64_t n, acc_t<T>* out) {
 #ifdef RMSNORM_BF16_DOT
-    if constexpr (kPairDots<T>) {
-      bf16_rows::pair_dots(w, raw + m0 * n, n, count, n, out + m0);
-      continue;
+  if constexpr (kPairDots<T>) {
+    for (int64_t r = 0; r < count; ++r) {
+      float sums[bf16_rows::kPairRows];
+      for (int64_t m0 = 0; m0 < rows; m0 += bf16_rows::kPairRows) {
+        const int64_t part = std::min(bf16_rows::kPairRows, rows - m0);
+        bf16_rows::pair_dots(w + r * n, raw + m0 * n, n, part, n, sums);
+        for (int64_t m = 0; m < part; ++m) {
+          out[r * rows + m0 + m] = sums[m];
+        }
+      }
     }
+    return;
+  }
 #endif
-    dots(w, wide.data() + m0 * n, n, count, n, out + m0);
+#ifdef RMSNORM_DOTS_AVX2
+  if constexpr (dots_avx2::kHandles<T>) {
+    return dots_avx2::dots(w, count, wide.data(), rows, n, out);
+  }
+#endif
+  for (int64_t r = 0; r < count; ++r) {
+    const T* wr = w + r * n;
+    for (int64_t m = 0; m < rows; ++m) {
+      const acc_t<T>* xm = wide.data() + m * n;
+      out[r * rows + m] = lane_sum<acc_t<T>>(n, [&](int64_t i) { return widen(wr[i]) * xm[i]; });
+    }
   }
 }
 
@@ -398,14 +407,17 @@ void mlp_gate_up_rows(const MlpArgs& args, int64_t begin, int64_t end) {
   const T* w_gate = static_cast<const T*>(args.w_gate);
   const T* w_up = static_cast<const T*>(args.w_up);
   T* act = static_cast<T*>(args.act);
-  std::vector<A> gate(static_cast<size_t>(rows));
-  std::vector<A> up(static_cast<size_t>(rows));
-  for (int64_t j = begin; j < end; ++j) {
-    dot_all(w_gate + j * n, x, xs, rows, n, gate.data());
-    dot_all(w_up + j * n, x, xs, rows, n, up.data());
-    for (int64_t m = 0; m < rows; ++m) {
-      act[m * args.inter + j] =
-          narrow<T>(silu(widen(narrow<T>(gate[m]))) * widen(narrow<T>(up[m])));
+  std::vector<A> gate(static_cast<size_t>(kWeightRows * rows));
+  std::vector<A> up(static_cast<size_t>(kWeightRows * rows));
+  for (int64_t j = begin; j < end; j += kWeightRows) {
+    const int64_t count = std::min(kWeightRows, end - j);
+    dot_rows(w_gate + j * n, count, x, xs, rows, n, gate.data());
+    dot_rows(w_up + j * n, count, x, xs, rows, n, up.data());
+    for (int64_t r = 0; r < count; ++r) {
+      for (int64_t m = 0; m < rows; ++m) {
+        const A g = widen(narrow<T>(gate[r * rows + m]));
+        act[m * args.inter + j + r] = narrow<T>(silu(g) * widen(narrow<T>(up[r * rows + m])));
+      }
     }
   }
 }
@@ -421,13 +433,16 @@ void mlp_down_rows(const MlpArgs& args, int64_t begin, int64_t end) {
   const T* w_down = static_cast<const T*>(args.w_down);
   const T* residual = static_cast<const T*>(args.residual);
   T* out = static_cast<T*>(args.out);
-  std::vector<A> down(static_cast<size_t>(rows));
-  for (int64_t j = begin; j < end; ++j) {
-    dot_all(w_down + j * n, act, acts, rows, n, down.data());
-    for (int64_t m = 0; m < rows; ++m) {
-      const int64_t at = m * args.hidden + j;
-      const T value = narrow<T>(down[m]);
-      out[at] = residual == nullptr ? value : narrow<T>(widen(residual[at]) + widen(value));
+  std::vector<A> down(static_cast<size_t>(kWeightRows * rows));
+  for (int64_t j = begin; j < end; j += kWeightRows) {
+    const int64_t count = std::min(kWeightRows, end - j);
+    dot_rows(w_down + j * n, count, act, acts, rows, n, down.data());
+    for (int64_t r = 0; r < count; ++r) {
+      for (int64_t m = 0; m < rows; ++m) {
+        const int64_t at = m * args.hidden + j + r;
+        const T value = narrow<T>(down[r * rows + m]);
+        out[at] = residual == nullptr ? value : narrow<T>(widen(residual[at]) + widen(value));
+      }
     }
   }
 }

@@ -7,6 +7,8 @@ sums), so only float summation order separates them from the kernels.
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import rmsnorm
 import torch
@@ -80,9 +82,14 @@ def test_swiglu_mlp_op(target, dtype, rows, hidden, inter, with_residual):
     _close(ops.swiglu_mlp(x, *weights, residual), expected, dtype)
 
 
-def test_swiglu_mlp_copies_agree_bitwise(cpu_kernels):
+@pytest.mark.parametrize("rows,hidden,inter",
+                         [(3, 96, 200), (1, 130, 97), (5, 300, 262), (2, 1000, 7), (4, 33, 1029),
+                          (1, 31, 5), (8, 64, 9)])
+def test_swiglu_mlp_copies_agree_bitwise(cpu_kernels, rows, hidden, inter):
     """Every loop copy gives the same bits (fixed summation order, no FMA), except bf16 on
-    the AVX512_BF16 copy, whose VDPBF16PS adds each pair's products in hardware."""
+    the AVX512_BF16 copy, whose VDPBF16PS adds each pair's products in hardware. The shapes
+    leave every remainder: rows of x past a pass of four, weight rows past a pass of four
+    (1-3 left), row lengths with a tail under a 32-value block, and rows shorter than one."""
     copies = []
     for capability in ("DEFAULT", "AVX2", "AVX512", "AVX512_BF16"):
         try:
@@ -92,8 +99,8 @@ def test_swiglu_mlp_copies_agree_bitwise(cpu_kernels):
         rmsnorm.set_cpu_capability(previous)
         copies.append(capability)
     for dtype in (torch.float32, torch.bfloat16):
-        weights = _weights(96, 200, dtype, seed=3)
-        x, residual = _rand((3, 96), dtype, 4), _rand((3, 96), dtype, 5)
+        weights = _weights(hidden, inter, dtype, seed=3)
+        x, residual = _rand((rows, hidden), dtype, 4), _rand((rows, hidden), dtype, 5)
         results = {}
         for capability in copies:
             if dtype == torch.bfloat16 and capability == "AVX512_BF16":
@@ -106,6 +113,47 @@ def test_swiglu_mlp_copies_agree_bitwise(cpu_kernels):
         first = next(iter(results.values()))
         for capability, result in results.items():
             assert torch.equal(result, first), f"{capability} differs for {dtype}"
+
+
+MODEL_SIZES = ((256, 704), (512, 1408), (1024, 2816), (2048, 5632), (4096, 11008))
+"""hidden x intermediate of the op's benchmark (benchmarks/mlp_timing.py)."""
+
+
+@functools.lru_cache(maxsize=2)
+def _model_weights(hidden: int, inter: int, dtype: torch.dtype):
+    """Like _weights, drawn in float32 (the largest set is 540 MB; float64 would double it)."""
+    generator = torch.Generator().manual_seed(hidden)
+    return tuple((torch.randn(shape, generator=generator) * fan_in ** -0.5).to(dtype)
+                 for shape, fan_in in (((inter, hidden), hidden), ((inter, hidden), hidden),
+                                       ((hidden, inter), inter)))
+
+
+def _reference_by_blocks(x, w_gate, w_up, w_down, residual) -> torch.Tensor:
+    """_reference_mlp, each weight widened to float64 a block of rows at a time."""
+    dtype, xd = x.dtype, x.double()
+
+    def product(a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return torch.cat([a @ block.double().T for block in w.split(1024)], dim=-1).to(dtype)
+
+    act = (F.silu(product(xd, w_gate).double()) * product(xd, w_up).double()).to(dtype)
+    down = product(act.double(), w_down).double()
+    return (residual.double() + down).to(dtype)
+
+
+@pytest.mark.parametrize("size", MODEL_SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_swiglu_mlp_model_sizes(target, dtype, size):
+    """The op at the benchmark's model sizes, on every loop copy, for 1 and 3 rows of x
+    (one and several rows per pass over the weights)."""
+    if target != "cpu":
+        pytest.skip("swiglu_mlp's op is CPU-only")
+    hidden, inter = size
+    weights = _model_weights(hidden, inter, dtype)
+    for rows in (1, 3):
+        x = _rand((rows, hidden), dtype, 20 + rows)
+        residual = _rand((rows, hidden), dtype, 30 + rows)
+        expected = _reference_by_blocks(x, *weights, residual)
+        _close(ops.swiglu_mlp(x, *weights, residual), expected, dtype)
 
 
 @pytest.mark.parametrize("rows", [1, GEMV_MAX_ROWS, GEMV_MAX_ROWS + 1, 33])

@@ -67,29 +67,7 @@ kernels (norms, activation, rotary) won 1.15-5.9x there in isolation, and attent
 chooses torch's sdpa per shape inside its op. Not measured here (no AMX on this machine):
 confirm or lift with ``benchmarks/model.py`` on one."""
 
-AVX2_FP32_FUSED_MLP = Decline(
-    ("DecoderLayer", "MLP"),
-    "on AVX2 CPUs without AVX-512, float32, the fused decoder kernels' decode MLP (one "
-    "matrix-vector op over the three weights) is slower than PyTorch's BLAS: the model's "
-    "decode 0.83-0.87x with them alone, the MLP op alone 0.68-0.92x from hidden 256 to 4096 "
-    "(benchmarks/model_ablation.py, AMD EPYC avx2 fma, 1 thread, CPU time), with no prefill "
-    "gain to offset it (0.95-1.05x)",
-    dtypes=("float32",),
-    with_flags=("avx2",),
-    without_flags=("avx512f",),
-)
-"""Measured on this project's AVX2 machine (AMD EPYC, avx2 fma, no AVX-512), issue 32 item
-3: ``benchmarks/model_ablation.py`` turned the table's entries on one at a time in Llama and
-Qwen3 (hidden 2048, intermediate 5632) and found the fused kernels the one entry under 1.0x
-in float32 decode; the op alone (``swiglu_mlp`` against ``F.linear``/``silu``/``F.linear``,
-1 row, thread CPU time, interleaved medians) lost at every size tried (256x704 0.85x,
-512x1408 0.92x, 1024x2816 0.90x, 2048x5632 0.73x, 4096x11008 0.68x): its fp32 dot
-products stream one weight row at a time where the BLAS GEMV reaches the memory bandwidth.
-In bfloat16 the same op wins (1.37x at 2048x5632: PyTorch's bf16 GEMV converts on AVX2),
-so bfloat16 keeps the kernels. AVX-512 machines were not measured here, so the rule stops
-at ``avx512f``."""
-
-DECLINES: tuple[Decline, ...] = (AMX_FUSED_MLP, AVX2_FP32_FUSED_MLP)
+DECLINES: tuple[Decline, ...] = (AMX_FUSED_MLP,)
 """The rules, most specific first (the first that applies to a name gives its reason)."""
 
 
