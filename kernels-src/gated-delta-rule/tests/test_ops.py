@@ -151,6 +151,48 @@ def test_bad_input_is_a_value_error(device):
         gated_delta_rule.chunk_gated_delta_rule(**inputs, cu_seqlens=torch.tensor([0, 2, 4]))
 
 
+# ---- torch.compile: the ops' Meta kernels -----------------------------------------------
+
+
+def _opcheck_cases(device: str):
+    inputs = make_inputs(device, torch.float32, seq=9, key_dim=16, value_dim=16)
+    args = tuple(inputs[k] for k in ("query", "key", "value", "g", "beta"))
+    yield "chunk_gated_delta_rule_fwd", (*args, 0.25, inputs["initial_state"], True, 4)
+    yield "chunk_gated_delta_rule_fwd", (*args, 0.25, None, False, 64)
+    yield "recurrent_gated_delta_rule_fwd", (*args, 0.25, inputs["initial_state"], True)
+    if device == "cpu":
+        x = torch.randn(2, 7, 24, generator=torch.Generator().manual_seed(3))
+        weight, state = torch.randn(24, 4), torch.randn(2, 24, 4)
+        yield "causal_conv1d_silu", (x, weight, torch.randn(24), None, 7)
+        yield "causal_conv1d_silu", (x[:, -1:], weight, None, state, 1)
+
+
+def test_opcheck(device):
+    """Schema, Meta kernels (FakeTensor) and dispatch agree with the real ops."""
+    for name, args in _opcheck_cases(device):
+        op = getattr(gated_delta_rule._ops.ops, name).default
+        torch.library.opcheck(op, args, test_utils=("test_schema", "test_faketensor"))
+
+
+@pytest.mark.dtypes(torch.float32, torch.bfloat16)
+def test_torch_compile_fullgraph(device, dtype):
+    """Both entry points trace whole (through the Meta kernels) and give eager's results."""
+    chunk = torch.compile(gated_delta_rule.chunk_gated_delta_rule, fullgraph=True)
+    recurrent = torch.compile(gated_delta_rule.fused_recurrent_gated_delta_rule, fullgraph=True)
+    inputs = make_inputs(device, dtype, seq=11, key_dim=16, value_dim=16)
+    kwargs = dict(output_final_state=True, use_qk_l2norm_in_kernel=True)
+    for compiled, eager, x in (
+        (chunk, gated_delta_rule.chunk_gated_delta_rule, inputs),
+        (recurrent, gated_delta_rule.fused_recurrent_gated_delta_rule,
+         {k: v[:, :1] if k != "initial_state" else v for k, v in inputs.items()}),
+    ):
+        out, state = compiled(**x, **kwargs)
+        want_out, want_state = eager(**x, **kwargs)
+        assert out.dtype == dtype and state.dtype == torch.float32
+        torch.testing.assert_close(out, want_out, rtol=0, atol=0)
+        torch.testing.assert_close(state, want_state, rtol=0, atol=0)
+
+
 # ---- against the fallbacks Transformers runs today ------------------------------------
 
 
