@@ -86,6 +86,25 @@ def test_chunk_matches_recurrence(target, dtype, seq, chunk_size, with_state):
     check(state, want_state, dtype)
 
 
+@pytest.mark.dtypes(torch.float32, torch.bfloat16)
+@pytest.mark.parametrize("threads", [1, 4])
+def test_chunk_with_and_without_shared_key_heads(target, dtype, threads):
+    """One thread: a task is a key head and its value heads (q/k work shared); more
+    threads than (batch, key head) pairs: a task per value head. Both give the rule."""
+    inputs = make_inputs(target, dtype, batch=1, seq=70, key_heads=2, heads=6)
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        out, state = gated_delta_rule.chunk_gated_delta_rule(
+            **inputs, output_final_state=True, use_qk_l2norm_in_kernel=True
+        )
+    finally:
+        torch.set_num_threads(previous)
+    want_out, want_state = recurrence(**inputs)
+    check(out, want_out, dtype)
+    check(state, want_state, dtype)
+
+
 @pytest.mark.parametrize("seq", [1, 5])
 def test_recurrent_matches_recurrence(target, dtype, seq):
     inputs = make_inputs(target, dtype, seq=seq)
@@ -183,8 +202,11 @@ def test_torch_compile_fullgraph(device, dtype):
     kwargs = dict(output_final_state=True, use_qk_l2norm_in_kernel=True)
     for compiled, eager, x in (
         (chunk, gated_delta_rule.chunk_gated_delta_rule, inputs),
-        (recurrent, gated_delta_rule.fused_recurrent_gated_delta_rule,
-         {k: v[:, :1] if k != "initial_state" else v for k, v in inputs.items()}),
+        (
+            recurrent,
+            gated_delta_rule.fused_recurrent_gated_delta_rule,
+            {k: v[:, :1] if k != "initial_state" else v for k, v in inputs.items()},
+        ),
     ):
         out, state = compiled(**x, **kwargs)
         want_out, want_state = eager(**x, **kwargs)
