@@ -103,10 +103,15 @@ def served_names() -> set[str]:
 
 @cache
 def registering_models() -> dict[str, set[str]]:
-    """model_type → the served names its modeling code registers."""
+    """model_type → the served names its modeling code registers (or kernelhub's table puts
+    on its classes, as it does for Qwen3-Next's gated delta net)."""
+    from kernelhub.integrations.transformers.table import LAYER_CLASSES
+
     served, found = served_names(), {}
     for path in sorted((Path(transformers.__file__).parent / "models").glob("*/modeling_*.py")):
         names = {m.group(1) or "experts" for m in _REGISTERS.finditer(path.read_text())}
+        module = f"transformers.models.{path.parent.name}.{path.stem}."
+        names |= {name for cls, name in LAYER_CLASSES.items() if cls.startswith(module)}
         if names & served:
             found[path.parent.name] = names & served
     return found

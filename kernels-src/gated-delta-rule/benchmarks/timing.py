@@ -20,6 +20,7 @@ from types import ModuleType
 import torch
 import torch.nn.functional as F
 from kernelhub.benchmark.timing import cpu_header, interleaved, interleaved_thread_time
+from torch import nn
 
 KEY_HEADS, VALUE_HEADS, DIM = 16, 32, 128
 
@@ -77,22 +78,40 @@ def case(label: str, ours, theirs, compiled, x: dict, min_run_time: float, round
     )
 
 
-def layer_case(kernel: ModuleType, name: str, seq: int, min_run_time: float, rounds: int) -> None:
-    """The whole Qwen3_5GatedDeltaNet (the released hidden size 4096, head counts and
-    dims), PyTorch's forward vs this kernel's layer forward, without a cache."""
+def _layer(name: str, dtype: torch.dtype) -> nn.Module:
+    """Qwen3.5's or Qwen3-Next's gated delta net at the released hidden size 4096 (16 key /
+    32 value heads of 128), random weights."""
+    if name == "Qwen3NextGatedDeltaNet":
+        from transformers.models.qwen3_next.modeling_qwen3_next import (
+            Qwen3NextConfig,
+            Qwen3NextGatedDeltaNet,
+        )
+
+        config = Qwen3NextConfig(
+            hidden_size=4096, num_hidden_layers=1, layer_types=["linear_attention"]
+        )
+        return Qwen3NextGatedDeltaNet(config, 0).to(dtype).eval()
     from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5GatedDeltaNet, Qwen3_5TextConfig
 
     config = Qwen3_5TextConfig(
         hidden_size=4096, num_hidden_layers=1, layer_types=["linear_attention"]
     )
+    return Qwen3_5GatedDeltaNet(config, 0).to(dtype).eval()
+
+
+def layer_case(
+    kernel: ModuleType, layer_name: str, name: str, seq: int, min_run_time: float, rounds: int
+) -> None:
+    """The whole layer, PyTorch's forward vs this kernel's layer forward, without a cache."""
     dtype = getattr(torch, name)
-    layer = Qwen3_5GatedDeltaNet(config, 0).to(dtype).eval()
-    ours = kernel.layers.Qwen3_5GatedDeltaNet.forward.__get__(layer)  # what kernelize does
+    layer = _layer(layer_name, dtype)
+    ours = getattr(kernel.layers, layer_name).forward.__get__(layer)  # what kernelize does
     x = torch.randn(1, seq, 4096, dtype=dtype)
     with torch.no_grad():
         t = measure({"kernel": lambda: ours(x), "pytorch": lambda: layer(x)}, min_run_time, rounds)
+    label = f"{name} {'next ' if 'Next' in layer_name else ''}layer prefill {seq}"
     print(
-        f"  {name + ' layer prefill ' + str(seq):<26}{t['kernel'] * 1e3:11.3f}{t['pytorch'] * 1e3:12.3f}"
+        f"  {label:<26}{t['kernel'] * 1e3:11.3f}{t['pytorch'] * 1e3:12.3f}"
         f"{'-':>12}{t['pytorch'] / t['kernel']:11.2f}x{'-':>11}"
     )
 
@@ -133,8 +152,8 @@ def main(argv: list[str] | None = None) -> None:
         "--layer",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="also the layer's conv and the whole layer at prefill 256 (default on; the "
-        "fallback column is then PyTorch's conv1d / PyTorch's layer)",
+        help="also the layer's conv and the whole Qwen3.5 and Qwen3-Next layers at prefill 256 "
+        "(default on; the fallback column is then PyTorch's conv1d / PyTorch's layer)",
     )
     parser.add_argument(
         "--cpu-time",
@@ -186,7 +205,8 @@ def main(argv: list[str] | None = None) -> None:
         if args.layer:
             for seq in (256, 1):
                 conv_case(kernel, name, seq, args.min_run_time, args.rounds)
-            layer_case(kernel, name, 256, args.min_run_time, args.rounds)
+            for layer_name in ("Qwen3_5GatedDeltaNet", "Qwen3NextGatedDeltaNet"):
+                layer_case(kernel, layer_name, name, 256, args.min_run_time, args.rounds)
 
 
 if __name__ == "__main__":

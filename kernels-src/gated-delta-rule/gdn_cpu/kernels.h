@@ -29,6 +29,9 @@ struct GdnArgs {
   float scale;
   bool l2norm;
   int64_t chunk;  // chunk length (chunked form only)
+  // Value heads per task (chunked form only): 1, or all Hv / Hk heads of one key
+  // head, whose normalised q/k and q.k / k.k products are then computed once.
+  int64_t task_heads;
   c10::ScalarType dtype;
 };
 
@@ -50,8 +53,9 @@ struct ConvArgs {
   c10::ScalarType dtype;
 };
 
-// One set of loops, compiled for one CPU capability. Each runs the
-// (batch, value-head) problems [begin, end) of `args`; `conv` runs the output
+// One set of loops, compiled for one CPU capability. `recurrent` runs the
+// (batch, value-head) problems [begin, end) of `args`, `chunked` the tasks
+// [begin, end) of args.task_heads such problems each; `conv` runs the output
 // rows [begin, end) of batch * keep.
 struct KernelTable {
   const char* capability;

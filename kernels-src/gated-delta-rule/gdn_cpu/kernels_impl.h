@@ -101,20 +101,6 @@ const T* row_of(const void* base, const int64_t* stride, int64_t b, int64_t t, i
   return static_cast<const T*>(base) + b * stride[0] + t * stride[1] + h * stride[2];
 }
 
-// Rows [t0, t0 + n) of q (scaled), k and v of one head into float buffers.
-template <typename T>
-void load_tokens(const GdnArgs& a, const HeadView& hv, int64_t t0, int64_t n, float* q, float* k,
-                 float* v) {
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t t = t0 + i;
-    load_row(row_of<T>(a.q, a.q_stride, hv.b, t, hv.hk), q + i * a.dk, a.dk);
-    load_row(row_of<T>(a.k, a.k_stride, hv.b, t, hv.hk), k + i * a.dk, a.dk);
-    load_row(row_of<T>(a.v, a.v_stride, hv.b, t, hv.h), v + i * a.dv, a.dv);
-    normalize(q + i * a.dk, a.dk, a.l2norm, a.scale);
-    normalize(k + i * a.dk, a.dk, a.l2norm, 1.f);
-  }
-}
-
 template <typename T>
 T* out_row(const GdnArgs& a, const HeadView& hv, int64_t t) {
   return static_cast<T*>(a.out) + ((hv.b * a.seq + t) * a.hv + hv.h) * a.dv;
@@ -124,80 +110,169 @@ inline int64_t gate_index(const GdnArgs& a, const HeadView& hv, int64_t t) {
   return (hv.b * a.seq + t) * a.hv + hv.h;
 }
 
+// e^x for the SiLU and the chunk's decays, in plain arithmetic the compiler vectorises inside
+// `omp simd` (std::exp is a library call there): x = n ln2 + r with |r| <= ln2/2,
+// e^r by its degree-6 minimax polynomial (Cephes' expf coefficients), 2^n put
+// into the exponent bits. Relative error ~2e-7; x is clamped to the float range.
+inline float exp_poly(float x) {
+  // Selects, not std::min/max (whose references keep GCC from if-converting).
+  x = x < -87.3f ? -87.3f : x;
+  x = x > 88.3f ? 88.3f : x;
+  const float n = std::floor(x * 1.44269504089f + 0.5f);
+  const float r = x - n * 0.693359375f + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.f;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float two_n;
+  std::memcpy(&two_n, &bits, sizeof two_n);
+  return p * two_n;
+}
+
+// Rows [t0, t0 + n) of q (scaled) and k of one key head into float buffers.
+template <typename T>
+void load_keys(const GdnArgs& a, int64_t b, int64_t hk, int64_t t0, int64_t n, float* q, float* k) {
+  for (int64_t i = 0; i < n; ++i) {
+    load_row(row_of<T>(a.q, a.q_stride, b, t0 + i, hk), q + i * a.dk, a.dk);
+    load_row(row_of<T>(a.k, a.k_stride, b, t0 + i, hk), k + i * a.dk, a.dk);
+    normalize(q + i * a.dk, a.dk, a.l2norm, a.scale);
+    normalize(k + i * a.dk, a.dk, a.l2norm, 1.f);
+  }
+}
+
+// Rows [t0, t0 + n) of q (scaled), k and v of one value head into float buffers.
+template <typename T>
+void load_tokens(const GdnArgs& a, const HeadView& hv, int64_t t0, int64_t n, float* q, float* k,
+                 float* v) {
+  load_keys<T>(a, hv.b, hv.hk, t0, n, q, k);
+  for (int64_t i = 0; i < n; ++i) {
+    load_row(row_of<T>(a.v, a.v_stride, hv.b, t0 + i, hv.h), v + i * a.dv, a.dv);
+  }
+}
+
+// Columns of u one pass of the substitution keeps in registers (8 AVX2 / 4
+// AVX-512 accumulators): each row reads the earlier rows once per block and is
+// written once, not once per earlier row.
+constexpr int64_t kSolveCols = 64;
+
+// u <- (I + t)^-1 u for t [L x L] strictly lower triangular (row stride ldt),
+// u [L x n] (row stride n): forward substitution, row i minus t_ij u_j (j < i).
+inline void solve_unit_lower(const float* t, int64_t ldt, float* u, int64_t L, int64_t n) {
+  int64_t c0 = 0;
+  for (; c0 + kSolveCols <= n; c0 += kSolveCols) {
+    for (int64_t i = 1; i < L; ++i) {
+      float acc[kSolveCols];
+      float* ui = u + i * n + c0;
+      const float* ti = t + i * ldt;
+#pragma omp simd
+      for (int64_t c = 0; c < kSolveCols; ++c) {
+        acc[c] = ui[c];
+      }
+      for (int64_t j = 0; j < i; ++j) {
+        const float f = ti[j];
+        const float* uj = u + j * n + c0;
+#pragma omp simd
+        for (int64_t c = 0; c < kSolveCols; ++c) {
+          acc[c] -= f * uj[c];
+        }
+      }
+#pragma omp simd
+      for (int64_t c = 0; c < kSolveCols; ++c) {
+        ui[c] = acc[c];
+      }
+    }
+  }
+  if (c0 < n) {
+    for (int64_t i = 1; i < L; ++i) {
+      for (int64_t j = 0; j < i; ++j) {
+        axpy(u + i * n + c0, -t[i * ldt + j], u + j * n + c0, n - c0);
+      }
+    }
+  }
+}
+
+// A task is `a.task_heads` consecutive value heads of one (batch, key head):
+// their queries and keys, normalised once, and the chunk's q.k / k.k products
+// serve each of them (the decay and beta, per value head, are applied after).
 template <typename T>
 void chunked_range(const GdnArgs& a, int64_t begin, int64_t end) {
   const int64_t C = a.chunk, dk = a.dk, dv = a.dv;
   const int64_t group = a.hv / a.hk;
   // qk holds the chunk's L queries in rows [0, L) and its keys in rows
   // [L, 2L), so one product reads S for both and one gives q.k and k.k.
-  std::vector<float> qk(2 * C * dk), u(C * dv), o(2 * C * dv), prod(2 * C * C), kw(C * dk);
-  std::vector<float> G(C), beta(C);
+  std::vector<float> qk(2 * C * dk), u(C * dv), o(2 * C * dv), prod(2 * C * C);
+  std::vector<float> attn(C * C), ut(C * C), G(C), beta(C);
   float* q = qk.data();
   for (int64_t task = begin; task < end; ++task) {
-    const HeadView hv{task / a.hv, task % a.hv, (task % a.hv) / group};
-    float* S = a.state + task * dk * dv;
+    const int64_t first = task * a.task_heads;
+    const int64_t b = first / a.hv, h0 = first % a.hv, hk = h0 / group;
     for (int64_t t0 = 0; t0 < a.seq; t0 += C) {
       const int64_t L = std::min(C, a.seq - t0);
       float* k = q + L * dk;
-      load_tokens<T>(a, hv, t0, L, q, k, u.data());
-      float running = 0.f;
-      for (int64_t i = 0; i < L; ++i) {
-        const int64_t gi = gate_index(a, hv, t0 + i);
-        running += a.g[gi];
-        G[i] = running;
-        beta[i] = a.beta[gi];
-      }
-      // prod rows [0, L): q.k (the attention), rows [L, 2L): k.k (the UT system);
-      // o rows [0, L): S^T q, rows [L, 2L): S^T k.
+      load_keys<T>(a, b, hk, t0, L, q, k);
+      // prod rows [0, L): q.k (the attention), rows [L, 2L): k.k (the UT system).
       mm_nt(2 * L, L, dk, 1.f, q, dk, k, dk, 0.f, prod.data(), C);
-      mm_nn(2 * L, dv, dk, 1.f, q, dk, S, dv, 0.f, o.data(), dv);
-      for (int64_t i = 0; i < L; ++i) {
-        float* attn = prod.data() + i * C;
-        float* ut = prod.data() + (L + i) * C;
-        for (int64_t j = 0; j <= i; ++j) {
-          const float decay = std::exp(G[i] - G[j]);
-          attn[j] *= decay;
-          ut[j] *= beta[i] * decay;
+      for (int64_t h = h0; h < h0 + a.task_heads; ++h) {
+        const HeadView hv{b, h, hk};
+        float* S = a.state + (b * a.hv + h) * dk * dv;
+        float running = 0.f;
+        for (int64_t i = 0; i < L; ++i) {
+          const int64_t gi = gate_index(a, hv, t0 + i);
+          running += a.g[gi];
+          G[i] = running;
+          beta[i] = a.beta[gi];
+          load_row(row_of<T>(a.v, a.v_stride, b, t0 + i, h), u.data() + i * dv, dv);
         }
-        for (int64_t j = i + 1; j < L; ++j) {
-          attn[j] = 0.f;
-        }
-        // What the state carried in predicts: u_i = beta_i (v_i - exp(G_i) S^T k_i),
-        // and the inter-chunk output exp(G_i) S^T q_i.
-        const float eg = std::exp(G[i]);
-        float* ui = u.data() + i * dv;
-        const float* ks = o.data() + (L + i) * dv;
+        // o rows [0, L): S^T q, rows [L, 2L): S^T k.
+        mm_nn(2 * L, dv, dk, 1.f, q, dk, S, dv, 0.f, o.data(), dv);
+        const float* Gp = G.data();
+        for (int64_t i = 0; i < L; ++i) {
+          const float* qkr = prod.data() + i * C;
+          const float* kkr = prod.data() + (L + i) * C;
+          float* ar = attn.data() + i * C;
+          float* tr = ut.data() + i * C;
+          const float gi = Gp[i], bi = beta[i];
+          // exp(G_i - G_j) <= 1 for j <= i (g <= 0), vectorised.
 #pragma omp simd
-        for (int64_t c = 0; c < dv; ++c) {
-          ui[c] = beta[i] * (ui[c] - eg * ks[c]);
-        }
-        scale_row(o.data() + i * dv, eg, dv);
-      }
-      // Forward substitution through (I + A): the new values of the chunk.
-      for (int64_t i = 1; i < L; ++i) {
-        float* ui = u.data() + i * dv;
-        const float* ut = prod.data() + (L + i) * C;
-        for (int64_t j = 0; j < i; ++j) {
-          axpy(ui, -ut[j], u.data() + j * dv, dv);
-        }
-      }
-      // Intra-chunk outputs, added to the inter-chunk ones.
-      mm_nn(L, dv, L, 1.f, prod.data(), C, u.data(), dv, 1.f, o.data(), dv);
-      for (int64_t i = 0; i < L; ++i) {
-        store_row(o.data() + i * dv, out_row<T>(a, hv, t0 + i), dv);
-      }
-      // The state at the end of the chunk: exp(G_L) S + (exp(G_L - G) K)^T U.
-      const float last = G[L - 1];
-      for (int64_t j = 0; j < L; ++j) {
-        const float w = std::exp(last - G[j]);
-        const float* kj = k + j * dk;
-        float* kwj = kw.data() + j * dk;
+          for (int64_t j = 0; j <= i; ++j) {
+            const float decay = exp_poly(gi - Gp[j]);
+            ar[j] = qkr[j] * decay;
+            tr[j] = bi * kkr[j] * decay;
+          }
+          for (int64_t j = i + 1; j < L; ++j) {
+            ar[j] = 0.f;
+          }
+          // What the state carried in predicts: u_i = beta_i (v_i - exp(G_i) S^T k_i),
+          // and the inter-chunk output exp(G_i) S^T q_i.
+          const float eg = std::exp(gi);
+          float* ui = u.data() + i * dv;
+          float* oi = o.data() + i * dv;
+          const float* ks = o.data() + (L + i) * dv;
 #pragma omp simd
-        for (int64_t d = 0; d < dk; ++d) {
-          kwj[d] = w * kj[d];
+          for (int64_t c = 0; c < dv; ++c) {
+            ui[c] = bi * (ui[c] - eg * ks[c]);
+            oi[c] *= eg;
+          }
         }
+        // The new values of the chunk: (I + A) U = beta (V - exp(G) K S).
+        solve_unit_lower(ut.data(), C, u.data(), L, dv);
+        // Intra-chunk outputs, added to the inter-chunk ones.
+        mm_nn(L, dv, L, 1.f, attn.data(), C, u.data(), dv, 1.f, o.data(), dv);
+        for (int64_t i = 0; i < L; ++i) {
+          store_row(o.data() + i * dv, out_row<T>(a, hv, t0 + i), dv);
+        }
+        // The state at the end of the chunk: exp(G_L) S + K^T (exp(G_L - G) U), the
+        // weights on U's rows so that K stays shared.
+        const float last = G[L - 1];
+        for (int64_t j = 0; j < L; ++j) {
+          scale_row(u.data() + j * dv, std::exp(last - G[j]), dv);
+        }
+        mm_tn(dk, dv, L, 1.f, k, dk, u.data(), dv, std::exp(last), S, dv);
       }
-      mm_tn(dk, dv, L, 1.f, kw.data(), dk, u.data(), dv, std::exp(last), S, dv);
     }
   }
 }
@@ -250,29 +325,6 @@ void recurrent_range(const GdnArgs& a, int64_t begin, int64_t end) {
       store_row(o.data(), out_row<T>(a, hv, t), dv);
     }
   }
-}
-
-// e^x for the SiLU, in plain arithmetic the compiler vectorises inside
-// `omp simd` (std::exp is a library call there): x = n ln2 + r with |r| <= ln2/2,
-// e^r by its degree-6 minimax polynomial (Cephes' expf coefficients), 2^n put
-// into the exponent bits. Relative error ~2e-7; x is clamped to the float range.
-inline float exp_poly(float x) {
-  // Selects, not std::min/max (whose references keep GCC from if-converting).
-  x = x < -87.3f ? -87.3f : x;
-  x = x > 88.3f ? 88.3f : x;
-  const float n = std::floor(x * 1.44269504089f + 0.5f);
-  const float r = x - n * 0.693359375f + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.f;
-  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-  float two_n;
-  std::memcpy(&two_n, &bits, sizeof two_n);
-  return p * two_n;
 }
 
 // Output rows [begin, end) of batch * keep: each row is one position of every

@@ -86,6 +86,25 @@ def test_chunk_matches_recurrence(target, dtype, seq, chunk_size, with_state):
     check(state, want_state, dtype)
 
 
+@pytest.mark.dtypes(torch.float32, torch.bfloat16)
+@pytest.mark.parametrize("threads", [1, 4])
+def test_chunk_with_and_without_shared_key_heads(target, dtype, threads):
+    """One thread: a task is a key head and its value heads (q/k work shared); more
+    threads than (batch, key head) pairs: a task per value head. Both give the rule."""
+    inputs = make_inputs(target, dtype, batch=1, seq=70, key_heads=2, heads=6)
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        out, state = gated_delta_rule.chunk_gated_delta_rule(
+            **inputs, output_final_state=True, use_qk_l2norm_in_kernel=True
+        )
+    finally:
+        torch.set_num_threads(previous)
+    want_out, want_state = recurrence(**inputs)
+    check(out, want_out, dtype)
+    check(state, want_state, dtype)
+
+
 @pytest.mark.parametrize("seq", [1, 5])
 def test_recurrent_matches_recurrence(target, dtype, seq):
     inputs = make_inputs(target, dtype, seq=seq)
@@ -149,6 +168,51 @@ def test_bad_input_is_a_value_error(device):
         gated_delta_rule.chunk_gated_delta_rule(**{k: v.double() for k, v in inputs.items()})
     with pytest.raises(ValueError, match="packed sequences"):
         gated_delta_rule.chunk_gated_delta_rule(**inputs, cu_seqlens=torch.tensor([0, 2, 4]))
+
+
+# ---- torch.compile: the ops' Meta kernels -----------------------------------------------
+
+
+def _opcheck_cases(device: str):
+    inputs = make_inputs(device, torch.float32, seq=9, key_dim=16, value_dim=16)
+    args = tuple(inputs[k] for k in ("query", "key", "value", "g", "beta"))
+    yield "chunk_gated_delta_rule_fwd", (*args, 0.25, inputs["initial_state"], True, 4)
+    yield "chunk_gated_delta_rule_fwd", (*args, 0.25, None, False, 64)
+    yield "recurrent_gated_delta_rule_fwd", (*args, 0.25, inputs["initial_state"], True)
+    if device == "cpu":
+        x = torch.randn(2, 7, 24, generator=torch.Generator().manual_seed(3))
+        weight, state = torch.randn(24, 4), torch.randn(2, 24, 4)
+        yield "causal_conv1d_silu", (x, weight, torch.randn(24), None, 7)
+        yield "causal_conv1d_silu", (x[:, -1:], weight, None, state, 1)
+
+
+def test_opcheck(device):
+    """Schema, Meta kernels (FakeTensor) and dispatch agree with the real ops."""
+    for name, args in _opcheck_cases(device):
+        op = getattr(gated_delta_rule._ops.ops, name).default
+        torch.library.opcheck(op, args, test_utils=("test_schema", "test_faketensor"))
+
+
+@pytest.mark.dtypes(torch.float32, torch.bfloat16)
+def test_torch_compile_fullgraph(device, dtype):
+    """Both entry points trace whole (through the Meta kernels) and give eager's results."""
+    chunk = torch.compile(gated_delta_rule.chunk_gated_delta_rule, fullgraph=True)
+    recurrent = torch.compile(gated_delta_rule.fused_recurrent_gated_delta_rule, fullgraph=True)
+    inputs = make_inputs(device, dtype, seq=11, key_dim=16, value_dim=16)
+    kwargs = dict(output_final_state=True, use_qk_l2norm_in_kernel=True)
+    for compiled, eager, x in (
+        (chunk, gated_delta_rule.chunk_gated_delta_rule, inputs),
+        (
+            recurrent,
+            gated_delta_rule.fused_recurrent_gated_delta_rule,
+            {k: v[:, :1] if k != "initial_state" else v for k, v in inputs.items()},
+        ),
+    ):
+        out, state = compiled(**x, **kwargs)
+        want_out, want_state = eager(**x, **kwargs)
+        assert out.dtype == dtype and state.dtype == torch.float32
+        torch.testing.assert_close(out, want_out, rtol=0, atol=0)
+        torch.testing.assert_close(state, want_state, rtol=0, atol=0)
 
 
 # ---- against the fallbacks Transformers runs today ------------------------------------

@@ -5,7 +5,8 @@
 PyTorch fallbacks of the same names and return what those return: the output
 ``[batch, seq, value_heads, value_dim]`` in the input dtype, and the float32 final state
 ``[batch, value_heads, key_dim, value_dim]`` when ``output_final_state`` (else None).
-``layers.Qwen3_5GatedDeltaNet`` is the whole layer for ``kernelize``.
+``layers.Qwen3_5GatedDeltaNet`` and ``layers.Qwen3NextGatedDeltaNet`` are the whole layers
+for ``kernelize``.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ __all__ = [
     "set_cpu_capability",
 ]
 
-# Registered for its side effect: fake (meta) implementations for torch.compile.
+# Registered for its side effect: Meta kernels for torch.compile.
 del _fake
 
 

@@ -1,9 +1,14 @@
-"""Fake (meta) implementations, so the ops trace under torch.compile.
+"""Meta implementations, so the ops trace under torch.compile (FakeTensor runs them).
 
-Checks happen in the real kernel; the fakes only describe the results: the output
+Checks happen in the real kernel; the meta kernels only describe the results: the output
 ``[batch, seq, value_heads, value_dim]`` in the dtype of ``v`` and the float32 state
 ``[batch, value_heads, key_dim, value_dim]``; the conv gives ``[batch, keep, channels]`` in
 the dtype of ``x``.
+
+Registered as ``Meta`` kernels through one ``torch.library.Library`` rather than with
+``torch.library.register_fake``: that walks ``sys.modules`` with ``inspect`` to name its
+caller (milliseconds of every load), where this costs microseconds and serves FakeTensor,
+``opcheck`` and ``torch.compile`` alike.
 """
 
 from __future__ import annotations
@@ -20,8 +25,7 @@ def _results(k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tens
     return out, state
 
 
-@torch.library.register_fake(add_op_namespace_prefix("chunk_gated_delta_rule_fwd"))
-def _chunk_fake(
+def _chunk_meta(
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
@@ -35,8 +39,7 @@ def _chunk_fake(
     return _results(k, v)
 
 
-@torch.library.register_fake(add_op_namespace_prefix("recurrent_gated_delta_rule_fwd"))
-def _recurrent_fake(
+def _recurrent_meta(
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
@@ -49,7 +52,7 @@ def _recurrent_fake(
     return _results(k, v)
 
 
-def _conv_fake(
+def _conv_meta(
     x: torch.Tensor,
     weight: torch.Tensor,
     bias: torch.Tensor | None,
@@ -59,6 +62,10 @@ def _conv_fake(
     return x.new_empty((x.shape[0], keep, x.shape[2]))
 
 
+_LIB = torch.library.Library(add_op_namespace_prefix("").removesuffix("::"), "IMPL")
+"""Kept for the life of the module: a Library's registrations end with it."""
+_LIB.impl("chunk_gated_delta_rule_fwd", _chunk_meta, "Meta")
+_LIB.impl("recurrent_gated_delta_rule_fwd", _recurrent_meta, "Meta")
 # The conv op exists in CPU builds only.
 if hasattr(ops, "causal_conv1d_silu"):
-    torch.library.register_fake(add_op_namespace_prefix("causal_conv1d_silu"), _conv_fake)
+    _LIB.impl("causal_conv1d_silu", _conv_meta, "Meta")

@@ -1,8 +1,10 @@
-"""``Qwen3_5GatedDeltaNet``: the linear-attention layer of Qwen3.5, for ``kernelize``.
+"""``Qwen3_5GatedDeltaNet`` and ``Qwen3NextGatedDeltaNet``: the linear-attention layers of
+Qwen3.5 and Qwen3-Next, for ``kernelize``.
 
-A "pure" layer (only ``forward``, run on the model's own layer instance, whose
-projections, ``conv1d``, ``A_log``, ``dt_bias`` and gated ``norm`` it uses). It follows
-the model's forward step for step, with the gated delta rule on this kernel's ops. On the
+Both are "pure" layers (only ``forward``, run on the model's own layer instance, whose
+projections, ``conv1d``, ``A_log``, ``dt_bias`` and gated ``norm`` it uses). Each follows
+the model's forward step for step (the two differ only in how their input projections
+are laid out), with the gated delta rule on this kernel's ops. On the
 CPU the causal convolution + SiLU is this kernel's ``causal_conv1d_silu``, which reads the
 input projection's ``[batch, seq, channels]`` output where it lies (PyTorch's depthwise
 ``conv1d`` wants channels first, and costs 30-70 ms at 256 tokens, 40 ms per bfloat16
@@ -19,6 +21,7 @@ does after its float32 accumulation.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -130,11 +133,95 @@ def _prefill(
     return torch.cat(outs, dim=1), (kept if kept else last)
 
 
-class Qwen3_5GatedDeltaNet(nn.Module):
-    """Qwen3.5 / Qwen3-Next gated delta net with the gated delta rule kernels."""
+def _qwen3_5_projections(
+    layer: nn.Module, hidden_states: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Qwen3.5's four input projections: the conv's input ``[batch, seq, 2 key_dim +
+    value_dim]`` (q, k, v in that order), the gate z and the beta/decay logits b, a."""
+    return (
+        _project(layer.in_proj_qkv, hidden_states),
+        _project(layer.in_proj_z, hidden_states),
+        layer.in_proj_b(hidden_states),
+        layer.in_proj_a(hidden_states),
+    )
 
-    # Not yet run under torch.compile (the ops have fake implementations, but the
-    # training path's recomputing backward calls autograd itself): compile keeps PyTorch.
+
+def _qwen3_next_projections(
+    layer: nn.Module, hidden_states: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Qwen3-Next's two: ``in_proj_qkvz`` is laid out per key head (its q, k, then the
+    values and gates of the value heads it serves) and ``in_proj_ba`` likewise (b, then
+    a, per key head). The conv's input is gathered into Qwen3.5's order (all q, all k,
+    all v) with one copy; z, b and a stay views."""
+    batch, seq_len, _ = hidden_states.shape
+    heads, dk, dv = layer.num_k_heads, layer.head_k_dim, layer.head_v_dim
+    per = layer.num_v_heads // heads
+    qkvz = _project(layer.in_proj_qkvz, hidden_states)
+    qkvz = qkvz.view(batch, seq_len, heads, 2 * dk + 2 * per * dv)
+    ba = _project(layer.in_proj_ba, hidden_states).view(batch, seq_len, heads, 2 * per)
+    query, key, value, z = torch.split(qkvz, [dk, dk, per * dv, per * dv], dim=3)
+    mixed = qkvz.new_empty(batch, seq_len, 2 * heads * dk + heads * per * dv)
+    # narrow, not split: autograd lets a single view be written in place (training).
+    for start, part in ((0, query), (heads * dk, key), (2 * heads * dk, value)):
+        width = part.shape[-1]
+        mixed.narrow(-1, start, heads * width).view(batch, seq_len, heads, width).copy_(part)
+    b, a = torch.split(ba, [per, per], dim=3)
+    return mixed, z, b.reshape(batch, seq_len, -1), a.reshape(batch, seq_len, -1)
+
+
+_Projections = Callable[
+    [nn.Module, torch.Tensor], tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+]
+
+
+def _gated_delta_net(
+    layer: nn.Module,
+    hidden_states: torch.Tensor,
+    cache: Any,
+    attention_mask: torch.Tensor | None,
+    projections: _Projections,
+) -> torch.Tensor:
+    """The gated delta net after its input projections, which are all the two models'
+    layers differ in: conv + SiLU, the gated delta rule, the gated norm, ``out_proj``."""
+    if attention_mask is not None and attention_mask.dim() == 2:
+        hidden_states = (hidden_states * attention_mask[:, :, None]).to(hidden_states.dtype)
+    batch, seq_len, _ = hidden_states.shape
+    state = cache.get_recurrent_state(layer.layer_idx, state_idx=0) if cache is not None else None
+
+    mixed, z, b, a = projections(layer, hidden_states)
+    mixed = _conv(layer, mixed, cache)
+    query, key, value = torch.split(mixed, [layer.key_dim, layer.key_dim, layer.value_dim], dim=-1)
+    query = query.reshape(batch, seq_len, -1, layer.head_k_dim)
+    key = key.reshape(batch, seq_len, -1, layer.head_k_dim)
+    value = value.reshape(batch, seq_len, -1, layer.head_v_dim)
+    beta = b.sigmoid()
+    g = -layer.A_log.float().exp() * F.softplus(a.float() + layer.dt_bias)
+
+    if state is not None and seq_len == 1:
+        out, new_state = fused_recurrent_gated_delta_rule(
+            query,
+            key,
+            value,
+            g,
+            beta,
+            initial_state=state,
+            output_final_state=cache is not None,
+            use_qk_l2norm_in_kernel=True,
+        )
+    else:
+        out, new_state = _prefill(layer, query, key, value, g, beta, state, cache, seq_len)
+    if cache is not None:
+        cache.update_recurrent_state(new_state, layer.layer_idx)
+
+    out = layer.norm(out.reshape(-1, layer.head_v_dim), z.reshape(-1, layer.head_v_dim))
+    return _project(layer.out_proj, out.reshape(batch, seq_len, -1))
+
+
+class Qwen3_5GatedDeltaNet(nn.Module):
+    """Qwen3.5's gated delta net with the gated delta rule kernels."""
+
+    # Not yet run under torch.compile (the ops have Meta kernels, but the training
+    # path's recomputing backward calls autograd itself): compile keeps PyTorch.
     can_torch_compile = False
     has_backward = True
 
@@ -147,39 +234,23 @@ class Qwen3_5GatedDeltaNet(nn.Module):
         **kwargs: Any,
     ) -> torch.Tensor:
         cache = cache if cache is not None else cache_params
-        if attention_mask is not None and attention_mask.dim() == 2:
-            hidden_states = (hidden_states * attention_mask[:, :, None]).to(hidden_states.dtype)
-        batch, seq_len, _ = hidden_states.shape
-        state = (
-            cache.get_recurrent_state(self.layer_idx, state_idx=0) if cache is not None else None
-        )
+        return _gated_delta_net(self, hidden_states, cache, attention_mask, _qwen3_5_projections)
 
-        mixed = _conv(self, _project(self.in_proj_qkv, hidden_states), cache)
-        query, key, value = torch.split(mixed, [self.key_dim, self.key_dim, self.value_dim], dim=-1)
-        query = query.reshape(batch, seq_len, -1, self.head_k_dim)
-        key = key.reshape(batch, seq_len, -1, self.head_k_dim)
-        value = value.reshape(batch, seq_len, -1, self.head_v_dim)
-        z = _project(self.in_proj_z, hidden_states)
-        beta = self.in_proj_b(hidden_states).sigmoid()
-        g = -self.A_log.float().exp() * F.softplus(
-            self.in_proj_a(hidden_states).float() + self.dt_bias
-        )
 
-        if state is not None and seq_len == 1:
-            out, new_state = fused_recurrent_gated_delta_rule(
-                query,
-                key,
-                value,
-                g,
-                beta,
-                initial_state=state,
-                output_final_state=cache is not None,
-                use_qk_l2norm_in_kernel=True,
-            )
-        else:
-            out, new_state = _prefill(self, query, key, value, g, beta, state, cache, seq_len)
-        if cache is not None:
-            cache.update_recurrent_state(new_state, self.layer_idx)
+class Qwen3NextGatedDeltaNet(nn.Module):
+    """Qwen3-Next's gated delta net (per-key-head ``in_proj_qkvz`` / ``in_proj_ba``)
+    with the gated delta rule kernels."""
 
-        out = self.norm(out.reshape(-1, self.head_v_dim), z.reshape(-1, self.head_v_dim))
-        return _project(self.out_proj, out.reshape(batch, seq_len, -1))
+    can_torch_compile = False
+    has_backward = True
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        cache: Any = None,
+        attention_mask: torch.Tensor | None = None,
+        cache_params: Any = None,
+        **kwargs: Any,
+    ) -> torch.Tensor:
+        cache = cache if cache is not None else cache_params
+        return _gated_delta_net(self, hidden_states, cache, attention_mask, _qwen3_next_projections)

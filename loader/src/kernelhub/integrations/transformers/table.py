@@ -187,6 +187,9 @@ BY_LAYER_NAME: tuple[tuple[str, str, int, str, tuple[str, ...], tuple[Mode, ...]
     # attach to Qwen3.5/Qwen3-Next, Mamba and Mamba-2 mixers. CPU only: kernels-community's
     # mamba-ssm on the Hugging Face Hub is the GPU kernel at major 5, ours is major 1.
     ("Qwen3_5GatedDeltaNet", "gated-delta-rule", 1, "Qwen3_5GatedDeltaNet", ("cpu",), _TI),
+    # Qwen3-Next's layer registers no hub name (5.25 attaches only its functions): the
+    # name is ours, put on the class by QWEN3_NEXT_LAYER below.
+    ("Qwen3NextGatedDeltaNet", "gated-delta-rule", 1, "Qwen3NextGatedDeltaNet", ("cpu",), _TI),
     *((name, "gated-delta-rule", 1, name, ("cpu",), _TI)
       for name in ("chunk_gated_delta_rule", "fused_recurrent_gated_delta_rule")),
     *((name, "mamba-ssm", 1, name, ("cpu",), _TI)
@@ -264,6 +267,14 @@ and the modules they would fuse (norm, MLP, attention) are verified one by one."
 
 LAYER_CLASSES.update(FUSED_LAYER_CLASSES)
 # ---- end of fused decoder kernels -------------------------------------------------------
+
+QWEN3_NEXT_LAYER = {
+    "transformers.models.qwen3_next.modeling_qwen3_next.Qwen3NextGatedDeltaNet":
+        "Qwen3NextGatedDeltaNet",
+}
+"""Qwen3-Next's gated delta net, served whole as Qwen3.5's is (its forward differs only in
+the layout of its input projections), under a name of ours: Transformers marks it with none."""
+LAYER_CLASSES.update(QWEN3_NEXT_LAYER)
 
 FUNCTIONS: dict[str, str] = {
     f"transformers.models.{m}.modeling_{m}.apply_rotary_pos_emb": "rotary_pos_emb"
