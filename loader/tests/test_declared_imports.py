@@ -51,6 +51,14 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("hub/local.py", "kernelhub.tomlfile"): _CONFIG,
     ("hub/select.py", "kernelhub.hub.hf"): "only a Hub-API hub needs huggingface_hub's glue; "
                                            + _WARM,
+    ("hub/select.py", "kernelhub.hub.endpoints"): "only a hub named by a URL has an "
+                                                  "endpoint to check; " + _WARM,
+    ("load/pipeline.py", "kernelhub.deps.loading"): "only a kernel with kernel dependencies "
+                                                    "imports a tree; " + _WARM,
+    ("load/validators.py", "kernelhub.signing.sigstore"): _SIGNING,
+    ("load/verified_import.py", "kernelhub.formats.zip_layout"):
+        "only a variant read into a new private copy is unpacked; a warm load recalls its "
+        "kept copy; " + _WARM,
     ("integrations/transformers/attention.py", "kernelhub.api"): _LOADING,
     ("integrations/transformers/autoload.py", "kernelhub.integrations.transformers.patch"):
         "imported by the first seam handed over, not by installing the hook; " + _LOADING,

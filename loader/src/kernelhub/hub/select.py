@@ -7,8 +7,7 @@ from __future__ import annotations
 
 # PEP 810: imported when first used (inert before Python 3.15)
 __lazy_modules__ = {
-    "kernelhub.errors", "kernelhub.hub.base", "kernelhub.hub.endpoints",
-    "kernelhub.hub.local", "kernelhub.hub.search", "kernelhub.redact",
+    "kernelhub.errors", "kernelhub.hub.base", "kernelhub.hub.local", "kernelhub.hub.search", "kernelhub.redact",
     "kernelhub.user_files",
 }
 
@@ -21,7 +20,6 @@ from ..redact import redact
 from ..user_files import user_path
 from ..value_types import Record
 from .base import Hub
-from .endpoints import check_endpoint
 from .local import LocalHub
 from .search import SearchPath
 
@@ -94,6 +92,8 @@ def word_address(text: str, what: str) -> HubAddress:
     if text == HF_WORD:
         return HubAddress()
     if text[:8].lower().startswith(("http://", "https://")):
+        from .endpoints import check_endpoint  # a Hub-API server only
+
         return HubAddress(endpoint=check_endpoint(text, what))
     root = user_path(text, what)
     if root.exists() and not root.is_dir():  # publishing would make directories under a file
