@@ -38,6 +38,9 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("cache/__init__.py", "kernelhub.formats.release_manifest"): _SIGNING,
     ("cache/__init__.py", "kernelhub.cache.ecosystem"): "a cache the ecosystem's loader wrote; " + _WARM,
     ("cache/__init__.py", "kernelhub.hub.hashes"): _LOCK,
+    ("cache/__init__.py", "kernelhub.cache.root"): "claiming the cache root before a write, "
+                                                "or `kernelhub cache clear`; a warm load "
+                                                "writes nothing; " + _WARM,
     ("ecosystem/load.py", "kernelhub.api"): _LOADING,
     ("ecosystem/load.py", "kernelhub.signing.trust"): _LOADING,
     ("ecosystem/load.py", "kernelhub.formats.metadata"): _LOADING,
