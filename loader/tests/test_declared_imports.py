@@ -71,6 +71,8 @@ ALLOWED: dict[tuple[str, str], str] = {
                                        "only; a locked load reads JSON. " + _CONFIG,
     ("load/validators.py", "kernelhub.hub.hashes"): _LOCK,
     ("settings.py", "kernelhub.tomlfile"): _CONFIG,
+    ("user_files.py", "kernelhub.printable"): "a path shown in a message; a load that "
+                                              "says nothing shows none; " + _WARM,
     ("signing/trust.py", "kernelhub.formats.release_manifest"): _SIGNING,
     ("signing/trust.py", "kernelhub.signing.sshsig"): _SIGNING,
 }
