@@ -27,6 +27,8 @@ _WARM = ("off the warm load path (test_api_localhub's NOT_ON_THE_WARM_PATH): onl
 _LOCK = "lock files: only a locked load or `kernelhub lock` reads them; " + _WARM
 _SIGNING = "a signing policy: only an org that configures one checks signatures; " + _WARM
 _CONFIG = "tomllib, for a config file or build.toml on disk; " + _WARM
+_MESSAGES = ("for a message (credentials out, control characters escaped); a load that "
+             "says nothing needs none; " + _WARM)
 _LOADING = ("imported at interpreter start-up (the Transformers hook) or by `import kernels`:"
             " the loading code only once a kernel is loaded")
 
@@ -71,8 +73,10 @@ ALLOWED: dict[tuple[str, str], str] = {
                                        "only; a locked load reads JSON. " + _CONFIG,
     ("load/validators.py", "kernelhub.hub.hashes"): _LOCK,
     ("settings.py", "kernelhub.tomlfile"): _CONFIG,
-    ("user_files.py", "kernelhub.printable"): "a path shown in a message; a load that "
-                                              "says nothing shows none; " + _WARM,
+    ("user_files.py", "kernelhub.printable"): _MESSAGES,
+    ("user_files.py", "kernelhub.redact"): _MESSAGES,
+    ("hub/calls.py", "kernelhub.redact"): _MESSAGES,
+    ("hub/select.py", "kernelhub.redact"): _MESSAGES,
     ("signing/trust.py", "kernelhub.formats.release_manifest"): _SIGNING,
     ("signing/trust.py", "kernelhub.signing.sshsig"): _SIGNING,
 }

@@ -16,7 +16,6 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import redact
 from .errors import PathError
 from .lazy_names import deferred
 
@@ -37,8 +36,9 @@ def shown_path(value: object) -> str:
     """A path as messages show it: credentials out, control characters escaped, and
     at most 200 characters."""
     from .printable import printable  # messages only: a load that says nothing needs none
+    from .redact import redact
 
-    text = printable(redact.redact(
+    text = printable(redact(
         os.fspath(value) if isinstance(value, str | os.PathLike) else repr(value)))
     return text if len(text) <= 200 else f"{text[:100]}…{text[-60:]} ({len(text)} characters)"
 

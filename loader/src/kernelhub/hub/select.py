@@ -7,7 +7,7 @@ from __future__ import annotations
 
 # PEP 810: imported when first used (inert before Python 3.15)
 __lazy_modules__ = {
-    "kernelhub.errors", "kernelhub.hub.base", "kernelhub.hub.local", "kernelhub.hub.search", "kernelhub.redact",
+    "kernelhub.errors", "kernelhub.hub.base", "kernelhub.hub.local", "kernelhub.hub.search",
     "kernelhub.user_files",
 }
 
@@ -16,7 +16,6 @@ from pathlib import Path
 
 from .. import settings
 from ..errors import HubError
-from ..redact import redact
 from ..user_files import user_path
 from ..value_types import Record
 from .base import Hub
@@ -74,6 +73,8 @@ def hub_address(target: str | os.PathLike[str] | None) -> HubAddress:
         return word_address(str(DEFAULT_LOCAL_ROOT), "the default hub")
     words, what = hub_words(target)
     if len(words) > 1:
+        from ..redact import redact  # for the message
+
         raise HubError(f"{what} names several hubs ({', '.join(map(redact, words))}); this "
                        "needs one: pass --hub with one path, URL or 'hf'")
     return word_address(words[0], what)
