@@ -27,6 +27,8 @@ _WARM = ("off the warm load path (test_api_localhub's NOT_ON_THE_WARM_PATH): onl
 _LOCK = "lock files: only a locked load or `kernelhub lock` reads them; " + _WARM
 _SIGNING = "a signing policy: only an org that configures one checks signatures; " + _WARM
 _CONFIG = "tomllib, for a config file or build.toml on disk; " + _WARM
+_MESSAGES = ("for a message (credentials out, control characters escaped); a load that "
+             "says nothing needs none; " + _WARM)
 _LOADING = ("imported at interpreter start-up (the Transformers hook) or by `import kernels`:"
             " the loading code only once a kernel is loaded")
 
@@ -38,6 +40,9 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("cache/__init__.py", "kernelhub.formats.release_manifest"): _SIGNING,
     ("cache/__init__.py", "kernelhub.cache.ecosystem"): "a cache the ecosystem's loader wrote; " + _WARM,
     ("cache/__init__.py", "kernelhub.hub.hashes"): _LOCK,
+    ("cache/__init__.py", "kernelhub.cache.root"): "claiming the cache root before a write, "
+                                                "or `kernelhub cache clear`; a warm load "
+                                                "writes nothing; " + _WARM,
     ("ecosystem/load.py", "kernelhub.api"): _LOADING,
     ("ecosystem/load.py", "kernelhub.signing.trust"): _LOADING,
     ("ecosystem/load.py", "kernelhub.formats.metadata"): _LOADING,
@@ -51,6 +56,14 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("hub/local.py", "kernelhub.tomlfile"): _CONFIG,
     ("hub/select.py", "kernelhub.hub.hf"): "only a Hub-API hub needs huggingface_hub's glue; "
                                            + _WARM,
+    ("hub/select.py", "kernelhub.hub.endpoints"): "only a hub named by a URL has an "
+                                                  "endpoint to check; " + _WARM,
+    ("load/pipeline.py", "kernelhub.deps.loading"): "only a kernel with kernel dependencies "
+                                                    "imports a tree; " + _WARM,
+    ("load/validators.py", "kernelhub.signing.sigstore"): _SIGNING,
+    ("load/verified_import.py", "kernelhub.formats.zip_layout"):
+        "only a variant read into a new private copy is unpacked; a warm load recalls its "
+        "kept copy; " + _WARM,
     ("integrations/transformers/attention.py", "kernelhub.api"): _LOADING,
     ("integrations/transformers/autoload.py", "kernelhub.integrations.transformers.patch"):
         "imported by the first seam handed over, not by installing the hook; " + _LOADING,
@@ -60,6 +73,10 @@ ALLOWED: dict[tuple[str, str], str] = {
                                        "only; a locked load reads JSON. " + _CONFIG,
     ("load/validators.py", "kernelhub.hub.hashes"): _LOCK,
     ("settings.py", "kernelhub.tomlfile"): _CONFIG,
+    ("user_files.py", "kernelhub.printable"): _MESSAGES,
+    ("user_files.py", "kernelhub.redact"): _MESSAGES,
+    ("hub/calls.py", "kernelhub.redact"): _MESSAGES,
+    ("hub/select.py", "kernelhub.redact"): _MESSAGES,
     ("signing/trust.py", "kernelhub.formats.release_manifest"): _SIGNING,
     ("signing/trust.py", "kernelhub.signing.sshsig"): _SIGNING,
 }

@@ -95,3 +95,56 @@ def test_a_deferred_module_waits_for_another_threads_import(tmp_path: Path,
     finally:
         importer.join()
         sys.modules.pop("slow_deferred_target", None)
+
+
+_COLLECTIONS_DURING_FIRST_LOAD_IMPORT = r"""
+import gc, sys
+import torch  # what a user's process holds before its first load
+if sys.argv[1] == "off":
+    gc.disable()
+import kernelhub
+def ours():
+    return sum(1 for name in sys.modules if name.startswith("kernelhub"))
+seen = []  # how many kernelhub modules were imported when each collection started
+gc.callbacks.append(lambda phase, info: phase == "start" and seen.append(ours()))
+before = ours()
+kernelhub.get_kernel  # imports the load path
+after = ours()
+[].append([])  # an allocation: the collector, if on, now catches up
+print(before, after, gc.isenabled(), *seen)
+"""
+
+
+@pytest.mark.parametrize("collector", ["on", "off"])
+def test_the_collector_waits_while_a_lazy_name_imports_and_is_left_as_it_was(
+        collector: str) -> None:
+    """No collection starts while the load path is being imported; with the collector on,
+    the one that was due runs right after (postponed, not skipped); a collector the user
+    turned off stays off."""
+    done = subprocess.run([sys.executable, "-c", _COLLECTIONS_DURING_FIRST_LOAD_IMPORT,
+                           collector], capture_output=True, text=True, check=True)
+    before, after, enabled, *seen = done.stdout.split()
+    assert int(after) > int(before) + 20  # the load path was imported
+    assert set(seen) <= {before, after}  # never in the middle of the import
+    if collector == "on":
+        assert enabled == "True"
+        assert after in seen
+    else:
+        assert enabled == "False"
+        assert not seen
+
+
+def test_the_collector_is_turned_back_on_when_a_lazy_import_fails(tmp_path: Path) -> None:
+    package = tmp_path / "lazy_failing"
+    package.mkdir()
+    (package / "__init__.py").write_text(
+        "from kernelhub.lazy_names import attach_stub\n"
+        "__getattr__, __dir__, __all__, _names = attach_stub(__name__, __file__)\n")
+    (package / "__init__.pyi").write_text("from .broken import thing as thing\n")
+    (package / "broken.py").write_text("raise RuntimeError('broken on purpose')\n")
+    code = ("import gc, lazy_failing\n"
+            "try:\n    lazy_failing.thing\nexcept RuntimeError as e:\n    print(e)\n"
+            "print(gc.isenabled())\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, cwd=tmp_path)
+    assert done.stdout.split("\n")[:2] == ["broken on purpose", "True"]

@@ -17,6 +17,7 @@ import cannot afford) and gives the package its ``__getattr__``, ``__dir__`` and
 
 from __future__ import annotations
 
+import gc
 import importlib
 import sys
 from collections.abc import Callable, Mapping
@@ -37,11 +38,27 @@ class LazyNames:
 
     def attribute(self, name: str) -> object:
         """The module ``__getattr__``: import the defining submodule, bind the name in
-        the package so later lookups skip this function."""
+        the package so later lookups skip this function.
+
+        The garbage collector waits while it imports (if it was on): importing our
+        modules allocates thousands of objects that all live as long as the process
+        (functions, classes, their dicts), and the collections they trigger — a young
+        generation one and a middle one of ~1 ms beside torch's objects on the first
+        load — find nothing to free. Collection is only postponed: the count keeps
+        growing, so the first allocation after the import collects as it would have;
+        nothing is frozen and a collector the user turned off stays off.
+        """
         module = self.names.get(name)
-        if module is None:
-            return self._submodule(name)
-        value = getattr(importlib.import_module(f".{module}", self.package), name)
+        collecting = gc.isenabled()
+        if collecting:
+            gc.disable()
+        try:
+            if module is None:
+                return self._submodule(name)
+            value = getattr(importlib.import_module(f".{module}", self.package), name)
+        finally:
+            if collecting:
+                gc.enable()
         setattr(sys.modules[self.package], name, value)
         return value
 

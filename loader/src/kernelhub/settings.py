@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
+from typing import Any
 
 from .errors import KernelHubError, PathError
 from .user_files import read_bounded, user_path
@@ -210,6 +211,14 @@ class SigningSettings(Record, frozen=True):
     """(org, "ssh-ed25519 AAAA… comment") pairs from [signing.keys]."""
     require: frozenset[str] = frozenset()
     allow_unsigned: frozenset[str] = frozenset()
+
+
+def sigstore_section() -> dict[str, Any] | None:
+    """``[signing.sigstore]`` of the config file, or None when it has none (then no org
+    has a sigstore policy, and a load never imports :mod:`kernelhub.signing.sigstore`)."""
+    table = read_config().get("signing", {})
+    section = table.get("sigstore") if isinstance(table, dict) else None
+    return section if isinstance(section, dict) else None
 
 
 def signing() -> SigningSettings:

@@ -16,7 +16,6 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import printable, redact
 from .errors import PathError
 from .lazy_names import deferred
 
@@ -36,7 +35,10 @@ MAX_FILE_BYTES = 16 * 1024 * 1024
 def shown_path(value: object) -> str:
     """A path as messages show it: credentials out, control characters escaped, and
     at most 200 characters."""
-    text = printable.printable(redact.redact(
+    from .printable import printable  # messages only: a load that says nothing needs none
+    from .redact import redact
+
+    text = printable(redact(
         os.fspath(value) if isinstance(value, str | os.PathLike) else repr(value)))
     return text if len(text) <= 200 else f"{text[:100]}…{text[-60:]} ({len(text)} characters)"
 

@@ -36,7 +36,6 @@ from ..errors import CacheError, HubError, IntegrityError, KernelHubError
 from ..formats.metadata import hub_digest_path, parse_metadata, read_metadata_bytes, verify_variant
 from ..lazy_names import deferred
 from ..versions import Refs, is_commit_id, is_plain_name
-from . import root as cache_root
 
 if TYPE_CHECKING:
     import filelock
@@ -139,7 +138,7 @@ class KernelCache:
     def lock(self, hub_key: str, repo_id: str) -> filelock.FileLock:
         """The lock that serialises installs into one repository's cache."""
         repo_dir = self.repo_dir(hub_key, repo_id)
-        cache_root.claim(self.root)
+        _claim(self.root)
         repo_dir.mkdir(parents=True, exist_ok=True)
         return filelock.FileLock(repo_dir / ".lock")
 
@@ -157,7 +156,7 @@ class KernelCache:
     def write_variants(self, hub_key: str, repo_id: str, commit: str, names: list[str]) -> None:
         """Remember a commit's variant list, if the cache can be written (see write_refs)."""
         path = self.commit_dir(hub_key, repo_id, commit) / VARIANTS_FILE
-        cache_root.claim(self.root)
+        _claim(self.root)
         _write_json_best_effort(path, sorted(names))
 
     def read_release(self, hub_key: str, repo_id: str, commit: str) -> ReleaseFiles | None:
@@ -181,7 +180,7 @@ class KernelCache:
 
     def write_release(self, hub_key: str, repo_id: str, commit: str, files: ReleaseFiles) -> None:
         path = self.commit_dir(hub_key, repo_id, commit) / RELEASE_FILES
-        cache_root.claim(self.root)
+        _claim(self.root)
         _write_json_best_effort(path, {
             "manifest": None if files.manifest is None else base64.b64encode(files.manifest).decode(),
             "signature": None if files.signature is None else base64.b64encode(files.signature).decode(),
@@ -215,7 +214,7 @@ class KernelCache:
         reader sees the old file or the new one, never part of one).
         """
         path = self.repo_dir(hub_key, repo_id) / REFS_FILE
-        cache_root.claim(self.root)
+        _claim(self.root)
         _write_json_best_effort(path, {"branches": refs.branches, "tags": refs.tags,
                                        REFS_SEEN_KEY: time.time()})
 
@@ -285,4 +284,15 @@ class KernelCache:
     def clear(self) -> list[Path]:
         """Delete what kernelhub put in the cache; return the top-level entries removed.
         A root that is not kernelhub's is refused whole (:mod:`kernelhub.cache.root`)."""
+        from . import root as cache_root  # `kernelhub cache clear` only
+
         return cache_root.clear(self.root)
+
+
+def _claim(root: Path) -> None:
+    """Mark ``root`` as kernelhub's before the first write into it
+    (:func:`kernelhub.cache.root.claim`); a warm load writes nothing, so it never imports
+    the module."""
+    from . import root as cache_root
+
+    cache_root.claim(root)

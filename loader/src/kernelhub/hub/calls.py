@@ -11,7 +11,7 @@ the hub's.
 
 from __future__ import annotations
 
-__lazy_modules__ = {"kernelhub.errors", "kernelhub.hub.base", "kernelhub.redact"}  # PEP 810: imported when first used
+__lazy_modules__ = {"kernelhub.errors", "kernelhub.hub.base"}  # PEP 810: imported when first used
 
 import errno
 from collections.abc import Iterator
@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import HubError, KernelHubError
-from ..redact import names_credentials, redact, redacted_error
 from .base import HashListingHub, Hub, RemoteHub, TrustAskingHub, TypedReposHub
 
 if TYPE_CHECKING:
@@ -36,6 +35,8 @@ _DISK_ERRNOS = frozenset({
 def hub_name(hub: object) -> str:
     """How a hub is named in messages: its endpoint or root when it has one, without
     the credentials a URL may carry."""
+    from ..redact import redact  # messages only, as every use of it here
+
     for attr in ("endpoint", "root"):
         if (value := getattr(hub, attr, None)) is not None:
             return redact(str(value))
@@ -53,6 +54,8 @@ def hub_call(hub: object, doing: str) -> Iterator[None]:
     try:
         yield
     except KernelHubError as e:
+        from ..redact import names_credentials, redacted_error
+
         message = str(e)
         secret = names_credentials(e)
         if "\n" not in message and not secret:
@@ -64,6 +67,8 @@ def hub_call(hub: object, doing: str) -> Iterator[None]:
             raise clean from None
         raise clean from e
     except OSError as e:
+        from ..redact import names_credentials
+
         if e.errno in _DISK_ERRNOS and not names_credentials(e):
             raise
         raise _failed(hub, doing, e) from _cause(e)
@@ -73,6 +78,8 @@ def hub_call(hub: object, doing: str) -> Iterator[None]:
 
 def _cause(error: BaseException) -> BaseException | None:
     """What a translated error chains: ``error``, unless its texts name a credential."""
+    from ..redact import names_credentials
+
     return None if names_credentials(error) else error
 
 
@@ -141,6 +148,8 @@ def guard(hub: Hub) -> Hub:
 
 
 def _failed(hub: object, doing: str, error: Exception) -> HubError:
+    from ..redact import redact
+
     detail = " ".join(redact(str(error)).split()) or "no details"  # redacted, then cut
     if len(detail) > 300:
         detail = detail[:300] + "…"

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 # PEP 810: imported when first used (inert before Python 3.15)
 __lazy_modules__ = {
-    "kernelhub.errors", "kernelhub.hub.base", "kernelhub.hub.endpoints",
-    "kernelhub.hub.local", "kernelhub.hub.search", "kernelhub.redact",
+    "kernelhub.errors", "kernelhub.hub.base", "kernelhub.hub.local", "kernelhub.hub.search",
     "kernelhub.user_files",
 }
 
@@ -17,11 +16,9 @@ from pathlib import Path
 
 from .. import settings
 from ..errors import HubError
-from ..redact import redact
 from ..user_files import user_path
 from ..value_types import Record
 from .base import Hub
-from .endpoints import check_endpoint
 from .local import LocalHub
 from .search import SearchPath
 
@@ -76,6 +73,8 @@ def hub_address(target: str | os.PathLike[str] | None) -> HubAddress:
         return word_address(str(DEFAULT_LOCAL_ROOT), "the default hub")
     words, what = hub_words(target)
     if len(words) > 1:
+        from ..redact import redact  # for the message
+
         raise HubError(f"{what} names several hubs ({', '.join(map(redact, words))}); this "
                        "needs one: pass --hub with one path, URL or 'hf'")
     return word_address(words[0], what)
@@ -94,6 +93,8 @@ def word_address(text: str, what: str) -> HubAddress:
     if text == HF_WORD:
         return HubAddress()
     if text[:8].lower().startswith(("http://", "https://")):
+        from .endpoints import check_endpoint  # a Hub-API server only
+
         return HubAddress(endpoint=check_endpoint(text, what))
     root = user_path(text, what)
     if root.exists() and not root.is_dir():  # publishing would make directories under a file

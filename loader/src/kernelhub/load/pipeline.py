@@ -12,7 +12,7 @@ from __future__ import annotations
 
 # PEP 810: imported when first used (inert before Python 3.15)
 __lazy_modules__ = {
-    "kernelhub.deps", "kernelhub.deps.loading", "kernelhub.load.fetch",
+    "kernelhub.deps", "kernelhub.load.fetch",
     "kernelhub.load.importer", "kernelhub.load.request", "kernelhub.load.resolve",
     "kernelhub.load.validators", "kernelhub.load.verify", "kernelhub.versions",
 }
@@ -23,7 +23,6 @@ from types import ModuleType
 
 from .. import settings
 from ..deps import KernelDependency, Located, located
-from ..deps.loading import load_tree
 from ..versions import is_commit_id
 from .fetch import fetch
 from .importer import import_verified
@@ -114,6 +113,8 @@ def _import_with_dependencies(name: str, snapshot: Snapshot,
     root = _located(name, snapshot)
     if not root.depends:  # most kernels: imported here, without a round trip through deps
         return import_verified(snapshot.verified)
+
+    from ..deps.loading import load_tree  # a kernel with dependencies only
 
     def resolve(dep: KernelDependency) -> Located:
         return _located(dep.repo_id, checked_snapshot(dependency_request(dep, parent)))

@@ -51,13 +51,12 @@ import hashlib
 import json
 from typing import TYPE_CHECKING
 
-from .. import cache
+from .. import cache, settings
 from ..errors import IntegrityError, LockFileError, SignatureError
 from ..formats.minver import KERNELS_MINVER, check_kernels_minver
 from ..formats.provenance import warn_if_dirty
 from ..hub import search
 from ..selection import check_archs
-from ..signing import sigstore as sigstore_signatures
 from ..signing.trust import OrgPolicy, Vouch, check_trusted, is_trusted, policy_for, vouches_for
 from ..value_types import replace
 from .resolve import ReleaseVerdict, release_files
@@ -248,6 +247,8 @@ class SigstoreValidator(Validator):
         self.repo_id, self.policy = repo_id, policy
 
     def on_snapshot(self, snapshot: Snapshot) -> None:
+        from ..signing import sigstore as sigstore_signatures  # imported by validators_for
+
         try:
             bundle: bytes | None = (snapshot.verified.source
                                     / sigstore_signatures.BUNDLE_FILE).read_bytes()
@@ -291,8 +292,11 @@ def validators_for(repo_id: str | None, request: KernelRequest | None = None
             checks.append(SignatureValidator(policy))
         if request is not None and request.lock is not None:
             checks.append(LockValidator(request.lock))
-        if (sigstore := sigstore_signatures.sigstore_policy_for(org)) is not None:
-            checks.append(SigstoreValidator(repo_id, sigstore))
+        if settings.sigstore_section() is not None:  # an org may have a sigstore policy
+            from ..signing import sigstore as sigstore_signatures
+
+            if (sigstore := sigstore_signatures.sigstore_policy_for(org)) is not None:
+                checks.append(SigstoreValidator(repo_id, sigstore))
         if request is not None and request.check_arch:
             checks.append(ArchValidator())
     return [*checks, MinverValidator(), DirtyBuildValidator()]

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 # PEP 810: imported when first used (inert before Python 3.15)
 __lazy_modules__ = {
-    "kernelhub.errors", "kernelhub.formats.metadata", "kernelhub.formats.zip_layout",
+    "kernelhub.errors", "kernelhub.formats.metadata",
 }
 
 import atexit
@@ -61,7 +61,6 @@ from ..formats.metadata import (
     complete_digest,
     parse_metadata,
 )
-from ..formats.zip_layout import BUILD_LAYOUT, archive_name, build_layout, extract_verified
 from ..signing import verified_marks
 from ..value_types import Record
 from . import verified_copies
@@ -210,6 +209,9 @@ def _unpack_zip_layout(source: Path, copy: Path, metadata: Metadata, kept: dict[
     """The Python sources and files of the package: for the ZIP build layout
     (:mod:`kernelhub.formats.zip_layout`) the archive's members, unpacked into the private copy from
     the verified bytes of ``<id>.zip``, next to the variant's other files."""
+    # Not on a warm load, which recalls its kept copy (kernelhub.load.verified_copies).
+    from ..formats.zip_layout import BUILD_LAYOUT, archive_name, build_layout, extract_verified
+
     sources = {rel: data for rel, data in kept.items() if rel.endswith(".py")}
     where = str(source / METADATA_FILE)
     if build_layout(metadata.extra.get(BUILD_LAYOUT), where) != "zip":

@@ -158,15 +158,9 @@ def _signer(entry: object, where: str) -> SigstoreSigner:
                           identity if isinstance(identity, str) else None)
 
 
-def _section() -> dict[str, Any] | None:
-    table = settings.read_config().get("signing", {})
-    section = table.get("sigstore") if isinstance(table, dict) else None
-    return section if isinstance(section, dict) else None
-
-
 def configured_trusted_root() -> Path | None:
     """``[signing.sigstore] trusted-root`` (relative to the config file), or None."""
-    root = (_section() or {}).get("trusted-root")
+    root = (settings.sigstore_section() or {}).get("trusted-root")
     if root is not None and not isinstance(root, str):
         raise KernelHubError(f"{settings.config_path()}: [signing.sigstore] trusted-root must "
                              "be a path")
@@ -175,7 +169,7 @@ def configured_trusted_root() -> Path | None:
 
 def sigstore_policy_for(org: str) -> SigstorePolicy | None:
     """The sigstore policy for ``org`` from ``[signing.sigstore]``, or None when it has none."""
-    section = _section()
+    section = settings.sigstore_section()
     if section is None:
         return None
     orgs = section.get("orgs", {})
