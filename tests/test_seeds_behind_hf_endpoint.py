@@ -4,10 +4,10 @@ no local hub, no config, empty caches — and then works with ``HF_HUB_OFFLINE=1
 the server is gone, from what the first run cached.
 
 Each phase is a fresh Python process running what a Transformers user writes (SEEDS 2/5
-``get_kernel(..., version=1)``, SEEDS 3 ``use_kernels=True``, SEEDS 8 a
-``KernelConfig``), so nothing is carried over in memory; it reports where every kernel it
-imported came from (the cache path names the hub, repository, commit and variant) and
-its outputs next to PyTorch's.
+``get_kernel(..., version=1)``, by the release's tag and by a version range; SEEDS 3
+``use_kernels=True``; SEEDS 8 a ``KernelConfig``), so nothing is carried over in memory;
+it reports where every kernel it imported came from (the cache path names the hub,
+repository, commit and variant) and its outputs next to PyTorch's.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from e2e import Workspace, last_json, run
+from e2e import RELEASES, Workspace, last_json, run
 from kernelhub.hub.hf import HfHub
 from kernelhub.hub.local import LocalHub
 from reference_loader import olah_cli, served_hub
@@ -61,6 +61,10 @@ x = torch.randn(4, 64, generator=torch.Generator().manual_seed(0))
 y = torch.empty(4, 32)
 activation.silu_and_mul(y, x)
 out["get_kernel_err"] = (y - F.silu(x[:, :32]) * x[:, 32:]).abs().max().item()
+# SEEDS 5: the same release by its tag and by a semantic-version range.
+out["pins_same_module"] = all(
+    kernelhub.get_kernel("kernels-community/activation", version=pin) is activation
+    for pin in (sys.argv[2], ">=1.0,<2.0"))
 
 with torch.no_grad():
     reference = load(use_kernels=False)(ids).logits
@@ -95,7 +99,8 @@ def user_env(home: Path, endpoint: str, **extra: str) -> dict[str, str]:
 
 
 def user_run(home: Path, endpoint: str, model_dir: Path, **extra: str) -> dict:
-    return last_json(run([sys.executable, "-c", USER, str(model_dir)],
+    return last_json(run([sys.executable, "-c", USER, str(model_dir),
+                          f"v{RELEASES['activation']}"],
                          env=user_env(home, endpoint, **extra), cwd=home))
 
 
@@ -112,6 +117,7 @@ def check(result: dict, published: Workspace, home: Path) -> dict[str, tuple[str
     as a variant of it for this CPU; returns where each came from."""
     assert Path(result["cache"]).is_relative_to(home.resolve()), result["cache"]
     assert result["get_kernel_err"] <= 1e-6, result
+    assert result["pins_same_module"], result
     assert result["use_kernels_err"] <= 1e-3, result
     assert result["kernel_config_err"] <= 1e-5, result
     acts = [n for n in result["use_kernels"] if n.endswith("mlp.act_fn")]
