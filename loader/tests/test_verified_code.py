@@ -72,3 +72,26 @@ def test_a_secret_others_can_read_authenticates_nothing(user) -> None:
     key = hashlib.sha256(_BYTECODE_FORMAT + SOURCE).digest()
     assert verified_marks.recall_data(CODE_RECORDS, key) is None
     assert run(compiled(SOURCE, "/b/mod.py"))["answer"]() == 42
+
+
+def test_records_carry_the_rfc_2104_hmac_sha256_hmac_computes(user) -> None:
+    """verified_marks takes hmac's OpenSSL functions without importing hmac (a warm load's
+    cost): the tags are hmac's own, so records written either way authenticate."""
+    import hmac
+
+    key = hashlib.sha256(b"content").digest()
+    data = b"recorded bytes\0\xff"
+    assert verified_marks.remember_data(CODE_RECORDS, key, data)
+    secret = verified_marks._secret()
+    assert secret is not None
+    raw = verified_marks._data_path(CODE_RECORDS, key).read_bytes()
+    assert raw == hmac.new(secret, key + data, hashlib.sha256).digest() + data
+    assert verified_marks.recall_data(CODE_RECORDS, key) == data
+    verified_marks.remember(key, "SHA256:fingerprint")
+    mark = verified_marks._mark_path(key).read_text().split("\n")
+    assert mark[:2] == ["SHA256:fingerprint", hmac.new(
+        secret, key + b"SHA256:fingerprint", hashlib.sha256).hexdigest()]
+    assert verified_marks.recall(key) == "SHA256:fingerprint"
+    flipped = bytes([raw[0] ^ 1]) + raw[1:]
+    verified_marks._data_path(CODE_RECORDS, key).write_bytes(flipped)
+    assert verified_marks.recall_data(CODE_RECORDS, key) is None
