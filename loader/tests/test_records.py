@@ -104,6 +104,13 @@ def test_replace_mutable_and_ordered_records() -> None:
     assert item == Mutable(2) and Mutable.__hash__ is None
     assert sorted([Ordered(3), Ordered(1)]) == [Ordered(1), Ordered(3)]
 
+    class Other(Record, frozen=True, order=True):  # the same order methods, another class
+        x: int
+
+    assert Other(1) < Other(2) and not Other(2) <= Other(1)
+    with pytest.raises(TypeError):
+        assert Ordered(1) < Other(2)
+
 
 class Checked(Record, frozen=True):
     name: str

@@ -51,6 +51,34 @@ def test_the_second_load_reads_the_code_under_its_own_path(user, monkeypatch) ->
     assert again["Box"]().size.__code__.co_filename == "/second/copy/mod.py"
 
 
+def test_a_kept_copy_takes_its_code_as_recorded_under_its_path(user, monkeypatch) -> None:
+    """A kept copy's module is remembered under its path too: later loads from that path
+    take the code as it is (no code object renamed); other paths still get their own."""
+    compiled(SOURCE, "/first/copy/mod.py")  # remembered under the source alone
+    no_compiling(monkeypatch)
+    renamed: list[str] = []
+    rename = verified_import._at
+
+    def counted(code, path: str):
+        renamed.append(path)
+        return rename(code, path)
+
+    monkeypatch.setattr(verified_import, "_at", counted)
+    kept = "/kept/copy/mod.py"
+    first = run(compiled(SOURCE, kept, kept=True))  # renamed once, then remembered at kept
+    assert renamed and set(renamed) == {kept}
+    renamed.clear()
+    again = run(compiled(SOURCE, kept, kept=True))
+    assert not renamed
+    assert again["answer"]() == 42 == first["answer"]()
+    assert again["Box"]().size.__code__.co_filename == kept
+    elsewhere = run(compiled(SOURCE, "/other/copy/mod.py", kept=True))
+    assert elsewhere["answer"].__code__.co_filename == "/other/copy/mod.py" and renamed
+    renamed.clear()
+    run(compiled(SOURCE, "/not/kept/mod.py"))  # not kept: renamed from the source's record
+    assert set(renamed) == {"/not/kept/mod.py"}
+
+
 def test_a_record_not_made_by_this_user_never_runs(user) -> None:
     """Bytecode planted in the cache (any tag, or a genuine record of other bytes moved
     under this source's key) is not run: the verified source is compiled instead."""
@@ -72,3 +100,26 @@ def test_a_secret_others_can_read_authenticates_nothing(user) -> None:
     key = hashlib.sha256(_BYTECODE_FORMAT + SOURCE).digest()
     assert verified_marks.recall_data(CODE_RECORDS, key) is None
     assert run(compiled(SOURCE, "/b/mod.py"))["answer"]() == 42
+
+
+def test_records_carry_the_rfc_2104_hmac_sha256_hmac_computes(user) -> None:
+    """verified_marks takes hmac's OpenSSL functions without importing hmac (a warm load's
+    cost): the tags are hmac's own, so records written either way authenticate."""
+    import hmac
+
+    key = hashlib.sha256(b"content").digest()
+    data = b"recorded bytes\0\xff"
+    assert verified_marks.remember_data(CODE_RECORDS, key, data)
+    secret = verified_marks._secret()
+    assert secret is not None
+    raw = verified_marks._data_path(CODE_RECORDS, key).read_bytes()
+    assert raw == hmac.new(secret, key + data, hashlib.sha256).digest() + data
+    assert verified_marks.recall_data(CODE_RECORDS, key) == data
+    verified_marks.remember(key, "SHA256:fingerprint")
+    mark = verified_marks._mark_path(key).read_text().split("\n")
+    assert mark[:2] == ["SHA256:fingerprint", hmac.new(
+        secret, key + b"SHA256:fingerprint", hashlib.sha256).hexdigest()]
+    assert verified_marks.recall(key) == "SHA256:fingerprint"
+    flipped = bytes([raw[0] ^ 1]) + raw[1:]
+    verified_marks._data_path(CODE_RECORDS, key).write_bytes(flipped)
+    assert verified_marks.recall_data(CODE_RECORDS, key) is None

@@ -123,30 +123,51 @@ class Record:
 
     def __init_subclass__(cls, *, frozen: bool = False, order: bool = False) -> None:
         super().__init_subclass__()
+        namespace = cls.__dict__
+        # One pass each over the annotations and the fields: about twenty Records are
+        # defined on every warm load's import path (see the module docstring).
+        annotations = namespace.get("__annotations__")
+        if type(annotations) is not dict:  # none declared, or Python 3.14's lazy ones
+            annotations = inspect.get_annotations(cls)
         own: dict[str, _Field] = {}
-        for name, kind in inspect.get_annotations(cls).items():
+        for name, kind in annotations.items():
             if _is_class_var(kind):
                 continue
-            value = cls.__dict__.get(name, _MISSING)
-            spec = value if isinstance(value, _Field) else _Field(value, None, False, True)
-            own[name] = spec
+            value = namespace.get(name, _MISSING)
             if isinstance(value, _Field):  # the class attribute becomes the plain default
-                if spec.factory is None and spec.default is not _MISSING:
-                    setattr(cls, name, spec.default)
+                own[name] = value
+                if value.factory is None and value.default is not _MISSING:
+                    setattr(cls, name, value.default)
                 else:
                     delattr(cls, name)
+            else:
+                own[name] = _Field(value, None, False, True)
         cls._own = own
         specs: dict[str, _Field] = {}
         for base in reversed(cls.__mro__):  # bases first, as dataclasses collect fields
             for name, spec in base.__dict__.get("_own", {}).items():
                 specs.pop(name, None)
                 specs[name] = spec
+        positional: list[str] = []
+        compared: list[str] = []
+        shown: list[str] = []
+        defaults: dict[str, object] = {}
+        for name, spec in specs.items():
+            if not spec.kw_only:
+                positional.append(name)
+            if spec.compare:
+                compared.append(name)
+            if spec.shown:
+                shown.append(name)
+            if spec.factory is not None:
+                defaults[name] = spec
+            elif spec.default is not _MISSING:
+                defaults[name] = spec.default
         cls._fields = tuple(specs)
-        cls._positional = tuple(n for n, s in specs.items() if not s.kw_only)
-        cls._compared = tuple(n for n, s in specs.items() if s.compare)
-        cls._shown = tuple(n for n, s in specs.items() if s.shown)
-        cls._defaults = {n: s if s.factory is not None else s.default for n, s in specs.items()
-                         if s.factory is not None or s.default is not _MISSING}
+        cls._positional = tuple(positional)
+        cls._compared = tuple(compared)
+        cls._shown = tuple(shown)
+        cls._defaults = defaults
         methods: dict[str, object] = {"__match_args__": cls._positional}
         if frozen:
             methods.update(__setattr__=_refuse_assignment, __delattr__=_refuse_assignment,
@@ -154,7 +175,7 @@ class Record:
         else:
             methods["__hash__"] = None  # mutable and compared by value: unhashable
         if order:
-            methods.update({name: _ordered(compare) for name, compare in _ORDER.items()})
+            methods.update(_ORDER_METHODS)
         if (check := cls.__dict__.get("__post_init__")) is not None:
             methods["__init__"] = _runs_as_init(cls, check)
         for name, value in methods.items():
@@ -258,3 +279,9 @@ def _ordered(compare: Callable[[tuple[Any, ...], tuple[Any, ...]], bool]
         return compare(self._values(), other._values())
 
     return method
+
+
+_ORDER_METHODS: dict[str, Callable[[Record, object], bool]] = {
+    name: _ordered(compare) for name, compare in _ORDER.items()}
+"""What ``order=True`` adds; one set for every class (the methods read the class of
+their arguments, nothing of their own)."""

@@ -349,10 +349,11 @@ def _check_exec_allowed(copy: Path) -> None:
 class _VerifiedSourceLoader(importlib.abc.InspectLoader):
     """Executes one module from verified source bytes; writes no bytecode anywhere."""
 
-    def __init__(self, path: str, source: bytes, is_package: bool) -> None:
+    def __init__(self, path: str, source: bytes, is_package: bool, kept: bool = False) -> None:
         self.path = path
         self.source = source
         self._is_package = is_package
+        self._kept = kept
 
     def is_package(self, fullname: str) -> bool:
         return self._is_package
@@ -361,7 +362,7 @@ class _VerifiedSourceLoader(importlib.abc.InspectLoader):
         return importlib.util.decode_source(self.source)
 
     def get_code(self, fullname: str) -> CodeType:
-        return compiled(self.source, self.path)
+        return compiled(self.source, self.path, self._kept)
 
     def exec_module(self, module: ModuleType) -> None:
         # Tracebacks and inspect.getsource (which Triton uses to compile kernels) read
@@ -378,25 +379,47 @@ _BYTECODE_FORMAT = importlib.util.MAGIC_NUMBER + bytes([sys.flags.optimize])
 bytecode format and its optimisation level."""
 
 
-def compiled(source: bytes, path: str) -> CodeType:
+def compiled(source: bytes, path: str, kept: bool = False) -> CodeType:
     """``source`` (verified bytes) compiled as the module at ``path``.
 
     Compiling a kernel's sources costs a few milliseconds on every warm load, so the code
     is remembered by the sha256 of the source and the bytecode format, under an HMAC
     only this user's loader can make (:mod:`kernelhub.signing.verified_marks`): a record anyone
     else wrote, or one for other bytes, is never read as code; the source is compiled
-    instead. The record holds no path: the code is given ``path`` as it is loaded."""
+    instead. The record holds no path: the code is given ``path`` as it is loaded.
+
+    Giving it a path renames every code object it holds (~0.2 ms for a small kernel), so
+    a module of a ``kept`` copy (which later processes load from the same ``path``) is
+    also remembered under the source and that path, and taken from there as it is."""
     key = hashlib.sha256(_BYTECODE_FORMAT + source).digest()
-    if (data := verified_marks.recall_data(CODE_RECORDS, key)) is not None:
-        try:
-            code = marshal.loads(data)
-        except (EOFError, ValueError, TypeError):
-            code = None
-        if isinstance(code, CodeType):
-            return _at(code, path)
-    code = compile(source, path, "exec", dont_inherit=True)
-    verified_marks.remember_data(CODE_RECORDS, key, marshal.dumps(code))
+    at_path = (hashlib.sha256(_AT_PATH + _BYTECODE_FORMAT + path.encode("utf-8", "surrogateescape")
+                              + b"\0" + source).digest() if kept else None)
+    if at_path is not None and (code := _recalled_code(at_path)) is not None \
+            and code.co_filename == path:
+        return code
+    if (code := _recalled_code(key)) is not None:
+        code = _at(code, path)
+    else:
+        code = compile(source, path, "exec", dont_inherit=True)
+        verified_marks.remember_data(CODE_RECORDS, key, marshal.dumps(code))
+    if at_path is not None:
+        verified_marks.remember_data(CODE_RECORDS, at_path, marshal.dumps(code))
     return code
+
+
+_AT_PATH = b"kernelhub-code-at-path\0"
+"""Keeps the keys of code remembered under a path apart from those under the source alone."""
+
+
+def _recalled_code(key: bytes) -> CodeType | None:
+    """The code this user's loader recorded under ``key``, if any."""
+    if (data := verified_marks.recall_data(CODE_RECORDS, key)) is None:
+        return None
+    try:
+        code = marshal.loads(data)
+    except (EOFError, ValueError, TypeError):
+        return None
+    return code if isinstance(code, CodeType) else None
 
 
 def _at(code: CodeType, path: str) -> CodeType:
@@ -468,7 +491,8 @@ def _source_spec(
     fullname: str, variant: VerifiedVariant, rel: str, package_dir: str | None
 ) -> importlib.machinery.ModuleSpec:
     origin = str(variant.copy / rel)
-    loader = _VerifiedSourceLoader(origin, variant.python_sources[rel], package_dir is not None)
+    loader = _VerifiedSourceLoader(origin, variant.python_sources[rel], package_dir is not None,
+                                   variant.kept)
     spec = importlib.machinery.ModuleSpec(
         fullname, loader, origin=origin, is_package=package_dir is not None
     )

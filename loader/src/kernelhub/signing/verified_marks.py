@@ -23,13 +23,18 @@ with a read-only cache, checks are remembered in-process only.
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import hmac
 import os
 import stat
 from pathlib import Path
 
 from .. import settings
+
+try:  # what hmac.new and hmac.compare_digest call on a CPython built with OpenSSL: the
+    # same HMAC, without importing hmac (~0.25 ms CPU of every warm load here)
+    from _hashlib import compare_digest, hmac_new
+except ImportError:  # built without OpenSSL: hmac's own implementation
+    from hmac import compare_digest
+    from hmac import new as hmac_new  # type: ignore[assignment]  # the same call
 
 SECRET_FILE = "verify-secret"
 MARKS_DIR = "verified"
@@ -77,7 +82,11 @@ def available() -> bool:
 
 
 def _tag(secret: bytes, content_key: bytes, fingerprint: str) -> str:
-    return hmac.new(secret, content_key + fingerprint.encode(), hashlib.sha256).hexdigest()
+    return _hmac_sha256(secret, content_key + fingerprint.encode()).hex()
+
+
+def _hmac_sha256(secret: bytes, message: bytes) -> bytes:
+    return hmac_new(secret, message, digestmod="sha256").digest()
 
 
 def _mark_path(content_key: bytes) -> Path:
@@ -94,7 +103,7 @@ def recall(content_key: bytes) -> str | None:
             fingerprint, _, tag = f.read(256).decode("ascii").strip().partition("\n")
     except (OSError, UnicodeDecodeError):
         return None
-    if hmac.compare_digest(tag, _tag(secret, content_key, fingerprint)):
+    if compare_digest(tag, _tag(secret, content_key, fingerprint)):
         return fingerprint
     return None
 
@@ -130,8 +139,8 @@ def recall_data(kind: str, content_key: bytes) -> bytes | None:
     except OSError:
         return None
     tag, data = raw[:_TAG_SIZE], raw[_TAG_SIZE:]
-    expected = hmac.new(secret, content_key + data, hashlib.sha256).digest()
-    return data if hmac.compare_digest(tag, expected) else None
+    expected = _hmac_sha256(secret, content_key + data)
+    return data if compare_digest(tag, expected) else None
 
 
 def remember_data(kind: str, content_key: bytes, data: bytes) -> bool:
@@ -145,7 +154,7 @@ def remember_data(kind: str, content_key: bytes, data: bytes) -> bool:
     written = False
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_bytes(hmac.new(secret, content_key + data, hashlib.sha256).digest() + data)
+        tmp.write_bytes(_hmac_sha256(secret, content_key + data) + data)
         os.replace(tmp, path)
         written = True
     with contextlib.suppress(OSError):
