@@ -112,7 +112,9 @@ def _gpt_oss_problem(tokens, dtype, experts=8, k=4, h=64, inter=48, seed=4):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("tokens", [1, 9, 200])
-@pytest.mark.parametrize("h, inter", [(64, 48), (67, 45)])  # 67, 45: tails past 8 outputs
+# 67, 45: tails past 8 outputs; 301, 275: past the loop's 8-row chunks of H and its
+# 512-output blocks, with a tail chunk, single-vector strips and a scalar tail.
+@pytest.mark.parametrize("h, inter", [(64, 48), (67, 45), (301, 275)])
 def test_gpt_oss_experts(moe, dtype, tokens, h, inter):
     """Both paths (the transposed few-rows loop: gemm_rows above every count; ATen's GEMMs:
     gemm_rows=1) and the table's choice."""
@@ -128,10 +130,31 @@ def test_gpt_oss_experts(moe, dtype, tokens, h, inter):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_gpt_oss_token_alone_gets_the_same_bits_as_in_a_batch(moe, dtype):
-    """The transposed loop sums every output in one order whatever the rows per expert."""
+@pytest.mark.parametrize("rows", range(1, 11))  # each of the loop's 8 row counts, and past 8
+def test_gpt_oss_loop_for_every_row_count(moe, dtype, rows):
+    """Every expert gets exactly ``rows`` rows, so each row count's copy of the transposed
+    loop runs (and above 8, a group of 8 then the rest), at odd sizes."""
+    experts, h, inter = 3, 133, 283
+    hidden, _, _, gate_up, gate_up_bias, down, down_bias = _gpt_oss_problem(
+        rows * experts, dtype, experts=experts, k=1, h=h, inter=inter)
+    index = torch.arange(experts).repeat_interleave(rows)[:, None]
+    weights = torch.rand(rows * experts, 1, generator=torch.Generator().manual_seed(3)).to(dtype)
+    want = gpt_oss_reference(hidden, index, weights, gate_up, gate_up_bias, down, down_bias,
+                             1.702, 1.5)
+    got = moe.experts(hidden, index, weights, gate_up, down, 3, gate_up_bias=gate_up_bias,
+                      down_bias=down_bias, transposed=True, interleaved=True, alpha=1.702,
+                      limit=1.5, gemm_rows=10**6)
+    torch.testing.assert_close(got, want, **TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("h, inter", [(67, 45), (301, 275)])
+def test_gpt_oss_token_alone_gets_the_same_bits_as_in_a_batch(moe, dtype, h, inter):
+    """The transposed loop sums every output in one order whatever the rows per expert
+    (gemm_rows keeps every count on the loop: the table sends float32 single rows to
+    ATen on AVX2)."""
     hidden, index, weights, gate_up, gate_up_bias, down, down_bias = _gpt_oss_problem(
-        6, dtype, experts=4, k=2, h=67, inter=45)
+        6, dtype, experts=4, k=2, h=h, inter=inter)
     kw = dict(gate_up_bias=gate_up_bias, down_bias=down_bias, transposed=True,
               interleaved=True, limit=1.5, gemm_rows=10**6)
     batch = moe.experts(hidden, index, weights, gate_up, down, 3, **kw)
