@@ -14,6 +14,9 @@ interleaved round by round (the order reversed every round), these configuration
 * ``before`` (with ``--before VERSION``, rmsnorm's previous release on the hub) —
   ``use_kernels=True`` with that release's fused MLP/DecoderLayer and no ``Linear``: the
   model as the release before the widened projections ran it, in the same run.
+* ``moe@<version>`` — ``use_kernels=True`` with the experts served by that moe release
+  on the hub, named explicitly (so a machine rule that keeps PyTorch's experts, such as
+  gpt-oss float32 on AVX2, does not apply): two moe releases, before and after, in one run.
 
 Entries: ``act`` (SiLU), ``norm`` (RMSNorm), ``rotary`` (rotary_pos_emb), ``attn``
 (flash-attn2 through ``attention``), ``fused`` (the MLP and DecoderLayer kernels),
@@ -83,6 +86,12 @@ def prepare(base: Any, config: str, before: str | None = None) -> Any:
                  if n in names}
         model.set_use_kernels(True, KernelConfig({"Linear": None, **fused}))
         return model
+    if config.startswith("moe@"):
+        from kernelhub.integrations.transformers import KernelConfig
+
+        spec = f"kernels-community/moe@{config.removeprefix('moe@')}:experts_forward"
+        model.set_use_kernels(True, KernelConfig({"experts": spec}))
+        return model
     if config == "all":
         keep = set(ENTRIES)
     elif config.startswith("only:"):
@@ -136,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     if not bench.use_hub(args.hub, "model_ablation.py"):
         return 2
     bad = [c for c in args.configs if c not in ("pytorch", "all")
-           and not (c == "before" and args.before)
+           and not (c == "before" and args.before) and not c.startswith("moe@")
            and c.removeprefix("only:").removeprefix("all-") not in ENTRIES]
     if bad:
         print(f"model_ablation.py: unknown configuration(s) {bad}; entries: {list(ENTRIES)}",
