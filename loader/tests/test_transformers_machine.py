@@ -160,3 +160,24 @@ def test_gpt_oss_float32_experts_keep_pytorch_on_avx2_cpus_and_nothing_else_does
                                          num_hidden_layers=1, num_attention_heads=4,
                                          num_key_value_heads=2, vocab_size=128)
     assert "experts" not in declined_names(DECLINES, AVX2, "float32", mixtral)
+
+
+def test_experts_is_a_kernel_config_key_where_the_model_has_experts_modules():
+    """So a user can name the experts kernel explicitly (which keeps it over a machine
+    rule), and a model without experts modules refuses the key in one line."""
+    from kernelhub.integrations.transformers.kernel_config import (
+        KernelConfig,
+        KernelConfigError,
+    )
+
+    config = transformers.MixtralConfig(hidden_size=64, intermediate_size=64,
+                                        num_hidden_layers=1, num_attention_heads=4,
+                                        num_key_value_heads=2, num_local_experts=4,
+                                        vocab_size=128)
+    mixtral = transformers.MixtralForCausalLM(config).eval()
+    named = KernelConfig({"experts": "kernels-community/moe:experts_forward"})
+    assert "experts" in named.valid_keys(mixtral)
+    named.check_keys(mixtral)
+    assert "experts" not in named.valid_keys(tiny_llama())
+    with pytest.raises(KernelConfigError, match="'experts' is not a layer or function"):
+        named.check_keys(tiny_llama())

@@ -34,9 +34,11 @@ from ...signing.trust import require_bool
 from ...system import backend_of, torch_device_type
 from ...value_types import Record, field, replace
 from ...versions import select_spec
+from .experts import experts_modules
 from .table import (
     ATTENTION_KEY,
     DEVICE_TYPES,
+    EXPERTS_KEY,
     function_targets,
     registered_names,
 )
@@ -231,6 +233,8 @@ class KernelConfig(Record):
         names = set(registered_names(model).values()) | set(function_targets(model))
         if any(type(m) is nn.Linear for m in model.modules()):
             names.add(WIDEN_NAME)  # the widened projections (.widen): marked only while applied
+        if experts_modules(model):
+            names.add(EXPERTS_KEY)  # served through the experts interface (.experts), not a name
         return sorted(names | {ATTENTION_KEY})
 
     def check_keys(self, model: nn.Module) -> None:
