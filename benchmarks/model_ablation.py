@@ -16,7 +16,9 @@ interleaved round by round (the order reversed every round), these configuration
   model as the release before the widened projections ran it, in the same run.
 * ``moe@<version>`` — ``use_kernels=True`` with the experts served by that moe release
   on the hub, named explicitly (so a machine rule that keeps PyTorch's experts, such as
-  gpt-oss float32 on AVX2, does not apply): two moe releases, before and after, in one run.
+  gpt-oss float32 on AVX2, does not apply). One per run: Transformers' experts registry
+  is keyed by the repository's name, so a second release would replace the first in every
+  model of the process; compare releases through their ratios to ``pytorch`` in two runs.
 
 Entries: ``act`` (SiLU), ``norm`` (RMSNorm), ``rotary`` (rotary_pos_emb), ``attn``
 (flash-attn2 through ``attention``), ``fused`` (the MLP and DecoderLayer kernels),
@@ -150,6 +152,10 @@ def main(argv: list[str] | None = None) -> int:
     if bad:
         print(f"model_ablation.py: unknown configuration(s) {bad}; entries: {list(ENTRIES)}",
               file=sys.stderr)
+        return 2
+    if len([c for c in args.configs if c.startswith("moe@")]) > 1:
+        print("model_ablation.py: one moe@<version> per run (the experts registry is keyed "
+              "by repository, so the last release loaded would serve both)", file=sys.stderr)
         return 2
 
     import torch
