@@ -146,22 +146,6 @@ def test_avx2_cpus_keep_the_fused_mlp_in_both_dtypes(monkeypatch):
     assert set(entries) == {"DecoderLayer", "MLP", "RMSNorm"}
 
 
-def test_gpt_oss_float32_experts_keep_pytorch_on_avx2_cpus_and_nothing_else_does():
-    gpt_oss = transformers.GptOssConfig(hidden_size=64, intermediate_size=64,
-                                        num_hidden_layers=1, num_attention_heads=4,
-                                        num_key_value_heads=2, num_local_experts=4,
-                                        vocab_size=128)
-    rule = machine.GPT_OSS_FP32_EXPERTS
-    assert rule in DECLINES
-    assert declined_names(DECLINES, AVX2, "float32", gpt_oss) == {"experts": rule.why}
-    assert declined_names(DECLINES, AVX2, "bfloat16", gpt_oss) == {}
-    assert declined_names(DECLINES, frozenset({"sse4_2"}), "float32", gpt_oss) == {}
-    mixtral = transformers.MixtralConfig(hidden_size=64, intermediate_size=64,
-                                         num_hidden_layers=1, num_attention_heads=4,
-                                         num_key_value_heads=2, vocab_size=128)
-    assert "experts" not in declined_names(DECLINES, AVX2, "float32", mixtral)
-
-
 def test_experts_is_a_kernel_config_key_where_the_model_has_experts_modules():
     """So a user can name the experts kernel explicitly (which keeps it over a machine
     rule), and a model without experts modules refuses the key in one line."""

@@ -234,7 +234,7 @@ def test_every_model_registering_a_served_name_gets_its_kernel(hub_env, model_ty
 
         kernel = get_kernel("kernels-community/moe", version=1)
         served = [m for m in experts_modules(model) if kernel.unsupported_reason(m) is None]
-        # a machine rule (gpt-oss float32 on AVX2) keeps PyTorch's experts on purpose
+        # a machine rule (machine.DECLINES; none names the experts today) keeps PyTorch's experts on purpose
         kept = "experts" in declined_names(DECLINES, cpu_flags(), str(model.dtype).removeprefix(
             "torch."), model.config)
         switched = model.config._experts_implementation == "kernels-community/moe"

@@ -67,28 +67,7 @@ kernels (norms, activation, rotary) won 1.15-5.9x there in isolation, and attent
 chooses torch's sdpa per shape inside its op. Not measured here (no AMX on this machine):
 confirm or lift with ``benchmarks/model.py`` on one."""
 
-def _is_gpt_oss(config: Any) -> bool:
-    return getattr(config, "model_type", None) == "gpt_oss"
-
-
-GPT_OSS_FP32_EXPERTS = Decline(
-    ("experts",),
-    "gpt-oss's float32 experts run slower in moe's few-rows loop than in PyTorch: its "
-    "weights are stored transposed ([E, H, 2I]), which that loop reads a column block at a "
-    "time; model 0.36x at prefill 64, 0.73x at decode (GptOssExperts 13.7 s against "
-    "PyTorch's 4.8 s; benchmarks/model_ablation.py --cpu-time, AMD EPYC avx2 fma, 1 thread)",
-    dtypes=("float32",),
-    with_flags=("avx2",),
-    shape=_is_gpt_oss,
-)
-"""Measured on the merged tree of issue 31's fourth session (``model_ablation.py --cpu-time``,
-2 layers, prefill 64, decode 8; the module profile put the loss in ``GptOssExperts``).
-bfloat16 keeps the kernel (12.7x at decode and 30x at prefill there, against PyTorch's
-bfloat16 GEMMs), as do the other families' experts, whose weights the loop reads by rows.
-The loop needs AVX2 (without it the op takes ATen's GEMMs), hence the flag; the fix is in
-the kernel (a transposed float32 path that streams rows), after which this rule goes."""
-
-DECLINES: tuple[Decline, ...] = (AMX_FUSED_MLP, GPT_OSS_FP32_EXPERTS)
+DECLINES: tuple[Decline, ...] = (AMX_FUSED_MLP,)
 """The rules, most specific first (the first that applies to a name gives its reason)."""
 
 
