@@ -447,6 +447,41 @@ void mlp_down_rows(const MlpArgs& args, int64_t begin, int64_t end) {
   }
 }
 
+// out[m, j] = round(x_m . w[j] + bias[j] + residual[m, j]) for j in [begin, end): the
+// sum in the compute type, rounded once (LinearArgs). mlp_down_rows's loop without the
+// MLP around it, so a lone projection of a few rows streams its weight the same way.
+template <typename T>
+void linear_rows(const LinearArgs& args, int64_t begin, int64_t end) {
+  using A = acc_t<T>;
+  const int64_t n = args.in;
+  const int64_t rows = args.rows;
+  const T* x = static_cast<const T*>(args.x);
+  const std::vector<A> xs = widened(x, rows * n);  // once per task, not per weight row
+  const T* w = static_cast<const T*>(args.weight);
+  const T* bias = static_cast<const T*>(args.bias);
+  const T* residual = static_cast<const T*>(args.residual);
+  T* out = static_cast<T*>(args.out);
+  std::vector<A> sums(static_cast<size_t>(kWeightRows * rows));
+  for (int64_t j = begin; j < end; j += kWeightRows) {
+    const int64_t count = std::min(kWeightRows, end - j);
+    dot_rows(w + j * n, count, x, xs, rows, n, sums.data());
+    for (int64_t r = 0; r < count; ++r) {
+      const A b = bias == nullptr ? A(0) : widen(bias[j + r]);
+      for (int64_t m = 0; m < rows; ++m) {
+        const int64_t at = m * args.features + j + r;
+        A value = sums[r * rows + m];
+        if (bias != nullptr) {
+          value += b;
+        }
+        if (residual != nullptr) {
+          value += widen(residual[at]);
+        }
+        out[at] = narrow<T>(value);
+      }
+    }
+  }
+}
+
 // Calls fn(T{}) with the storage type of `dtype`.
 template <typename Fn>
 void with_dtype(DType dtype, const Fn& fn) {
@@ -495,6 +530,10 @@ void mlp_down(const MlpArgs& args, int64_t begin, int64_t end) {
   with_dtype(args.dtype, [&](auto tag) { mlp_down_rows<decltype(tag)>(args, begin, end); });
 }
 
+void linear(const LinearArgs& args, int64_t begin, int64_t end) {
+  with_dtype(args.dtype, [&](auto tag) { linear_rows<decltype(tag)>(args, begin, end); });
+}
+
 void gated(const GatedArgs& args, int64_t begin, int64_t end) {
 #ifdef RMSNORM_GATED_AVX2
   if (gated_avx2::forward(args, begin, end)) {
@@ -524,6 +563,7 @@ constexpr KernelTable kTable{RMSNORM_STRINGIFY(RMSNORM_CAPABILITY),
                              &silu_mul,
                              &mlp_gate_up,
                              &mlp_down,
+                             &linear,
                              &gated,
                              &gated_backward};
 
