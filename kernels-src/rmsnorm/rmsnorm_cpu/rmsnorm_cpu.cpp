@@ -3,6 +3,7 @@
 // pointers to the loop copy chosen for this CPU. Only torch's stable ABI is
 // used, so one build loads on torch 2.13 and every later torch.
 #include "kernels.h"
+#include "op_args.h"
 #include "registration.h"
 
 #include <torch/csrc/stable/library.h>
@@ -14,7 +15,6 @@
 #include <algorithm>
 #include <atomic>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -84,31 +84,11 @@ std::atomic<const KernelTable*>& active_table() {
   return table;
 }
 
-std::string shape_of(const Tensor& t) {
-  std::ostringstream text;
-  text << "[";
-  for (int64_t d = 0; d < t.dim(); ++d) {
-    text << (d ? ", " : "") << t.size(d);
-  }
-  text << "]";
-  return text.str();
-}
+using rmsnorm_common::rows_of;
+using rmsnorm_common::shape_of;
 
 DType dtype_of(const char* op, const Tensor& t) {
-  switch (t.scalar_type()) {
-    case ScalarType::Float:
-      return DType::Float;
-    case ScalarType::Double:
-      return DType::Double;
-    case ScalarType::BFloat16:
-      return DType::BFloat16;
-    case ScalarType::Half:
-      return DType::Half;
-    default:
-      STD_TORCH_CHECK(false, op, ": dtype must be float32, float64, bfloat16 or float16, got ",
-                      torch::headeronly::toString(t.scalar_type()));
-  }
-  return DType::Float;
+  return rmsnorm_common::dtype_of<DType>(op, t);
 }
 
 bool same_tensor(const Tensor& a, const Tensor& b) {
@@ -118,26 +98,13 @@ bool same_tensor(const Tensor& a, const Tensor& b) {
 // `what` must have the shape and dtype of `x` (and live on the CPU).
 void check_like(const char* op, const char* what, const Tensor& t, const Tensor& x) {
   STD_TORCH_CHECK(t.is_cpu(), op, ": ", what, " must be a CPU tensor");
-  STD_TORCH_CHECK(t.sizes().vec() == x.sizes().vec(), op, ": ", what, " must have shape ",
-                  shape_of(x), ", got ", shape_of(t));
-  STD_TORCH_CHECK(t.scalar_type() == x.scalar_type(), op, ": ", what, " dtype (",
-                  torch::headeronly::toString(t.scalar_type()), ") must match x (",
-                  torch::headeronly::toString(x.scalar_type()), ")");
+  rmsnorm_common::check_shape_dtype(op, what, t, x);
 }
 
 // x: [..., hidden], weight: [hidden], same dtype. Returns the dtype.
 DType check_norm_args(const char* op, const Tensor& x, const Tensor& weight) {
   STD_TORCH_CHECK(x.is_cpu() && weight.is_cpu(), op, ": expected CPU tensors");
-  const DType dtype = dtype_of(op, x);
-  STD_TORCH_CHECK(x.dim() >= 1, op, ": x must have at least one dimension, got a scalar");
-  STD_TORCH_CHECK(weight.dim() == 1 && weight.size(0) == x.size(-1), op,
-                  ": weight must have shape [", x.size(-1), "] (the last dimension of x ",
-                  shape_of(x), "), got ", shape_of(weight));
-  STD_TORCH_CHECK(weight.scalar_type() == x.scalar_type(), op, ": weight dtype (",
-                  torch::headeronly::toString(weight.scalar_type()),
-                  ") must match x dtype (", torch::headeronly::toString(x.scalar_type()),
-                  "); cast one of them");
-  return dtype;
+  return rmsnorm_common::check_norm_shapes<DType>(op, x, weight);
 }
 
 // Runs fn(dst) on `out` when contiguous, else on a contiguous staging tensor
@@ -285,13 +252,8 @@ std::tuple<Tensor, Tensor> rms_norm_backward(Tensor grad_out, Tensor x, Tensor w
                                              bool unit_offset) {
   const DType dtype = check_norm_args("rms_norm_backward", x, weight);
   check_like("rms_norm_backward", "grad_out", grad_out, x);
-  const Tensor xc = torch::stable::contiguous(x);
-  const Tensor gc = torch::stable::contiguous(grad_out);
-  const Tensor wc = torch::stable::contiguous(weight);
-  Tensor grad_x = torch::stable::empty_like(xc);
-  Tensor grad_w = torch::stable::empty_like(wc);
-  const int64_t hidden = xc.size(-1);
-  const int64_t rows = hidden == 0 ? 0 : xc.numel() / hidden;
+  auto [xc, gc, wc, grad_x, grad_w, hidden, rows] =
+      rmsnorm_common::backward_tensors(grad_out, x, weight);
   const KernelTable* table = active_table().load();
   BackwardArgs args{gc.const_data_ptr(), xc.const_data_ptr(), wc.const_data_ptr(),
                     grad_x.mutable_data_ptr(), hidden, eps, unit_offset, dtype};
