@@ -13,10 +13,13 @@ interleaved round by round (the order reversed every round), these configuration
 * ``all-<entry>`` — every entry but one, which says what the others come to without it;
 * ``before`` (with ``--before VERSION``, rmsnorm's previous release on the hub) —
   ``use_kernels=True`` with that release's fused MLP/DecoderLayer and no ``Linear``: the
-  model as the release before the widened projections ran it, in the same run.
+  model as the release before the widened projections ran it, in the same run;
+* ``pinned`` (with ``--pin VERSION``) — ``use_kernels=True``, every entry, those the
+  table serves from rmsnorm taken from that release of it: a new rmsnorm release against
+  its predecessor, everything else alike, in the same run;
 * ``moe@<version>`` — ``use_kernels=True`` with the experts served by that moe release
-  on the hub, named explicitly (so a machine rule that keeps PyTorch's experts, such as
-  gpt-oss float32 on AVX2, does not apply). One per run: Transformers' experts registry
+  on the hub, named explicitly (so a machine rule that keeps PyTorch's experts does not
+  apply; gpt-oss float32 on AVX2 had one before moe 1.2.0). One per run: Transformers' experts registry
   is keyed by the repository's name, so a second release would replace the first in every
   model of the process; compare releases through their ratios to ``pytorch`` in two runs.
 
@@ -71,7 +74,20 @@ def kernel_config(keep: set[str]) -> Any:
     return KernelConfig(off) if off else None
 
 
-def prepare(base: Any, config: str, before: str | None = None) -> Any:
+def pinned_config(base: Any, version: str | None) -> Any:
+    """A KernelConfig taking every CPU entry the table serves from rmsnorm, for the layer
+    names ``base`` registers, from rmsnorm's release ``version``."""
+    from kernelhub.integrations.transformers import KernelConfig
+    from kernelhub.integrations.transformers.table import DEFAULT_MAPPING, registered_names
+
+    names = set(registered_names(base).values()) | {"Linear"}
+    pins = {name: f"kernels-community/rmsnorm@{version}:{ref.name}"
+            for name in names for ref in DEFAULT_MAPPING.get(name, {}).get("cpu", [])[:1]
+            if ref.repo_id == "kernels-community/rmsnorm"}
+    return KernelConfig(pins)
+
+
+def prepare(base: Any, config: str, before: str | None = None, pin: str | None = None) -> Any:
     """A copy of ``base`` sharing its weights, set up for ``config`` (see the docstring)."""
     import copy
 
@@ -93,6 +109,9 @@ def prepare(base: Any, config: str, before: str | None = None) -> Any:
 
         spec = f"kernels-community/moe@{config.removeprefix('moe@')}:experts_forward"
         model.set_use_kernels(True, KernelConfig({"experts": spec}))
+        return model
+    if config == "pinned":
+        model.set_use_kernels(True, pinned_config(base, pin))
         return model
     if config == "all":
         keep = set(ENTRIES)
@@ -138,6 +157,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="time the main thread's CPU time (use with --threads 1)")
     parser.add_argument("--configs", nargs="+",
                         default=["pytorch", "all", *(f"only:{e}" for e in ENTRIES)])
+    parser.add_argument("--pin", metavar="VERSION",
+                        help="an rmsnorm release on the hub (e.g. v1.3.0): configuration "
+                             "'pinned' runs every entry, rmsnorm's from that release")
     parser.add_argument("--before", metavar="VERSION",
                         help="the rmsnorm release before the widened Linear, on the hub "
                              "(e.g. v1.2.0): configuration 'before' runs its fused "
@@ -148,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     bad = [c for c in args.configs if c not in ("pytorch", "all")
            and not (c == "before" and args.before) and not c.startswith("moe@")
+           and not (c == "pinned" and args.pin)
            and c.removeprefix("only:").removeprefix("all-") not in ENTRIES]
     if bad:
         print(f"model_ablation.py: unknown configuration(s) {bad}; entries: {list(ENTRIES)}",
@@ -176,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     for family in args.families:
         for dtype_name in args.dtypes:
             base = bench.make_model(family, getattr(torch, dtype_name), args.layers)
-            models = {c: prepare(base, c, args.before) for c in args.configs}
+            models = {c: prepare(base, c, args.before, args.pin) for c in args.configs}
             for length in args.prefill:
                 ids = torch.randint(0, base.config.vocab_size, (1, length),
                                     generator=torch.Generator().manual_seed(0))

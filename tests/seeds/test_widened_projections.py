@@ -1,6 +1,6 @@
 """Issue 31 — ``use_kernels=True`` on a bfloat16 model, on a CPU without native bfloat16
 products: every ``nn.Linear`` runs rmsnorm's ``Linear`` (prefill products widened to
-float32, decode steps PyTorch's), composed with the fused decoder kernels, and greedy
+float32, decode steps its streaming few-rows product), composed with the fused decoder kernels, and greedy
 decoding gives PyTorch's tokens; a float32 model, an explicit ``{"Linear": None}`` and
 ``set_use_kernels(False)`` (every supported Transformers release has it; ``reset_kernels``
 is 5.25's) leave or put every ``nn.Linear`` back as PyTorch's."""

@@ -70,6 +70,21 @@ struct MlpArgs {
   DType dtype;
 };
 
+// out = x weight^T (+ bias) (+ residual) for a few rows (a decode step's projection):
+// each weight row streamed once for all rows of x, the sum of product, bias and
+// residual accumulated in the compute type (float for 16-bit types) and rounded once.
+struct LinearArgs {
+  const void* x;         // [rows, in]
+  const void* weight;    // [features, in]
+  const void* bias;      // [features] or nullptr
+  const void* residual;  // [rows, features] or nullptr
+  void* out;             // [rows, features]
+  int64_t rows;
+  int64_t in;
+  int64_t features;
+  DType dtype;
+};
+
 // The gated norm of gated delta nets and Mamba-2 mixers, over groups of
 // `group` columns (group == hidden: the whole row), in float, rounded once:
 //   norm_before_gate: y = w * v * rstd(v) * act(gate), v = x;
@@ -123,6 +138,8 @@ struct KernelTable {
   void (*mlp_gate_up)(const MlpArgs&, int64_t begin, int64_t end);
   // out[:, begin:end] from rows [begin, end) of w_down and all of act.
   void (*mlp_down)(const MlpArgs&, int64_t begin, int64_t end);
+  // out[:, begin:end] from rows [begin, end) of the weight (LinearArgs).
+  void (*linear)(const LinearArgs&, int64_t begin, int64_t end);
   // rows [begin, end) of the gated norm.
   void (*gated)(const GatedArgs&, int64_t begin, int64_t end);
   // rows [begin, end) of the gated norm's backward, grad_weight into `partial`.

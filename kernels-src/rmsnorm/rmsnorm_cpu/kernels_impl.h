@@ -422,29 +422,60 @@ void mlp_gate_up_rows(const MlpArgs& args, int64_t begin, int64_t end) {
   }
 }
 
+// store(m, j, x_m . w[j]) for j in [begin, end) and every row m of x (`rows` rows of `n`
+// values; w: [features, n]), each weight row streamed once for all rows: the product
+// behind mlp_down and linear, which differ only in what they add and where they round.
+template <typename T, typename Store>
+inline void project_rows(const T* x, const T* w, int64_t rows, int64_t n, int64_t begin,
+                         int64_t end, const Store& store) {
+  using A = acc_t<T>;
+  const std::vector<A> xs = widened(x, rows * n);  // once per task, not per weight row
+  std::vector<A> sums(static_cast<size_t>(kWeightRows * rows));
+  for (int64_t j = begin; j < end; j += kWeightRows) {
+    const int64_t count = std::min(kWeightRows, end - j);
+    dot_rows(w + j * n, count, x, xs, rows, n, sums.data());
+    for (int64_t r = 0; r < count; ++r) {
+      for (int64_t m = 0; m < rows; ++m) {
+        store(m, j + r, sums[r * rows + m]);
+      }
+    }
+  }
+}
+
 // out[m, j] = round(act_m . w_down[j]) (+ residual[m, j], rounded) for j in [begin, end).
 template <typename T>
 void mlp_down_rows(const MlpArgs& args, int64_t begin, int64_t end) {
   using A = acc_t<T>;
-  const int64_t n = args.inter;
-  const int64_t rows = args.rows;
-  const T* act = static_cast<const T*>(args.act);
-  const std::vector<A> acts = widened(act, rows * n);
-  const T* w_down = static_cast<const T*>(args.w_down);
   const T* residual = static_cast<const T*>(args.residual);
   T* out = static_cast<T*>(args.out);
-  std::vector<A> down(static_cast<size_t>(kWeightRows * rows));
-  for (int64_t j = begin; j < end; j += kWeightRows) {
-    const int64_t count = std::min(kWeightRows, end - j);
-    dot_rows(w_down + j * n, count, act, acts, rows, n, down.data());
-    for (int64_t r = 0; r < count; ++r) {
-      for (int64_t m = 0; m < rows; ++m) {
-        const int64_t at = m * args.hidden + j + r;
-        const T value = narrow<T>(down[r * rows + m]);
-        out[at] = residual == nullptr ? value : narrow<T>(widen(residual[at]) + widen(value));
-      }
-    }
-  }
+  project_rows(static_cast<const T*>(args.act), static_cast<const T*>(args.w_down), args.rows,
+               args.inter, begin, end, [&](int64_t m, int64_t j, A sum) {
+                 const int64_t at = m * args.hidden + j;
+                 const T value = narrow<T>(sum);
+                 out[at] = residual == nullptr ? value
+                                               : narrow<T>(widen(residual[at]) + widen(value));
+               });
+}
+
+// out[m, j] = round(x_m . w[j] + bias[j] + residual[m, j]) for j in [begin, end): the
+// sum in the compute type, rounded once (LinearArgs).
+template <typename T>
+void linear_rows(const LinearArgs& args, int64_t begin, int64_t end) {
+  using A = acc_t<T>;
+  const T* bias = static_cast<const T*>(args.bias);
+  const T* residual = static_cast<const T*>(args.residual);
+  T* out = static_cast<T*>(args.out);
+  project_rows(static_cast<const T*>(args.x), static_cast<const T*>(args.weight), args.rows,
+               args.in, begin, end, [&](int64_t m, int64_t j, A sum) {
+                 const int64_t at = m * args.features + j;
+                 if (bias != nullptr) {
+                   sum += widen(bias[j]);
+                 }
+                 if (residual != nullptr) {
+                   sum += widen(residual[at]);
+                 }
+                 out[at] = narrow<T>(sum);
+               });
 }
 
 // Calls fn(T{}) with the storage type of `dtype`.
@@ -495,6 +526,10 @@ void mlp_down(const MlpArgs& args, int64_t begin, int64_t end) {
   with_dtype(args.dtype, [&](auto tag) { mlp_down_rows<decltype(tag)>(args, begin, end); });
 }
 
+void linear(const LinearArgs& args, int64_t begin, int64_t end) {
+  with_dtype(args.dtype, [&](auto tag) { linear_rows<decltype(tag)>(args, begin, end); });
+}
+
 void gated(const GatedArgs& args, int64_t begin, int64_t end) {
 #ifdef RMSNORM_GATED_AVX2
   if (gated_avx2::forward(args, begin, end)) {
@@ -524,6 +559,7 @@ constexpr KernelTable kTable{RMSNORM_STRINGIFY(RMSNORM_CAPABILITY),
                              &silu_mul,
                              &mlp_gate_up,
                              &mlp_down,
+                             &linear,
                              &gated,
                              &gated_backward};
 

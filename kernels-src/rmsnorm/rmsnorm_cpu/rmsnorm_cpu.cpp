@@ -3,6 +3,7 @@
 // pointers to the loop copy chosen for this CPU. Only torch's stable ABI is
 // used, so one build loads on torch 2.13 and every later torch.
 #include "kernels.h"
+#include "op_args.h"
 #include "registration.h"
 
 #include <torch/csrc/stable/library.h>
@@ -14,7 +15,6 @@
 #include <algorithm>
 #include <atomic>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -84,31 +84,11 @@ std::atomic<const KernelTable*>& active_table() {
   return table;
 }
 
-std::string shape_of(const Tensor& t) {
-  std::ostringstream text;
-  text << "[";
-  for (int64_t d = 0; d < t.dim(); ++d) {
-    text << (d ? ", " : "") << t.size(d);
-  }
-  text << "]";
-  return text.str();
-}
+using rmsnorm_common::rows_of;
+using rmsnorm_common::shape_of;
 
 DType dtype_of(const char* op, const Tensor& t) {
-  switch (t.scalar_type()) {
-    case ScalarType::Float:
-      return DType::Float;
-    case ScalarType::Double:
-      return DType::Double;
-    case ScalarType::BFloat16:
-      return DType::BFloat16;
-    case ScalarType::Half:
-      return DType::Half;
-    default:
-      STD_TORCH_CHECK(false, op, ": dtype must be float32, float64, bfloat16 or float16, got ",
-                      torch::headeronly::toString(t.scalar_type()));
-  }
-  return DType::Float;
+  return rmsnorm_common::dtype_of<DType>(op, t);
 }
 
 bool same_tensor(const Tensor& a, const Tensor& b) {
@@ -118,26 +98,13 @@ bool same_tensor(const Tensor& a, const Tensor& b) {
 // `what` must have the shape and dtype of `x` (and live on the CPU).
 void check_like(const char* op, const char* what, const Tensor& t, const Tensor& x) {
   STD_TORCH_CHECK(t.is_cpu(), op, ": ", what, " must be a CPU tensor");
-  STD_TORCH_CHECK(t.sizes().vec() == x.sizes().vec(), op, ": ", what, " must have shape ",
-                  shape_of(x), ", got ", shape_of(t));
-  STD_TORCH_CHECK(t.scalar_type() == x.scalar_type(), op, ": ", what, " dtype (",
-                  torch::headeronly::toString(t.scalar_type()), ") must match x (",
-                  torch::headeronly::toString(x.scalar_type()), ")");
+  rmsnorm_common::check_shape_dtype(op, what, t, x);
 }
 
 // x: [..., hidden], weight: [hidden], same dtype. Returns the dtype.
 DType check_norm_args(const char* op, const Tensor& x, const Tensor& weight) {
   STD_TORCH_CHECK(x.is_cpu() && weight.is_cpu(), op, ": expected CPU tensors");
-  const DType dtype = dtype_of(op, x);
-  STD_TORCH_CHECK(x.dim() >= 1, op, ": x must have at least one dimension, got a scalar");
-  STD_TORCH_CHECK(weight.dim() == 1 && weight.size(0) == x.size(-1), op,
-                  ": weight must have shape [", x.size(-1), "] (the last dimension of x ",
-                  shape_of(x), "), got ", shape_of(weight));
-  STD_TORCH_CHECK(weight.scalar_type() == x.scalar_type(), op, ": weight dtype (",
-                  torch::headeronly::toString(weight.scalar_type()),
-                  ") must match x dtype (", torch::headeronly::toString(x.scalar_type()),
-                  "); cast one of them");
-  return dtype;
+  return rmsnorm_common::check_norm_shapes<DType>(op, x, weight);
 }
 
 // Runs fn(dst) on `out` when contiguous, else on a contiguous staging tensor
@@ -285,13 +252,8 @@ std::tuple<Tensor, Tensor> rms_norm_backward(Tensor grad_out, Tensor x, Tensor w
                                              bool unit_offset) {
   const DType dtype = check_norm_args("rms_norm_backward", x, weight);
   check_like("rms_norm_backward", "grad_out", grad_out, x);
-  const Tensor xc = torch::stable::contiguous(x);
-  const Tensor gc = torch::stable::contiguous(grad_out);
-  const Tensor wc = torch::stable::contiguous(weight);
-  Tensor grad_x = torch::stable::empty_like(xc);
-  Tensor grad_w = torch::stable::empty_like(wc);
-  const int64_t hidden = xc.size(-1);
-  const int64_t rows = hidden == 0 ? 0 : xc.numel() / hidden;
+  auto [xc, gc, wc, grad_x, grad_w, hidden, rows] =
+      rmsnorm_common::backward_tensors(grad_out, x, weight);
   const KernelTable* table = active_table().load();
   BackwardArgs args{gc.const_data_ptr(), xc.const_data_ptr(), wc.const_data_ptr(),
                     grad_x.mutable_data_ptr(), hidden, eps, unit_offset, dtype};
@@ -324,12 +286,13 @@ Tensor silu_mul(Tensor gate, Tensor up) {
   return out;
 }
 
-// A weight [rows, cols] of x's dtype, contiguous (nn.Linear's layout).
-void check_weight(const char* what, const Tensor& w, const Tensor& x, int64_t rows, int64_t cols) {
-  STD_TORCH_CHECK(w.is_cpu(), "swiglu_mlp: ", what, " must be a CPU tensor");
-  STD_TORCH_CHECK(w.dim() == 2 && w.size(0) == rows && w.size(1) == cols, "swiglu_mlp: ", what,
+// A weight [rows, cols] of x's dtype (nn.Linear's layout).
+void check_weight(const char* op, const char* what, const Tensor& w, const Tensor& x,
+                  int64_t rows, int64_t cols) {
+  STD_TORCH_CHECK(w.is_cpu(), op, ": ", what, " must be a CPU tensor");
+  STD_TORCH_CHECK(w.dim() == 2 && w.size(0) == rows && w.size(1) == cols, op, ": ", what,
                   " must have shape [", rows, ", ", cols, "], got ", shape_of(w));
-  STD_TORCH_CHECK(w.scalar_type() == x.scalar_type(), "swiglu_mlp: ", what, " dtype (",
+  STD_TORCH_CHECK(w.scalar_type() == x.scalar_type(), op, ": ", what, " dtype (",
                   torch::headeronly::toString(w.scalar_type()), ") must match x (",
                   torch::headeronly::toString(x.scalar_type()), ")");
 }
@@ -343,9 +306,9 @@ Tensor swiglu_mlp(Tensor x, Tensor w_gate, Tensor w_up, Tensor w_down,
   STD_TORCH_CHECK(x.dim() >= 1, "swiglu_mlp: x must have at least one dimension");
   const int64_t hidden = x.size(-1);
   const int64_t inter = w_gate.dim() == 2 ? w_gate.size(0) : -1;
-  check_weight("w_gate", w_gate, x, inter, hidden);
-  check_weight("w_up", w_up, x, inter, hidden);
-  check_weight("w_down", w_down, x, hidden, inter);
+  check_weight("swiglu_mlp", "w_gate", w_gate, x, inter, hidden);
+  check_weight("swiglu_mlp", "w_up", w_up, x, inter, hidden);
+  check_weight("swiglu_mlp", "w_down", w_down, x, hidden, inter);
   const Tensor xc = torch::stable::contiguous(x);
   Tensor out = torch::stable::empty_like(xc);
   Tensor rc;
@@ -378,6 +341,63 @@ Tensor swiglu_mlp(Tensor x, Tensor w_gate, Tensor w_up, Tensor w_down,
   });
   torch::stable::parallel_for(0, hidden, row_grain(inter * rows), [&](int64_t begin, int64_t end) {
     table->mlp_down(args, begin, end);
+  });
+  return out;
+}
+
+// x weight^T (+ bias) (+ residual) in the compute type, rounded once, each weight row
+// streamed once for all rows of x: a decode step's projection (see LinearArgs). Any
+// number of rows is correct; it is built for the few rows a bandwidth-bound product has.
+Tensor linear(Tensor x, Tensor weight, std::optional<Tensor> bias,
+              std::optional<Tensor> residual) {
+  STD_TORCH_CHECK(x.is_cpu(), "linear: expected CPU tensors");
+  const DType dtype = dtype_of("linear", x);
+  STD_TORCH_CHECK(x.dim() >= 1, "linear: x must have at least one dimension");
+  const int64_t in = x.size(-1);
+  const int64_t features = weight.dim() == 2 ? weight.size(0) : -1;
+  check_weight("linear", "weight", weight, x, features, in);
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape.back() = features;
+  const Tensor xc = torch::stable::contiguous(x);
+  int64_t rows = 1;
+  for (size_t d = 0; d + 1 < shape.size(); ++d) {
+    rows *= shape[d];
+  }
+  Tensor bc;
+  if (bias.has_value()) {
+    STD_TORCH_CHECK(bias->is_cpu(), "linear: bias must be a CPU tensor");
+    STD_TORCH_CHECK(bias->dim() == 1 && bias->size(0) == features, "linear: bias must have shape [",
+                    features, "], got ", shape_of(*bias));
+    STD_TORCH_CHECK(bias->scalar_type() == x.scalar_type(), "linear: bias dtype (",
+                    torch::headeronly::toString(bias->scalar_type()), ") must match x (",
+                    torch::headeronly::toString(x.scalar_type()), ")");
+    bc = torch::stable::contiguous(*bias);
+  }
+  Tensor out = torch::stable::new_empty(xc, shape);
+  Tensor rc;
+  if (residual.has_value()) {
+    check_like("linear", "residual", *residual, out);
+    rc = torch::stable::contiguous(*residual);
+  }
+  if (rows == 0 || features == 0) {
+    return out;
+  }
+  // in == 0 needs no case of its own: the loops' sums are then zero, and bias and
+  // residual are added as usual (F.linear's result).
+  const Tensor wc = torch::stable::contiguous(weight);
+  LinearArgs args{xc.const_data_ptr(),
+                  wc.const_data_ptr(),
+                  bc.defined() ? bc.const_data_ptr() : nullptr,
+                  rc.defined() ? rc.const_data_ptr() : nullptr,
+                  out.mutable_data_ptr(),
+                  rows,
+                  in,
+                  features,
+                  dtype};
+  const KernelTable* table = active_table().load();
+  // Each task streams at least kGrainElements weights per row of x.
+  torch::stable::parallel_for(0, features, row_grain(in * rows), [&](int64_t begin, int64_t end) {
+    table->linear(args, begin, end);
   });
   return out;
 }
@@ -517,6 +537,7 @@ TORCH_LIBRARY_IMPL_EXPAND(TORCH_EXTENSION_NAME, CPU, ops) {
   ops.impl("silu_mul", TORCH_BOX(&silu_mul));
   ops.impl("silu_mul_out", TORCH_BOX(&silu_mul_out));
   ops.impl("swiglu_mlp", TORCH_BOX(&swiglu_mlp));
+  ops.impl("linear", TORCH_BOX(&linear));
   ops.impl("rms_norm_gated", TORCH_BOX(&rms_norm_gated));
   ops.impl("rms_norm_gated_backward", TORCH_BOX(&rms_norm_gated_backward));
 }

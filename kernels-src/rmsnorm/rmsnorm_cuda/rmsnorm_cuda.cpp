@@ -4,6 +4,7 @@
 // comes through the stable C shim), so one build loads on every CUDA torch
 // from 2.13 on; the device code is behind launch.h.
 #include "launch.h"
+#include "op_args.h"
 #include "registration.h"
 
 #include <torch/csrc/stable/accelerator.h>
@@ -13,7 +14,6 @@
 #include <torch/headeronly/core/ScalarType.h>
 #include <torch/headeronly/util/Exception.h>
 
-#include <sstream>
 #include <string>
 #include <tuple>
 
@@ -23,31 +23,11 @@ using torch::stable::Tensor;
 namespace rmsnorm_cuda {
 namespace {
 
-std::string shape_of(const Tensor& t) {
-  std::ostringstream text;
-  text << "[";
-  for (int64_t d = 0; d < t.dim(); ++d) {
-    text << (d ? ", " : "") << t.size(d);
-  }
-  text << "]";
-  return text.str();
-}
+using rmsnorm_common::rows_of;
+using rmsnorm_common::shape_of;
 
 DType dtype_of(const char* op, const Tensor& t) {
-  switch (t.scalar_type()) {
-    case ScalarType::Float:
-      return DType::Float;
-    case ScalarType::Double:
-      return DType::Double;
-    case ScalarType::BFloat16:
-      return DType::BFloat16;
-    case ScalarType::Half:
-      return DType::Half;
-    default:
-      STD_TORCH_CHECK(false, op, ": dtype must be float32, float64, bfloat16 or float16, got ",
-                      torch::headeronly::toString(t.scalar_type()));
-  }
-  return DType::Float;
+  return rmsnorm_common::dtype_of<DType>(op, t);
 }
 
 // `t` must be a GPU tensor on x's device.
@@ -62,27 +42,14 @@ void check_device(const char* op, const char* what, const Tensor& t, const Tenso
 // `what` must have the shape, dtype and device of `x`.
 void check_like(const char* op, const char* what, const Tensor& t, const Tensor& x) {
   check_device(op, what, t, x);
-  STD_TORCH_CHECK(t.sizes().vec() == x.sizes().vec(), op, ": ", what, " must have shape ",
-                  shape_of(x), ", got ", shape_of(t));
-  STD_TORCH_CHECK(t.scalar_type() == x.scalar_type(), op, ": ", what, " dtype (",
-                  torch::headeronly::toString(t.scalar_type()), ") must match x (",
-                  torch::headeronly::toString(x.scalar_type()), ")");
+  rmsnorm_common::check_shape_dtype(op, what, t, x);
 }
 
 // x: [..., hidden], weight: [hidden], same dtype and device. Returns the dtype.
 DType check_norm_args(const char* op, const Tensor& x, const Tensor& weight) {
   STD_TORCH_CHECK(x.is_cuda(), op, ": x must be a CUDA tensor");
   check_device(op, "weight", weight, x);
-  const DType dtype = dtype_of(op, x);
-  STD_TORCH_CHECK(x.dim() >= 1, op, ": x must have at least one dimension, got a scalar");
-  STD_TORCH_CHECK(weight.dim() == 1 && weight.size(0) == x.size(-1), op,
-                  ": weight must have shape [", x.size(-1), "] (the last dimension of x ",
-                  shape_of(x), "), got ", shape_of(weight));
-  STD_TORCH_CHECK(weight.scalar_type() == x.scalar_type(), op, ": weight dtype (",
-                  torch::headeronly::toString(weight.scalar_type()),
-                  ") must match x dtype (", torch::headeronly::toString(x.scalar_type()),
-                  "); cast one of them");
-  return dtype;
+  return rmsnorm_common::check_norm_shapes<DType>(op, x, weight);
 }
 
 bool same_tensor(const Tensor& a, const Tensor& b) {
@@ -97,11 +64,6 @@ Place place_of(const Tensor& x) {
 
 void check_launch(const char* op, const char* error) {
   STD_TORCH_CHECK(error == nullptr, op, ": GPU kernel launch failed: ", error);
-}
-
-int64_t rows_of(const Tensor& x) {
-  const int64_t hidden = x.size(-1);
-  return hidden == 0 ? 0 : x.numel() / hidden;
 }
 
 // Runs fn(dst) on `out` when contiguous, else on a contiguous staging tensor
@@ -208,13 +170,8 @@ std::tuple<Tensor, Tensor> rms_norm_backward(Tensor grad_out, Tensor x, Tensor w
   const DType dtype = check_norm_args(op, x, weight);
   check_like(op, "grad_out", grad_out, x);
   const Guard guard(x.get_device_index());
-  const Tensor xc = torch::stable::contiguous(x);
-  const Tensor gc = torch::stable::contiguous(grad_out);
-  const Tensor wc = torch::stable::contiguous(weight);
-  Tensor grad_x = torch::stable::empty_like(xc);
-  Tensor grad_w = torch::stable::empty_like(wc);
-  const int64_t hidden = xc.size(-1);
-  const int64_t rows = rows_of(xc);
+  auto [xc, gc, wc, grad_x, grad_w, hidden, rows] =
+      rmsnorm_common::backward_tensors(grad_out, x, weight);
   if (rows == 0) {
     torch::stable::zero_(grad_w);  // a sum over no rows
     return {grad_x, grad_w};

@@ -33,6 +33,10 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.def(
       "swiglu_mlp(Tensor x, Tensor w_gate, Tensor w_up, Tensor w_down, "
       "Tensor? residual=None) -> Tensor");
+  // x weight^T (+ bias) (+ residual), summed in float32 for bfloat16/float16 and rounded
+  // once, each weight row streamed once for all rows of x: a decode step's projection.
+  // CPU only.
+  ops.def("linear(Tensor x, Tensor weight, Tensor? bias=None, Tensor? residual=None) -> Tensor");
   // The gated norm of gated delta nets and Mamba-2: rms_norm(x) * weight * act(gate)
   // (norm_before_gate), or rms_norm(x * act(gate)) * weight, per group of group_size
   // columns (0: the row), act silu or sigmoid, in float rounded once. CPU only.

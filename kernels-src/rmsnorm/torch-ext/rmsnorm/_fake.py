@@ -46,6 +46,10 @@ def _swiglu_mlp(x, w_gate, w_up, w_down, residual=None):
     return _fresh(x)
 
 
+def _linear(x, weight, bias=None, residual=None):
+    return x.new_empty((*x.shape[:-1], weight.shape[0]))
+
+
 def _rms_norm_gated(x, gate, weight, eps: float, group_size: int = 0,
                     norm_before_gate: bool = True, activation: str = "silu"):
     return _fresh(x)
@@ -65,5 +69,6 @@ _LIB.impl("fused_add_rms_norm", _fused_add_rms_norm, "Meta")
 _LIB.impl("add_rms_norm", _add_rms_norm, "Meta")
 _LIB.impl("silu_mul", _silu_mul, "Meta")
 _LIB.impl("swiglu_mlp", _swiglu_mlp, "Meta")
+_LIB.impl("linear", _linear, "Meta")
 _LIB.impl("rms_norm_gated", _rms_norm_gated, "Meta")
 _LIB.impl("rms_norm_gated_backward", _rms_norm_gated_backward, "Meta")

@@ -5,8 +5,13 @@ and runs at ~8 GFLOP/s on one core, several times slower than its float32 GEMM o
 same core. So a product of enough rows is cheaper widened: the activations are converted
 once, the weight a block of :data:`BLOCK` output features at a time (a bounded scratch,
 never a float32 copy of the whole weight), each block multiplied in float32 and rounded
-once into the bfloat16 output, as PyTorch rounds its own float32 accumulation. Fewer rows
-(a decode step) keep PyTorch's product, which reads the bfloat16 weight only once.
+once into the bfloat16 output, as PyTorch rounds its own float32 accumulation.
+
+Fewer rows (a decode step) are bound by reading the weight, which widening would read
+twice. PyTorch's bfloat16 matrix-vector product on these CPUs reads it at ~7 GB/s, less
+than half its float32 one; so they run the kernel's ``linear`` op instead, which streams
+each bfloat16 weight row once for all rows (several rows side by side, every row of x
+reusing each chunk from L1), sums in float32 and rounds once (``benchmarks/gemv.py``).
 
 Measured (``benchmarks/widen.py``, AMD EPYC avx2 fma, 1 thread, thread CPU time, five
 projection shapes from 1024x3072 to 5632x2048): widened 0.67-0.82x at 1 row, 1.00-1.10x
@@ -18,12 +23,20 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ._ops import ops
+from ._ops import add_op_namespace_prefix, ops
 
 WIDEN_ROWS = 4
-"""Rows from which a bfloat16 product runs widened: it wins from 4 rows at every shape
-measured (1.35-1.61x); at 2 rows it only breaks even, and one row (a decode step) is
-faster in PyTorch's product, which reads the bfloat16 weight once."""
+"""Rows from which a bfloat16 product runs widened rather than in PyTorch's product: it
+wins from 4 rows at every shape measured (1.35-1.61x); at 2 rows it only breaks even.
+Below :data:`GEMV_ROWS` the kernel's ``linear`` op runs instead (faster than both)."""
+
+GEMV_ROWS = 12
+"""Rows below which a bfloat16 product runs the kernel's ``linear`` op (:func:`streams`),
+from 1 row up, ahead of widening. Measured (``benchmarks/gemv.py`` and a sweep of 8-24
+rows, AMD EPYC avx2 fma, 1 thread, seven shapes 1024x1024 ... 11008x4096): the op is
+2.0-2.5x PyTorch's product at 1 row and 3.0-3.4x at 3; against widening it is 1.3-1.5x
+at 8 rows, 1.0-1.12x at 12, 0.85-0.93x at 16 (it multiplies without FMA, and past a few
+rows the product is no longer bound by the weight's bytes)."""
 
 BLOCK = 256
 """Output features per widened block: the float32 scratch of a 4096-wide layer's block is
@@ -34,26 +47,56 @@ NATIVE_BF16 = ops.cpu_capability() == "AVX512_BF16"
 oneDNN's bfloat16 products are fast and nothing is widened. Read once at import."""
 
 
+_HAS_CPU_LINEAR = torch._C._dispatch_has_kernel_for_dispatch_key(
+    add_op_namespace_prefix("linear"), "CPU")
+"""Whether this build has the CPU ``linear`` op (a CUDA build has none); read once at
+import, so torch.compile sees a constant."""
+
+
 def _rows(x: torch.Tensor) -> int:
-    return x.numel() // x.shape[-1] if x.dim() else 0
+    return x.numel() // x.shape[-1] if x.dim() and x.shape[-1] else 0
+
+
+def _ours(x: torch.Tensor, weight: torch.Tensor) -> bool:
+    """bfloat16 activations and weight on a CPU without native bfloat16 products, and no
+    gradients (training keeps PyTorch's product and its autograd)."""
+    return (x.dtype == torch.bfloat16 and weight.dtype == torch.bfloat16
+            and x.device.type == "cpu" and weight.device.type == "cpu"
+            and not NATIVE_BF16 and weight.dim() == 2
+            and not (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad)))
 
 
 def widens(x: torch.Tensor, weight: torch.Tensor) -> bool:
-    """Whether ``x @ weight.T`` runs widened: bfloat16 activations and weight on the CPU,
-    :data:`WIDEN_ROWS` rows or more, no native bfloat16 products, and no gradients
-    (training keeps PyTorch's product and its autograd)."""
-    return (x.dtype == torch.bfloat16 and weight.dtype == torch.bfloat16
-            and x.device.type == "cpu" and weight.device.type == "cpu"
-            and not NATIVE_BF16 and _rows(x) >= WIDEN_ROWS
-            and not (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad)))
+    """Whether ``x @ weight.T`` runs widened: :data:`WIDEN_ROWS` rows or more of a product
+    :func:`_ours` takes."""
+    return _rows(x) >= WIDEN_ROWS and _ours(x, weight)
+
+
+def streams(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
+            residual: torch.Tensor | None = None) -> bool:
+    """Whether ``x @ weight.T`` runs the kernel's ``linear`` op: 1 to ``GEMV_ROWS - 1``
+    rows of a product :func:`_ours` takes, with a bias and residual of its dtype (and the
+    residual of the output's shape); a build without the CPU op leaves them to PyTorch."""
+    return (_HAS_CPU_LINEAR and 0 < _rows(x) < GEMV_ROWS and _ours(x, weight)
+            and (bias is None or bias.dtype == torch.bfloat16)
+            and (residual is None or (residual.dtype == torch.bfloat16
+                                      and residual.shape == (*x.shape[:-1], weight.shape[0]))))
+
+
+def computes(x: torch.Tensor, weight: torch.Tensor) -> bool:
+    """Whether :func:`linear` computes ``x @ weight.T`` itself (widened or streamed)."""
+    return widens(x, weight) or streams(x, weight)
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
            residual: torch.Tensor | None = None) -> torch.Tensor:
-    """``F.linear(x, weight, bias)`` (``+ residual``), widened where :func:`widens` says so.
+    """``F.linear(x, weight, bias)`` (``+ residual``): widened where :func:`widens` says so,
+    by the kernel's ``linear`` op where :func:`streams` does.
 
-    Widened, the sum of product, bias and residual is rounded once; PyTorch rounds the
+    Either way the sum of product, bias and residual is rounded once; PyTorch rounds the
     product and each add, so results agree within bfloat16 rounding."""
+    if streams(x, weight, bias, residual):
+        return ops.linear(x, weight, bias, residual)
     if not widens(x, weight):
         out = F.linear(x, weight, bias)
         return out if residual is None else residual + out

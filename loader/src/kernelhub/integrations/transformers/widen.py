@@ -4,8 +4,9 @@ without native bfloat16 products (issue 31).
 There, PyTorch's bfloat16 GEMM runs ~8 GFLOP/s per core, and every family's bfloat16
 prefill is dominated by it: its MLPs, its attention, gated-delta and Mamba projections,
 its shared experts. rmsnorm's ``layers.Linear`` is ``nn.Linear``'s forward with products
-of many rows computed in float32 block by block and rounded once (fewer rows, a decode
-step, keep PyTorch's product); its fused ``MLP``/``DecoderLayer`` widen their own
+of many rows computed in float32 block by block and rounded once, and (from rmsnorm 1.4.0)
+a decode step's few rows by a streaming bfloat16 product that sums in float32 (1.3.0 left
+them to PyTorch's product); its fused ``MLP``/``DecoderLayer`` widen their own
 prefill products the same way, so the two compose.
 
 Transformers registers no layer name for ``nn.Linear``, and marking torch's class for
@@ -53,7 +54,9 @@ WIDENED = (
     "Linear: bfloat16 projections of prefill-sized inputs (4 rows or more) run in float32, "
     "rounded once, on this CPU (no AVX512_BF16/AMX: PyTorch's bfloat16 GEMM runs ~8 GFLOP/s "
     "per core there, 6.4-8.5x slower than widened from 64 rows; rmsnorm benchmarks/widen.py); "
-    "decode steps keep PyTorch's product (kernels-community/rmsnorm layers.Linear)")
+    "decode steps (1-11 rows) run rmsnorm's streaming bfloat16 product, summed in float32 "
+    "(2.6-3.1x PyTorch's at 1 row; benchmarks/gemv.py; rmsnorm 1.3.0 kept PyTorch's) "
+    "(kernels-community/rmsnorm layers.Linear)")
 
 _told: set[str] = set()
 
