@@ -36,6 +36,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("api.py", "kernelhub.lock"): _LOCK,
     ("api.py", "kernelhub.lock_tree"): _LOCK,
     ("api.py", "kernelhub.signing.policy"): _SIGNING,
+    ("api.py", "kernelhub.formats.build_layout"): "a build on disk (get_local_kernel, a "
+                                                  "local dependency tree); " + _WARM,
     ("formats/build_layout.py", "kernelhub.tomlfile"): _CONFIG,
     ("cache/__init__.py", "kernelhub.formats.release_manifest"): _SIGNING,
     ("cache/__init__.py", "kernelhub.cache.ecosystem"): "a cache the ecosystem's loader wrote; " + _WARM,

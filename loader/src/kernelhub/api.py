@@ -10,8 +10,8 @@ from __future__ import annotations
 
 # PEP 810: imported when first used (inert before Python 3.15)
 __lazy_modules__ = {
-    "kernelhub.deps", "kernelhub.errors", "kernelhub.formats.build_layout",
-    "kernelhub.formats.metadata", "kernelhub.hub.calls", "kernelhub.hub.search",
+    "kernelhub.deps", "kernelhub.errors", "kernelhub.formats.metadata",
+    "kernelhub.hub.calls", "kernelhub.hub.search",
     "kernelhub.load.fetch", "kernelhub.load.request", "kernelhub.load.resolve",
     "kernelhub.load.verify", "kernelhub.selection", "kernelhub.signing.trust",
     "kernelhub.system", "kernelhub.user_files", "kernelhub.versions",
@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING
 from . import cache
 from .deps import DepNode, KernelDependency, Located, located, resolve_tree
 from .errors import KernelHubError, NoCompatibleVariantError, RepoNotFoundError, VersionSpecError
-from .formats.build_layout import local_build_dirs, variant_dirs
 from .formats.metadata import METADATA_FILE, read_metadata
 from .hub.calls import hub_name
 from .hub.search import as_search_path
@@ -302,6 +301,8 @@ def find_local_variant(path: Path | str, *, backend: str | None = None) -> Path:
     for a source dir directly under the project's ``kernels-src/``). Parent directories
     are never searched.
     """
+    from .formats.build_layout import local_build_dirs, variant_dirs  # a local build only
+
     path = user_path(path, "the local kernel path").resolve()
     if (path / METADATA_FILE).is_file():
         return path

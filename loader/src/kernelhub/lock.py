@@ -111,6 +111,12 @@ class LockEntry(Record, frozen=True):
             else {"revision": self.sha})
         return {"dependency": {"repo-id": self.repo_id, **wanted}, "lock": {"commit": self.sha}}
 
+    def key(self) -> tuple[object, ...]:
+        """The pin and every hash, hashable: what a load's memo keys it by (a tuple costs
+        a locked load less than the entry's JSON)."""
+        return (self.repo_id, self.sha, tuple(sorted(self.variant_hashes.items())),
+                tuple(sorted(self.metadata_sha256.items())), self.hub)
+
 
 class LockPins(Record, frozen=True):
     """A whole lock file's pins and where they were read: a locked load takes the kernel
@@ -125,35 +131,40 @@ class LockPins(Record, frozen=True):
         """The checked pin of ``repo_id`` (:func:`pick_entry`)."""
         return pick_entry(repo_id, self.entries, self.where)
 
-    def key(self) -> str:
+    def key(self) -> tuple[object, ...]:
         """Every pin and hash, as a load's memo keys them: another lock loads again."""
-        return json.dumps([self.entries[r].to_json() for r in sorted(self.entries)])
+        return tuple(self.entries[r].key() for r in sorted(self.entries))
 
 
-def _ecosystem_entry(raw: dict[str, object], bad: LockFileError) -> LockEntry:
+def _malformed(raw: object, path: Path | str) -> LockFileError:
+    """The error for an entry that is not one (made only when raised: a lock's entries are
+    read on every locked load)."""
+    return LockFileError(f"lock file {path}: malformed entry {raw!r:.120}; regenerate it "
+                         "with `kernelhub lock`")
+
+
+def _ecosystem_entry(raw: dict[str, object], path: Path | str) -> LockEntry:
     """An entry of the ``KernelLocks`` list kernels 0.17+ writes: the pin, no hashes."""
     dependency, lock = raw.get("dependency"), raw.get("lock")
     if not (isinstance(dependency, dict) and isinstance(repo := dependency.get("repo-id"), str)
             and isinstance(lock, dict) and isinstance(commit := lock.get("commit"), str)):
-        raise bad
+        raise _malformed(raw, path)
     return LockEntry(repo, commit)
 
 
 def _entry(raw: object, path: Path | str) -> LockEntry:
-    bad = LockFileError(f"lock file {path}: malformed entry {raw!r:.120}; regenerate it with "
-                        "`kernelhub lock`")
     if isinstance(raw, dict) and set(raw) == {"dependency", "lock"}:
-        return _ecosystem_entry(raw, bad)
+        return _ecosystem_entry(raw, path)
     if not isinstance(raw, dict) or not isinstance(raw.get("repo_id"), str):
-        raise bad
+        raise _malformed(raw, path)
     if not isinstance(sha := raw.get("sha"), str):
-        raise bad
+        raise _malformed(raw, path)
     hashes: dict[str, str] = {}
     if not isinstance(variants := raw.get("variants") or {}, dict):
-        raise bad
+        raise _malformed(raw, path)
     for variant, lock in variants.items():
         if not isinstance(lock, dict) or not isinstance(lock.get("hash"), str):
-            raise bad
+            raise _malformed(raw, path)
         if lock.get("hash_type", GIT_LFS_CONCAT) != GIT_LFS_CONCAT:
             raise LockFileError(f"lock file {path}: {raw['repo_id']} {variant}: unknown "
                                 f"hash_type {lock.get('hash_type')!r}")
@@ -161,10 +172,10 @@ def _entry(raw: object, path: Path | str) -> LockEntry:
     ours = raw.get(OURS) or {}
     meta = ours.get("metadata-sha256", {}) if isinstance(ours, dict) else {}
     if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
-        raise bad
+        raise _malformed(raw, path)
     hub = ours.get("hub") if isinstance(ours, dict) else None
     if hub is not None and not isinstance(hub, str):
-        raise bad
+        raise _malformed(raw, path)
     return LockEntry(raw["repo_id"], sha, hashes, dict(meta), hub)
 
 
@@ -182,7 +193,7 @@ def read_lock(path: Path) -> dict[str, LockEntry]:
         raise LockFileError(f"lock file {path} is not readable ({e.strerror}); fix or "
                             "regenerate it") from None
     entries = parse_lock(raw, path)
-    beside = Path(path).with_name(HASHES_NAME)
+    beside = path.with_name(HASHES_NAME)
     try:
         hashes = beside.read_bytes()
     except FileNotFoundError:

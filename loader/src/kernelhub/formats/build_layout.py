@@ -15,15 +15,13 @@ this module; the loader's :func:`local_build_dirs` reads it.
 
 from __future__ import annotations
 
-__lazy_modules__ = {"kernelhub.formats.metadata"}  # PEP 810: imported when first used
+__lazy_modules__ = {"kernelhub.formats", "kernelhub.formats.metadata"}  # PEP 810: imported when first used
 
 from pathlib import Path
 
 from .. import user_files
+from . import BUILD_DIR as BUILD_DIR  # every repository's build/ (a hub reads it too)
 from .metadata import METADATA_FILE
-
-BUILD_DIR = "build"
-"""Variants live under ``build/<variant>/`` in every kernel repository, on a hub or on disk."""
 
 KERNEL_FILE = "build.toml"
 PROJECT_FILE = "kernels.toml"

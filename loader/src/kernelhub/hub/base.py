@@ -8,13 +8,13 @@ the load path carries the code that writes to a hub.
 
 from __future__ import annotations
 
-__lazy_modules__ = {"kernelhub.errors", "kernelhub.formats.build_layout"}  # PEP 810: imported when first used
+__lazy_modules__ = {"kernelhub.errors", "kernelhub.formats"}  # PEP 810: imported when first used
 
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ..errors import HubError
-from ..formats.build_layout import BUILD_DIR
+from ..formats import BUILD_DIR
 
 if TYPE_CHECKING:  # the protocol names them; loading through it needs neither module
     from ..formats.release_manifest import ReleaseFiles

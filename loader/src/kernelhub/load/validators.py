@@ -48,7 +48,6 @@ __lazy_modules__ = {
 }
 
 import hashlib
-import json
 from typing import TYPE_CHECKING
 
 from .. import cache, settings
@@ -225,7 +224,7 @@ class LockValidator(Validator):
             )
 
     def key(self) -> object:
-        return json.dumps(self.entry.to_json(), sort_keys=True)
+        return self.entry.key()
 
 
 class ArchValidator(Validator):
