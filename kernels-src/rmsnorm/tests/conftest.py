@@ -109,3 +109,34 @@ def cpu_kernels() -> None:
     reason = skip_reason("cpu")
     if reason:
         pytest.skip(reason)
+
+
+def _exact_product(x, weight, bias=None, residual=None) -> torch.Tensor:
+    """``x @ weight.T`` (+ bias) (+ residual) in float64: the value a product summed in
+    float32 and rounded once must land next to."""
+    out = x.double() @ weight.double().t()
+    if bias is not None:
+        out = out + bias.double()
+    if residual is not None:
+        out = out + residual.double()
+    return out
+
+
+def _product_ulps(got: torch.Tensor, x, weight, bias=None, residual=None) -> float:
+    """Largest error of a bfloat16 product ``got`` in units of bfloat16's spacing at the
+    exact value: one rounding of a float32 sum stays within 1."""
+    exact = _exact_product(x, weight, bias, residual)
+    spacing = exact.abs().clamp_min(1e-2) * 2.0 ** -7
+    return float(((got.double() - exact).abs() / spacing).max())
+
+
+@pytest.fixture
+def exact_product():
+    """The float64 product (test_gemv.py and test_widen.py check against it)."""
+    return _exact_product
+
+
+@pytest.fixture
+def product_ulps():
+    """A bfloat16 product's error in bfloat16 ulps (test_gemv.py and test_widen.py)."""
+    return _product_ulps

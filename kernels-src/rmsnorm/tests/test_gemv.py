@@ -29,24 +29,12 @@ def _rand(shape, seed: int, scale: float = 1.0, dtype=torch.bfloat16) -> torch.T
     return (torch.randn(shape, generator=generator, dtype=torch.float64) * scale).to(dtype)
 
 
-def _exact(x, weight, bias=None, residual=None) -> torch.Tensor:
-    out = x.double() @ weight.double().t()
-    if bias is not None:
-        out = out + bias.double()
-    if residual is not None:
-        out = out + residual.double()
-    return out
-
-
-def _ulp_error(got: torch.Tensor, exact: torch.Tensor, bits: int = 7) -> float:
-    """Largest error in units of the dtype's spacing at the exact value (bits: mantissa)."""
-    spacing = exact.abs().clamp_min(1e-2) * 2.0 ** -bits
-    return float(((got.double() - exact).abs() / spacing).max())
 
 
 @pytest.mark.parametrize("rows", [1, 2, 3, 5, 11])
 @pytest.mark.parametrize("inputs,features", [(64, 96), (100, 7), (1000, 37), (4099, 13)])
-def test_bfloat16_is_one_rounding_of_the_float32_sum(cpu_target, rows, inputs, features):
+def test_bfloat16_is_one_rounding_of_the_float32_sum(cpu_target, rows, inputs, features,
+                                                     product_ulps):
     """Every loop copy, rows within one pass of four and past it, in-features with a tail
     under a 32-value block (and under 8), weight rows past a pass of four: within one
     bfloat16 ulp of the exact value, with and without bias and residual."""
@@ -55,24 +43,24 @@ def test_bfloat16_is_one_rounding_of_the_float32_sum(cpu_target, rows, inputs, f
     for b, r in ((None, None), (bias, None), (None, residual), (bias, residual)):
         got = ops.linear(x, weight, b, r)
         assert got.dtype == torch.bfloat16 and got.shape == (rows, features)
-        assert _ulp_error(got, _exact(x, weight, b, r)) <= 1.0  # within 1 ulp (~0.5 + sum error)
+        assert product_ulps(got, x, weight, b, r) <= 1.0  # within 1 ulp (~0.5 + sum error)
         theirs = F.linear(x, weight, b) if r is None else r + F.linear(x, weight, b)
         torch.testing.assert_close(got, theirs, rtol=2e-2, atol=2e-2)
 
 
 @pytest.mark.parametrize("dtype,tolerance", [(torch.float32, 1e-5), (torch.float64, 1e-12),
                                              (torch.float16, 2e-3)])
-def test_other_dtypes_are_correct_too(cpu_target, dtype, tolerance):
+def test_other_dtypes_are_correct_too(cpu_target, dtype, tolerance, exact_product):
     """The op takes every dtype the kernel does (layers route only bfloat16 to it)."""
     x, weight = _rand((3, 130), 0, dtype=dtype), _rand((40, 130), 1, 130 ** -0.5, dtype)
     bias, residual = _rand((40,), 2, dtype=dtype), _rand((3, 40), 3, dtype=dtype)
     got = ops.linear(x, weight, bias, residual)
     assert got.dtype == dtype
-    torch.testing.assert_close(got.double(), _exact(x, weight, bias, residual),
+    torch.testing.assert_close(got.double(), exact_product(x, weight, bias, residual),
                                rtol=tolerance, atol=tolerance)
 
 
-def test_leading_dimensions_and_non_contiguous_inputs(cpu_target):
+def test_leading_dimensions_and_non_contiguous_inputs(cpu_target, product_ulps):
     base = _rand((2, 64, 3), 0)
     x = base.transpose(1, 2)  # [2, 3, 64], not contiguous
     weight = _rand((80, 96), 1, 0.1)[:, :64]  # a strided view
@@ -82,7 +70,7 @@ def test_leading_dimensions_and_non_contiguous_inputs(cpu_target):
     assert got.shape == (2, 3, 80) and got.is_contiguous()
     expected = ops.linear(x.contiguous(), weight.contiguous(), None, residual.contiguous())
     assert torch.equal(got, expected)
-    assert _ulp_error(got, _exact(x, weight, None, residual)) <= 1.0
+    assert product_ulps(got, x, weight, None, residual) <= 1.0
 
 
 def test_empty_products(cpu_target):
@@ -149,13 +137,13 @@ def _linear_layer(features: int, inputs: int) -> nn.Linear:
 
 
 @needs_streaming
-def test_the_linear_layer_streams_decode_and_training_keeps_pytorch(cpu_kernels):
+def test_the_linear_layer_streams_decode_and_training_keeps_pytorch(cpu_kernels, product_ulps):
     module = _linear_layer(96, 67)
     step = _rand((1, 1, 67), 0)
     with torch.no_grad():
         got = module(step)
     assert torch.equal(got, ops.linear(step, module.weight, module.bias))
-    assert _ulp_error(got, _exact(step, module.weight, module.bias)) <= 1.0
+    assert product_ulps(got, step, module.weight, module.bias) <= 1.0
     module.train()
     x = step.clone().requires_grad_()
     out = module(x)

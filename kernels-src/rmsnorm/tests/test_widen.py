@@ -20,34 +20,19 @@ def _rand(shape, seed: int, scale: float = 1.0, dtype=torch.bfloat16) -> torch.T
     return (torch.randn(shape, generator=generator) * scale).to(dtype)
 
 
-def _exact(x, weight, bias=None, residual=None) -> torch.Tensor:
-    """The product in float64 (the value both PyTorch and the widened path round)."""
-    out = x.double() @ weight.double().t()
-    if bias is not None:
-        out = out + bias.double()
-    if residual is not None:
-        out = out + residual.double()
-    return out
-
-
-def _ulp_error(got: torch.Tensor, exact: torch.Tensor) -> float:
-    """Largest error in units of bfloat16's spacing at the exact value."""
-    spacing = exact.abs().clamp_min(1e-2) * 2.0 ** -7
-    return float(((got.double() - exact).abs() / spacing).max())
 
 
 @needs_widening
 @pytest.mark.parametrize("rows", [_widen.WIDEN_ROWS, 37, 300])
 @pytest.mark.parametrize("features", [64, _widen.BLOCK, _widen.BLOCK + 77])
-def test_widened_is_one_rounding_of_the_float32_product(rows, features):
+def test_widened_is_one_rounding_of_the_float32_product(rows, features, product_ulps):
     x, weight = _rand((rows, 192), 0), _rand((features, 192), 1, 192 ** -0.5)
     bias, residual = _rand((features,), 2), _rand((rows, features), 3)
     assert _widen.widens(x, weight)
     for b, r in ((None, None), (bias, None), (None, residual), (bias, residual)):
         got = _widen.linear(x, weight, b, r)
-        exact = _exact(x, weight, b, r)
         assert got.dtype == torch.bfloat16 and got.shape == (rows, features)
-        assert _ulp_error(got, exact) <= 1.0  # one rounding, float32 sum: within 1 ulp
+        assert product_ulps(got, x, weight, b, r) <= 1.0  # one rounding, float32 sum: within 1 ulp
         theirs = F.linear(x, weight, b) if r is None else r + F.linear(x, weight, b)
         torch.testing.assert_close(got, theirs, rtol=2e-2, atol=2e-2)
 
@@ -105,14 +90,14 @@ class _Scaled(nn.Linear):
 
 
 @needs_widening
-def test_the_linear_layer_widens_prefill_streams_decode_and_keeps_subclasses():
+def test_the_linear_layer_widens_prefill_streams_decode_and_keeps_subclasses(product_ulps):
     module = _linear(96, 64)
     prefill, step = _rand((1, 20, 64), 0), _rand((1, 1, 64), 1)
     with torch.no_grad():
         got = layers.Linear.forward(module, prefill)
-        assert _ulp_error(got, _exact(prefill, module.weight, module.bias)) <= 1.0
+        assert product_ulps(got, prefill, module.weight, module.bias) <= 1.0
         decoded = layers.Linear.forward(module, step)  # the few-rows op (test_gemv.py)
-        assert _ulp_error(decoded, _exact(step, module.weight, module.bias)) <= 1.0
+        assert product_ulps(decoded, step, module.weight, module.bias) <= 1.0
         scaled = _linear(96, 64, _Scaled)
         assert torch.equal(layers.Linear.forward(scaled, prefill), scaled(prefill))
 
