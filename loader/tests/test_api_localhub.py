@@ -91,7 +91,8 @@ NOT_ON_THE_WARM_PATH = ("huggingface_hub", "tomllib", "tomli", "kernelhub.signin
                         "kernelhub.hub.hashes", "kernelhub.signing.sigstore",
                         "kernelhub.hub.endpoints", "kernelhub.deps.loading",
                         "kernelhub.cache.root", "kernelhub.printable",
-                        "kernelhub.redact", "kernelhub.formats.build_layout")
+                        "kernelhub.redact", "kernelhub.formats.build_layout",
+                        "kernelhub.formats.minver", "kernelhub.formats.provenance")
 """What a warm load with no signing policy, no config file and no lock never uses: each
 costs start-up time in every process that loads a kernel. (``kernelhub.signing.verified_marks`` is
 used: the code compiled from a verified source is recalled under its HMAC, which saves more

@@ -63,6 +63,11 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("load/pipeline.py", "kernelhub.deps.loading"): "only a kernel with kernel dependencies "
                                                     "imports a tree; " + _WARM,
     ("load/validators.py", "kernelhub.signing.sigstore"): _SIGNING,
+    ("load/validators.py", "kernelhub.formats.minver"): "only a variant that records a "
+                                                       "kernels-minver is checked; " + _WARM,
+    ("load/validators.py", "kernelhub.formats.provenance"): "only a variant built from a "
+                                                           "dirty tree is warned about; "
+                                                           + _WARM,
     ("load/verified_import.py", "kernelhub.formats.zip_layout"):
         "only a variant read into a new private copy is unpacked; a warm load recalls its "
         "kept copy; " + _WARM,

@@ -13,8 +13,9 @@ import base64
 import hashlib
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from ..errors import IntegrityError, MetadataError
 from ..value_types import Record, field, replace
@@ -32,6 +33,8 @@ DIGEST_ALGORITHM = "sha256"
 NO_LICENSE = "NOASSERTION"
 """The license a variant of a kernel that declares none records: SPDX's "no assertion".
 The ecosystem's 0.19 loader refuses metadata.json whose ``license`` is missing or null."""
+KERNELS_MINVER = "kernels-minver"
+"""The key of the oldest ecosystem loader a variant needs (:mod:`.minver` checks it)."""
 _SKIPPED_DIRS = {"__pycache__"}
 _SKIPPED_SUFFIXES = (".pyc", ".pyo")
 
@@ -290,3 +293,16 @@ def check_digests(
                 "changed after the build. Delete the cached variant (kernelhub cache clear) "
                 "to fetch it again."
             )
+
+
+def dirty_sources(provenance: Mapping[str, Any]) -> list[str]:
+    """Which sources of a variant had uncommitted changes (``provenance``'s ``dirty``
+    flags): ``kernel source``, ``kernel-builder``. Read here, with the rest of
+    metadata.json, so a load of a clean build needs nothing more (:mod:`.provenance`
+    warns about the others)."""
+    found = []
+    for key, label in (("kernel", "kernel source"), ("kernel-builder", "kernel-builder")):
+        part = provenance.get(key)
+        if isinstance(part, Mapping) and part.get("dirty") is True:
+            found.append(label)
+    return found

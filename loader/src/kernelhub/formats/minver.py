@@ -12,9 +12,11 @@ otherwise, so variants that need no 0.19 feature keep loading under kernels 0.17
 
 from __future__ import annotations
 
-from ..errors import KernelHubError, MetadataError
+__lazy_modules__ = {"kernelhub.formats.metadata"}  # PEP 810: imported when first used
 
-KERNELS_MINVER = "kernels-minver"
+from ..errors import KernelHubError, MetadataError
+from .metadata import KERNELS_MINVER as KERNELS_MINVER  # a key of metadata.json
+
 SUPPORTED_KERNELS: tuple[int, int, int] = (0, 19, 1)
 """The newest ``kernels`` release whose formats this kernelhub reads."""
 ZIP_LAYOUT_KERNELS = "0.19.0"

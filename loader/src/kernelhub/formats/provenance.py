@@ -9,9 +9,13 @@ per variant (as the ecosystem's loader does), and loads it.
 
 from __future__ import annotations
 
+__lazy_modules__ = {"kernelhub.formats.metadata"}  # PEP 810: imported when first used
+
 import warnings
 from collections.abc import Mapping
 from typing import Any
+
+from .metadata import dirty_sources as dirty_sources  # read with metadata.json
 
 NULL_COMMIT = "0" * 40
 """Git's null object id: the commit a dirty build records when no commit names its tree."""
@@ -31,16 +35,6 @@ def kernel_git_status(commit: str | None, dirty: bool) -> dict[str, object] | No
     if commit:
         return {"commit": commit, "dirty": dirty}
     return {"commit": NULL_COMMIT, "dirty": True} if dirty else None
-
-
-def dirty_sources(provenance: Mapping[str, Any]) -> list[str]:
-    """Which sources had uncommitted changes: ``kernel source``, ``kernel-builder``."""
-    found = []
-    for key, label in (("kernel", "kernel source"), ("kernel-builder", "kernel-builder")):
-        part = provenance.get(key)
-        if isinstance(part, Mapping) and part.get("dirty") is True:
-            found.append(label)
-    return found
 
 
 def warn_if_dirty(provenance: Mapping[str, Any], name: str, variant: str) -> bool:

@@ -42,8 +42,7 @@ from __future__ import annotations
 
 # PEP 810: imported when first used (inert before Python 3.15)
 __lazy_modules__ = {
-    "kernelhub.errors", "kernelhub.formats.minver", "kernelhub.formats.provenance",
-    "kernelhub.load.resolve", "kernelhub.selection", "kernelhub.signing.trust",
+    "kernelhub.errors", "kernelhub.formats.metadata", "kernelhub.load.resolve", "kernelhub.selection", "kernelhub.signing.trust",
     "kernelhub.value_types",
 }
 
@@ -52,8 +51,7 @@ from typing import TYPE_CHECKING
 
 from .. import cache, settings
 from ..errors import IntegrityError, LockFileError, SignatureError
-from ..formats.minver import KERNELS_MINVER, check_kernels_minver
-from ..formats.provenance import warn_if_dirty
+from ..formats.metadata import KERNELS_MINVER, dirty_sources
 from ..hub import search
 from ..selection import check_archs
 from ..signing.trust import OrgPolicy, Vouch, check_trusted, is_trusted, policy_for, vouches_for
@@ -264,8 +262,10 @@ class MinverValidator(Validator):
     """Refuse a variant that needs a newer ecosystem format than this kernelhub reads."""
 
     def on_snapshot(self, snapshot: Snapshot) -> None:
-        check_kernels_minver(snapshot.verified.metadata.extra.get(KERNELS_MINVER),
-                             snapshot.variant_name)
+        needed = snapshot.verified.metadata.extra.get(KERNELS_MINVER)
+        if needed is not None:  # most variants need no newer format than 0.17's
+            from ..formats.minver import check_kernels_minver
+            check_kernels_minver(needed, snapshot.variant_name)
 
 
 class DirtyBuildValidator(Validator):
@@ -273,7 +273,9 @@ class DirtyBuildValidator(Validator):
 
     def on_snapshot(self, snapshot: Snapshot) -> None:
         metadata = snapshot.verified.metadata
-        warn_if_dirty(metadata.provenance, metadata.name, snapshot.variant_name)
+        if dirty_sources(metadata.provenance):
+            from ..formats.provenance import warn_if_dirty
+            warn_if_dirty(metadata.provenance, metadata.name, snapshot.variant_name)
 
 
 def validators_for(repo_id: str | None, request: KernelRequest | None = None
