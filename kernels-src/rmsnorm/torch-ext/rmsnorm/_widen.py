@@ -83,11 +83,6 @@ def streams(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = N
                                       and residual.shape == (*x.shape[:-1], weight.shape[0]))))
 
 
-def computes(x: torch.Tensor, weight: torch.Tensor) -> bool:
-    """Whether :func:`linear` computes ``x @ weight.T`` itself (widened or streamed)."""
-    return widens(x, weight) or streams(x, weight)
-
-
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
            residual: torch.Tensor | None = None) -> torch.Tensor:
     """``F.linear(x, weight, bias)`` (``+ residual``): widened where :func:`widens` says so,

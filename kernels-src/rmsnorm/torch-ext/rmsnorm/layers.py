@@ -232,17 +232,17 @@ class MLP(nn.Module):
 class Linear(nn.Module):
     """``nn.Linear``'s forward, with bfloat16 products computed in float32 and rounded once
     on CPUs without native bfloat16 products: many rows widened, a decode step's few rows
-    by the kernel's ``linear`` op (:mod:`._widen` says when and why). Any other input, and
-    any subclass of ``nn.Linear`` (quantised, adapter-wrapped), runs the module's own
-    forward."""
+    by the kernel's ``linear`` op (:mod:`._widen` says when and why). Any other input runs
+    ``F.linear``, which is ``nn.Linear``'s own forward; a subclass of ``nn.Linear``
+    (quantised, adapter-wrapped) runs its own forward."""
 
     has_backward: bool = True
     can_torch_compile: bool = True
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
-        if type(self) is not nn.Linear or not _widen.computes(input, self.weight):
+        if type(self) is not nn.Linear:
             return type(self).forward(self, input)
-        return _widen.linear(input, self.weight, self.bias)
+        return _widen.linear(input, self.weight, self.bias)  # decides once, per input
 
 
 def _llama_norm(norm: nn.Module, x: torch.Tensor) -> bool:
